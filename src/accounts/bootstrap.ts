@@ -1,0 +1,31 @@
+import type { Db } from '../db/knex.js';
+import type { Plan } from '../config.js';
+import { hashApiKey } from './keys.js';
+import { countOrganizations, createApiKey, createOrganization, defaultEnvironmentId, findKeyOwner } from '../db/repos/accounts.js';
+
+export const DEFAULT_ENVIRONMENTS = ['development', 'production'];
+
+export interface BootstrapResult {
+  /** A key created on this start, in clear, to be shown once. */
+  createdKey?: string;
+}
+
+/**
+ * On an empty database: an organization with its environments and a first key. With `apiKey`:
+ * make sure that key exists (in the default environment), so scripted setups know their key.
+ */
+export async function bootstrap(db: Db, options: { plan: Plan; apiKey?: string }): Promise<BootstrapResult> {
+  const result: BootstrapResult = {};
+  if ((await countOrganizations(db)) === 0) {
+    await createOrganization(db, { name: 'Default organization', plan: options.plan, environments: DEFAULT_ENVIRONMENTS });
+    if (!options.apiKey) {
+      const environmentId = (await defaultEnvironmentId(db))!;
+      result.createdKey = (await createApiKey(db, { environmentId, name: 'First key' })).key;
+    }
+  }
+  if (options.apiKey && !(await findKeyOwner(db, hashApiKey(options.apiKey)))) {
+    const environmentId = (await defaultEnvironmentId(db))!;
+    await createApiKey(db, { environmentId, name: 'HERALD_API_KEY', key: options.apiKey });
+  }
+  return result;
+}

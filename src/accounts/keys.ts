@@ -1,0 +1,25 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/**
+ * A new API key: "hk_" and 48 lowercase hex digits. Lowercase hex never contains "ApiKey", which
+ * Novu's SDK would otherwise take for a scheme already present.
+ */
+export function generateApiKey(): string {
+  return `hk_${randomBytes(24).toString('hex')}`;
+}
+
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+/** The start of a key, safe to show in listings. */
+export function keyPrefix(key: string): string {
+  return key.slice(0, 10);
+}
+
+/** Compares two hex digests without leaking where they differ through timing. */
+export function sameDigest(a: string, b: string): boolean {
+  const left = Buffer.from(a, 'hex');
+  const right = Buffer.from(b, 'hex');
+  return left.length === right.length && timingSafeEqual(left, right);
+}

@@ -1,0 +1,44 @@
+import express, { type Express, type RequestHandler } from 'express';
+import type { Deps } from './deps.js';
+import { handlers } from './handlers/index.js';
+import { apiMiddleware, createApi, precompileValidators, SPEC_PATH } from './http/api.js';
+import { errorHandler, notFound, sendError } from './http/errors.js';
+import { requestLog } from './http/request-log.js';
+import { authentication } from './http/security.js';
+import { isReady } from './db/knex.js';
+
+export const BODY_LIMIT = '1mb';
+const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+
+export interface AppOptions {
+  /** Compile every request validator in the background now rather than on each first use. */
+  precompile?: boolean;
+}
+
+/** The HTTP application: request id and log → JSON body → API key → contract router → errors. */
+export async function createApp(deps: Deps, options: AppOptions = {}): Promise<Express> {
+  const api = await createApi(handlers, deps);
+  if (options.precompile) precompileValidators(api);
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(requestLog(deps.logger));
+
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/ready', async (_req, res) => {
+    const ready = await isReady(deps.db);
+    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable' });
+  });
+  app.get('/v1/openapi.yaml', (_req, res) => {
+    res.type('application/yaml').sendFile(SPEC_PATH);
+  });
+
+  // Only methods that carry a body in the contract get one parsed; a body on GET or DELETE is ignored.
+  const json = express.json({ limit: BODY_LIMIT });
+  const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());
+  app.use('/v1', jsonBody, authentication(deps.db), apiMiddleware(api));
+  app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));
+  app.use(errorHandler(deps.logger));
+  return app;
+}

@@ -1,0 +1,38 @@
+import path from 'node:path';
+
+export type Plan = 'free' | 'pro' | 'enterprise';
+export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
+
+export interface Config {
+  /** `postgres://…` for PostgreSQL, `sqlite:<path>` or nothing for a SQLite file. */
+  databaseUrl: string;
+  port: number;
+  host: string;
+  /** A key the server makes sure exists at start (scripted setups, tests). */
+  apiKey?: string;
+  /** The plan of the organization created on first start. */
+  defaultPlan: Plan;
+  /** Encrypts integration credentials at rest when set. */
+  secret?: string;
+  logLevel: string;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const defaultPlan = (env.HERALD_DEFAULT_PLAN ?? 'enterprise') as Plan;
+  if (!PLANS.includes(defaultPlan)) {
+    throw new Error(`HERALD_DEFAULT_PLAN must be one of ${PLANS.join(', ')}, not "${defaultPlan}"`);
+  }
+  const port = Number(env.PORT ?? 3000);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`PORT must be a port number, not "${env.PORT}"`);
+  }
+  return {
+    databaseUrl: env.DATABASE_URL || `sqlite:${path.join('data', 'herald.db')}`,
+    port,
+    host: env.HOST ?? '0.0.0.0',
+    apiKey: env.HERALD_API_KEY || undefined,
+    defaultPlan,
+    secret: env.HERALD_SECRET || undefined,
+    logLevel: env.LOG_LEVEL ?? 'info',
+  };
+}

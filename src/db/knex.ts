@@ -1,0 +1,68 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import { migrationSource } from './migrations/index.js';
+
+export type Db = Knex;
+
+// PostgreSQL's bigint (COUNT(*) among them) arrives as a string; every count we read fits a number.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
+
+export interface DbOptions {
+  /** PostgreSQL only: the schema to work in (tests give each file its own). */
+  schema?: string;
+}
+
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//.test(url);
+}
+
+/** A knex instance for `postgres://…`, `sqlite:<path>`, or a bare SQLite path. */
+export function createDb(url: string, options: DbOptions = {}): Db {
+  if (isPostgresUrl(url)) {
+    return knexFactory({
+      client: 'pg',
+      connection: url,
+      searchPath: options.schema ? [options.schema] : undefined,
+      pool: { min: 0, max: 10 },
+    });
+  }
+  const file = url.replace(/^sqlite:/, '');
+  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  return knexFactory({
+    client: 'better-sqlite3',
+    connection: { filename: file },
+    useNullAsDefault: true,
+    pool: {
+      // better-sqlite3 is synchronous: one connection, used by one query at a time.
+      min: 1,
+      max: 1,
+      afterCreate(conn: { pragma(sql: string): unknown }, done: (err: Error | null, conn: unknown) => void) {
+        conn.pragma('journal_mode = WAL');
+        conn.pragma('synchronous = NORMAL');
+        conn.pragma('foreign_keys = ON');
+        conn.pragma('busy_timeout = 5000');
+        done(null, conn);
+      },
+    },
+  });
+}
+
+export async function migrate(db: Db): Promise<void> {
+  await db.migrate.latest({ migrationSource });
+}
+
+export function isPostgres(db: Db): boolean {
+  return db.client.config.client === 'pg';
+}
+
+/** The database answers and every migration has run. */
+export async function isReady(db: Db): Promise<boolean> {
+  try {
+    const [, pending] = await db.migrate.list({ migrationSource });
+    return pending.length === 0;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,44 @@
+import type { Knex } from 'knex';
+
+export interface PageRequest {
+  page: number;
+  limit: number;
+}
+
+export interface Page<T> {
+  data: T[];
+  totalCount: number;
+  page: number;
+  pageSize: number;
+  hasMore: boolean;
+}
+
+export const DEFAULT_PAGE_SIZE = 10;
+
+/** Reads `page` and `limit` (or Novu's `pageSize`) from a validated query, with their defaults. */
+export function pageRequest(query: { page?: number; limit?: number; pageSize?: number } | undefined): PageRequest {
+  return { page: query?.page ?? 0, limit: query?.limit ?? query?.pageSize ?? DEFAULT_PAGE_SIZE };
+}
+
+/**
+ * Runs a filtered query as one page plus an exact total. `orderBy` must end in a unique column so
+ * that pages never overlap or skip rows.
+ */
+export async function paginate<Row, T>(
+  query: Knex.QueryBuilder,
+  { page, limit }: PageRequest,
+  orderBy: Array<{ column: string; order: 'asc' | 'desc' }>,
+  toWire: (row: Row) => T,
+): Promise<Page<T>> {
+  const [countRow] = await query.clone().clearSelect().clearOrder().count({ n: '*' });
+  const totalCount = Number((countRow as { n: number | string }).n);
+  const offset = page * limit;
+  const rows: Row[] = offset >= totalCount ? [] : await query.clone().orderBy(orderBy).limit(limit).offset(offset);
+  return {
+    data: rows.map(toWire),
+    totalCount,
+    page,
+    pageSize: limit,
+    hasMore: offset + rows.length < totalCount,
+  };
+}

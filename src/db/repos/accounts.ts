@@ -1,0 +1,140 @@
+import type { Db } from '../knex.js';
+import type { Plan } from '../../config.js';
+import { newId } from '../../ids.js';
+import { generateApiKey, hashApiKey, keyPrefix } from '../../accounts/keys.js';
+
+export interface Organization {
+  id: string;
+  name: string;
+  plan: Plan;
+  ratePerMinute: number | null;
+  burst: number | null;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  name: string;
+  prefix: string;
+  environmentId: string;
+  environmentName: string;
+  organizationId: string;
+  organizationName: string;
+  plan: Plan;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+/** What a valid key opens: one environment of one organization. */
+export interface KeyOwner {
+  keyId: string;
+  keyHash: string;
+  revoked: boolean;
+  environmentId: string;
+  organizationId: string;
+  plan: Plan;
+  ratePerMinute: number | null;
+  burst: number | null;
+}
+
+export async function createOrganization(
+  db: Db,
+  input: { name: string; plan: Plan; environments: string[] },
+): Promise<{ organization: Organization; environmentIds: Record<string, string> }> {
+  const now = new Date().toISOString();
+  const organization: Organization = { id: newId(), name: input.name, plan: input.plan, ratePerMinute: null, burst: null };
+  const environmentIds: Record<string, string> = {};
+  await db.transaction(async (trx) => {
+    await trx('organizations').insert({ id: organization.id, name: organization.name, plan: organization.plan, created_at: now });
+    for (const name of input.environments) {
+      environmentIds[name] = newId();
+      await trx('environments').insert({ id: environmentIds[name], organization_id: organization.id, name, created_at: now });
+    }
+  });
+  return { organization, environmentIds };
+}
+
+/** The environment new keys go to by default: the oldest organization's development environment. */
+export async function defaultEnvironmentId(db: Db): Promise<string | undefined> {
+  const row = await db('environments as e')
+    .join('organizations as o', 'o.id', 'e.organization_id')
+    .orderBy([{ column: 'o.created_at' }, { column: 'o.id' }, { column: 'e.created_at' }, { column: 'e.id' }])
+    .first('e.id');
+  return row?.id;
+}
+
+/** Stores a key (a given one, or a new random one) and returns it in clear: the only time it is. */
+export async function createApiKey(
+  db: Db,
+  input: { environmentId: string; name: string; key?: string },
+): Promise<{ id: string; key: string }> {
+  const key = input.key ?? generateApiKey();
+  const id = newId();
+  await db('api_keys').insert({
+    id,
+    environment_id: input.environmentId,
+    name: input.name,
+    key_hash: hashApiKey(key),
+    key_prefix: keyPrefix(key),
+    created_at: new Date().toISOString(),
+  });
+  return { id, key };
+}
+
+export async function findKeyOwner(db: Db, keyHash: string): Promise<KeyOwner | undefined> {
+  const row = await db('api_keys as k')
+    .join('environments as e', 'e.id', 'k.environment_id')
+    .join('organizations as o', 'o.id', 'e.organization_id')
+    .where('k.key_hash', keyHash)
+    .first(
+      'k.id as keyId',
+      'k.key_hash as keyHash',
+      'k.revoked_at as revokedAt',
+      'e.id as environmentId',
+      'o.id as organizationId',
+      'o.plan as plan',
+      'o.rate_per_minute as ratePerMinute',
+      'o.burst as burst',
+    );
+  if (!row) return undefined;
+  return {
+    keyId: row.keyId,
+    keyHash: row.keyHash,
+    revoked: row.revokedAt !== null,
+    environmentId: row.environmentId,
+    organizationId: row.organizationId,
+    plan: row.plan,
+    ratePerMinute: row.ratePerMinute,
+    burst: row.burst,
+  };
+}
+
+export async function listApiKeys(db: Db): Promise<ApiKeyRecord[]> {
+  const rows = await db('api_keys as k')
+    .join('environments as e', 'e.id', 'k.environment_id')
+    .join('organizations as o', 'o.id', 'e.organization_id')
+    .orderBy([{ column: 'k.created_at' }, { column: 'k.id' }])
+    .select(
+      'k.id',
+      'k.name',
+      'k.key_prefix as prefix',
+      'k.created_at as createdAt',
+      'k.revoked_at as revokedAt',
+      'e.id as environmentId',
+      'e.name as environmentName',
+      'o.id as organizationId',
+      'o.name as organizationName',
+      'o.plan as plan',
+    );
+  return rows as ApiKeyRecord[];
+}
+
+/** Revokes a key; false when there is no such key or it was already revoked. */
+export async function revokeApiKey(db: Db, id: string): Promise<boolean> {
+  const changed = await db('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: new Date().toISOString() });
+  return changed > 0;
+}
+
+export async function countOrganizations(db: Db): Promise<number> {
+  const [row] = await db('organizations').count({ n: '*' });
+  return Number(row.n);
+}

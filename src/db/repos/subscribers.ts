@@ -1,0 +1,124 @@
+import type { Db } from '../knex.js';
+import type { Schemas } from '../../http/types.js';
+import { newId } from '../../ids.js';
+import { readJson, writeJson } from '../json.js';
+import { paginate, type Page, type PageRequest } from '../paginate.js';
+
+export type Subscriber = Schemas['Subscriber'];
+export type SubscriberInput = Schemas['SubscriberCreate'];
+export type SubscriberPatch = Schemas['SubscriberUpdate'];
+
+interface SubscriberRow {
+  id: string;
+  environment_id: string;
+  organization_id: string;
+  subscriber_id: string;
+  email: string | null;
+  first_name: string | null;
+  last_name: string | null;
+  phone: string | null;
+  avatar: string | null;
+  locale: string | null;
+  timezone: string | null;
+  data: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Profile fields: wire name → column. */
+const PROFILE_COLUMNS = {
+  email: 'email',
+  firstName: 'first_name',
+  lastName: 'last_name',
+  phone: 'phone',
+  avatar: 'avatar',
+  locale: 'locale',
+  timezone: 'timezone',
+} as const;
+type ProfileField = keyof typeof PROFILE_COLUMNS;
+const PROFILE_FIELDS = Object.keys(PROFILE_COLUMNS) as ProfileField[];
+
+function toWire(row: SubscriberRow): Subscriber {
+  const subscriber: Subscriber = {
+    subscriberId: row.subscriber_id,
+    data: readJson(row.data, {}),
+    channels: [],
+    deleted: false,
+    _organizationId: row.organization_id,
+    _environmentId: row.environment_id,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+  // Absent fields are left out, never sent as null (Novu's clients reject null).
+  for (const field of PROFILE_FIELDS) {
+    const value = row[PROFILE_COLUMNS[field]];
+    if (value !== null) subscriber[field] = value;
+  }
+  return subscriber;
+}
+
+function profileColumns(input: Partial<Record<ProfileField, string | null>>): Record<string, string | null> {
+  const columns: Record<string, string | null> = {};
+  for (const field of PROFILE_FIELDS) {
+    if (input[field] !== undefined) columns[PROFILE_COLUMNS[field]] = input[field] ?? null;
+  }
+  return columns;
+}
+
+function scoped(db: Db, environmentId: string) {
+  return db('subscribers as s')
+    .join('environments as e', 'e.id', 's.environment_id')
+    .where('s.environment_id', environmentId)
+    .select('s.*', 'e.organization_id');
+}
+
+export async function listSubscribers(db: Db, environmentId: string, page: PageRequest): Promise<Page<Subscriber>> {
+  return paginate<SubscriberRow, Subscriber>(
+    scoped(db, environmentId),
+    page,
+    [
+      { column: 's.created_at', order: 'asc' },
+      { column: 's.id', order: 'asc' },
+    ],
+    toWire,
+  );
+}
+
+export async function findSubscriber(db: Db, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
+  const row = await scoped(db, environmentId).where('s.subscriber_id', subscriberId).first();
+  return row ? toWire(row) : undefined;
+}
+
+/** Inserts a subscriber; a duplicate subscriberId surfaces as the database's unique violation. */
+export async function insertSubscriber(db: Db, environmentId: string, input: SubscriberInput, now: Date): Promise<void> {
+  const at = now.toISOString();
+  await db('subscribers').insert({
+    id: newId(now.getTime()),
+    environment_id: environmentId,
+    subscriber_id: input.subscriberId,
+    ...profileColumns(input),
+    data: writeJson(input.data ?? {}),
+    created_at: at,
+    updated_at: at,
+  });
+}
+
+/** Applies a partial update; false when there is no such subscriber. */
+export async function updateSubscriber(
+  db: Db,
+  environmentId: string,
+  subscriberId: string,
+  patch: SubscriberPatch,
+  now: Date,
+): Promise<boolean> {
+  const changes: Record<string, unknown> = { ...profileColumns(patch), updated_at: now.toISOString() };
+  if (patch.data !== undefined) changes.data = writeJson(patch.data ?? {});
+  const updated = await db('subscribers').where({ environment_id: environmentId, subscriber_id: subscriberId }).update(changes);
+  return updated > 0;
+}
+
+/** Deletes a subscriber; its memberships, preferences and credentials go with it (foreign keys). */
+export async function deleteSubscriber(db: Db, environmentId: string, subscriberId: string): Promise<boolean> {
+  const deleted = await db('subscribers').where({ environment_id: environmentId, subscriber_id: subscriberId }).delete();
+  return deleted > 0;
+}

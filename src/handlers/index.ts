@@ -1,0 +1,17 @@
+import type { OperationHandlers } from '../http/types.js';
+import * as events from './events.js';
+import * as integrations from './integrations.js';
+import * as notifications from './notifications.js';
+import * as subscribers from './subscribers.js';
+import * as topics from './topics.js';
+import * as workflows from './workflows.js';
+
+/** Every operation of the contract, by operationId; `satisfies` makes a missing one a type error. */
+export const handlers = {
+  ...events,
+  ...subscribers,
+  ...workflows,
+  ...topics,
+  ...notifications,
+  ...integrations,
+} satisfies OperationHandlers;

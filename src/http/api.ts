@@ -1,0 +1,168 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Request, Response } from 'express';
+import { OpenAPIBackend, type Context } from 'openapi-backend';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import ajvFormats from 'ajv-formats';
+import type { ErrorObject } from 'ajv';
+import type { Deps } from '../deps.js';
+import { badRequest, HttpError, notFound, sendError, unauthorized, type ErrorDetail } from './errors.js';
+import type { Authentication } from './security.js';
+import type { HandlerContext, OperationHandlers, OperationId } from './types.js';
+
+const addFormats = ajvFormats.default;
+
+export const SPEC_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../openapi/v1.yaml');
+
+/** JSON Schema 2020-12 (OpenAPI 3.1's dialect) with formats, every error, and discriminated steps. */
+export function createAjv(options: object = {}): Ajv2020 {
+  const ajv = new Ajv2020({ ...options, strict: false, allErrors: true, discriminator: true });
+  addFormats(ajv);
+  return ajv;
+}
+
+/**
+ * The backend alone, for routing and response checks outside a server (tests, the mock server).
+ *
+ * `quick` does two things we want: it skips openapi-backend's own check of the definition, which
+ * knows only OpenAPI 3.0 and, failing on our 3.1 contract, would leave the router empty (Redocly
+ * lints the contract instead); and it compiles an operation's validators on first use rather than
+ * all at once, which costs about 6 s of Ajv compilation up front.
+ */
+export function createBackend(): OpenAPIBackend {
+  return new OpenAPIBackend({
+    definition: SPEC_PATH,
+    apiRoot: '/',
+    quick: true,
+    coerceTypes: true,
+    customizeAjv: (_ajv, ajvOpts) => createAjv(ajvOpts) as never,
+  });
+}
+
+const LOCATIONS: Record<string, string> = { requestBody: 'body', query: 'query', path: 'path', header: 'header' };
+
+/** Turns ajv's errors into the error body's `details`: one per problem, naming the field. */
+export function validationDetails(errors: ErrorObject[]): ErrorDetail[] {
+  const details = errors.map((error) => {
+    const segments = error.instancePath.split('/').slice(1);
+    segments[0] = LOCATIONS[segments[0]] ?? segments[0] ?? 'body';
+    let message = error.message ?? 'is invalid';
+    if (error.keyword === 'required') {
+      // A missing body is reported by openapi-backend as a missing "requestBody" property.
+      if (error.params.missingProperty !== 'requestBody') segments.push(String(error.params.missingProperty));
+      message = segments.length === 1 && segments[0] === 'body' ? 'is required: send a JSON body' : 'is required';
+    } else if (error.keyword === 'additionalProperties') {
+      segments.push(String(error.params.additionalProperty));
+      message = 'is not allowed';
+    } else if (error.keyword === 'enum') {
+      message = `must be one of ${(error.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    }
+    return { field: segments.filter((s) => s !== '').join('/') || 'body', message, keyword: error.keyword };
+  });
+  // oneOf failures repeat every branch's complaint; keep the specific ones when there are any.
+  const specific = details.filter((d) => d.keyword !== 'oneOf' && d.keyword !== 'anyOf' && !(d.keyword === 'type' && d.message === 'must be null'));
+  const chosen = specific.length > 0 ? specific : details;
+  const seen = new Set<string>();
+  return chosen
+    .map(({ field, message }) => ({ field, message }))
+    .filter((d) => {
+      const key = `${d.field} ${d.message}`;
+      return !seen.has(key) && (seen.add(key), true);
+    })
+    .slice(0, 20);
+}
+
+function decodePathParams(params: Record<string, string>): Record<string, string> {
+  const decoded: Record<string, string> = {};
+  for (const [name, value] of Object.entries(params)) {
+    try {
+      decoded[name] = decodeURIComponent(value);
+    } catch {
+      throw badRequest(`path/${name} is not a valid URL-encoded value`, [{ field: `path/${name}`, message: 'is not valid URL encoding' }]);
+    }
+  }
+  return decoded;
+}
+
+/**
+ * The contract's router and validator in front of the handlers: unknown paths 404, wrong methods
+ * 405, requests without a valid key 401, requests that break the schema 400, and only then the
+ * operation's handler, whose reply is written as JSON.
+ */
+export async function createApi(handlers: OperationHandlers, deps: Deps): Promise<OpenAPIBackend> {
+  const api = createBackend();
+  const authOf = (res: Response): Authentication => res.locals.authentication;
+
+  api.register({
+    notFound: (_c: Context, req: Request) => {
+      throw notFound(`No route matches ${req.method} ${req.originalUrl.split('?')[0]}`);
+    },
+    methodNotAllowed: (_c: Context, req: Request) => {
+      throw new HttpError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
+    },
+    unauthorizedHandler: (_c: Context, _req: Request, res: Response) => {
+      const result = authOf(res);
+      throw unauthorized(result.ok ? 'This API key cannot be used here' : result.reason);
+    },
+    validationFail: (c: Context) => {
+      const details = validationDetails(c.validation.errors ?? []);
+      throw badRequest(details.map((d) => `${d.field} ${d.message}`).slice(0, 5).join('; '), details);
+    },
+  });
+  api.registerSecurityHandler('bearerAuth', (_c: Context, _req: Request, res: Response) => {
+    const result = authOf(res);
+    return result.ok && result.scheme === 'bearer';
+  });
+  api.registerSecurityHandler('apiKeyAuth', (_c: Context, _req: Request, res: Response) => {
+    const result = authOf(res);
+    return result.ok && result.scheme === 'apikey';
+  });
+
+  for (const operationId of Object.keys(handlers) as OperationId[]) {
+    const handler = handlers[operationId] as (ctx: HandlerContext<OperationId>) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>;
+    api.register(operationId, async (c: Context, _req: Request, res: Response) => {
+      const result = authOf(res);
+      if (!result.ok) throw unauthorized(result.reason);
+      const reply = await handler({
+        params: decodePathParams(c.request.params as Record<string, string>) as never,
+        query: (c.request.query ?? {}) as never,
+        body: c.request.requestBody as never,
+        auth: result.auth,
+        deps,
+      });
+      if (reply.headers) res.set(reply.headers);
+      if (reply.body === undefined) res.status(reply.status).end();
+      else res.status(reply.status).json(reply.body);
+    });
+  }
+  await api.init();
+  return api;
+}
+
+/**
+ * Compiles every operation's request validators, one operation per turn of the event loop, so a
+ * server that has just started answers requests meanwhile and none of them pays the compile cost.
+ */
+export function precompileValidators(api: OpenAPIBackend): void {
+  const operationIds = api.router.getOperations().map((operation) => operation.operationId!);
+  const next = () => {
+    const operationId = operationIds.shift();
+    if (!operationId) return;
+    api.validator.getRequestValidatorsForOperation(operationId);
+    setImmediate(next);
+  };
+  setImmediate(next);
+}
+
+/** Express glue: hand each request to the backend and anything thrown to the error handler. */
+export function apiMiddleware(api: OpenAPIBackend) {
+  return (req: Request, res: Response, next: (err?: unknown) => void) => {
+    api
+      .handleRequest(
+        { method: req.method, path: req.path, body: req.body, query: req.query as never, headers: req.headers as never },
+        req,
+        res,
+      )
+      .catch((err: unknown) => (err instanceof HttpError ? sendError(req, res, err) : next(err)));
+  };
+}

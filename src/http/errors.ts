@@ -1,0 +1,88 @@
+import { STATUS_CODES } from 'node:http';
+import type { ErrorRequestHandler, Request, Response } from 'express';
+import type { components } from '../../generated/v1.js';
+import type { Logger } from '../logger.js';
+import { isUniqueViolation } from '../db/errors.js';
+
+export type ErrorBody = components['schemas']['Error'];
+export type ErrorDetail = components['schemas']['ErrorDetail'];
+
+/** An error meant for the caller: its status and message go out as they are. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly details?: ErrorDetail[],
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+  }
+}
+
+export const badRequest = (message: string, details?: ErrorDetail[]) => new HttpError(400, message, details);
+export const unauthorized = (message: string) => new HttpError(401, message);
+export const notFound = (message: string) => new HttpError(404, message);
+export const conflict = (message: string) => new HttpError(409, message);
+export const unprocessable = (message: string, details?: ErrorDetail[]) => new HttpError(422, message, details);
+export const notImplemented = (message: string) => new HttpError(501, message);
+
+/** "Unprocessable Entity" rather than Node's "Unprocessable Content", as Novu and the docs say. */
+function statusName(status: number): string {
+  return status === 422 ? 'Unprocessable Entity' : (STATUS_CODES[status] ?? 'Error');
+}
+
+export function errorBody(status: number, message: string, path: string, details?: ErrorDetail[]): ErrorBody {
+  return {
+    statusCode: status,
+    error: statusName(status),
+    message,
+    ...(details && details.length > 0 ? { details } : {}),
+    timestamp: new Date().toISOString(),
+    path,
+  };
+}
+
+export function sendError(req: Request, res: Response, error: HttpError): void {
+  if (error.headers) res.set(error.headers);
+  res.status(error.status).json(errorBody(error.status, error.message, req.originalUrl.split('?')[0], error.details));
+}
+
+/** Errors from express.json (body-parser) carry a `type` that says what went wrong. */
+function fromBodyParser(err: { type?: string; status?: number }): HttpError | undefined {
+  switch (err.type) {
+    case 'entity.too.large':
+      return new HttpError(413, 'The request body is larger than 1 MiB');
+    case 'entity.parse.failed':
+      return badRequest('The request body is not valid JSON');
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return badRequest('The request body must be JSON encoded as UTF-8');
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return badRequest('The request body could not be read');
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The one place that turns anything thrown into the error body: typed errors as they are, body
+ * parser failures and unique-constraint races as 4xx, and everything else as a 500 whose cause is
+ * logged and never sent.
+ */
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (err, req, res, next) => {
+    if (res.headersSent) return next(err);
+    let error: HttpError | undefined;
+    if (err instanceof HttpError) error = err;
+    else if (err && typeof err === 'object' && 'type' in err) error = fromBodyParser(err);
+    else if (isUniqueViolation(err)) error = conflict('The resource already exists');
+    if (!error) {
+      const requestId = res.getHeader('X-Request-Id');
+      logger.error({ err, requestId, method: req.method, path: req.originalUrl }, 'request failed');
+      error = new HttpError(500, `Something went wrong on our side; request id ${requestId}`);
+    }
+    sendError(req, res, error);
+  };
+}

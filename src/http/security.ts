@@ -1,0 +1,42 @@
+import type { RequestHandler } from 'express';
+import type { Db } from '../db/knex.js';
+import { findKeyOwner } from '../db/repos/accounts.js';
+import { hashApiKey, sameDigest } from '../accounts/keys.js';
+import type { Auth } from './types.js';
+
+export type Scheme = 'bearer' | 'apikey';
+
+/** The outcome of reading the Authorization header, kept on `res.locals.authentication`. */
+export type Authentication =
+  | { ok: true; scheme: Scheme; auth: Auth }
+  | { ok: false; scheme?: Scheme; reason: string };
+
+const SCHEMES: Record<string, Scheme> = { bearer: 'bearer', apikey: 'apikey' };
+
+export async function authenticate(db: Db, header: string | undefined): Promise<Authentication> {
+  if (!header) return { ok: false, reason: 'Missing API key: send the header "Authorization: Bearer <key>"' };
+  const match = /^(\S+)\s+(\S+)\s*$/.exec(header);
+  const scheme = match && SCHEMES[match[1].toLowerCase()];
+  if (!match || !scheme) {
+    return { ok: false, reason: 'Malformed Authorization header: expected "Bearer <key>" or "ApiKey <key>"' };
+  }
+  const digest = hashApiKey(match[2]);
+  const owner = await findKeyOwner(db, digest);
+  if (!owner || !sameDigest(owner.keyHash, digest)) return { ok: false, scheme, reason: 'Invalid API key' };
+  if (owner.revoked) return { ok: false, scheme, reason: 'This API key has been revoked' };
+  return { ok: true, scheme, auth: { organizationId: owner.organizationId, environmentId: owner.environmentId } };
+}
+
+/**
+ * Reads the key once per request, before routing, so that later layers (rate limits, the spec's
+ * security handlers) can use the environment. It rejects nothing itself: whether an operation
+ * needs a key is the contract's business.
+ */
+export function authentication(db: Db): RequestHandler {
+  return (req, res, next) => {
+    authenticate(db, req.headers.authorization).then((result) => {
+      res.locals.authentication = result;
+      next();
+    }, next);
+  };
+}

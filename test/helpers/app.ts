@@ -1,0 +1,119 @@
+import express from 'express';
+import supertest from 'supertest';
+import type { Express } from 'express';
+import { createApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import type { Clock } from '../../src/clock.js';
+import type { Deps } from '../../src/deps.js';
+import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
+import { contractRecorder } from './contract.js';
+import { createTestDb, type TestDb } from './db.js';
+
+/** A clock tests move by hand. */
+export class ManualClock implements Clock {
+  constructor(private current = new Date('2026-11-22T09:00:00.000Z')) {}
+  now(): Date {
+    return new Date(this.current);
+  }
+  advance(ms: number): void {
+    this.current = new Date(this.current.getTime() + ms);
+  }
+}
+
+/** Requests authenticated with one key, the way an API consumer sends them. */
+export class Client {
+  constructor(
+    private readonly http: supertest.Agent | ReturnType<typeof supertest>,
+    readonly key: string,
+    private readonly scheme: 'Bearer' | 'ApiKey' = 'Bearer',
+  ) {}
+  private auth(test: supertest.Test): supertest.Test {
+    return test.set('Authorization', `${this.scheme} ${this.key}`);
+  }
+  get(path: string) {
+    return this.auth(this.http.get(path));
+  }
+  post(path: string, body?: object) {
+    const test = this.auth(this.http.post(path));
+    return body === undefined ? test : test.send(body);
+  }
+  put(path: string, body?: object) {
+    const test = this.auth(this.http.put(path));
+    return body === undefined ? test : test.send(body);
+  }
+  patch(path: string, body?: object) {
+    const test = this.auth(this.http.patch(path));
+    return body === undefined ? test : test.send(body);
+  }
+  delete(path: string) {
+    return this.auth(this.http.delete(path));
+  }
+  withScheme(scheme: 'Bearer' | 'ApiKey'): Client {
+    return new Client(this.http, this.key, scheme);
+  }
+}
+
+export interface TestApp {
+  /** Unauthenticated requests. */
+  http: ReturnType<typeof supertest>;
+  /** The app with the contract recorder in front, for other HTTP clients. */
+  app: Express;
+  /** A key of organization A's development environment, and one of its production environment. */
+  a: Client;
+  aProduction: Client;
+  /** A key of another organization. */
+  b: Client;
+  db: TestDb['db'];
+  testDb: TestDb;
+  clock: ManualClock;
+  deps: Deps;
+  environments: { a: string; aProduction: string; b: string };
+  /** Fails the test when any response so far broke the contract. */
+  assertContract(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startTestApp(): Promise<TestApp> {
+  const testDb = await createTestDb();
+  const { db } = testDb;
+  const clock = new ManualClock();
+  const deps: Deps = { db, clock, config: loadConfig({}), logger: createLogger('silent') };
+  const violations: string[] = [];
+  const pending = new Set<Promise<void>>();
+  const app = express();
+  app.use(contractRecorder(violations, pending));
+  app.use(await createApp(deps));
+  const http = supertest(app);
+
+  const orgA = await createOrganization(db, { name: 'A', plan: 'enterprise', environments: ['development', 'production'] });
+  const orgB = await createOrganization(db, { name: 'B', plan: 'enterprise', environments: ['development'] });
+  const environments = {
+    a: orgA.environmentIds.development,
+    aProduction: orgA.environmentIds.production,
+    b: orgB.environmentIds.development,
+  };
+  const keyOf = async (environmentId: string) => (await createApiKey(db, { environmentId, name: 'test' })).key;
+
+  return {
+    http,
+    app,
+    a: new Client(http, await keyOf(environments.a)),
+    aProduction: new Client(http, await keyOf(environments.aProduction)),
+    b: new Client(http, await keyOf(environments.b)),
+    db,
+    testDb,
+    clock,
+    deps,
+    environments,
+    async assertContract() {
+      await Promise.all(pending);
+      const found = violations.splice(0);
+      if (found.length > 0) throw new Error(`Responses broke the contract:\n${found.join('\n')}`);
+    },
+    async close() {
+      await Promise.all(pending);
+      await testDb.close();
+    },
+  };
+}

@@ -1,0 +1,108 @@
+import type { OpenAPIBackend, Operation } from 'openapi-backend';
+import type { RequestHandler } from 'express';
+import { createAjv, createBackend } from '../../src/http/api.js';
+
+let backendPromise: Promise<OpenAPIBackend> | undefined;
+function contract(): Promise<OpenAPIBackend> {
+  backendPromise ??= (async () => {
+    const backend = createBackend();
+    await backend.init();
+    return backend;
+  })();
+  return backendPromise;
+}
+
+export interface SeenResponse {
+  method: string;
+  path: string;
+  status: number;
+  headers: Record<string, unknown>;
+  body: string;
+}
+
+/**
+ * Every way a response can break the contract: an undocumented status, a body that does not match
+ * the documented schema (or that is there when none is documented), a wrong content type. Requests
+ * that match no operation must still answer 404/405 with the error body.
+ */
+export async function contractViolations(response: SeenResponse): Promise<string[]> {
+  const backend = await contract();
+  const where = `${response.method} ${response.path} → ${response.status}`;
+  if (!response.path.startsWith('/v1/') || response.path === '/v1/openapi.yaml') return [];
+  const apiPath = response.path.slice('/v1'.length);
+  const operation = backend.router.matchOperation({ method: response.method, path: apiPath, headers: {} }, false) as
+    | Operation
+    | undefined;
+  const isJson = String(response.headers['content-type'] ?? '').startsWith('application/json');
+  const parsed = response.body ? safeParse(response.body) : undefined;
+
+  if (response.method === 'HEAD') return [];
+  if (!operation) {
+    if (response.status !== 404 && response.status !== 405) return [`${where}: no operation matches, yet the status is not 404/405`];
+    return errorBodyViolations(backend, where, isJson, parsed);
+  }
+  const documented = operation.responses?.[String(response.status)] as { content?: Record<string, unknown> } | undefined;
+  if (!documented) return [`${where}: status ${response.status} is not documented for ${operation.operationId}`];
+  if (!documented.content) {
+    return response.body ? [`${where}: ${operation.operationId} documents no body for ${response.status}, yet one was sent`] : [];
+  }
+  if (!isJson) return [`${where}: content-type is ${String(response.headers['content-type'])}, not application/json`];
+  if (parsed === undefined) return [`${where}: the body is not JSON: ${response.body.slice(0, 200)}`];
+  const result = backend.validateResponse(parsed, operation, response.status);
+  const problems = (result.errors ?? []).map((e) => `${where}: body${e.instancePath} ${e.message}`);
+  if (response.status === 429 && response.headers['retry-after'] === undefined) problems.push(`${where}: 429 without Retry-After`);
+  return problems;
+}
+
+let errorValidator: ReturnType<ReturnType<typeof createAjv>['compile']> | undefined;
+function errorBodyViolations(backend: OpenAPIBackend, where: string, isJson: boolean, parsed: unknown): string[] {
+  if (!isJson || parsed === undefined) return [`${where}: the error is not a JSON body`];
+  if (!errorValidator) {
+    const ajv = createAjv();
+    ajv.addSchema({ $id: 'contract', components: backend.definition.components });
+    errorValidator = ajv.compile({ $ref: 'contract#/components/schemas/Error' });
+  }
+  return errorValidator(parsed) ? [] : (errorValidator.errors ?? []).map((e) => `${where}: error body${e.instancePath} ${e.message}`);
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Express middleware for tests: it records every response the app sends and checks it against
+ * the contract, collecting what does not match in `violations`.
+ */
+export function contractRecorder(violations: string[], pending: Set<Promise<void>>): RequestHandler {
+  return (req, res, next) => {
+    const chunks: Buffer[] = [];
+    const write = res.write.bind(res);
+    const end = res.end.bind(res);
+    res.write = ((chunk: unknown, ...rest: unknown[]) => {
+      if (chunk) chunks.push(Buffer.from(chunk as string));
+      return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
+    }) as typeof res.write;
+    res.end = ((chunk?: unknown, ...rest: unknown[]) => {
+      if (chunk && typeof chunk !== 'function') chunks.push(Buffer.from(chunk as string));
+      return (end as (...args: unknown[]) => typeof res)(chunk, ...rest);
+    }) as typeof res.end;
+    res.on('finish', () => {
+      const check = contractViolations({
+        method: req.method,
+        path: req.originalUrl.split('?')[0],
+        status: res.statusCode,
+        headers: res.getHeaders(),
+        body: req.method === 'HEAD' ? '' : Buffer.concat(chunks).toString('utf8'),
+      }).then((problems) => {
+        violations.push(...problems);
+      });
+      pending.add(check);
+      void check.finally(() => pending.delete(check));
+    });
+    next();
+  };
+}

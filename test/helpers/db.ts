@@ -1,0 +1,56 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { createDb, isPostgresUrl, migrate, type Db } from '../../src/db/knex.js';
+
+/** Which database this test run uses: the vitest project sets HERALD_TEST_DB. */
+export function testDatabaseUrl(): string | undefined {
+  const url = process.env.HERALD_TEST_DB;
+  return url && isPostgresUrl(url) ? url : undefined;
+}
+
+export interface TestDb {
+  db: Db;
+  /** A URL another process can open to reach the same data (with `schema` on PostgreSQL). */
+  url: string;
+  schema?: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A fresh, migrated database of the kind under test: a real SQLite file in a temporary folder, or
+ * a schema of its own on the PostgreSQL server, so test files can run side by side.
+ */
+export async function createTestDb(): Promise<TestDb> {
+  const pgUrl = testDatabaseUrl();
+  if (pgUrl) {
+    const schema = `t_${randomBytes(6).toString('hex')}`;
+    const admin = createDb(pgUrl);
+    await admin.raw(`CREATE SCHEMA ${schema}`);
+    await admin.destroy();
+    const db = createDb(pgUrl, { schema });
+    await migrate(db);
+    return {
+      db,
+      url: pgUrl,
+      schema,
+      async close() {
+        await db.raw(`DROP SCHEMA ${schema} CASCADE`);
+        await db.destroy();
+      },
+    };
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-test-'));
+  const file = path.join(dir, 'herald.db');
+  const db = createDb(`sqlite:${file}`);
+  await migrate(db);
+  return {
+    db,
+    url: `sqlite:${file}`,
+    async close() {
+      await db.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

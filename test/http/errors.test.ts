@@ -1,0 +1,113 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterEach(async () => t.assertContract());
+afterAll(async () => t?.close());
+
+const ERROR_FIELDS = ['statusCode', 'error', 'message', 'timestamp', 'path'];
+
+describe('errors from every layer carry the same body', () => {
+  it('404 for an unknown route under /v1', async () => {
+    const res = await t.a.get('/v1/no-such-thing').expect(404);
+    expect(res.body).toMatchObject({ statusCode: 404, error: 'Not Found', path: '/v1/no-such-thing' });
+    expect(Object.keys(res.body)).toEqual(expect.arrayContaining(ERROR_FIELDS));
+  });
+
+  it('404 as JSON for an unknown route outside /v1, too', async () => {
+    const res = await t.http.get('/nowhere').expect(404).expect('Content-Type', /application\/json/);
+    expect(res.body.statusCode).toBe(404);
+  });
+
+  it('405 for a method the path does not accept', async () => {
+    const res = await t.a.patch('/v1/subscribers/ada', { firstName: 'x' }).expect(405);
+    expect(res.body).toMatchObject({ statusCode: 405, error: 'Method Not Allowed' });
+    await t.a.delete('/v1/subscribers').expect(405);
+  });
+
+  it('400 for a body that is not JSON', async () => {
+    const res = await t.a
+      .post('/v1/subscribers')
+      .set('Content-Type', 'application/json')
+      .send('{"subscriberId": ')
+      .expect(400);
+    expect(res.body).toMatchObject({ statusCode: 400, error: 'Bad Request', message: 'The request body is not valid JSON' });
+  });
+
+  it('400 for a JSON body that is not an object', async () => {
+    await t.a.post('/v1/subscribers').set('Content-Type', 'application/json').send('"ada"').expect(400);
+    await t.a.post('/v1/subscribers').set('Content-Type', 'application/json').send('[]').expect(400);
+  });
+
+  it('400 for a missing body, or a body in another content type', async () => {
+    expect((await t.a.post('/v1/subscribers').expect(400)).body.details[0]).toEqual({
+      field: 'body',
+      message: 'is required: send a JSON body',
+    });
+    await t.a.post('/v1/subscribers').set('Content-Type', 'text/plain').send('subscriberId=x').expect(400);
+  });
+
+  it('400 naming the field for a schema mismatch', async () => {
+    const res = await t.a.post('/v1/subscribers', { subscriberId: 42 }).expect(400);
+    expect(res.body.message).toContain('body/subscriberId');
+    expect(res.body.details).toEqual([{ field: 'body/subscriberId', message: 'must be string' }]);
+  });
+
+  it('400 for an Idempotency-Key over 255 characters', async () => {
+    const res = await t.a.post('/v1/subscribers', { subscriberId: 'idem' }).set('Idempotency-Key', 'k'.repeat(256)).expect(400);
+    expect(res.body.details[0].field).toBe('header/idempotency-key');
+  });
+
+  it('413 for a body over 1 MiB, before anything is stored', async () => {
+    const big = { subscriberId: 'big', data: { blob: 'x'.repeat(1024 * 1024) } };
+    const res = await t.a.post('/v1/subscribers', big).expect(413);
+    expect(res.body).toMatchObject({ statusCode: 413, error: 'Payload Too Large' });
+    await t.a.get('/v1/subscribers/big').expect(404);
+  });
+
+  it('accepts a body just under 1 MiB', async () => {
+    const body = { subscriberId: 'almost-big', data: { blob: 'x'.repeat(1024 * 1024 - 100) } };
+    await t.a.post('/v1/subscribers', body).expect(201);
+  });
+
+  it('500 with nothing internal in the body when the database fails', async () => {
+    await t.db.schema.renameTable('subscribers', 'subscribers_gone');
+    try {
+      const res = await t.a.get('/v1/subscribers').expect(500);
+      expect(res.body).toMatchObject({ statusCode: 500, error: 'Internal Server Error' });
+      expect(res.body.message).toMatch(/request id [0-9a-f-]{36}$/);
+      expect(res.body.message).toContain(res.headers['x-request-id']);
+      expect(JSON.stringify(res.body)).not.toMatch(/subscribers_gone|sqlite|relation|select|stack|at /i);
+    } finally {
+      await t.db.schema.renameTable('subscribers_gone', 'subscribers');
+    }
+  });
+
+  it('501 with the error body for an operation this server does not perform yet', async () => {
+    const res = await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada' }).expect(501);
+    expect(res.body).toMatchObject({ statusCode: 501, error: 'Not Implemented' });
+  });
+});
+
+describe('requests carry an id', () => {
+  it('echoes a sane X-Request-Id, and makes one up otherwise', async () => {
+    expect((await t.a.get('/v1/subscribers').set('X-Request-Id', 'abc-123')).headers['x-request-id']).toBe('abc-123');
+    const made = (await t.a.get('/v1/subscribers').set('X-Request-Id', 'not a sane id!')).headers['x-request-id'];
+    expect(made).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('the service endpoints need no key', () => {
+  it('answers /health and /ready', async () => {
+    expect((await t.http.get('/health').expect(200)).body).toEqual({ status: 'ok' });
+    expect((await t.http.get('/ready').expect(200)).body).toEqual({ status: 'ready' });
+  });
+
+  it('serves the contract at /v1/openapi.yaml', async () => {
+    const res = await t.http.get('/v1/openapi.yaml').expect(200).expect('Content-Type', /yaml/);
+    expect(res.text).toContain('openapi: 3.1.0');
+  });
+});

@@ -1,0 +1,202 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterEach(async () => t.assertContract());
+afterAll(async () => t?.close());
+
+const ada = {
+  subscriberId: 'ada',
+  email: 'ada@example.com',
+  firstName: 'Ada',
+  lastName: 'Lovelace',
+  phone: '+447700900123',
+  avatar: 'https://example.com/ada.png',
+  locale: 'en-GB',
+  timezone: 'Europe/London',
+  data: { plan: 'pro', tags: ['math'] },
+};
+
+describe('POST /subscribers (createSubscriber)', () => {
+  it('creates a subscriber with every profile field and answers 201 with it', async () => {
+    const res = await t.a.post('/v1/subscribers', ada).expect(201);
+    expect(res.body.data).toMatchObject({ ...ada, channels: [], deleted: false, _environmentId: t.environments.a });
+    expect(res.body.data.createdAt).toBe(t.clock.now().toISOString());
+  });
+
+  it('creates a subscriber from its id alone, leaving absent fields out rather than null', async () => {
+    const res = await t.a.post('/v1/subscribers', { subscriberId: 'bare' }).expect(201);
+    expect(res.body.data).not.toHaveProperty('email');
+    expect(res.body.data).not.toHaveProperty('firstName');
+    expect(res.body.data.data).toEqual({});
+  });
+
+  it('rejects a subscriberId that already exists with 409 and leaves the first one unchanged', async () => {
+    const res = await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Impostor' }).expect(409);
+    expect(res.body.message).toBe('Subscriber ada already exists');
+    expect((await t.a.get('/v1/subscribers/ada').expect(200)).body.data.firstName).toBe('Ada');
+  });
+
+  it('rejects a malformed email with 400 naming the field', async () => {
+    const res = await t.a.post('/v1/subscribers', { subscriberId: 'x1', email: 'not-an-email' }).expect(400);
+    expect(res.body.details).toEqual([{ field: 'body/email', message: 'must match format "email"' }]);
+  });
+
+  it('rejects unknown fields, a missing subscriberId and a phone not in E.164 form with 400', async () => {
+    const res = await t.a.post('/v1/subscribers', { nickname: 'x', phone: '0770 090' }).expect(400);
+    const fields = res.body.details.map((d: { field: string }) => d.field);
+    expect(fields).toEqual(expect.arrayContaining(['body/nickname', 'body/subscriberId', 'body/phone']));
+  });
+
+  it('rejects an unknown time zone with 422', async () => {
+    const res = await t.a.post('/v1/subscribers', { subscriberId: 'x2', timezone: 'Mars/Olympus_Mons' }).expect(422);
+    expect(res.body.details[0].field).toBe('body/timezone');
+    await t.a.get('/v1/subscribers/x2').expect(404);
+  });
+
+  it('accepts the same subscriberId in another environment', async () => {
+    await t.aProduction.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
+  });
+});
+
+describe('GET /subscribers/{subscriberId} (getSubscriber)', () => {
+  it('returns the subscriber', async () => {
+    const res = await t.a.get('/v1/subscribers/ada').expect(200);
+    expect(res.body.data.subscriberId).toBe('ada');
+  });
+
+  it('answers 404 for an unknown subscriberId', async () => {
+    const res = await t.a.get('/v1/subscribers/nobody').expect(404);
+    expect(res.body.message).toBe('Subscriber nobody not found');
+  });
+
+  it('reads ids with reserved characters when they are URL-encoded', async () => {
+    const id = 'user@example.com/with space?&#';
+    await t.a.post('/v1/subscribers', { subscriberId: id }).expect(201);
+    const res = await t.a.get(`/v1/subscribers/${encodeURIComponent(id)}`).expect(200);
+    expect(res.body.data.subscriberId).toBe(id);
+  });
+
+  it('rejects an id longer than 255 characters with 400', async () => {
+    await t.a.get(`/v1/subscribers/${'x'.repeat(256)}`).expect(400);
+  });
+
+  it("gives a key of another environment 404 for this environment's subscriber", async () => {
+    await t.aProduction.post('/v1/subscribers', { subscriberId: 'only-in-production' }).expect(201);
+    await t.a.get('/v1/subscribers/only-in-production').expect(404);
+    await t.b.get('/v1/subscribers/only-in-production').expect(404);
+  });
+});
+
+describe('PUT /subscribers/{subscriberId} (updateSubscriber)', () => {
+  it('changes the given fields, keeps the others, and moves updatedAt', async () => {
+    t.clock.advance(60_000);
+    const res = await t.a.put('/v1/subscribers/ada', { firstName: 'Augusta', data: { plan: 'free' } }).expect(200);
+    expect(res.body.data).toMatchObject({ firstName: 'Augusta', lastName: 'Lovelace', email: ada.email, data: { plan: 'free' } });
+    expect(res.body.data.updatedAt).toBe(t.clock.now().toISOString());
+    expect(res.body.data.createdAt).not.toBe(res.body.data.updatedAt);
+  });
+
+  it('clears a field given as null', async () => {
+    const res = await t.a.put('/v1/subscribers/ada', { phone: null }).expect(200);
+    expect(res.body.data).not.toHaveProperty('phone');
+  });
+
+  it('rejects an empty body and an attempt to change subscriberId with 400', async () => {
+    await t.a.put('/v1/subscribers/ada', {}).expect(400);
+    await t.a.put('/v1/subscribers/ada', { subscriberId: 'other' }).expect(400);
+  });
+
+  it('answers 404 for an unknown subscriber, and for one of another environment', async () => {
+    await t.a.put('/v1/subscribers/nobody', { firstName: 'X' }).expect(404);
+    await t.b.put('/v1/subscribers/ada', { firstName: 'X' }).expect(404);
+    expect((await t.a.get('/v1/subscribers/ada')).body.data.firstName).toBe('Augusta');
+  });
+
+  it('rejects an unknown time zone with 422 and changes nothing', async () => {
+    await t.a.put('/v1/subscribers/ada', { firstName: 'Nope', timezone: 'Nowhere/Land' }).expect(422);
+    expect((await t.a.get('/v1/subscribers/ada')).body.data.firstName).toBe('Augusta');
+  });
+});
+
+describe('DELETE /subscribers/{subscriberId} (deleteSubscriber)', () => {
+  it('deletes the subscriber and answers with an acknowledgement', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'short-lived' }).expect(201);
+    const res = await t.a.delete('/v1/subscribers/short-lived').expect(200);
+    expect(res.body).toEqual({ data: { acknowledged: true, status: 'deleted' } });
+    await t.a.get('/v1/subscribers/short-lived').expect(404);
+  });
+
+  it('answers 404 the second time, and for a subscriber of another environment', async () => {
+    await t.a.delete('/v1/subscribers/short-lived').expect(404);
+    await t.b.delete('/v1/subscribers/ada').expect(404);
+    await t.a.get('/v1/subscribers/ada').expect(200);
+  });
+});
+
+describe('GET /subscribers (listSubscribers)', () => {
+  let list: TestApp;
+  beforeAll(async () => {
+    list = await startTestApp();
+    for (let i = 0; i < 23; i++) {
+      list.clock.advance(1000);
+      await list.a.post('/v1/subscribers', { subscriberId: `s${String(i).padStart(2, '0')}` }).expect(201);
+    }
+    await list.b.post('/v1/subscribers', { subscriberId: 'other-org' }).expect(201);
+  });
+  afterEach(async () => list.assertContract());
+  afterAll(async () => list?.close());
+
+  it('answers the envelope with the first 10, oldest first, and the exact total', async () => {
+    const res = await list.a.get('/v1/subscribers').expect(200);
+    expect(res.body).toMatchObject({ totalCount: 23, page: 0, pageSize: 10, hasMore: true });
+    expect(res.body.data.map((s: { subscriberId: string }) => s.subscriberId)).toEqual(
+      Array.from({ length: 10 }, (_, i) => `s${String(i).padStart(2, '0')}`),
+    );
+  });
+
+  it('walks every page without gaps or repeats', async () => {
+    const seen: string[] = [];
+    for (let page = 0; ; page++) {
+      const res = await list.a.get(`/v1/subscribers?page=${page}&limit=7`).expect(200);
+      seen.push(...res.body.data.map((s: { subscriberId: string }) => s.subscriberId));
+      if (!res.body.hasMore) break;
+    }
+    expect(seen).toHaveLength(23);
+    expect(new Set(seen).size).toBe(23);
+  });
+
+  it('answers the last page with hasMore false', async () => {
+    const res = await list.a.get('/v1/subscribers?page=2&limit=10').expect(200);
+    expect(res.body).toMatchObject({ totalCount: 23, page: 2, pageSize: 10, hasMore: false });
+    expect(res.body.data).toHaveLength(3);
+  });
+
+  it('answers a page past the end with no items and hasMore false', async () => {
+    const res = await list.a.get('/v1/subscribers?page=50').expect(200);
+    expect(res.body).toEqual({ data: [], totalCount: 23, page: 50, pageSize: 10, hasMore: false });
+  });
+
+  it('accepts limit 1 and 100, and pageSize as another name for limit', async () => {
+    expect((await list.a.get('/v1/subscribers?limit=1').expect(200)).body.data).toHaveLength(1);
+    expect((await list.a.get('/v1/subscribers?limit=100').expect(200)).body.data).toHaveLength(23);
+    expect((await list.a.get('/v1/subscribers?pageSize=5').expect(200)).body.pageSize).toBe(5);
+  });
+
+  it('rejects limit 0, limit 101, a negative page and a non-number with 400 naming the parameter', async () => {
+    expect((await list.a.get('/v1/subscribers?limit=0').expect(400)).body.details[0].field).toBe('query/limit');
+    expect((await list.a.get('/v1/subscribers?limit=101').expect(400)).body.details[0].field).toBe('query/limit');
+    expect((await list.a.get('/v1/subscribers?page=-1').expect(400)).body.details[0].field).toBe('query/page');
+    expect((await list.a.get('/v1/subscribers?page=two').expect(400)).body.details[0].field).toBe('query/page');
+  });
+
+  it("lists only the key's own environment", async () => {
+    const res = await list.b.get('/v1/subscribers').expect(200);
+    expect(res.body.totalCount).toBe(1);
+    expect(res.body.data[0].subscriberId).toBe('other-org');
+    expect((await list.aProduction.get('/v1/subscribers').expect(200)).body.totalCount).toBe(0);
+  });
+});
