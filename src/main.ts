@@ -1,4 +1,5 @@
 import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { createDb, migrate } from './db/knex.js';
@@ -17,12 +18,13 @@ async function main(): Promise<void> {
   const app = await createApp({ db, clock: systemClock, config, logger }, { precompile: true });
 
   const server: Server = app.listen(config.port, config.host, () => {
-    logger.info({ host: config.host, port: config.port }, 'Herald is listening');
+    const { port } = server.address() as AddressInfo;
+    logger.info({ host: config.host, port }, 'Herald is listening');
     if (createdKey) {
       // Printed plainly, not only logged: this is the one time the key can be seen.
       process.stdout.write(
         `\nHerald created your first API key. It is shown only now; keep it somewhere safe:\n\n  ${createdKey}\n\n` +
-          `Try: curl -H "Authorization: Bearer ${createdKey}" http://localhost:${config.port}/v1/subscribers\n\n`,
+          `Try: curl -H "Authorization: Bearer ${createdKey}" http://localhost:${port}/v1/subscribers\n\n`,
       );
     }
   });

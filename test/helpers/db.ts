@@ -54,3 +54,10 @@ export async function createTestDb(): Promise<TestDb> {
     },
   };
 }
+
+/** The URL a child process (the server, the keys CLI) uses to open this same test database. */
+export function processDatabaseUrl(testDb: TestDb): string {
+  if (!testDb.schema) return testDb.url;
+  const separator = testDb.url.includes('?') ? '&' : '?';
+  return `${testDb.url}${separator}options=${encodeURIComponent(`-c search_path=${testDb.schema}`)}`;
+}

@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, processDatabaseUrl, type TestDb } from './helpers/db.js';
+import { runScript, startScript } from './helpers/process.js';
+
+// The real entry points, as a new user runs them: `npm start` and `npm run keys`.
+let testDb: TestDb;
+let env: Record<string, string>;
+beforeAll(async () => {
+  testDb = await createTestDb();
+  env = { DATABASE_URL: processDatabaseUrl(testDb), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' };
+});
+afterAll(async () => testDb?.close());
+
+describe('npm start', () => {
+  it('prints a first key on an empty database, serves the API with it, and exits 0 on SIGTERM', async () => {
+    const server = await startScript('src/main.ts', env, [/"msg":"Herald is listening"/, /Try: curl/]);
+    try {
+      const key = /^\s+(hk_[0-9a-f]{48})$/m.exec(server.output())?.[1];
+      const port = Number(/"port":(\d+)/.exec(server.output())?.[1]);
+      expect(key).toBeDefined();
+      const res = await fetch(`http://127.0.0.1:${port}/v1/subscribers`, { headers: { Authorization: `Bearer ${key}` } });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ data: [], totalCount: 0, page: 0, pageSize: 10, hasMore: false });
+      await expect.poll(() => server.output()).toContain('"path":"/v1/subscribers"');
+      const log = server.output().split('\n').find((line) => line.includes('"path":"/v1/subscribers"'));
+      expect(JSON.parse(log!)).toMatchObject({ method: 'GET', status: 200, requestId: res.headers.get('x-request-id') });
+      expect(server.output()).not.toContain(`"${key}"`);
+    } finally {
+      server.child.kill('SIGTERM');
+    }
+    expect(await server.exited).toBe(0);
+  });
+
+  it('prints no new key on later starts, and makes sure HERALD_API_KEY exists', async () => {
+    const key = 'hk_0123456789abcdef0123456789abcdef0123456789abcdef';
+    const server = await startScript('src/main.ts', { ...env, HERALD_API_KEY: key }, [/"msg":"Herald is listening"/]);
+    try {
+      expect(server.output()).not.toContain('Herald created your first API key');
+      const port = Number(/"port":(\d+)/.exec(server.output())?.[1]);
+      const res = await fetch(`http://127.0.0.1:${port}/v1/subscribers`, { headers: { Authorization: `ApiKey ${key}` } });
+      expect(res.status).toBe(200);
+    } finally {
+      server.child.kill('SIGTERM');
+    }
+    expect(await server.exited).toBe(0);
+  });
+});
+
+describe('npm run keys', () => {
+  it('creates a key (printed on the last line), lists it, and revokes it', async () => {
+    const created = await runScript('scripts/keys.ts', ['create', '--name', 'ci key'], env);
+    expect(created.code).toBe(0);
+    const key = created.stdout.trim().split('\n').at(-1)!;
+    expect(key).toMatch(/^hk_[0-9a-f]{48}$/);
+    const id = /Created key ([0-9a-f]{24})/.exec(created.stdout)![1];
+
+    const listed = await runScript('scripts/keys.ts', ['list'], env);
+    expect(listed.stdout).toMatch(new RegExp(`${id}\\s+${key.slice(0, 10)}…\\s+ci key .* active`));
+    expect(listed.stdout).not.toContain(key);
+
+    expect((await runScript('scripts/keys.ts', ['revoke', id], env)).code).toBe(0);
+    expect((await runScript('scripts/keys.ts', ['list'], env)).stdout).toMatch(new RegExp(`${id}.*revoked`));
+    expect((await runScript('scripts/keys.ts', ['revoke', id], env)).code).toBe(1);
+  });
+
+  it('creates a new organization on a given plan, and refuses an unknown plan', async () => {
+    const created = await runScript('scripts/keys.ts', ['create', '--plan', 'free'], env);
+    expect(created.code).toBe(0);
+    expect((await runScript('scripts/keys.ts', ['list'], env)).stdout).toContain('free organization (free) / development');
+    const refused = await runScript('scripts/keys.ts', ['create', '--plan', 'platinum'], env);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('--plan must be one of free, pro, enterprise');
+  });
+
+  it('explains its usage when the command is unknown', async () => {
+    const res = await runScript('scripts/keys.ts', ['explode'], env);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain('usage: npm run keys');
+  });
+});
