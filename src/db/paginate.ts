@@ -22,20 +22,21 @@ export function pageRequest(query: { page?: number; limit?: number; pageSize?: n
 
 /**
  * Runs a filtered query as one page plus an exact total. `orderBy` must end in a unique column so
- * that pages never overlap or skip rows.
+ * that pages never overlap or skip rows. `toWire` maps a whole page, so it can load related rows in
+ * one query.
  */
 export async function paginate<Row, T>(
   query: Knex.QueryBuilder,
   { page, limit }: PageRequest,
   orderBy: Array<{ column: string; order: 'asc' | 'desc' }>,
-  toWire: (row: Row) => T,
+  toWire: (rows: Row[]) => T[] | Promise<T[]>,
 ): Promise<Page<T>> {
   const [countRow] = await query.clone().clearSelect().clearOrder().count({ n: '*' });
   const totalCount = Number((countRow as { n: number | string }).n);
   const offset = page * limit;
   const rows: Row[] = offset >= totalCount ? [] : await query.clone().orderBy(orderBy).limit(limit).offset(offset);
   return {
-    data: rows.map(toWire),
+    data: await toWire(rows),
     totalCount,
     page,
     pageSize: limit,

@@ -2,6 +2,8 @@ import type { OperationHandlers } from '../http/types.js';
 import * as events from './events.js';
 import * as integrations from './integrations.js';
 import * as notifications from './notifications.js';
+import * as preferences from './preferences.js';
+import * as subscriberCredentials from './subscriber-credentials.js';
 import * as subscribers from './subscribers.js';
 import * as topics from './topics.js';
 import * as workflows from './workflows.js';
@@ -10,6 +12,8 @@ import * as workflows from './workflows.js';
 export const handlers = {
   ...events,
   ...subscribers,
+  ...preferences,
+  ...subscriberCredentials,
   ...workflows,
   ...topics,
   ...notifications,

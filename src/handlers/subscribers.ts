@@ -3,7 +3,6 @@ import { conflict, notFound, unprocessable } from '../http/errors.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/subscribers.js';
-import { notYet } from './not-yet.js';
 
 /** IANA names only: Intl knows them all (and their aliases), and rejects anything else. */
 function checkTimezone(timezone: string | null | undefined): void {
@@ -53,8 +52,3 @@ export const deleteSubscriber: OperationHandler<'deleteSubscriber'> = async ({ p
   if (!(await repo.deleteSubscriber(deps.db, auth.environmentId, params.subscriberId))) throw missing(params.subscriberId);
   return { status: 200, body: { data: { acknowledged: true, status: 'deleted' } } };
 };
-
-export const getSubscriberPreferences = notYet('getSubscriberPreferences');
-export const getSubscriberGlobalPreferences = notYet('getSubscriberGlobalPreferences');
-export const updateSubscriberPreferences = notYet('updateSubscriberPreferences');
-export const updateSubscriberCredentials = notYet('updateSubscriberCredentials');

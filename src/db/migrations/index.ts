@@ -1,6 +1,10 @@
 import type { Knex } from 'knex';
 import * as accounts from './20261122_01_accounts.js';
 import * as subscribers from './20261122_02_subscribers.js';
+import * as workflows from './20261122_03_workflows.js';
+import * as topics from './20261122_04_topics.js';
+import * as integrations from './20261122_05_integrations.js';
+import * as preferences from './20261122_06_preferences.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -9,6 +13,10 @@ import * as subscribers from './20261122_02_subscribers.js';
 const migrations: Record<string, Knex.Migration> = {
   '20261122_01_accounts': accounts,
   '20261122_02_subscribers': subscribers,
+  '20261122_03_workflows': workflows,
+  '20261122_04_topics': topics,
+  '20261122_05_integrations': integrations,
+  '20261122_06_preferences': preferences,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -3,6 +3,7 @@ import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
+import { channelsBySubscriber } from './subscriber-channels.js';
 
 export type Subscriber = Schemas['Subscriber'];
 export type SubscriberInput = Schemas['SubscriberCreate'];
@@ -38,11 +39,11 @@ const PROFILE_COLUMNS = {
 type ProfileField = keyof typeof PROFILE_COLUMNS;
 const PROFILE_FIELDS = Object.keys(PROFILE_COLUMNS) as ProfileField[];
 
-function toWire(row: SubscriberRow): Subscriber {
+function toWire(row: SubscriberRow, channels: Subscriber['channels']): Subscriber {
   const subscriber: Subscriber = {
     subscriberId: row.subscriber_id,
     data: readJson(row.data, {}),
-    channels: [],
+    channels,
     deleted: false,
     _organizationId: row.organization_id,
     _environmentId: row.environment_id,
@@ -55,6 +56,11 @@ function toWire(row: SubscriberRow): Subscriber {
     if (value !== null) subscriber[field] = value;
   }
   return subscriber;
+}
+
+async function withChannels(db: Db, rows: SubscriberRow[]): Promise<Subscriber[]> {
+  const channels = await channelsBySubscriber(db, rows.map((row) => row.id));
+  return rows.map((row) => toWire(row, channels.get(row.id)!));
 }
 
 function profileColumns(input: Partial<Record<ProfileField, string | null>>): Record<string, string | null> {
@@ -80,13 +86,19 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
       { column: 's.created_at', order: 'asc' },
       { column: 's.id', order: 'asc' },
     ],
-    toWire,
+    (rows) => withChannels(db, rows),
   );
 }
 
 export async function findSubscriber(db: Db, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
   const row = await scoped(db, environmentId).where('s.subscriber_id', subscriberId).first();
-  return row ? toWire(row) : undefined;
+  return row ? (await withChannels(db, [row]))[0] : undefined;
+}
+
+/** The internal id of a subscriber, for rows that point at it. */
+export async function subscriberKey(db: Db, environmentId: string, subscriberId: string): Promise<string | undefined> {
+  const row = await db('subscribers').where({ environment_id: environmentId, subscriber_id: subscriberId }).first('id');
+  return row?.id;
 }
 
 /** Inserts a subscriber; a duplicate subscriberId surfaces as the database's unique violation. */

@@ -1,0 +1,25 @@
+import type { Db } from '../knex.js';
+import type { Schemas } from '../../http/types.js';
+import { readJson } from '../json.js';
+
+export type SubscriberChannel = Schemas['SubscriberChannel'];
+
+/** The chat and push credentials of several subscribers (by internal id), in one query. */
+export async function channelsBySubscriber(db: Db, subscriberIds: string[]): Promise<Map<string, SubscriberChannel[]>> {
+  const channels = new Map<string, SubscriberChannel[]>(subscriberIds.map((id) => [id, []]));
+  if (subscriberIds.length === 0) return channels;
+  const rows = await db('subscriber_channels as c')
+    .join('integrations as i', 'i.id', 'c.integration_id')
+    .whereIn('c.subscriber_id', subscriberIds)
+    .orderBy([{ column: 'c.created_at' }, { column: 'c.integration_id' }])
+    .select('c.subscriber_id', 'c.provider_id', 'c.credentials', 'i.id as integration_id', 'i.identifier');
+  for (const row of rows) {
+    channels.get(row.subscriber_id)!.push({
+      providerId: row.provider_id,
+      integrationIdentifier: row.identifier,
+      _integrationId: row.integration_id,
+      credentials: readJson(row.credentials, {}),
+    });
+  }
+  return channels;
+}

@@ -1,0 +1,3 @@
+import { notYet } from './not-yet.js';
+
+export const updateSubscriberCredentials = notYet('updateSubscriberCredentials');
