@@ -1003,7 +1003,11 @@ export interface components {
              * @example true
              */
             active: boolean;
-            name: components["schemas"]["WorkflowFields"]["name"];
+            /**
+             * @description A name for people.
+             * @example Comment added
+             */
+            name: string;
             description?: components["schemas"]["WorkflowFields"]["description"];
             tags?: components["schemas"]["WorkflowFields"]["tags"];
             critical?: components["schemas"]["WorkflowFields"]["critical"];

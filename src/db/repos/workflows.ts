@@ -1,0 +1,168 @@
+import type { Db } from '../knex.js';
+import { isPostgres } from '../knex.js';
+import type { Schemas } from '../../http/types.js';
+import { newId } from '../../ids.js';
+import { readBool, readJson, writeJson } from '../json.js';
+import { paginate, type Page, type PageRequest } from '../paginate.js';
+
+export type Workflow = Schemas['Workflow'];
+export type Step = Schemas['Step'];
+export type ChannelPreferences = Required<Schemas['ChannelPreferences']>;
+
+/** A workflow as stored, with its internal id for rows that point at it. */
+export interface StoredWorkflow extends Workflow {
+  id: string;
+  preferenceSettings: ChannelPreferences;
+}
+
+export const ALL_CHANNELS_ON: ChannelPreferences = { in_app: true, email: true, sms: true, chat: true, push: true };
+
+interface WorkflowRow {
+  id: string;
+  environment_id: string;
+  organization_id: string;
+  workflow_id: string;
+  name: string;
+  description: string | null;
+  tags: string;
+  active: unknown;
+  critical: unknown;
+  steps: string;
+  payload_schema: string | null;
+  preference_settings: string;
+  created_at: string;
+  updated_at: string;
+}
+
+function toStored(row: WorkflowRow): StoredWorkflow {
+  const workflow: StoredWorkflow = {
+    id: row.id,
+    workflowId: row.workflow_id,
+    name: row.name,
+    tags: readJson(row.tags, []),
+    active: readBool(row.active),
+    critical: readBool(row.critical),
+    steps: readJson(row.steps, []),
+    preferenceSettings: { ...ALL_CHANNELS_ON, ...readJson(row.preference_settings, {}) },
+    _organizationId: row.organization_id,
+    _environmentId: row.environment_id,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+  if (row.description !== null) workflow.description = row.description;
+  const payloadSchema = readJson<Workflow['payloadSchema'] | null>(row.payload_schema, null);
+  if (payloadSchema) workflow.payloadSchema = payloadSchema;
+  return workflow;
+}
+
+/** The wire shape: the stored workflow without its internal id. */
+export function toWire({ id: _id, ...workflow }: StoredWorkflow): Workflow {
+  return workflow;
+}
+
+function scoped(db: Db, environmentId: string) {
+  return db('workflows as w')
+    .join('environments as e', 'e.id', 'w.environment_id')
+    .where('w.environment_id', environmentId)
+    .select('w.*', 'e.organization_id');
+}
+
+/** LIKE wildcards in user text are matched literally. */
+function likeLiteral(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+export async function listWorkflows(
+  db: Db,
+  environmentId: string,
+  page: PageRequest,
+  filters: { query?: string; tag?: string },
+): Promise<Page<Workflow>> {
+  const query = scoped(db, environmentId);
+  if (filters.query) {
+    const pattern = `%${likeLiteral(filters.query.toLowerCase())}%`;
+    query.where((q) =>
+      q.whereRaw(`lower(w.name) like ? escape '\\'`, [pattern]).orWhereRaw(`lower(w.workflow_id) like ? escape '\\'`, [pattern]),
+    );
+  }
+  if (filters.tag) {
+    // Tags are a JSON array of strings; a tag's JSON form appears in it exactly when it is one of them.
+    const position = isPostgres(db) ? 'strpos(w.tags, ?)' : 'instr(w.tags, ?)';
+    query.whereRaw(`${position} > 0`, [JSON.stringify(filters.tag)]);
+  }
+  return paginate<WorkflowRow, Workflow>(
+    query,
+    page,
+    [
+      { column: 'w.created_at', order: 'asc' },
+      { column: 'w.id', order: 'asc' },
+    ],
+    (rows) => rows.map((row) => toWire(toStored(row))),
+  );
+}
+
+export async function findWorkflow(db: Db, environmentId: string, workflowId: string): Promise<StoredWorkflow | undefined> {
+  const row = await scoped(db, environmentId).where('w.workflow_id', workflowId).first();
+  return row ? toStored(row) : undefined;
+}
+
+/** The active workflows of an environment, oldest first. */
+export async function activeWorkflows(db: Db, environmentId: string): Promise<StoredWorkflow[]> {
+  const rows = await scoped(db, environmentId).where('w.active', true).orderBy([{ column: 'w.created_at' }, { column: 'w.id' }]);
+  return rows.map(toStored);
+}
+
+export interface WorkflowValues {
+  name: string;
+  description?: string;
+  tags: string[];
+  active: boolean;
+  critical: boolean;
+  steps: Step[];
+  payloadSchema?: Workflow['payloadSchema'];
+  preferenceSettings: ChannelPreferences;
+}
+
+function columns(values: Partial<WorkflowValues>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (values.name !== undefined) out.name = values.name;
+  if ('description' in values) out.description = values.description ?? null;
+  if (values.tags !== undefined) out.tags = writeJson(values.tags);
+  if (values.active !== undefined) out.active = values.active;
+  if (values.critical !== undefined) out.critical = values.critical;
+  if (values.steps !== undefined) out.steps = writeJson(values.steps);
+  if ('payloadSchema' in values) out.payload_schema = writeJson(values.payloadSchema);
+  if (values.preferenceSettings !== undefined) out.preference_settings = writeJson(values.preferenceSettings);
+  return out;
+}
+
+/** Inserts a workflow; a duplicate workflowId surfaces as the database's unique violation. */
+export async function insertWorkflow(db: Db, environmentId: string, workflowId: string, values: WorkflowValues, now: Date): Promise<void> {
+  const at = now.toISOString();
+  await db('workflows').insert({
+    id: newId(now.getTime()),
+    environment_id: environmentId,
+    workflow_id: workflowId,
+    ...columns(values),
+    created_at: at,
+    updated_at: at,
+  });
+}
+
+export async function updateWorkflow(
+  db: Db,
+  environmentId: string,
+  workflowId: string,
+  values: Partial<WorkflowValues>,
+  now: Date,
+): Promise<boolean> {
+  const updated = await db('workflows')
+    .where({ environment_id: environmentId, workflow_id: workflowId })
+    .update({ ...columns(values), updated_at: now.toISOString() });
+  return updated > 0;
+}
+
+/** Deletes a workflow; subscribers' preferences for it go with it (foreign keys). */
+export async function deleteWorkflow(db: Db, environmentId: string, workflowId: string): Promise<boolean> {
+  return (await db('workflows').where({ environment_id: environmentId, workflow_id: workflowId }).delete()) > 0;
+}
