@@ -768,6 +768,7 @@ export interface components {
              * @example user-123
              */
             subscriberId: string;
+            data: components["schemas"]["SubscriberFields"]["data"];
             /** @description Credentials for chat and push providers, one entry per integration. */
             channels: components["schemas"]["SubscriberChannel"][];
             /**
@@ -951,45 +952,41 @@ export interface components {
                 enabled: boolean;
             }[];
         };
-        /** @description The fields of a workflow that can be written on create and update. */
-        WorkflowFields: {
-            /**
-             * @description A name for people.
-             * @example Comment added
-             */
-            name?: string;
-            /**
-             * @description What the workflow is for.
-             * @example Tells the author about a new comment.
-             */
-            description?: string;
-            /** @description Labels to find the workflow by. */
-            tags?: string[];
-            /**
-             * @description Ignore subscriber preferences (for security or billing messages).
-             * @example false
-             */
-            critical?: boolean;
-            /** @description What a trigger runs, in order. */
-            steps?: components["schemas"]["Step"][];
-            /**
-             * @description A JSON Schema (2020-12) the trigger payload must match, checked when saved; `null`
-             *     removes it.
-             * @example {
-             *       "type": "object",
-             *       "required": [
-             *         "postTitle"
-             *       ],
-             *       "properties": {
-             *         "postTitle": {
-             *           "type": "string"
-             *         }
-             *       }
-             *     }
-             */
-            payloadSchema?: Record<string, never> | null;
-            preferenceSettings?: components["schemas"]["ChannelPreferences"];
-        };
+        /**
+         * @description A name for people.
+         * @example Comment added
+         */
+        WorkflowName: string;
+        /**
+         * @description What the workflow is for.
+         * @example Tells the author about a new comment.
+         */
+        WorkflowDescription: string;
+        /** @description Labels to find the workflow by. */
+        WorkflowTags: string[];
+        /**
+         * @description Ignore subscriber preferences (for security or billing messages).
+         * @example false
+         */
+        WorkflowCritical: boolean;
+        /** @description What a trigger runs, in order. */
+        WorkflowSteps: components["schemas"]["Step"][];
+        /**
+         * @description A JSON Schema (2020-12) the trigger payload must match, checked when saved; `null`
+         *     removes it.
+         * @example {
+         *       "type": "object",
+         *       "required": [
+         *         "postTitle"
+         *       ],
+         *       "properties": {
+         *         "postTitle": {
+         *           "type": "string"
+         *         }
+         *       }
+         *     }
+         */
+        PayloadSchema: Record<string, never> | null;
         /** @description A new workflow. */
         WorkflowCreate: {
             /**
@@ -1003,40 +1000,43 @@ export interface components {
              * @example true
              */
             active: boolean;
-            /**
-             * @description A name for people.
-             * @example Comment added
-             */
-            name: string;
-            description?: components["schemas"]["WorkflowFields"]["description"];
-            tags?: components["schemas"]["WorkflowFields"]["tags"];
-            critical?: components["schemas"]["WorkflowFields"]["critical"];
-            steps?: components["schemas"]["WorkflowFields"]["steps"];
-            payloadSchema?: components["schemas"]["WorkflowFields"]["payloadSchema"];
-            preferenceSettings?: components["schemas"]["WorkflowFields"]["preferenceSettings"];
+            name: components["schemas"]["WorkflowName"];
+            description?: components["schemas"]["WorkflowDescription"];
+            tags?: components["schemas"]["WorkflowTags"];
+            critical?: components["schemas"]["WorkflowCritical"];
+            steps?: components["schemas"]["WorkflowSteps"];
+            payloadSchema?: components["schemas"]["PayloadSchema"];
+            preferenceSettings?: components["schemas"]["ChannelPreferences"];
         };
         /** @description The fields to change. */
         WorkflowUpdate: {
-            name?: components["schemas"]["WorkflowFields"]["name"];
-            description?: components["schemas"]["WorkflowFields"]["description"];
-            tags?: components["schemas"]["WorkflowFields"]["tags"];
-            critical?: components["schemas"]["WorkflowFields"]["critical"];
-            steps?: components["schemas"]["WorkflowFields"]["steps"];
-            payloadSchema?: components["schemas"]["WorkflowFields"]["payloadSchema"];
-            preferenceSettings?: components["schemas"]["WorkflowFields"]["preferenceSettings"];
+            name?: components["schemas"]["WorkflowName"];
+            description?: components["schemas"]["WorkflowDescription"];
+            tags?: components["schemas"]["WorkflowTags"];
+            critical?: components["schemas"]["WorkflowCritical"];
+            steps?: components["schemas"]["WorkflowSteps"];
+            payloadSchema?: components["schemas"]["PayloadSchema"];
+            preferenceSettings?: components["schemas"]["ChannelPreferences"];
         };
         /** @description What a trigger runs. */
-        Workflow: components["schemas"]["WorkflowFields"] & {
+        Workflow: {
             /**
              * @description The name triggers use.
              * @example comment-added
              */
             workflowId: string;
+            name: components["schemas"]["WorkflowName"];
+            description?: components["schemas"]["WorkflowDescription"];
+            tags: components["schemas"]["WorkflowTags"];
             /**
              * @description Whether triggers run it.
              * @example true
              */
             active: boolean;
+            critical: components["schemas"]["WorkflowCritical"];
+            steps: components["schemas"]["WorkflowSteps"];
+            payloadSchema?: components["schemas"]["PayloadSchema"];
+            preferenceSettings: components["schemas"]["ChannelPreferences"];
             _organizationId: components["schemas"]["Id"];
             _environmentId: components["schemas"]["Id"];
             createdAt: components["schemas"]["Timestamp"];

@@ -1,0 +1,63 @@
+import type { Db } from '../knex.js';
+import { readJson, writeJson } from '../json.js';
+import type { Layer } from '../../engine/preferences.js';
+
+interface LayerRow {
+  enabled: unknown;
+  channels: string;
+}
+
+function toLayer(row: LayerRow | undefined): Layer {
+  if (!row) return { channels: {} };
+  const layer: Layer = { channels: readJson(row.channels, {}) };
+  if (row.enabled !== null && row.enabled !== undefined) layer.enabled = row.enabled === true || row.enabled === 1;
+  return layer;
+}
+
+function merged(current: Layer, change: Layer): Layer {
+  return { enabled: change.enabled ?? current.enabled, channels: { ...current.channels, ...change.channels } };
+}
+
+export async function globalLayer(db: Db, subscriberKey: string): Promise<Layer> {
+  return toLayer(await db('subscriber_global_preferences').where({ subscriber_id: subscriberKey }).first());
+}
+
+/** The subscriber's own layer for each workflow it has one for, by the workflow's internal id. */
+export async function workflowLayers(db: Db, subscriberKey: string): Promise<Map<string, Layer>> {
+  const rows = await db('subscriber_workflow_preferences').where({ subscriber_id: subscriberKey });
+  return new Map(rows.map((row) => [row.workflow_id as string, toLayer(row)]));
+}
+
+export async function workflowLayer(db: Db, subscriberKey: string, workflowKey: string): Promise<Layer> {
+  return toLayer(await db('subscriber_workflow_preferences').where({ subscriber_id: subscriberKey, workflow_id: workflowKey }).first());
+}
+
+/** Merges a change into the global layer and returns the result. */
+export async function saveGlobalLayer(db: Db, subscriberKey: string, change: Layer, now: Date): Promise<Layer> {
+  return db.transaction(async (trx) => {
+    const layer = merged(await globalLayer(trx, subscriberKey), change);
+    await trx('subscriber_global_preferences')
+      .insert({ subscriber_id: subscriberKey, enabled: layer.enabled ?? null, channels: writeJson(layer.channels), updated_at: now.toISOString() })
+      .onConflict('subscriber_id')
+      .merge();
+    return layer;
+  });
+}
+
+/** Merges a change into the subscriber's layer for one workflow and returns the result. */
+export async function saveWorkflowLayer(db: Db, subscriberKey: string, workflowKey: string, change: Layer, now: Date): Promise<Layer> {
+  return db.transaction(async (trx) => {
+    const layer = merged(await workflowLayer(trx, subscriberKey, workflowKey), change);
+    await trx('subscriber_workflow_preferences')
+      .insert({
+        subscriber_id: subscriberKey,
+        workflow_id: workflowKey,
+        enabled: layer.enabled ?? null,
+        channels: writeJson(layer.channels),
+        updated_at: now.toISOString(),
+      })
+      .onConflict(['subscriber_id', 'workflow_id'])
+      .merge();
+    return layer;
+  });
+}
