@@ -3,3 +3,9 @@ export function isUniqueViolation(err: unknown): boolean {
   const code = (err as { code?: string } | null)?.code;
   return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === '23505';
 }
+
+/** Whether a write pointed at a row that is gone (deleted by a concurrent request). */
+export function isForeignKeyViolation(err: unknown): boolean {
+  const code = (err as { code?: string } | null)?.code;
+  return code === 'SQLITE_CONSTRAINT_FOREIGNKEY' || code === '23503';
+}

@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { components } from '../../generated/v1.js';
 import type { Logger } from '../logger.js';
-import { isUniqueViolation } from '../db/errors.js';
+import { isForeignKeyViolation, isUniqueViolation } from '../db/errors.js';
 
 export type ErrorBody = components['schemas']['Error'];
 export type ErrorDetail = components['schemas']['ErrorDetail'];
@@ -78,6 +78,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (err instanceof HttpError) error = err;
     else if (err && typeof err === 'object' && 'type' in err) error = fromBodyParser(err);
     else if (isUniqueViolation(err)) error = conflict('The resource already exists');
+    else if (isForeignKeyViolation(err)) error = conflict('A resource this request refers to was deleted meanwhile; retry it');
     if (!error) {
       const requestId = res.getHeader('X-Request-Id');
       logger.error({ err, requestId, method: req.method, path: req.originalUrl }, 'request failed');

@@ -1,0 +1,207 @@
+import type { Db } from '../knex.js';
+import type { Schemas } from '../../http/types.js';
+import { newId } from '../../ids.js';
+import { paginate, type Page, type PageRequest } from '../paginate.js';
+
+export type Topic = Schemas['Topic'];
+export type TopicMember = Schemas['TopicMember'];
+
+/** How many member ids a topic shows inline (GET and list); the rest are paged. */
+export const INLINE_MEMBERS = 100;
+/** Ids per `whereIn`: well under SQLite's and PostgreSQL's bound-variable limits. */
+const ID_CHUNK = 500;
+/** Membership rows per INSERT (3 variables each, so under SQLite's historical 999 limit). */
+const INSERT_BATCH = 250;
+
+export interface TopicRow {
+  id: string;
+  environment_id: string;
+  organization_id: string;
+  topic_key: string;
+  name: string;
+  created_at: string;
+  updated_at: string;
+}
+
+interface Members {
+  count: number;
+  first: string[];
+}
+
+function toWire(row: TopicRow, members: Members): Topic {
+  return {
+    topicKey: row.topic_key,
+    key: row.topic_key,
+    name: row.name,
+    subscriberCount: members.count,
+    subscribers: members.first,
+    _organizationId: row.organization_id,
+    _environmentId: row.environment_id,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+function scoped(db: Db, environmentId: string) {
+  return db('topics as t')
+    .join('environments as e', 'e.id', 't.environment_id')
+    .where('t.environment_id', environmentId)
+    .select('t.*', 'e.organization_id');
+}
+
+/**
+ * The member count and first members of several topics, in a fixed number of queries however
+ * large the topics are: one grouped COUNT, and one ranking of memberships cut at the first 100 per
+ * topic. Subscribers are joined only for the rows that survive the cut.
+ */
+async function membersOfMany(db: Db, topicIds: string[]): Promise<Map<string, Members>> {
+  const members = new Map<string, Members>(topicIds.map((id) => [id, { count: 0, first: [] }]));
+  for (const ids of chunks(topicIds, ID_CHUNK)) {
+    const counts = await db('topic_subscribers').whereIn('topic_id', ids).groupBy('topic_id').select('topic_id').count({ n: '*' });
+    for (const row of counts as Array<{ topic_id: string; n: number | string }>) members.get(row.topic_id)!.count = Number(row.n);
+    const ranked = db('topic_subscribers')
+      .whereIn('topic_id', ids)
+      .select('topic_id', 'subscriber_id', db.raw('row_number() over (partition by topic_id order by created_at, subscriber_id) as rn'))
+      .as('r');
+    const first = await db
+      .from(ranked)
+      .join('subscribers as s', 's.id', 'r.subscriber_id')
+      .where('r.rn', '<=', INLINE_MEMBERS)
+      .orderBy([{ column: 'r.topic_id' }, { column: 'r.rn' }])
+      .select('r.topic_id', 's.subscriber_id');
+    for (const row of first as Array<{ topic_id: string; subscriber_id: string }>) members.get(row.topic_id)!.first.push(row.subscriber_id);
+  }
+  return members;
+}
+
+/** The same for one topic, with a plain COUNT and an index-ordered LIMIT. */
+async function membersOf(db: Db, topicId: string): Promise<Members> {
+  const [countRow] = await db('topic_subscribers').where('topic_id', topicId).count({ n: '*' });
+  const first = await db('topic_subscribers as ts')
+    .join('subscribers as s', 's.id', 'ts.subscriber_id')
+    .where('ts.topic_id', topicId)
+    .orderBy([{ column: 'ts.created_at' }, { column: 'ts.subscriber_id' }])
+    .limit(INLINE_MEMBERS)
+    .select('s.subscriber_id');
+  return { count: Number((countRow as { n: number | string }).n), first: first.map((row: { subscriber_id: string }) => row.subscriber_id) };
+}
+
+async function withMembers(db: Db, rows: TopicRow[]): Promise<Topic[]> {
+  if (rows.length === 0) return [];
+  const members = await membersOfMany(db, rows.map((row) => row.id));
+  return rows.map((row) => toWire(row, members.get(row.id)!));
+}
+
+export async function listTopics(db: Db, environmentId: string, page: PageRequest, key?: string): Promise<Page<Topic>> {
+  const query = scoped(db, environmentId);
+  if (key !== undefined) query.where('t.topic_key', key);
+  return paginate<TopicRow, Topic>(
+    query,
+    page,
+    [
+      { column: 't.created_at', order: 'asc' },
+      { column: 't.id', order: 'asc' },
+    ],
+    (rows) => withMembers(db, rows),
+  );
+}
+
+/** The topic's row (for its internal id), or undefined when the environment has no such key. */
+export async function findTopicRow(db: Db, environmentId: string, topicKey: string): Promise<TopicRow | undefined> {
+  return scoped(db, environmentId).where('t.topic_key', topicKey).first();
+}
+
+export async function findTopic(db: Db, environmentId: string, topicKey: string): Promise<Topic | undefined> {
+  const row = await findTopicRow(db, environmentId, topicKey);
+  return row ? toWire(row, await membersOf(db, row.id)) : undefined;
+}
+
+/** Inserts an empty topic; a duplicate key surfaces as the database's unique violation. */
+export async function insertTopic(db: Db, environmentId: string, input: { topicKey: string; name: string }, now: Date): Promise<void> {
+  const at = now.toISOString();
+  await db('topics').insert({
+    id: newId(now.getTime()),
+    environment_id: environmentId,
+    topic_key: input.topicKey,
+    name: input.name,
+    created_at: at,
+    updated_at: at,
+  });
+}
+
+/** Deletes a topic; its memberships go with it (foreign keys), its subscribers stay. */
+export async function deleteTopic(db: Db, environmentId: string, topicKey: string): Promise<boolean> {
+  const deleted = await db('topics').where({ environment_id: environmentId, topic_key: topicKey }).delete();
+  return deleted > 0;
+}
+
+/** One page of a topic's members, oldest membership first. */
+export async function listMembers(db: Db, topicId: string, page: PageRequest): Promise<Page<TopicMember>> {
+  return paginate<{ subscriber_id: string; created_at: string }, TopicMember>(
+    db('topic_subscribers as ts')
+      .join('subscribers as s', 's.id', 'ts.subscriber_id')
+      .where('ts.topic_id', topicId)
+      .select('s.subscriber_id', 'ts.created_at'),
+    page,
+    [
+      { column: 'ts.created_at', order: 'asc' },
+      { column: 'ts.subscriber_id', order: 'asc' },
+    ],
+    (rows) => rows.map((row) => ({ subscriberId: row.subscriber_id, addedAt: row.created_at })),
+  );
+}
+
+export interface Resolved {
+  /** subscriberId → internal id, for the ids that exist, in the order first asked for. */
+  found: Map<string, string>;
+  /** The ids that match no subscriber of the environment, each once, in the order asked for. */
+  notFound: string[];
+}
+
+/** Maps subscriberIds of one environment to their internal ids; duplicates count once. */
+export async function resolveSubscribers(db: Db, environmentId: string, subscriberIds: string[]): Promise<Resolved> {
+  const unique = [...new Set(subscriberIds)];
+  const internal = new Map<string, string>();
+  for (const ids of chunks(unique, ID_CHUNK)) {
+    const rows = await db('subscribers').where('environment_id', environmentId).whereIn('subscriber_id', ids).select('id', 'subscriber_id');
+    for (const row of rows as Array<{ id: string; subscriber_id: string }>) internal.set(row.subscriber_id, row.id);
+  }
+  const found = new Map<string, string>();
+  const notFound: string[] = [];
+  for (const id of unique) {
+    const key = internal.get(id);
+    if (key === undefined) notFound.push(id);
+    else found.set(id, key);
+  }
+  return { found, notFound };
+}
+
+/** Adds memberships (by internal subscriber id); existing ones are left as they are. */
+export async function addMembers(db: Db, topicId: string, subscriberKeys: string[], now: Date): Promise<void> {
+  const at = now.toISOString();
+  await db.transaction(async (trx) => {
+    for (const batch of chunks(subscriberKeys, INSERT_BATCH)) {
+      await trx('topic_subscribers')
+        .insert(batch.map((subscriberId) => ({ topic_id: topicId, subscriber_id: subscriberId, created_at: at })))
+        .onConflict(['topic_id', 'subscriber_id'])
+        .ignore();
+    }
+    await trx('topics').where('id', topicId).update({ updated_at: at });
+  });
+}
+
+/** Removes memberships (by internal subscriber id); ids that were not members are no error. */
+export async function removeMembers(db: Db, topicId: string, subscriberKeys: string[], now: Date): Promise<void> {
+  await db.transaction(async (trx) => {
+    for (const batch of chunks(subscriberKeys, ID_CHUNK)) {
+      await trx('topic_subscribers').where('topic_id', topicId).whereIn('subscriber_id', batch).delete();
+    }
+    await trx('topics').where('id', topicId).update({ updated_at: now.toISOString() });
+  });
+}
