@@ -223,6 +223,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/subscribers/{subscriberId}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscriber's id, as you chose it. */
+                subscriberId: components["parameters"]["SubscriberId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List in-app messages
+         * @description The subscriber's in-app feed: the messages that in-app steps delivered, newest first,
+         *     optionally only the unread or unseen ones. This is what an in-app inbox shows.
+         */
+        get: operations["listSubscriberMessages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/subscribers/{subscriberId}/messages/{messageId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscriber's id, as you chose it. */
+                subscriberId: components["parameters"]["SubscriberId"];
+                /** @description The in-app message's id. */
+                messageId: components["parameters"]["MessageId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Mark an in-app message
+         * @description Marks one message of the feed as seen or read (or not). Reading a message also marks it
+         *     seen. Marking twice is harmless; the first time is kept in `seenAt` and `readAt`.
+         */
+        patch: operations["updateSubscriberMessage"];
+        trace?: never;
+    };
     "/workflows": {
         parameters: {
             query?: never;
@@ -951,6 +1001,75 @@ export interface components {
                  */
                 enabled: boolean;
             }[];
+        };
+        /** @description A message an in-app step delivered to a subscriber's feed. */
+        InAppMessage: {
+            messageId: components["schemas"]["Id"];
+            /**
+             * @description Whose feed it is in.
+             * @example user-123
+             */
+            subscriberId: string;
+            notificationId: components["schemas"]["Id"];
+            /**
+             * @description The trigger it came from.
+             * @example 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f
+             */
+            transactionId: string;
+            /**
+             * @description The workflow that sent it.
+             * @example comment-added
+             */
+            workflowId: string;
+            /**
+             * @description The rendered title, when the step has one.
+             * @example New comment
+             */
+            subject?: string;
+            /**
+             * @description The rendered message.
+             * @example Grace commented on Release notes
+             */
+            content: string;
+            /**
+             * @description The rendered link, when the step has one.
+             * @example https://example.com/posts/42
+             */
+            url?: string;
+            /**
+             * @description Whether the subscriber has seen it (in a list, say).
+             * @example true
+             */
+            seen: boolean;
+            /**
+             * @description Whether the subscriber has read it (opened it).
+             * @example false
+             */
+            read: boolean;
+            seenAt?: components["schemas"]["Timestamp"];
+            readAt?: components["schemas"]["Timestamp"];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        /** @description An in-app message, wrapped. */
+        InAppMessageResponse: {
+            data: components["schemas"]["InAppMessage"];
+        };
+        /** @description A page of a subscriber's in-app feed. */
+        InAppMessageList: components["schemas"]["ListMeta"] & {
+            data: components["schemas"]["InAppMessage"][];
+        };
+        /** @description What to mark. */
+        InAppMessageUpdate: {
+            /**
+             * @description Seen (`true`) or not seen (`false`).
+             * @example true
+             */
+            seen?: boolean;
+            /**
+             * @description Read (`true`, which also marks it seen) or unread (`false`).
+             * @example true
+             */
+            read?: boolean;
         };
         /**
          * @description A name for people.
@@ -1942,6 +2061,8 @@ export interface components {
         NotificationId: string;
         /** @description The integration's id. */
         IntegrationId: string;
+        /** @description The in-app message's id. */
+        MessageId: string;
         /** @description The `transactionId` the trigger was acknowledged with. */
         TransactionId: string;
     };
@@ -2386,6 +2507,88 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listSubscriberMessages: {
+        parameters: {
+            query?: {
+                /** @description The page number, starting at 0. */
+                page?: components["parameters"]["Page"];
+                /** @description The page size, 1 to 100. Defaults to 10. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                pageSize?: components["parameters"]["PageSize"];
+                /** @description Only messages that are (`true`) or are not (`false`) read. */
+                read?: boolean;
+                /** @description Only messages that are (`true`) or are not (`false`) seen. */
+                seen?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description The subscriber's id, as you chose it. */
+                subscriberId: components["parameters"]["SubscriberId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the feed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InAppMessageList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateSubscriberMessage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The subscriber's id, as you chose it. */
+                subscriberId: components["parameters"]["SubscriberId"];
+                /** @description The in-app message's id. */
+                messageId: components["parameters"]["MessageId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InAppMessageUpdate"];
+            };
+        };
+        responses: {
+            /** @description The message as it is now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InAppMessageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };

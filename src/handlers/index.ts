@@ -1,6 +1,7 @@
 import type { OperationHandlers } from '../http/types.js';
 import * as events from './events.js';
 import * as integrations from './integrations.js';
+import * as messages from './messages.js';
 import * as notifications from './notifications.js';
 import * as preferences from './preferences.js';
 import * as subscriberCredentials from './subscriber-credentials.js';
@@ -14,6 +15,7 @@ export const handlers = {
   ...subscribers,
   ...preferences,
   ...subscriberCredentials,
+  ...messages,
   ...workflows,
   ...topics,
   ...notifications,
