@@ -211,9 +211,10 @@ export interface paths {
         /**
          * Set channel credentials
          * @description Replaces the subscriber's credentials for one chat or push provider: a webhook URL for
-         *     Slack, Discord or Microsoft Teams, device tokens for push. The environment needs an
-         *     integration of that provider (`integrationIdentifier` picks one when there are several),
-         *     else the request is a `422`; so is a credential the provider needs that is missing.
+         *     Slack, Discord or Microsoft Teams, device tokens for push. The environment needs an active
+         *     integration of that provider (`integrationIdentifier` picks one when there are several;
+         *     else the channel's primary, else the oldest), else the request is a `422`; so is a
+         *     credential the provider needs that is missing, or one it does not use.
          */
         put: operations["updateSubscriberCredentials"];
         post?: never;
@@ -572,7 +573,8 @@ export interface paths {
          * Update an integration
          * @description Changes the fields present in the body. `credentials` replaces the stored credentials as a
          *     whole and is checked against the provider again. Making an integration `primary`
-         *     removes that flag from the channel's previous primary.
+         *     removes that flag from the channel's previous primary; `primary: false` (or deactivating
+         *     it) hands the flag to the oldest other active integration of the channel.
          */
         put: operations["updateIntegration"];
         post?: never;
@@ -602,8 +604,9 @@ export interface paths {
         /**
          * Set integration status
          * @description Activates or deactivates the integration. A deactivated integration is never used for
-         *     delivery and loses its primary flag; activating one on a channel without a primary makes
-         *     it primary.
+         *     delivery and loses its primary flag, which goes to the oldest other active integration of
+         *     its channel; activating one on a channel without a primary makes it primary. Setting the
+         *     status it already has changes nothing.
          */
         put: operations["updateIntegrationStatus"];
         post?: never;
@@ -1843,7 +1846,8 @@ export interface components {
             webhookUrl?: string;
         };
         /**
-         * @description The stored credentials, each value masked.
+         * @description The stored credentials, each value masked: secrets (passwords, keys, tokens) are
+         *     `********`; other values of 12 characters or more keep their last 4 (`********.com`).
          * @example {
          *       "host": "********.com",
          *       "password": "********"

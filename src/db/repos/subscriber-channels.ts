@@ -1,6 +1,7 @@
+import type { Knex } from 'knex';
 import type { Db } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
-import { readJson } from '../json.js';
+import { readJson, writeJson } from '../json.js';
 
 export type SubscriberChannel = Schemas['SubscriberChannel'];
 
@@ -22,4 +23,31 @@ export async function channelsBySubscriber(db: Db, subscriberIds: string[]): Pro
     });
   }
   return channels;
+}
+
+export interface SubscriberChannelWrite {
+  /** The subscriber's internal id (subscriberKey). */
+  subscriberKey: string;
+  integrationId: string;
+  providerId: SubscriberChannel['providerId'];
+  credentials: SubscriberChannel['credentials'];
+}
+
+/**
+ * Sets a subscriber's credentials for one integration, replacing any it had: one row per
+ * (subscriber, integration), so a second PUT overwrites rather than adds.
+ */
+export async function upsertSubscriberChannel(db: Db | Knex.Transaction, input: SubscriberChannelWrite, now: Date): Promise<void> {
+  const at = now.toISOString();
+  await db('subscriber_channels')
+    .insert({
+      subscriber_id: input.subscriberKey,
+      integration_id: input.integrationId,
+      provider_id: input.providerId,
+      credentials: writeJson(input.credentials),
+      created_at: at,
+      updated_at: at,
+    })
+    .onConflict(['subscriber_id', 'integration_id'])
+    .merge(['provider_id', 'credentials', 'updated_at']);
 }

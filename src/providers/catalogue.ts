@@ -1,0 +1,161 @@
+import type { components } from '../../generated/v1.js';
+
+/**
+ * What Herald knows about each provider of the contract: its channel, its name, the credentials an
+ * integration of it takes, and (chat and push) the credentials each subscriber needs. Integrations
+ * are checked against it when they are written; the engine reads it to deliver.
+ */
+export type ProviderId = components['schemas']['ProviderId'];
+export type ChannelType = components['schemas']['ChannelType'];
+export type IntegrationCredentials = components['schemas']['IntegrationCredentials'];
+export type ChannelCredentials = components['schemas']['ChannelCredentials'];
+export type CredentialName = keyof IntegrationCredentials;
+export type ChannelCredentialName = keyof ChannelCredentials;
+
+export interface CredentialSpec {
+  /** The integration cannot work without it. */
+  required?: boolean;
+  /** Never shown back, not even partly masked, and never logged. */
+  secret?: boolean;
+}
+
+export interface ProviderEntry {
+  id: ProviderId;
+  channel: ChannelType;
+  displayName: string;
+  /** Every credential an integration of this provider takes; any other one is refused. */
+  credentials: Partial<Record<CredentialName, CredentialSpec>>;
+  /** Chat and push: what each subscriber must give (PUT /subscribers/{id}/credentials). */
+  subscriberCredentials?: Partial<Record<ChannelCredentialName, { required?: boolean }>>;
+}
+
+/** One problem with a credentials object; the same shape as the error body's `details`. */
+export interface CredentialProblem {
+  field: string;
+  message: string;
+}
+
+const webhookChat = { webhookUrl: { required: true } } as const;
+const pushTokens = { deviceTokens: { required: true } } as const;
+
+// A Record over ProviderId: adding a provider to the contract without an entry here is a type error.
+export const PROVIDERS: Readonly<Record<ProviderId, ProviderEntry>> = {
+  herald: { id: 'herald', channel: 'in_app', displayName: 'Herald In-App', credentials: {} },
+  smtp: {
+    id: 'smtp',
+    channel: 'email',
+    displayName: 'SMTP',
+    credentials: {
+      host: { required: true },
+      port: { required: true },
+      from: { required: true },
+      user: {},
+      password: { secret: true },
+      secure: {},
+      senderName: {},
+    },
+  },
+  sendgrid: {
+    id: 'sendgrid',
+    channel: 'email',
+    displayName: 'SendGrid',
+    credentials: { apiKey: { required: true, secret: true }, from: { required: true }, senderName: {}, baseUrl: {} },
+  },
+  twilio: {
+    id: 'twilio',
+    channel: 'sms',
+    displayName: 'Twilio',
+    credentials: { accountSid: { required: true }, token: { required: true, secret: true }, from: { required: true }, baseUrl: {} },
+  },
+  slack: { id: 'slack', channel: 'chat', displayName: 'Slack', credentials: {}, subscriberCredentials: webhookChat },
+  discord: { id: 'discord', channel: 'chat', displayName: 'Discord', credentials: {}, subscriberCredentials: webhookChat },
+  msteams: { id: 'msteams', channel: 'chat', displayName: 'Microsoft Teams', credentials: {}, subscriberCredentials: webhookChat },
+  expo: {
+    id: 'expo',
+    channel: 'push',
+    displayName: 'Expo Push',
+    credentials: { apiKey: { secret: true }, baseUrl: {} },
+    subscriberCredentials: pushTokens,
+  },
+  'push-webhook': {
+    id: 'push-webhook',
+    channel: 'push',
+    displayName: 'Push Webhook',
+    credentials: { webhookUrl: { required: true }, secretKey: { required: true, secret: true } },
+    subscriberCredentials: pushTokens,
+  },
+};
+
+export function providerEntry(providerId: ProviderId): ProviderEntry {
+  return PROVIDERS[providerId];
+}
+
+/** Whether a credential of this provider must never be shown, even partly. Unknown names count as secret. */
+export function isSecretCredential(providerId: ProviderId, name: string): boolean {
+  const spec = PROVIDERS[providerId].credentials[name as CredentialName];
+  return !spec || spec.secret === true;
+}
+
+/** Chat and push providers: the ones subscribers give credentials for. */
+export function takesSubscriberCredentials(providerId: ProviderId): boolean {
+  return PROVIDERS[providerId].subscriberCredentials !== undefined;
+}
+
+function isBlank(value: unknown): boolean {
+  return value === undefined || value === null || (typeof value === 'string' && value.trim() === '');
+}
+
+/**
+ * Checks the fields against a provider's list: each required one that is missing (or blank), and
+ * each one the provider does not take, is one problem. Messages name fields, never their values.
+ */
+function checkFields(
+  providerId: ProviderId,
+  specs: Partial<Record<string, { required?: boolean }>>,
+  given: Record<string, unknown>,
+  at: string,
+): CredentialProblem[] {
+  const problems: CredentialProblem[] = [];
+  for (const [name, spec] of Object.entries(specs)) {
+    if (spec?.required && isBlank(given[name])) problems.push({ field: `${at}/${name}`, message: `is required by ${providerId}` });
+  }
+  for (const name of Object.keys(given)) {
+    if (!(name in specs)) problems.push({ field: `${at}/${name}`, message: `is not used by ${providerId}` });
+  }
+  return problems;
+}
+
+/**
+ * The problems with an integration's credentials for a provider, as the error body's `details`
+ * (empty when they are fine). `at` is where the object sits in the request.
+ */
+export function checkIntegrationCredentials(
+  providerId: ProviderId,
+  credentials: IntegrationCredentials | undefined,
+  at = 'body/credentials',
+): CredentialProblem[] {
+  const given = (credentials ?? {}) as Record<string, unknown>;
+  const problems = checkFields(providerId, PROVIDERS[providerId].credentials, given, at);
+  // The contract lets `port` be a string of digits, which its schema cannot bound.
+  if (given.port !== undefined && !isBlank(given.port) && 'port' in PROVIDERS[providerId].credentials) {
+    const port = Number(given.port);
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      problems.push({ field: `${at}/port`, message: 'must be a port number from 1 to 65535' });
+    }
+  }
+  return problems;
+}
+
+/**
+ * The problems with a subscriber's credentials for a chat or push provider, as `details`. A
+ * provider that takes no subscriber credentials (email, SMS, in-app) is itself the problem.
+ */
+export function checkSubscriberCredentials(
+  providerId: ProviderId,
+  credentials: ChannelCredentials | undefined,
+  at = 'body/credentials',
+): CredentialProblem[] {
+  const specs = PROVIDERS[providerId].subscriberCredentials;
+  if (!specs) return [{ field: 'body/providerId', message: `${providerId} is not a chat or push provider` }];
+  return checkFields(providerId, specs, (credentials ?? {}) as Record<string, unknown>, at);
+}
