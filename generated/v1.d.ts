@@ -1217,7 +1217,7 @@ export interface components {
              * @description The kind of step. (enum property replaced by openapi-typescript)
              * @enum {string}
              */
-            type: "InAppStep";
+            type: "in_app";
             stepId?: components["schemas"]["StepId"];
             name?: components["schemas"]["StepName"];
             active?: components["schemas"]["StepActive"];
@@ -1247,7 +1247,7 @@ export interface components {
              * @description The kind of step. (enum property replaced by openapi-typescript)
              * @enum {string}
              */
-            type: "EmailStep";
+            type: "email";
             stepId?: components["schemas"]["StepId"];
             name?: components["schemas"]["StepName"];
             active?: components["schemas"]["StepActive"];
@@ -1282,7 +1282,7 @@ export interface components {
              * @description The kind of step. (enum property replaced by openapi-typescript)
              * @enum {string}
              */
-            type: "SmsStep";
+            type: "sms";
             stepId?: components["schemas"]["StepId"];
             name?: components["schemas"]["StepName"];
             active?: components["schemas"]["StepActive"];
@@ -1295,7 +1295,7 @@ export interface components {
              * @description The kind of step. (enum property replaced by openapi-typescript)
              * @enum {string}
              */
-            type: "ChatStep";
+            type: "chat";
             stepId?: components["schemas"]["StepId"];
             name?: components["schemas"]["StepName"];
             active?: components["schemas"]["StepActive"];
@@ -1316,7 +1316,7 @@ export interface components {
              * @description The kind of step. (enum property replaced by openapi-typescript)
              * @enum {string}
              */
-            type: "PushStep";
+            type: "push";
             stepId?: components["schemas"]["StepId"];
             name?: components["schemas"]["StepName"];
             active?: components["schemas"]["StepActive"];
@@ -1351,7 +1351,7 @@ export interface components {
              * @description The kind of step. (enum property replaced by openapi-typescript)
              * @enum {string}
              */
-            type: "DelayStep";
+            type: "delay";
             stepId?: components["schemas"]["StepId"];
             name?: components["schemas"]["StepName"];
             active?: components["schemas"]["StepActive"];
@@ -1369,7 +1369,7 @@ export interface components {
              * @description The kind of step. (enum property replaced by openapi-typescript)
              * @enum {string}
              */
-            type: "DigestStep";
+            type: "digest";
             stepId?: components["schemas"]["StepId"];
             name?: components["schemas"]["StepName"];
             active?: components["schemas"]["StepActive"];
