@@ -1,0 +1,402 @@
+// Novu's own published SDK, `@novu/api@0.0.1`, driven against a real Herald server over HTTP: which of
+// its calls work unchanged, and exactly how the others fail. 0.0.1 is the only release of `@novu/api`
+// whose subscriber, topic, preference, credential and integration calls all use `/v1` paths
+// (`../shared/reference/novu-sdk-wire.md`); later releases move most of them to `/v2`.
+// The events calls (trigger, triggerBulk, cancel) are left out here.
+import type { IncomingHttpHeaders, IncomingMessage, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Novu } from '@novu/api';
+import { ErrorDto, SDKError, SDKValidationError } from '@novu/api/models/errors/index.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+
+let t: TestApp;
+let server: Server;
+let serverURL: string;
+let novu: Novu;
+
+/** An SDK client the way a Novu user makes one, pointed at Herald. */
+function sdk(apiKey: string): Novu {
+  return new Novu({
+    apiKey,
+    // The origin only: every operation path already starts with /v1.
+    serverURL,
+    // By default the SDK retries 408, 409, 429 and 5xx with backoff for up to an hour, so a 409
+    // would look like a hang; the tests want each answer at once.
+    retryConfig: { strategy: 'none' },
+    timeoutMs: 10_000,
+  });
+}
+
+/** The error a call rejects with; fails the test if the call succeeds. */
+async function failure(call: Promise<unknown>): Promise<unknown> {
+  try {
+    await call;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected the SDK call to fail, but it succeeded');
+}
+
+/** Records the headers of the requests the server receives while `work` runs. */
+async function requestsDuring(work: () => Promise<unknown>): Promise<Array<{ method?: string; url?: string; headers: IncomingHttpHeaders }>> {
+  const seen: Array<{ method?: string; url?: string; headers: IncomingHttpHeaders }> = [];
+  const record = (req: IncomingMessage) => seen.push({ method: req.method, url: req.url, headers: req.headers });
+  server.prependListener('request', record);
+  try {
+    await work();
+  } finally {
+    server.off('request', record);
+  }
+  return seen;
+}
+
+/** The id of an integration, read past the SDK: its results carry none (see the integrations tests). */
+async function integrationIdOf(identifier: string): Promise<string> {
+  const res = await t.a.get('/v1/integrations?includeInactive=true&limit=100').expect(200);
+  const found = (res.body.data as Array<{ integrationId: string; identifier: string }>).find((i) => i.identifier === identifier);
+  if (!found) throw new Error(`no integration ${identifier}`);
+  return found.integrationId;
+}
+
+const now = () => t.clock.now().toISOString();
+const SLACK_URL = 'https://hooks.slack.com/services/T000/B000/XXXX';
+
+beforeAll(async () => {
+  t = await startTestApp();
+  server = t.app.listen(0, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  serverURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  novu = sdk(t.a.key);
+});
+beforeEach(() => t.clock.advance(1000));
+afterEach(async () => t.assertContract());
+afterAll(async () => {
+  if (server) {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+  await t?.close();
+});
+
+describe('transport', () => {
+  it('sends Authorization: ApiKey <key>, which Herald accepts', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'transport-check' }).expect(201);
+    let result: unknown;
+    const seen = await requestsDuring(async () => {
+      result = (await novu.subscribers.retrieve('transport-check')).result;
+    });
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ method: 'GET', url: '/v1/subscribers/transport-check' });
+    expect(seen[0].headers.authorization).toBe(`ApiKey ${t.a.key}`);
+    expect(seen[0].headers['user-agent']).toBe('speakeasy-sdk/typescript 0.0.1 2.493.21 1.0 @novu/api');
+    expect(seen[0].headers['idempotency-key']).toMatch(/^\d{13}[0-9a-z]+$/);
+    expect(result).toMatchObject({ subscriberId: 'transport-check' });
+  });
+
+  it('gets a typed ErrorDto 401 for an unknown key, since the error body has timestamp and path', async () => {
+    const err = await failure(sdk('hk_not-a-key').subscribers.retrieve('transport-check'));
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 401, message: 'Invalid API key', path: '/v1/subscribers/transport-check' });
+    expect(Number.isNaN(Date.parse((err as ErrorDto).timestamp))).toBe(false);
+  });
+});
+
+describe('subscribers', () => {
+  it('create: answers 201 and the SDK returns the subscriber', async () => {
+    const createdAt = now();
+    const res = await novu.subscribers.create({
+      subscriberId: 'ada',
+      email: 'ada@example.com',
+      firstName: 'Ada',
+      lastName: 'Lovelace',
+      phone: '+447700900123',
+      locale: 'en-GB',
+      data: { plan: 'pro' },
+    });
+    // `data` is not in the SDK's Subscriber schema, so zod strips it.
+    expect(res.result).toEqual({
+      subscriberId: 'ada',
+      email: 'ada@example.com',
+      firstName: 'Ada',
+      lastName: 'Lovelace',
+      phone: '+447700900123',
+      locale: 'en-GB',
+      channels: [],
+      organizationId: expect.any(String),
+      environmentId: t.environments.a,
+      deleted: false,
+      createdAt,
+      updatedAt: createdAt,
+    });
+    expect((await t.a.get('/v1/subscribers/ada').expect(200)).body.data.data).toEqual({ plan: 'pro' });
+  });
+
+  it('create: a duplicate subscriberId is an ErrorDto 409, at once because retries are off', async () => {
+    const err = await failure(novu.subscribers.create({ subscriberId: 'ada' }));
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 409, message: 'Subscriber ada already exists', path: '/v1/subscribers' });
+  });
+
+  it('create: rejects the Novu-only `channels` field with an ErrorDto 400 (credentials are a separate PUT here)', async () => {
+    const err = await failure(
+      novu.subscribers.create({
+        subscriberId: 'carol',
+        channels: [{ providerId: 'slack', credentials: { webhookUrl: SLACK_URL } }],
+      }),
+    );
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 400, message: 'body/channels is not allowed' });
+  });
+
+  it('list: sends page and limit, and the SDK returns the page', async () => {
+    await novu.subscribers.create({ subscriberId: 'bob' });
+    const res = await novu.subscribers.list(0, 2);
+    expect(res.result).toEqual({
+      data: [
+        expect.objectContaining({ subscriberId: 'transport-check' }),
+        expect.objectContaining({ subscriberId: 'ada', firstName: 'Ada' }),
+      ],
+      page: 0,
+      pageSize: 2,
+      hasMore: true,
+    });
+    const second = await novu.subscribers.list(1, 2);
+    expect(second.result.data.map((s) => s.subscriberId)).toEqual(['bob']);
+    expect(second.result.hasMore).toBe(false);
+  });
+
+  it("list: the SDK's page iterator stops after the first page, even with hasMore (an SDK bug)", async () => {
+    // subscribersList.js looks for the items under `data.resultArray`, which no server sends.
+    const res = await novu.subscribers.list(0, 1);
+    expect(res.result.hasMore).toBe(true);
+    expect(res.next()).toBeNull();
+  });
+
+  it('retrieve: returns the subscriber', async () => {
+    const res = await novu.subscribers.retrieve('ada');
+    expect(res.result).toMatchObject({ subscriberId: 'ada', email: 'ada@example.com', firstName: 'Ada', deleted: false });
+  });
+
+  it('retrieve: an unknown subscriber is an ErrorDto 404', async () => {
+    const err = await failure(novu.subscribers.retrieve('nobody'));
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 404, message: 'Subscriber nobody not found' });
+  });
+
+  it('retrieve with includeTopics fails: the contract has no such query parameter (ErrorDto 400)', async () => {
+    const err = await failure(novu.subscribers.retrieve('ada', true));
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 400, message: 'query/includeTopics is not allowed' });
+  });
+
+  it('update: sends PUT with only the given fields, and returns the updated subscriber', async () => {
+    const updatedAt = now();
+    const seen = await requestsDuring(async () => {
+      const res = await novu.subscribers.update({ firstName: 'Augusta' }, 'ada');
+      expect(res.result).toMatchObject({ subscriberId: 'ada', firstName: 'Augusta', lastName: 'Lovelace', updatedAt });
+    });
+    expect(seen.map((r) => `${r.method} ${r.url}`)).toEqual(['PUT /v1/subscribers/ada']);
+  });
+
+  it("delete: returns Novu's acknowledgement", async () => {
+    const res = await novu.subscribers.delete('bob');
+    expect(res.result).toEqual({ acknowledged: true, status: 'deleted' });
+    expect((await failure(novu.subscribers.retrieve('bob'))) as ErrorDto).toMatchObject({ statusCode: 404 });
+  });
+});
+
+describe('integrations', () => {
+  it('create: answers 201 and the SDK returns the integration, without an id', async () => {
+    const res = await novu.integrations.create({ providerId: 'slack', channel: 'chat', name: 'Team Slack', identifier: 'team-slack', active: true });
+    expect(res.result).toEqual({
+      organizationId: expect.any(String),
+      environmentId: t.environments.a,
+      providerId: 'slack',
+      channel: 'chat',
+      name: 'Team Slack',
+      identifier: 'team-slack',
+      credentials: {},
+      active: true,
+      primary: true,
+      deleted: false,
+    });
+    // Herald names the id `integrationId`; the SDK only maps Novu's `_id`, so an SDK user cannot
+    // learn the id that update and delete need from any SDK call.
+    expect(res.result.id).toBeUndefined();
+  });
+
+  it('create: rejects the Novu-only `check` field with an ErrorDto 400', async () => {
+    const err = await failure(novu.integrations.create({ providerId: 'discord', channel: 'chat', check: false }));
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 400, message: 'body/check is not allowed' });
+  });
+
+  it('list fails: every Herald list is the paginated envelope, the SDK wants a plain array (SDKValidationError)', async () => {
+    const err = await failure(novu.integrations.list());
+    expect(err).toBeInstanceOf(SDKValidationError);
+    const validation = err as SDKValidationError;
+    expect(validation.message).toContain('Response validation failed');
+    expect((validation.cause as { issues: unknown[] }).issues).toEqual([
+      expect.objectContaining({ code: 'invalid_type', expected: 'array', received: 'object', path: ['Result'] }),
+    ]);
+    expect((validation.rawValue as { Result: unknown }).Result).toMatchObject({
+      data: [expect.objectContaining({ identifier: 'team-slack' })],
+      totalCount: 1,
+      page: 0,
+      hasMore: false,
+    });
+  });
+
+  it('update: sends PUT and returns the updated integration', async () => {
+    const id = await integrationIdOf('team-slack');
+    const res = await novu.integrations.update({ name: 'Company Slack' }, id);
+    expect(res.result).toMatchObject({ identifier: 'team-slack', name: 'Company Slack', active: true, primary: true });
+  });
+
+  it('update with active:false deactivates it (the SDK has no status call; this is how Novu toggles one)', async () => {
+    await novu.integrations.create({ providerId: 'discord', channel: 'chat', identifier: 'team-discord' });
+    const id = await integrationIdOf('team-discord');
+    const res = await novu.integrations.update({ active: false }, id);
+    expect(res.result).toMatchObject({ identifier: 'team-discord', active: false, primary: false });
+  });
+
+  it('delete: returns the integrations that remain, as a plain array', async () => {
+    const id = await integrationIdOf('team-discord');
+    const res = await novu.integrations.delete(id);
+    expect(res.result).toEqual([expect.objectContaining({ identifier: 'team-slack', providerId: 'slack', active: true, primary: true })]);
+  });
+});
+
+describe('subscriber credentials', () => {
+  it('update: sets a Slack webhook (with an active slack integration) and returns the subscriber with its channel', async () => {
+    const integrationId = await integrationIdOf('team-slack');
+    const res = await novu.subscribers.credentials.update({ providerId: 'slack', credentials: { webhookUrl: SLACK_URL } }, 'ada');
+    expect(res.result).toMatchObject({ subscriberId: 'ada', firstName: 'Augusta' });
+    expect(res.result.channels).toEqual([
+      { providerId: 'slack', integrationIdentifier: 'team-slack', integrationId, credentials: { webhookUrl: SLACK_URL } },
+    ]);
+    expect((await novu.subscribers.retrieve('ada')).result.channels).toEqual(res.result.channels);
+  });
+
+  it('update: a provider without an active integration is a 422, which the SDK cannot type (SDKValidationError)', async () => {
+    // The SDK parses a 422 as ValidationErrorDto, which needs an `errors` map; Herald's error body
+    // lists the problems under `details` instead, so the SDK reports a validation failure of its own.
+    const err = await failure(novu.subscribers.credentials.update({ providerId: 'msteams', credentials: { webhookUrl: SLACK_URL } }, 'ada'));
+    expect(err).not.toBeInstanceOf(ErrorDto);
+    expect(err).toBeInstanceOf(SDKValidationError);
+    expect((err as SDKValidationError).rawValue).toMatchObject({ statusCode: 422, message: 'No active msteams integration in this environment' });
+  });
+});
+
+describe('preferences', () => {
+  beforeAll(async () => {
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Comment added',
+        steps: [
+          { type: 'in_app', template: { content: 'New comment on {{postTitle}}' } },
+          { type: 'email', template: { subject: 'New comment', content: 'On {{postTitle}}' } },
+        ],
+        payloadSchema: { type: 'object', properties: { postTitle: { type: 'string' } } },
+      })
+      .expect(201);
+  });
+
+  it("list: returns one entry per active workflow in Novu's v1 array shape", async () => {
+    const res = await novu.subscribers.preferences.list('ada');
+    expect(res.result).toEqual([
+      {
+        template: {
+          id: 'comment-added',
+          name: 'Comment added',
+          critical: false,
+          triggers: [{ type: 'event', identifier: 'comment-added', variables: [{ name: 'postTitle', type: 'String' }] }],
+        },
+        preference: { enabled: true, channels: { inApp: true, email: true } },
+      },
+    ]);
+  });
+
+  it('list with includeInactiveChannels fails: the contract has no such query parameter (ErrorDto 400)', async () => {
+    const err = await failure(novu.subscribers.preferences.list('ada', true));
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 400, message: 'query/includeInactiveChannels is not allowed' });
+  });
+
+  it("updateGlobal: takes Novu's list form and returns the global layer", async () => {
+    const res = await novu.subscribers.preferences.updateGlobal({ enabled: true, preferences: [{ type: 'email', enabled: false }] }, 'ada');
+    expect(res.result).toEqual({ preference: { enabled: true, channels: { inApp: true, email: false, sms: true, chat: true, push: true } } });
+    const after = await novu.subscribers.preferences.list('ada');
+    expect(after.result[0].preference).toEqual({ enabled: true, channels: { inApp: true, email: false } });
+  });
+});
+
+describe('topics', () => {
+  it('create: answers 201 and the SDK returns the key', async () => {
+    const res = await novu.topics.create({ key: 'watchers', name: 'Watchers' });
+    expect(res.result).toEqual({ key: 'watchers' });
+  });
+
+  it('create: a duplicate key is an ErrorDto 409', async () => {
+    const err = await failure(novu.topics.create({ key: 'watchers', name: 'Again' }));
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 409, message: 'Topic watchers already exists' });
+  });
+
+  it('list: sends pageSize (accepted as an alias of limit) and returns the page', async () => {
+    await novu.topics.create({ key: 'editors', name: 'Editors' });
+    const seen = await requestsDuring(async () => {
+      const res = await novu.topics.list({ page: 0, pageSize: 1 });
+      expect(res.result).toEqual({
+        data: [{ organizationId: expect.any(String), environmentId: t.environments.a, key: 'watchers', name: 'Watchers', subscribers: [] }],
+        page: 0,
+        pageSize: 1,
+        totalCount: 2,
+      });
+    });
+    expect(seen.map((r) => r.url)).toEqual(['/v1/topics?page=0&pageSize=1']);
+    const byKey = await novu.topics.list({ key: 'editors' });
+    expect(byKey.result.data.map((topic) => topic.key)).toEqual(['editors']);
+  });
+
+  it('subscribers.assign: answers 200 with succeeded and failed.notFound', async () => {
+    const res = await novu.topics.subscribers.assign({ subscribers: ['ada', 'ghost'] }, 'watchers');
+    expect(res.result).toEqual({ succeeded: ['ada'], failed: { notFound: ['ghost'] } });
+  });
+
+  it('retrieve: returns the topic with its members', async () => {
+    const res = await novu.topics.retrieve('watchers');
+    expect(res.result).toEqual({
+      organizationId: expect.any(String),
+      environmentId: t.environments.a,
+      key: 'watchers',
+      name: 'Watchers',
+      subscribers: ['ada'],
+    });
+  });
+
+  it('subscribers.remove fails in the SDK: Herald answers 200 with {succeeded, failed}, the SDK accepts only 204 (SDKError)', async () => {
+    const err = await failure(novu.topics.subscribers.remove({ subscribers: ['ada', 'ghost'] }, 'watchers'));
+    expect(err).toBeInstanceOf(SDKError);
+    const sdkError = err as SDKError;
+    expect(sdkError.statusCode).toBe(200);
+    expect(sdkError.message).toMatch(/^Unexpected API response status or content-type: Status 200 Content-Type application\/json/);
+    // The body the SDK saw, after its hook unwrapped `{data: …}`.
+    expect(JSON.parse(sdkError.body)).toEqual({ succeeded: ['ada'], failed: { notFound: ['ghost'] } });
+    // The removal itself happened.
+    expect((await novu.topics.retrieve('watchers')).result.subscribers).toEqual([]);
+  });
+
+  it('delete: answers 204, which the SDK accepts', async () => {
+    await novu.topics.subscribers.assign({ subscribers: ['ada'] }, 'watchers');
+    const res = await novu.topics.delete('watchers');
+    expect(res).toEqual({ headers: expect.objectContaining({ 'x-request-id': [expect.any(String)] }) });
+    const err = await failure(novu.topics.retrieve('watchers'));
+    expect(err).toBeInstanceOf(ErrorDto);
+    expect(err).toMatchObject({ statusCode: 404, message: 'Topic watchers not found' });
+  });
+});
