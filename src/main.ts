@@ -1,52 +1,73 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
 import { loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { createDb, migrate } from './db/knex.js';
 import { bootstrap } from './accounts/bootstrap.js';
 import { createApp } from './app.js';
 import { systemClock } from './clock.js';
+import { JobRunner } from './engine/runner.js';
 
-const SHUTDOWN_GRACE_MS = 10_000;
+const SHUTDOWN_GRACE_MS = 30_000;
+const ROLES = ['all', 'api', 'worker'] as const;
+type Role = (typeof ROLES)[number];
 
+/**
+ * `npm start` runs the API and the job runner in one process. `--role api` serves HTTP only and
+ * `--role worker` runs jobs only; run any number of each against one PostgreSQL database.
+ */
 async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { role: { type: 'string', default: 'all' } } });
+  const role = values.role as Role;
+  if (!ROLES.includes(role)) throw new Error(`--role must be one of ${ROLES.join(', ')}, not "${values.role}"`);
+
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   const db = createDb(config.databaseUrl);
   await migrate(db);
-  const { createdKey } = await bootstrap(db, { plan: config.defaultPlan, apiKey: config.apiKey });
-  const app = await createApp({ db, clock: systemClock, config, logger }, { precompile: true });
+  const deps = { db, clock: systemClock, config, logger };
+  const runner = role === 'api' ? undefined : new JobRunner(deps);
+  runner?.start();
 
-  const server: Server = app.listen(config.port, config.host, () => {
-    const { port } = server.address() as AddressInfo;
-    logger.info({ host: config.host, port }, 'Herald is listening');
-    if (createdKey) {
-      // Printed plainly, not only logged: this is the one time the key can be seen.
-      process.stdout.write(
-        `\nHerald created your first API key. It is shown only now; keep it somewhere safe:\n\n  ${createdKey}\n\n` +
-          `Try: curl -H "Authorization: Bearer ${createdKey}" http://localhost:${port}/v1/subscribers\n\n`,
-      );
-    }
-  });
+  let server: Server | undefined;
+  if (role !== 'worker') {
+    const { createdKey } = await bootstrap(db, { plan: config.defaultPlan, apiKey: config.apiKey });
+    const app = await createApp(deps, { precompile: true });
+    server = app.listen(config.port, config.host, () => {
+      const { port } = server!.address() as AddressInfo;
+      logger.info({ host: config.host, port, role }, 'Herald is listening');
+      if (createdKey) {
+        // Printed plainly, not only logged: this is the one time the key can be seen.
+        process.stdout.write(
+          `\nHerald created your first API key. It is shown only now; keep it somewhere safe:\n\n  ${createdKey}\n\n` +
+            `Try: curl -H "Authorization: Bearer ${createdKey}" http://localhost:${port}/v1/subscribers\n\n`,
+        );
+      }
+    });
+  } else {
+    logger.info({ role }, 'Herald worker is running jobs');
+  }
 
-  // SIGTERM: stop accepting, let requests in flight finish, then close the database and exit 0.
+  // SIGTERM: stop accepting requests and claiming jobs, let those under way finish (a job's lease
+  // is given back if it had not started), close the database, exit 0.
   let stopping = false;
-  const stop = (signal: string) => {
+  const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
-    const force = setTimeout(() => {
-      logger.error('requests still running after the grace period; exiting anyway');
+    setTimeout(() => {
+      logger.error('work still under way after the grace period; exiting anyway');
       process.exit(1);
-    }, SHUTDOWN_GRACE_MS);
-    force.unref();
-    server.close(() => {
-      db.destroy().then(() => process.exit(0), () => process.exit(1));
-    });
-    server.closeIdleConnections();
+    }, SHUTDOWN_GRACE_MS).unref();
+    const serverClosed = new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server?.closeIdleConnections();
+    await Promise.all([serverClosed, runner?.stop()]);
+    await db.destroy();
+    process.exit(0);
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
 }
 
 main().catch((err: unknown) => {

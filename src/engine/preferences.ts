@@ -46,7 +46,7 @@ export function effectivePreference(workflow: StoredWorkflow, global: Layer, own
 }
 
 /** Whether a send on `channel` may go out: always for critical workflows. */
-export function allowsChannel(workflow: StoredWorkflow, global: Layer, own: Layer, channel: Channel): boolean {
+export function allowsChannel(workflow: Pick<StoredWorkflow, 'critical' | 'preferenceSettings'>, global: Layer, own: Layer, channel: Channel): boolean {
   if (workflow.critical) return true;
   const enabled = (global.enabled ?? true) && (own.enabled ?? true);
   return enabled && (global.channels[channel] ?? true) && (own.channels[channel] ?? workflow.preferenceSettings[channel]);

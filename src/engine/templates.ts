@@ -45,3 +45,21 @@ export function templateProblem(source: string): string | undefined {
     return (err instanceof Error ? err.message : String(err)).split('\n').filter(Boolean).join(' ').replace(/\s+/g, ' ');
   }
 }
+
+const compiled = new Map<string, Handlebars.TemplateDelegate>();
+const CACHE_LIMIT = 1000;
+
+/**
+ * Renders a template, compiling each source once. `escape` HTML-escapes values (email bodies);
+ * texts for SMS, chat, push and the in-app feed keep them as they are.
+ */
+export function render(source: string, context: object, { escape }: { escape: boolean }): string {
+  const key = `${escape ? 'e' : 'n'}:${source}`;
+  let template = compiled.get(key);
+  if (!template) {
+    template = Handlebars.compile(source, { noEscape: !escape, strict: false });
+    if (compiled.size >= CACHE_LIMIT) compiled.delete(compiled.keys().next().value!);
+    compiled.set(key, template);
+  }
+  return template(context, { allowProtoPropertiesByDefault: false, allowProtoMethodsByDefault: false });
+}

@@ -1,5 +1,29 @@
-import { notYet } from './not-yet.js';
+import type { OperationHandler, Schemas } from '../http/types.js';
+import { HttpError } from '../http/errors.js';
+import { trigger } from '../engine/trigger.js';
+import { cancelEvent as cancel } from '../engine/cancel.js';
 
-export const triggerEvent = notYet('triggerEvent');
-export const triggerEventBulk = notYet('triggerEventBulk');
-export const cancelEvent = notYet('cancelEvent');
+export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, auth, deps }) => ({
+  status: 201,
+  body: { data: await trigger(deps, auth, body) },
+});
+
+/** Each event on its own, in order: one that would be rejected alone is answered `error` in its place. */
+export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => {
+  const results: Schemas['TriggerResult'][] = [];
+  for (const event of body.events) {
+    try {
+      results.push(await trigger(deps, auth, event));
+    } catch (err) {
+      if (!(err instanceof HttpError) || err.status >= 500) throw err;
+      const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];
+      results.push({ acknowledged: true, status: 'error', error: reasons });
+    }
+  }
+  return { status: 201, body: { data: results } };
+};
+
+export const cancelEvent: OperationHandler<'cancelEvent'> = async ({ params, auth, deps }) => ({
+  status: 200,
+  body: { data: await cancel(deps, auth.environmentId, params.transactionId) },
+});

@@ -5,6 +5,8 @@ import * as workflows from './20261122_03_workflows.js';
 import * as topics from './20261122_04_topics.js';
 import * as integrations from './20261122_05_integrations.js';
 import * as preferences from './20261122_06_preferences.js';
+import * as engine from './20261122_07_engine.js';
+import * as dashboard from './20261122_20_dashboard.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -17,6 +19,8 @@ const migrations: Record<string, Knex.Migration> = {
   '20261122_04_topics': topics,
   '20261122_05_integrations': integrations,
   '20261122_06_preferences': preferences,
+  '20261122_07_engine': engine,
+  '20261122_20_dashboard': dashboard,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

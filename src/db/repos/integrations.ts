@@ -286,3 +286,12 @@ export async function promoteOldestActive(
 export async function deleteIntegrationRow(trx: Runner, environmentId: string, integrationId: string): Promise<boolean> {
   return (await trx('integrations').where({ environment_id: environmentId, id: integrationId }).delete()) > 0;
 }
+
+/** The integration an email or SMS goes out through: the channel's primary, else its oldest active one. */
+export async function deliveryIntegrationOf(db: Runner, environmentId: string, channel: ChannelType): Promise<IntegrationRow | undefined> {
+  return scoped(db, environmentId)
+    .where({ 'i.channel': channel, 'i.active': true })
+    .orderByRaw('case when i.primary_channel is null then 1 else 0 end')
+    .orderBy(OLDEST_FIRST)
+    .first();
+}

@@ -134,3 +134,39 @@ export async function deleteSubscriber(db: Db, environmentId: string, subscriber
   const deleted = await db('subscribers').where({ environment_id: environmentId, subscriber_id: subscriberId }).delete();
   return deleted > 0;
 }
+
+/**
+ * Creates a subscriber, or updates the fields given when it exists (inline subscribers in a
+ * trigger). One statement, so concurrent triggers naming the same new subscriber cannot collide.
+ */
+export async function upsertSubscriber(db: Db, environmentId: string, input: SubscriberInput, now: Date): Promise<void> {
+  const at = now.toISOString();
+  const profile = profileColumns(input);
+  const changes: Record<string, unknown> = { ...profile, updated_at: at };
+  if (input.data !== undefined) changes.data = writeJson(input.data);
+  await db('subscribers')
+    .insert({
+      id: newId(now.getTime()),
+      environment_id: environmentId,
+      subscriber_id: input.subscriberId,
+      ...profile,
+      data: writeJson(input.data ?? {}),
+      created_at: at,
+      updated_at: at,
+    })
+    .onConflict(['environment_id', 'subscriber_id'])
+    .merge(changes);
+}
+
+/** Internal ids of the given subscriberIds that exist in the environment. */
+export async function subscriberKeys(db: Db, environmentId: string, subscriberIds: string[]): Promise<Map<string, string>> {
+  const keys = new Map<string, string>();
+  for (let i = 0; i < subscriberIds.length; i += 500) {
+    const rows = await db('subscribers')
+      .where('environment_id', environmentId)
+      .whereIn('subscriber_id', subscriberIds.slice(i, i + 500))
+      .select('id', 'subscriber_id');
+    for (const row of rows) keys.set(row.subscriber_id, row.id);
+  }
+  return keys;
+}

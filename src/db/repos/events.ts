@@ -1,0 +1,80 @@
+import type { Knex } from 'knex';
+import type { Db } from '../knex.js';
+import { isPostgres } from '../knex.js';
+import { readJson, writeJson } from '../json.js';
+import type { Step, StoredWorkflow } from './workflows.js';
+import type { Subscriber } from './subscribers.js';
+
+export type Runner = Db | Knex.Transaction;
+
+/** The workflow as triggered: what the event's jobs run, whatever happens to the workflow later. */
+export interface WorkflowSnapshot {
+  id: string;
+  workflowId: string;
+  name: string;
+  critical: boolean;
+  preferenceSettings: StoredWorkflow['preferenceSettings'];
+  steps: Step[];
+}
+
+export interface EventRecord {
+  id: string;
+  environmentId: string;
+  transactionId: string;
+  workflow: WorkflowSnapshot;
+  payload: Record<string, unknown>;
+  overrides: Record<string, Record<string, unknown>>;
+  actor?: Subscriber;
+  canceledAt: string | null;
+  createdAt: string;
+}
+
+function toRecord(row: Record<string, unknown>): EventRecord {
+  return {
+    id: row.id as string,
+    environmentId: row.environment_id as string,
+    transactionId: row.transaction_id as string,
+    workflow: readJson(row.workflow, {} as WorkflowSnapshot),
+    payload: readJson(row.payload, {}),
+    overrides: readJson(row.overrides, {}),
+    actor: readJson<Subscriber | undefined>(row.actor, undefined),
+    canceledAt: (row.canceled_at as string | null) ?? null,
+    createdAt: row.created_at as string,
+  };
+}
+
+/** Inserts an event; a reused transactionId surfaces as the database's unique violation. */
+export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'canceledAt'>): Promise<void> {
+  await trx('events').insert({
+    id: event.id,
+    environment_id: event.environmentId,
+    transaction_id: event.transactionId,
+    workflow_key: event.workflow.workflowId,
+    workflow: writeJson(event.workflow),
+    payload: writeJson(event.payload),
+    overrides: writeJson(event.overrides),
+    actor: writeJson(event.actor),
+    created_at: event.createdAt,
+  });
+}
+
+/**
+ * Reads an event. With `lock`, PostgreSQL holds a share lock on it until the transaction ends, so
+ * a cancel (which updates the row) cannot slip between reading "not canceled" and creating jobs.
+ */
+export async function findEvent(db: Runner, id: string, lock = false): Promise<EventRecord | undefined> {
+  const query = db('events').where({ id }).first();
+  if (lock && isPostgres(db as Db)) query.forShare();
+  const row = await query;
+  return row ? toRecord(row) : undefined;
+}
+
+export async function findEventByTransaction(db: Runner, environmentId: string, transactionId: string): Promise<EventRecord | undefined> {
+  const row = await db('events').where({ environment_id: environmentId, transaction_id: transactionId }).first();
+  return row ? toRecord(row) : undefined;
+}
+
+/** Marks an event canceled (once); true when this call canceled it. */
+export async function markCanceled(trx: Runner, id: string, now: Date): Promise<boolean> {
+  return (await trx('events').where({ id }).whereNull('canceled_at').update({ canceled_at: now.toISOString() })) > 0;
+}

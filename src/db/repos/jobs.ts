@@ -1,0 +1,241 @@
+import type { Knex } from 'knex';
+import type { Db } from '../knex.js';
+import { isPostgres } from '../knex.js';
+import type { Schemas } from '../../http/types.js';
+import { newId } from '../../ids.js';
+import { readBool, readJson, writeJson } from '../json.js';
+
+type Runner = Db | Knex.Transaction;
+export type JobStatus = Schemas['JobStatus'];
+export type Job = Schemas['Job'];
+
+export interface JobRecord {
+  id: string;
+  environmentId: string;
+  eventId: string;
+  notificationId: string | null;
+  kind: 'step' | 'fanout';
+  stepIndex: number | null;
+  stepId: string | null;
+  type: string;
+  status: JobStatus;
+  providerId: string | null;
+  attempts: number;
+  runAt: string;
+  digestKey: string | null;
+  mergedInto: string | null;
+  state: Record<string, unknown>;
+  createdAt: string;
+}
+
+function toRecord(row: Record<string, unknown>): JobRecord {
+  return {
+    id: row.id as string,
+    environmentId: row.environment_id as string,
+    eventId: row.event_id as string,
+    notificationId: (row.notification_id as string | null) ?? null,
+    kind: row.kind as JobRecord['kind'],
+    stepIndex: row.step_index === null || row.step_index === undefined ? null : Number(row.step_index),
+    stepId: (row.step_id as string | null) ?? null,
+    type: row.type as string,
+    status: row.status as JobStatus,
+    providerId: (row.provider_id as string | null) ?? null,
+    attempts: Number(row.attempts),
+    runAt: row.run_at as string,
+    digestKey: (row.digest_key as string | null) ?? null,
+    mergedInto: (row.merged_into as string | null) ?? null,
+    state: readJson(row.state, {}),
+    createdAt: row.created_at as string,
+  };
+}
+
+export interface NewJob {
+  environmentId: string;
+  eventId: string;
+  notificationId: string | null;
+  kind: JobRecord['kind'];
+  stepIndex?: number;
+  stepId?: string;
+  type: string;
+  status: JobStatus;
+  runAt: Date;
+  digestKey?: string;
+  mergedInto?: string;
+  state?: Record<string, unknown>;
+}
+
+function jobRow(job: NewJob, now: Date) {
+  return {
+    id: newId(now.getTime()),
+    environment_id: job.environmentId,
+    event_id: job.eventId,
+    notification_id: job.notificationId,
+    kind: job.kind,
+    step_index: job.stepIndex ?? null,
+    step_id: job.stepId ?? null,
+    type: job.type,
+    status: job.status,
+    run_at: job.runAt.toISOString(),
+    digest_key: job.digestKey ?? null,
+    merged_into: job.mergedInto ?? null,
+    state: writeJson(job.state ?? {}),
+    created_at: now.toISOString(),
+    updated_at: now.toISOString(),
+  };
+}
+
+export async function insertJobs(trx: Runner, jobs: NewJob[], now: Date): Promise<void> {
+  // Rows per INSERT stay well under SQLite's bound-variable limit (15 columns each).
+  for (let i = 0; i < jobs.length; i += 60) await trx('jobs').insert(jobs.slice(i, i + 60).map((job) => jobRow(job, now)));
+}
+
+/**
+ * Inserts a digest job as the open digest of its key, unless another job holds that key already:
+ * then nothing is inserted and undefined comes back. The unique index on digest_key makes this
+ * safe against concurrent triggers.
+ */
+export async function insertDigestLeader(trx: Runner, job: NewJob & { digestKey: string }, now: Date): Promise<string | undefined> {
+  const row = jobRow(job, now);
+  const inserted = await trx('jobs').insert(row).onConflict('digest_key').ignore().returning('id');
+  return inserted.length > 0 ? row.id : undefined;
+}
+
+/** The open digest job for a key, locked on PostgreSQL so it cannot close while a job joins it. */
+export async function findDigestLeader(trx: Runner, digestKey: string): Promise<{ id: string } | undefined> {
+  const query = trx('jobs').where({ digest_key: digestKey }).first('id');
+  if (isPostgres(trx as Db)) query.forUpdate();
+  return query;
+}
+
+/**
+ * Claims up to `limit` jobs that are due, or whose worker's lease ran out, for this worker: they
+ * become `running` under a lease. On PostgreSQL, SKIP LOCKED lets many workers claim at once
+ * without waiting on each other or taking the same job.
+ */
+export async function claimDueJobs(db: Db, options: { owner: string; now: Date; leaseMs: number; limit: number }): Promise<JobRecord[]> {
+  const now = options.now.toISOString();
+  const leaseEnd = new Date(options.now.getTime() + options.leaseMs).toISOString();
+  const skipLocked = isPostgres(db) ? 'FOR UPDATE SKIP LOCKED' : '';
+  const result = await db.raw(
+    `UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
+     WHERE id IN (
+       SELECT id FROM jobs
+       WHERE (status IN ('pending', 'queued', 'delayed') AND run_at <= ?) OR (status = 'running' AND lease_expires_at < ?)
+       ORDER BY run_at, id LIMIT ? ${skipLocked}
+     )
+     RETURNING *`,
+    [options.owner, leaseEnd, now, now, now, options.limit],
+  );
+  const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
+  return rows.map(toRecord).sort((a, b) => (a.runAt < b.runAt ? -1 : a.runAt > b.runAt ? 1 : a.id < b.id ? -1 : 1));
+}
+
+export interface JobUpdate {
+  status: JobStatus;
+  runAt?: Date;
+  providerId?: string | null;
+  state?: Record<string, unknown>;
+  digestKey?: string | null;
+  mergedInto?: string | null;
+}
+
+/**
+ * Moves a job on, but only while this worker still holds it: a worker whose lease ran out (and
+ * whose job another worker took over) changes nothing. Returns whether it did.
+ */
+export async function updateClaimedJob(trx: Runner, id: string, owner: string, change: JobUpdate, now: Date): Promise<boolean> {
+  const columns: Record<string, unknown> = { status: change.status, lease_owner: null, lease_expires_at: null, updated_at: now.toISOString() };
+  if (change.runAt) columns.run_at = change.runAt.toISOString();
+  if (change.providerId !== undefined) columns.provider_id = change.providerId;
+  if (change.state) columns.state = writeJson(change.state);
+  if (change.digestKey !== undefined) columns.digest_key = change.digestKey;
+  if (change.mergedInto !== undefined) columns.merged_into = change.mergedInto;
+  return (await trx('jobs').where({ id, lease_owner: owner, status: 'running' }).update(columns)) > 0;
+}
+
+/** Gives jobs a stopping worker holds back, untouched, for another worker to claim now. */
+export async function releaseJobs(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
+  if (ids.length === 0) return;
+  await db('jobs')
+    .whereIn('id', ids)
+    .where({ lease_owner: owner, status: 'running' })
+    .update({ status: 'queued', lease_owner: null, lease_expires_at: null, attempts: db.raw('attempts - 1'), updated_at: now.toISOString() });
+}
+
+export async function findJob(db: Runner, id: string): Promise<JobRecord | undefined> {
+  const row = await db('jobs').where({ id }).first();
+  return row ? toRecord(row) : undefined;
+}
+
+/** Jobs merged into a digest, oldest first, with the payloads of their events. */
+export async function digestFollowers(trx: Runner, leaderId: string): Promise<Array<JobRecord & { payload: unknown }>> {
+  const rows = await trx('jobs as j')
+    .join('events as ev', 'ev.id', 'j.event_id')
+    .where({ 'j.merged_into': leaderId, 'j.status': 'merged' })
+    .orderBy([{ column: 'j.created_at' }, { column: 'j.id' }])
+    .select('j.*', 'ev.payload');
+  return rows.map((row: Record<string, unknown>) => ({ ...toRecord(row), payload: readJson(row.payload, {}) }));
+}
+
+/** Jobs of an event that have not started: the ones a cancel stops. */
+export async function cancelableJobs(trx: Runner, eventId: string): Promise<JobRecord[]> {
+  const rows = await trx('jobs').where({ event_id: eventId }).whereIn('status', ['pending', 'queued', 'delayed', 'merged']);
+  return rows.map(toRecord);
+}
+
+export async function setJobsStatus(trx: Runner, ids: string[], status: JobStatus, now: Date): Promise<void> {
+  for (let i = 0; i < ids.length; i += 500) {
+    await trx('jobs').whereIn('id', ids.slice(i, i + 500)).update({ status, digest_key: null, updated_at: now.toISOString() });
+  }
+}
+
+export async function addExecutionDetail(
+  trx: Runner,
+  detail: { jobId: string; status: Schemas['ExecutionDetail']['status']; detail: string; providerId?: string | null; raw?: string; isRetry: boolean },
+  now: Date,
+): Promise<void> {
+  await trx('execution_details').insert({
+    id: newId(now.getTime()),
+    job_id: detail.jobId,
+    status: detail.status,
+    detail: detail.detail,
+    provider_id: detail.providerId ?? null,
+    raw: detail.raw ?? null,
+    is_retry: detail.isRetry,
+    created_at: now.toISOString(),
+  });
+}
+
+/** A notification's jobs with their execution details, in the order they were created. */
+export async function jobsOfNotification(db: Db, notificationId: string): Promise<Job[]> {
+  const jobs = await db('jobs').where({ notification_id: notificationId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  const details = jobs.length
+    ? await db('execution_details')
+        .whereIn('job_id', jobs.map((job: { id: string }) => job.id))
+        .orderBy([{ column: 'created_at' }, { column: 'id' }])
+    : [];
+  return jobs.map((row: Record<string, unknown>) => {
+    const job: Job = {
+      jobId: row.id as string,
+      stepId: (row.step_id as string) ?? '',
+      type: row.type as Job['type'],
+      status: row.status as JobStatus,
+      attempts: Number(row.attempts),
+      runAt: row.run_at as string,
+      createdAt: row.created_at as string,
+      updatedAt: row.updated_at as string,
+      executionDetails: details
+        .filter((detail: { job_id: string }) => detail.job_id === row.id)
+        .map((detail: Record<string, unknown>) => ({
+          status: detail.status as Schemas['ExecutionDetail']['status'],
+          detail: detail.detail as string,
+          ...(detail.provider_id ? { providerId: detail.provider_id as Schemas['ProviderId'] } : {}),
+          ...(detail.raw ? { raw: detail.raw as string } : {}),
+          isRetry: readBool(detail.is_retry),
+          createdAt: detail.created_at as string,
+        })),
+    };
+    if (row.provider_id) job.providerId = row.provider_id as Schemas['ProviderId'];
+    return job;
+  });
+}

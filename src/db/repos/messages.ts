@@ -1,0 +1,105 @@
+import type { Knex } from 'knex';
+import type { Db } from '../knex.js';
+import type { Schemas } from '../../http/types.js';
+import { newId } from '../../ids.js';
+import { readBool } from '../json.js';
+import { paginate, type Page, type PageRequest } from '../paginate.js';
+
+type Runner = Db | Knex.Transaction;
+export type InAppMessage = Schemas['InAppMessage'];
+
+export interface NewMessage {
+  environmentId: string;
+  subscriberKey: string;
+  subscriberId: string;
+  notificationId: string;
+  jobId: string;
+  transactionId: string;
+  workflowKey: string;
+  subject?: string;
+  content: string;
+  url?: string;
+}
+
+/** Stores an in-app message once per job: a job run again after a crash leaves no second copy. */
+export async function insertMessage(trx: Runner, message: NewMessage, now: Date): Promise<void> {
+  await trx('messages')
+    .insert({
+      id: newId(now.getTime()),
+      environment_id: message.environmentId,
+      subscriber_key: message.subscriberKey,
+      subscriber_id: message.subscriberId,
+      notification_id: message.notificationId,
+      job_id: message.jobId,
+      transaction_id: message.transactionId,
+      workflow_key: message.workflowKey,
+      subject: message.subject ?? null,
+      content: message.content,
+      url: message.url ?? null,
+      seen: false,
+      read: false,
+      created_at: now.toISOString(),
+    })
+    .onConflict('job_id')
+    .ignore();
+}
+
+function toWire(row: Record<string, unknown>): InAppMessage {
+  const message: InAppMessage = {
+    messageId: row.id as string,
+    subscriberId: row.subscriber_id as string,
+    notificationId: row.notification_id as string,
+    transactionId: row.transaction_id as string,
+    workflowId: row.workflow_key as string,
+    content: row.content as string,
+    seen: readBool(row.seen),
+    read: readBool(row.read),
+    createdAt: row.created_at as string,
+  };
+  if (row.subject !== null) message.subject = row.subject as string;
+  if (row.url !== null) message.url = row.url as string;
+  if (row.seen_at !== null) message.seenAt = row.seen_at as string;
+  if (row.read_at !== null) message.readAt = row.read_at as string;
+  return message;
+}
+
+export async function listMessages(
+  db: Db,
+  subscriberKey: string,
+  page: PageRequest,
+  filters: { read?: boolean; seen?: boolean },
+): Promise<Page<InAppMessage>> {
+  const query = db('messages').where({ subscriber_key: subscriberKey }).select('*');
+  if (filters.read !== undefined) query.where('read', filters.read);
+  if (filters.seen !== undefined) query.where('seen', filters.seen);
+  return paginate<Record<string, unknown>, InAppMessage>(
+    query,
+    page,
+    [
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ],
+    (rows) => rows.map(toWire),
+  );
+}
+
+export async function findMessage(db: Db, subscriberKey: string, messageId: string): Promise<InAppMessage | undefined> {
+  const row = await db('messages').where({ subscriber_key: subscriberKey, id: messageId }).first();
+  return row ? toWire(row) : undefined;
+}
+
+/** Marks a message seen/read (reading implies seeing); the first time of each is kept. */
+export async function markMessage(db: Db, subscriberKey: string, messageId: string, change: { seen?: boolean; read?: boolean }, now: Date): Promise<boolean> {
+  const at = now.toISOString();
+  const seen = change.read === true ? true : change.seen;
+  const columns: Record<string, unknown> = {};
+  if (seen !== undefined) {
+    columns.seen = seen;
+    columns.seen_at = seen ? db.raw('coalesce(seen_at, ?)', [at]) : null;
+  }
+  if (change.read !== undefined) {
+    columns.read = change.read;
+    columns.read_at = change.read ? db.raw('coalesce(read_at, ?)', [at]) : null;
+  }
+  return (await db('messages').where({ subscriber_key: subscriberKey, id: messageId }).update(columns)) > 0;
+}

@@ -1,0 +1,152 @@
+import type { Knex } from 'knex';
+import type { Db } from '../knex.js';
+import type { Schemas } from '../../http/types.js';
+import { readJson, writeJson } from '../json.js';
+import { paginate, type Page, type PageRequest } from '../paginate.js';
+import { newId } from '../../ids.js';
+
+type Runner = Db | Knex.Transaction;
+export type Notification = Schemas['Notification'];
+export type NotificationStatus = Schemas['NotificationStatus'];
+
+export interface NewNotification {
+  environmentId: string;
+  eventId: string;
+  transactionId: string;
+  workflowKey: string;
+  subscriberKey: string;
+  subscriberId: string;
+  channels: string[];
+}
+
+/**
+ * Inserts one notification per recipient, skipping recipients the event already has one for (a
+ * fan-out batch run twice), and returns the ids of those it created, by subscriber key.
+ */
+export async function insertNotifications(trx: Runner, rows: NewNotification[], now: Date): Promise<Map<string, string>> {
+  const created = new Map<string, string>();
+  if (rows.length === 0) return created;
+  const at = now.toISOString();
+  const inserted: Array<{ id: string; subscriber_key: string }> = await trx('notifications')
+    .insert(
+      rows.map((row) => ({
+        id: newId(now.getTime()),
+        environment_id: row.environmentId,
+        event_id: row.eventId,
+        transaction_id: row.transactionId,
+        workflow_key: row.workflowKey,
+        subscriber_key: row.subscriberKey,
+        subscriber_id: row.subscriberId,
+        channels: writeJson(row.channels),
+        status: 'pending',
+        created_at: at,
+        updated_at: at,
+      })),
+    )
+    .onConflict(['event_id', 'subscriber_key'])
+    .ignore()
+    .returning(['id', 'subscriber_key']);
+  for (const row of inserted) created.set(row.subscriber_key, row.id);
+  return created;
+}
+
+export async function setNotificationStatus(
+  trx: Runner,
+  id: string,
+  status: NotificationStatus,
+  now: Date,
+  onlyFrom?: NotificationStatus[],
+): Promise<void> {
+  const query = trx('notifications').where({ id });
+  if (onlyFrom) query.whereIn('status', onlyFrom);
+  await query.update({ status, updated_at: now.toISOString() });
+}
+
+export async function cancelNotificationsOfEvent(trx: Runner, eventId: string, now: Date): Promise<void> {
+  await trx('notifications')
+    .where({ event_id: eventId })
+    .whereIn('status', ['pending', 'processing'])
+    .update({ status: 'canceled', updated_at: now.toISOString() });
+}
+
+function toWire(row: Record<string, unknown>): Notification {
+  return {
+    notificationId: row.id as string,
+    transactionId: row.transaction_id as string,
+    workflowId: row.workflow_key as string,
+    subscriberId: row.subscriber_id as string,
+    _subscriberId: row.subscriber_id as string,
+    channels: readJson(row.channels, []),
+    status: row.status as NotificationStatus,
+    payload: readJson(row.payload, {}),
+    _organizationId: row.organization_id as string,
+    _environmentId: row.environment_id as string,
+    createdAt: row.created_at as string,
+    updatedAt: row.updated_at as string,
+  };
+}
+
+function scoped(db: Db, environmentId: string) {
+  return db('notifications as n')
+    .join('events as ev', 'ev.id', 'n.event_id')
+    .join('environments as e', 'e.id', 'n.environment_id')
+    .where('n.environment_id', environmentId)
+    .select('n.*', 'ev.payload', 'e.organization_id');
+}
+
+export interface NotificationFilters {
+  channel?: string;
+  workflowId?: string;
+  subscriberId?: string;
+  transactionId?: string;
+  status?: NotificationStatus;
+  createdAfter?: string;
+  createdBefore?: string;
+}
+
+export async function listNotifications(db: Db, environmentId: string, page: PageRequest, filters: NotificationFilters): Promise<Page<Notification>> {
+  const query = scoped(db, environmentId);
+  if (filters.workflowId) query.where('n.workflow_key', filters.workflowId);
+  if (filters.subscriberId) query.where('n.subscriber_id', filters.subscriberId);
+  if (filters.transactionId) query.where('n.transaction_id', filters.transactionId);
+  if (filters.status) query.where('n.status', filters.status);
+  // Times are stored as ISO strings in UTC with milliseconds, so they compare as text once the
+  // filter is written the same way.
+  if (filters.createdAfter) query.where('n.created_at', '>=', new Date(filters.createdAfter).toISOString());
+  if (filters.createdBefore) query.where('n.created_at', '<', new Date(filters.createdBefore).toISOString());
+  if (filters.channel) query.where('n.channels', 'like', `%"${filters.channel}"%`);
+  return paginate<Record<string, unknown>, Notification>(
+    query,
+    page,
+    [
+      { column: 'n.created_at', order: 'desc' },
+      { column: 'n.id', order: 'desc' },
+    ],
+    (rows) => rows.map(toWire),
+  );
+}
+
+export async function findNotification(db: Db, environmentId: string, notificationId: string): Promise<Notification | undefined> {
+  const row = await scoped(db, environmentId).where('n.id', notificationId).first();
+  return row ? toWire(row) : undefined;
+}
+
+/** The counts behind GET /notifications/stats, from the real rows. */
+export async function notificationStats(db: Db, environmentId: string, now: Date) {
+  const since = (days: number) => new Date(now.getTime() - days * 86_400_000).toISOString();
+  const count = async (query: Knex.QueryBuilder) => Number(((await query.count({ n: '*' }).first()) as { n: number }).n);
+  const base = () => db('notifications').where('environment_id', environmentId);
+  const [weeklySent, monthlySent] = await Promise.all([
+    count(base().where('created_at', '>=', since(7))),
+    count(base().where('created_at', '>=', since(30))),
+  ]);
+  const byStatusRows = await base().groupBy('status').select('status').count({ n: '*' });
+  const byStatus = { pending: 0, processing: 0, completed: 0, failed: 0, canceled: 0 };
+  for (const row of byStatusRows as Array<{ status: keyof typeof byStatus; n: number }>) byStatus[row.status] = Number(row.n);
+  const byChannel = { in_app: 0, email: 0, sms: 0, chat: 0, push: 0 };
+  for (const channel of Object.keys(byChannel) as Array<keyof typeof byChannel>) {
+    byChannel[channel] = await count(base().where('channels', 'like', `%"${channel}"%`));
+  }
+  return { weeklySent, monthlySent, byChannel, byStatus };
+}
+

@@ -1,0 +1,147 @@
+// A channel step: decide whether it may go out (conditions, preferences), find where it goes (the
+// integration, the subscriber's address or credentials), render it, and send it.
+import type { Deps } from '../deps.js';
+import type { EventRecord } from '../db/repos/events.js';
+import type { JobRecord } from '../db/repos/jobs.js';
+import type { NewMessage } from '../db/repos/messages.js';
+import { findSubscriber, type Subscriber } from '../db/repos/subscribers.js';
+import { deliveryIntegrationOf, findIntegrationRow, readCredentials } from '../db/repos/integrations.js';
+import { globalLayer, workflowLayer } from '../db/repos/preferences.js';
+import { PROVIDERS, type IntegrationCredentials, type ProviderId } from '../providers/catalogue.js';
+import { senders } from '../providers/index.js';
+import type { Step } from '../db/repos/workflows.js';
+import { allowsChannel, type Channel } from './preferences.js';
+import { failedCondition } from './conditions.js';
+import { render } from './templates.js';
+
+/** A send that cannot happen as things stand (no address, no integration): retrying will not help. */
+export class Undeliverable extends Error {}
+
+export interface Delivered {
+  status: 'completed' | 'skipped';
+  detail: string;
+  providerId?: string;
+  raw?: string;
+  message?: NewMessage;
+}
+
+type ChannelStep = Extract<Step, { template: unknown }>;
+
+interface Target {
+  providerId: ProviderId;
+  credentials: IntegrationCredentials;
+}
+
+async function integrationFor(deps: Deps, environmentId: string, channel: Channel): Promise<Target> {
+  const row = await deliveryIntegrationOf(deps.db, environmentId, channel);
+  if (!row) throw new Undeliverable(`No active ${channel} integration in this environment`);
+  return { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) };
+}
+
+/** The subscriber's credentials for a chat or push provider whose integration is active. */
+async function subscriberChannel(deps: Deps, environmentId: string, subscriber: Subscriber, channel: Channel) {
+  for (const entry of subscriber.channels) {
+    if (PROVIDERS[entry.providerId].channel !== channel) continue;
+    const row = await findIntegrationRow(deps.db, environmentId, entry._integrationId);
+    if (row && (row.active === true || row.active === 1)) {
+      return { entry, target: { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } };
+    }
+  }
+  throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${channel} credentials for an active integration`);
+}
+
+export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<Delivered> {
+  const env = event.environmentId;
+  const notification = await deps.db('notifications').where({ id: job.notificationId }).first('subscriber_id', 'subscriber_key');
+  const subscriber = await findSubscriber(deps.db, env, notification.subscriber_id);
+  if (!subscriber) return { status: 'skipped', detail: `Subscriber ${notification.subscriber_id} was deleted` };
+
+  const unmet = failedCondition(step.conditions, { payload: event.payload, subscriber });
+  if (unmet) return { status: 'skipped', detail: `Step condition not met: ${unmet}` };
+  const channel = step.type as Channel;
+  if (!event.workflow.critical) {
+    const [global, own] = await Promise.all([
+      globalLayer(deps.db, notification.subscriber_key),
+      workflowLayer(deps.db, notification.subscriber_key, event.workflow.id),
+    ]);
+    if (!allowsChannel(event.workflow, global, own, channel)) {
+      return { status: 'skipped', detail: `The subscriber's preferences turn ${channel} off for this workflow` };
+    }
+  }
+
+  // Overrides given with the trigger replace the step's templates for this event only.
+  const template = { ...step.template, ...(event.overrides[step.type] as Record<string, string> | undefined) } as Record<string, string | undefined>;
+  const context = { payload: event.payload, subscriber, actor: event.actor ?? {}, step: job.state.digest ?? {}, transactionId: event.transactionId };
+  const text = (field: string) => (template[field] === undefined ? undefined : render(template[field]!, context, { escape: false }));
+  const delivery = { deliveryId: job.id };
+
+  switch (channel) {
+    case 'in_app':
+      return {
+        status: 'completed',
+        detail: 'Message stored in the in-app feed',
+        providerId: 'herald',
+        message: {
+          environmentId: env,
+          subscriberKey: notification.subscriber_key,
+          subscriberId: subscriber.subscriberId,
+          notificationId: job.notificationId!,
+          jobId: job.id,
+          transactionId: event.transactionId,
+          workflowKey: event.workflow.workflowId,
+          subject: text('subject'),
+          content: text('content')!,
+          url: text('url'),
+        },
+      };
+    case 'email': {
+      if (!subscriber.email) throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no email address`);
+      const target = await integrationFor(deps, env, 'email');
+      const sent = await senders.email[target.providerId]!.send(
+        {
+          to: subscriber.email,
+          subject: text('subject')!,
+          html: render(template.content!, context, { escape: true }),
+          preheader: text('preheader'),
+          senderName: template.senderName,
+        },
+        target.credentials,
+        delivery,
+      );
+      return { status: 'completed', detail: `Email sent to ${subscriber.email}`, providerId: target.providerId, raw: sent.raw };
+    }
+    case 'sms': {
+      if (!subscriber.phone) throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no phone number`);
+      const target = await integrationFor(deps, env, 'sms');
+      const sent = await senders.sms[target.providerId]!.send({ to: subscriber.phone, content: text('content')! }, target.credentials, delivery);
+      return { status: 'completed', detail: `SMS sent to ${subscriber.phone}`, providerId: target.providerId, raw: sent.raw };
+    }
+    case 'chat': {
+      const { entry, target } = await subscriberChannel(deps, env, subscriber, 'chat');
+      if (!entry.credentials.webhookUrl) throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${entry.providerId} webhook URL`);
+      const sent = await senders.chat[target.providerId]!.send(
+        { webhookUrl: entry.credentials.webhookUrl, content: text('content')!, channel: entry.credentials.channel },
+        target.credentials,
+        delivery,
+      );
+      return { status: 'completed', detail: `Posted to the ${entry.providerId} webhook`, providerId: target.providerId, raw: sent.raw };
+    }
+    case 'push': {
+      const { entry, target } = await subscriberChannel(deps, env, subscriber, 'push');
+      const deviceTokens = entry.credentials.deviceTokens ?? [];
+      if (deviceTokens.length === 0) throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${entry.providerId} device tokens`);
+      const sent = await senders.push[target.providerId]!.send(
+        {
+          deviceTokens,
+          title: text('title')!,
+          content: text('content')!,
+          data: (step.template as { data?: Record<string, unknown> }).data,
+          subscriberId: subscriber.subscriberId,
+        },
+        target.credentials,
+        delivery,
+      );
+      return { status: 'completed', detail: `Push sent to ${deviceTokens.length} device(s)`, providerId: target.providerId, raw: sent.raw };
+    }
+  }
+}

@@ -1,0 +1,35 @@
+import type { Schemas } from '../http/types.js';
+
+const UNIT_MS: Record<Schemas['DurationUnit'], number> = {
+  seconds: 1000,
+  minutes: 60_000,
+  hours: 3_600_000,
+  days: 86_400_000,
+  weeks: 604_800_000,
+};
+
+/** The length of `amount` `unit`s in milliseconds (days and weeks as 24-hour days: UTC has no DST). */
+export function durationMs(amount: number, unit: Schemas['DurationUnit']): number {
+  return amount * UNIT_MS[unit];
+}
+
+export function addMs(date: Date, ms: number): Date {
+  return new Date(date.getTime() + ms);
+}
+
+/** Reads a dotted path (`post.id`) out of an object. */
+export function valueAt(source: unknown, path: string): unknown {
+  let value: unknown = source;
+  for (const key of path.split('.')) {
+    if (value === null || typeof value !== 'object' || !Object.hasOwn(value, key)) return undefined;
+    value = (value as Record<string, unknown>)[key];
+  }
+  return value;
+}
+
+/** An ISO 8601 time with a zone (`2026-11-22T09:30:00Z`, `…+01:00`); undefined for anything else. */
+export function parseInstant(value: unknown): Date | undefined {
+  if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/.test(value)) return undefined;
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}

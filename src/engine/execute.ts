@@ -1,0 +1,174 @@
+// Running one claimed job. Each outcome is written in one transaction with what follows from it
+// (the next step's job, the in-app message, the notification's status), and only while this worker
+// still holds the job's lease: a worker that lost it changes nothing.
+import type { Knex } from 'knex';
+import type { Deps } from '../deps.js';
+import { findEvent, type EventRecord } from '../db/repos/events.js';
+import { addExecutionDetail, digestFollowers, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { insertMessage, type NewMessage } from '../db/repos/messages.js';
+import { setNotificationStatus } from '../db/repos/notifications.js';
+import { ProviderError } from '../providers/types.js';
+import type { Schemas } from '../http/types.js';
+import { deliver, Undeliverable } from './deliver.js';
+import { continueAfter, startNotifications } from './schedule.js';
+
+export const MAX_ATTEMPTS = 5;
+const FANOUT_BATCH = 500;
+
+export interface WorkerContext {
+  deps: Deps;
+  /** This worker's name on the leases it holds. */
+  owner: string;
+  /** 0 ≤ x < 1; injected so that tests can pin the retry jitter. */
+  random: () => number;
+}
+
+/** Exponential backoff with jitter: about 2 s, 4 s, 8 s, 16 s…, capped at 5 minutes. */
+export function retryDelayMs(attempt: number, random: () => number): number {
+  const ceiling = Math.min(300_000, 2000 * 2 ** (attempt - 1));
+  return Math.round(ceiling * (0.5 + random() / 2));
+}
+
+class LeaseLost extends Error {}
+
+interface Outcome {
+  status: Extract<JobStatus, 'completed' | 'skipped' | 'failed' | 'queued' | 'canceled' | 'pending'>;
+  detail?: { status: Schemas['ExecutionDetail']['status']; text: string; raw?: string };
+  providerId?: string;
+  runAt?: Date;
+  state?: Record<string, unknown>;
+  message?: NewMessage;
+}
+
+async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also?: (trx: Knex.Transaction, event: EventRecord) => Promise<void>): Promise<void> {
+  const now = ctx.deps.clock.now();
+  try {
+    await ctx.deps.db.transaction(async (trx) => {
+      const changed = await updateClaimedJob(
+        trx,
+        job.id,
+        ctx.owner,
+        { status: outcome.status, runAt: outcome.runAt, providerId: outcome.providerId, state: outcome.state },
+        now,
+      );
+      if (!changed) throw new LeaseLost();
+      if (outcome.detail) {
+        await addExecutionDetail(
+          trx,
+          { jobId: job.id, status: outcome.detail.status, detail: outcome.detail.text, providerId: outcome.providerId, raw: outcome.detail.raw, isRetry: job.attempts > 1 },
+          now,
+        );
+      }
+      if (outcome.message) await insertMessage(trx, outcome.message, now);
+      const event = (await findEvent(trx, job.eventId, true))!;
+      if (also) await also(trx, event);
+      if (job.kind === 'step' && ['completed', 'skipped', 'failed'].includes(outcome.status)) {
+        await continueAfter(trx, event, job, outcome.state ?? job.state, now);
+      }
+    });
+  } catch (err) {
+    if (!(err instanceof LeaseLost)) throw err;
+  }
+}
+
+/** The outcome of a failed send: retried later while attempts remain, unless the failure is final. */
+function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
+  const permanent = err instanceof Undeliverable || (err instanceof ProviderError && err.permanent);
+  const text = err instanceof Error ? err.message : String(err);
+  const raw = err instanceof ProviderError ? err.raw : undefined;
+  if (permanent || job.attempts >= MAX_ATTEMPTS) {
+    const why = permanent ? text : `${text} (gave up after ${job.attempts} attempts)`;
+    return { status: 'failed', detail: { status: 'failed', text: why, raw } };
+  }
+  const runAt = new Date(ctx.deps.clock.now().getTime() + retryDelayMs(job.attempts, ctx.random));
+  return { status: 'queued', runAt, detail: { status: 'failed', text: `${text}; retrying at ${runAt.toISOString()}`, raw } };
+}
+
+/**
+ * One batch of a topic fan-out, in one transaction with the notifications and jobs it creates. The
+ * job runs again, from where the batch ended, until a batch comes back short. A batch run twice
+ * (after a crash) creates nothing twice: notifications are unique per (event, subscriber).
+ */
+async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
+  const { topicIds, exclude, cursor } = job.state as { topicIds: string[]; exclude: string[]; cursor?: string };
+  const now = ctx.deps.clock.now();
+  try {
+    await ctx.deps.db.transaction(async (trx) => {
+      const event = (await findEvent(trx, job.eventId, true))!;
+      let change: JobUpdate = { status: 'canceled' };
+      if (!event.canceledAt) {
+        // Members of several addressed topics come once: DISTINCT, walked in subscriber-id order.
+        const query = trx('topic_subscribers as ts')
+          .join('subscribers as s', 's.id', 'ts.subscriber_id')
+          .whereIn('ts.topic_id', topicIds)
+          .distinct('s.id as key', 's.subscriber_id as subscriberId')
+          .orderBy('s.id')
+          .limit(FANOUT_BATCH);
+        if (cursor) query.where('s.id', '>', cursor);
+        if (exclude.length > 0) query.whereNotIn('s.id', exclude);
+        const batch: Array<{ key: string; subscriberId: string }> = await query;
+        await startNotifications(trx, event, batch, now);
+        change =
+          batch.length === FANOUT_BATCH
+            ? { status: 'pending', runAt: now, state: { topicIds, exclude, cursor: batch.at(-1)!.key } }
+            : { status: 'completed' };
+      }
+      if (!(await updateClaimedJob(trx, job.id, ctx.owner, change, now))) throw new LeaseLost();
+      if (change.status === 'completed') {
+        await addExecutionDetail(trx, { jobId: job.id, status: 'success', detail: 'Fan-out finished', isRetry: false }, now);
+      }
+    });
+  } catch (err) {
+    if (!(err instanceof LeaseLost)) throw err;
+  }
+}
+
+async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord): Promise<void> {
+  const followers = await ctx.deps.db.transaction(async (trx) => {
+    // Close the digest first: a trigger joining now waits for this (row lock) and then opens a new one.
+    const closed = await trx('jobs').where({ id: job.id, lease_owner: ctx.owner, status: 'running' }).update({ digest_key: null });
+    return closed ? digestFollowers(trx, job.id) : undefined;
+  });
+  if (!followers) return;
+  const events = [event.payload, ...followers.map((follower) => follower.payload)];
+  const state = { ...job.state, digest: { events, total_count: events.length } };
+  await settle(
+    ctx,
+    job,
+    { status: 'completed', state, detail: { status: 'success', text: `Digest closed with ${events.length} event(s)` } },
+    async (trx) => {
+      const ids = followers.map((follower) => follower.notificationId!).filter(Boolean);
+      const now = ctx.deps.clock.now().toISOString();
+      for (let i = 0; i < ids.length; i += 500) {
+        await trx('notifications').whereIn('id', ids.slice(i, i + 500)).whereIn('status', ['pending', 'processing']).update({ status: 'completed', updated_at: now });
+      }
+    },
+  );
+}
+
+export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<void> {
+  const event = await findEvent(ctx.deps.db, job.eventId);
+  if (!event) return; // Its environment was deleted, and the job with it.
+  if (job.kind === 'fanout') return runFanout(ctx, job);
+  if (event.canceledAt) return settle(ctx, job, { status: 'canceled' });
+  await setNotificationStatus(ctx.deps.db, job.notificationId!, 'processing', ctx.deps.clock.now(), ['pending']);
+  const step = event.workflow.steps[job.stepIndex!];
+  if (step.type === 'delay') return settle(ctx, job, { status: 'completed', detail: { status: 'success', text: 'Delay over' } });
+  if (step.type === 'digest') return fireDigest(ctx, job, event);
+  let outcome: Outcome;
+  try {
+    const delivered = await deliver(ctx.deps, job, event, step);
+    outcome = {
+      status: delivered.status,
+      providerId: delivered.providerId,
+      message: delivered.message,
+      detail: { status: delivered.status === 'completed' ? 'success' : 'warning', text: delivered.detail, raw: delivered.raw },
+    };
+  } catch (err) {
+    if (!(err instanceof Undeliverable) && !(err instanceof ProviderError)) {
+      ctx.deps.logger.error({ err, jobId: job.id }, 'delivery failed unexpectedly');
+    }
+    outcome = failure(ctx, job, err);
+  }
+  await settle(ctx, job, outcome);
+}

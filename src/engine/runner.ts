@@ -1,0 +1,106 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Deps } from '../deps.js';
+import { claimDueJobs, releaseJobs, type JobRecord } from '../db/repos/jobs.js';
+import { executeJob, type WorkerContext } from './execute.js';
+
+export interface RunnerOptions {
+  /** Jobs claimed at a time. */
+  batchSize?: number;
+  /** Jobs of a batch run at once (sends wait on the network). */
+  concurrency?: number;
+  /** How long a claimed job stays this worker's; after that another worker may take it over. */
+  leaseMs?: number;
+  /** The longest wait between two looks for due jobs when there is nothing to do. */
+  maxIdleMs?: number;
+  random?: () => number;
+}
+
+/**
+ * The job runner: claims due jobs under a lease and runs them. It runs in the API process by
+ * default, or alone with `--role worker`; any number of runners can share one PostgreSQL database.
+ */
+export class JobRunner {
+  private readonly ctx: WorkerContext;
+  private readonly options: Required<Omit<RunnerOptions, 'random'>>;
+  private stopping = false;
+  private loop?: Promise<void>;
+  private wake?: () => void;
+
+  constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
+    this.options = { batchSize: 100, concurrency: 16, leaseMs: 60_000, maxIdleMs: 250, ...options };
+    this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random: options.random ?? Math.random };
+  }
+
+  start(): void {
+    this.stopping = false;
+    this.loop ??= this.run();
+  }
+
+  /** Stops claiming, lets the jobs under way finish, and gives back claimed jobs not yet started. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    await this.loop;
+    this.loop = undefined;
+  }
+
+  /** Runs due jobs until none is left (tests, with a clock they move by hand). */
+  async runUntilIdle(maxBatches = 10_000): Promise<void> {
+    for (let i = 0; i < maxBatches; i++) if ((await this.runBatch()) === 0) return;
+    throw new Error(`Jobs were still due after ${maxBatches} batches`);
+  }
+
+  private async run(): Promise<void> {
+    let idleMs = 10;
+    while (!this.stopping) {
+      let ran = 0;
+      try {
+        ran = await this.runBatch();
+      } catch (err) {
+        this.deps.logger.error({ err }, 'job runner: claiming failed');
+      }
+      if (ran > 0) {
+        idleMs = 10;
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, idleMs);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      idleMs = Math.min(this.options.maxIdleMs, idleMs * 2);
+    }
+  }
+
+  /** Claims one batch and runs it; answers how many jobs it claimed. */
+  async runBatch(): Promise<number> {
+    const jobs = await claimDueJobs(this.deps.db, {
+      owner: this.ctx.owner,
+      now: this.deps.clock.now(),
+      leaseMs: this.options.leaseMs,
+      limit: this.options.batchSize,
+    });
+    const queue: JobRecord[] = [...jobs];
+    const unstarted: string[] = [];
+    const lane = async () => {
+      for (let job = queue.shift(); job; job = queue.shift()) {
+        if (this.stopping) {
+          unstarted.push(job.id);
+          continue;
+        }
+        try {
+          await executeJob(this.ctx, job);
+        } catch (err) {
+          // Left running under its lease: another worker (or this one) takes it over when the lease ends.
+          this.deps.logger.error({ err, jobId: job.id }, 'job failed unexpectedly');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.options.concurrency, jobs.length) }, lane));
+    await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
+    return jobs.length;
+  }
+}

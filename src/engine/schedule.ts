@@ -1,0 +1,131 @@
+// Creating jobs: the first job of each new notification, and the next job when one finishes. A
+// job exists only for the step a notification is at; later steps get theirs when it is done, so a
+// canceled event simply creates nothing more.
+import { createHash } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { Db } from '../db/knex.js';
+import type { EventRecord } from '../db/repos/events.js';
+import { findDigestLeader, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
+import { insertNotifications, setNotificationStatus } from '../db/repos/notifications.js';
+import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
+import { CHANNELS } from './preferences.js';
+
+type Runner = Db | Knex.Transaction;
+
+export interface Recipient {
+  /** The subscriber's internal id. */
+  key: string;
+  subscriberId: string;
+}
+
+/** The index of the next active step after `after` (-1 to start), or -1 when there is none. */
+export function nextActiveStep(event: EventRecord, after: number): number {
+  const steps = event.workflow.steps;
+  for (let index = after + 1; index < steps.length; index++) if (steps[index].active !== false) return index;
+  return -1;
+}
+
+/** The channels a workflow's active steps use: what a notification shows as its `channels`. */
+export function eventChannels(event: EventRecord): string[] {
+  const types = event.workflow.steps.filter((s) => s.active !== false && (CHANNELS as readonly string[]).includes(s.type)).map((s) => s.type);
+  return [...new Set(types)];
+}
+
+/** Creates a notification and its first job for each recipient the event does not have yet. */
+export async function startNotifications(trx: Runner, event: EventRecord, recipients: Recipient[], now: Date): Promise<number> {
+  const created = await insertNotifications(
+    trx,
+    recipients.map((r) => ({
+      environmentId: event.environmentId,
+      eventId: event.id,
+      transactionId: event.transactionId,
+      workflowKey: event.workflow.workflowId,
+      subscriberKey: r.key,
+      subscriberId: r.subscriberId,
+      channels: eventChannels(event),
+    })),
+    now,
+  );
+  const first = nextActiveStep(event, -1);
+  const plain: NewJob[] = [];
+  for (const [subscriberKey, notificationId] of created) {
+    const job = await stepJob(trx, event, notificationId, subscriberKey, first, {}, now);
+    if (job) plain.push(job);
+  }
+  await insertJobs(trx, plain, now);
+  return created.size;
+}
+
+/**
+ * The job for step `index` of a notification. Delay and digest jobs wait (`delayed`); a digest job
+ * either opens the digest for its key or joins the one already open (`merged`), in which case it
+ * is written here and nothing is returned.
+ */
+async function stepJob(
+  trx: Runner,
+  event: EventRecord,
+  notificationId: string,
+  subscriberKey: string,
+  index: number,
+  state: Record<string, unknown>,
+  now: Date,
+): Promise<NewJob | undefined> {
+  const step = event.workflow.steps[index];
+  const job: NewJob = {
+    environmentId: event.environmentId,
+    eventId: event.id,
+    notificationId,
+    kind: 'step',
+    stepIndex: index,
+    stepId: step.stepId,
+    type: step.type,
+    status: 'pending',
+    runAt: now,
+    state,
+  };
+  if (step.type === 'delay') {
+    const until = step.delayPath ? parseInstant(valueAt(event.payload, step.delayPath)) : undefined;
+    const at = step.delayPath ? (until ?? now) : addMs(now, durationMs(step.amount!, step.unit!));
+    return { ...job, status: 'delayed', runAt: at > now ? at : now };
+  }
+  if (step.type === 'digest') {
+    const keyValue = step.digestKey ? valueAt(event.payload, step.digestKey) : null;
+    const digestKey = createHash('sha256')
+      .update(JSON.stringify([event.environmentId, subscriberKey, event.workflow.workflowId, step.stepId, keyValue ?? null]))
+      .digest('hex');
+    const leader = { ...job, status: 'delayed' as const, runAt: addMs(now, durationMs(step.amount, step.unit)), digestKey };
+    // Open the digest, or join the open one. The key is unique, so when two triggers race exactly
+    // one opens it; the loop covers a digest that closes between our two statements.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (await insertDigestLeader(trx, leader, now)) return undefined;
+      const open = await findDigestLeader(trx, digestKey);
+      if (open) {
+        await insertJobs(trx, [{ ...job, status: 'merged', mergedInto: open.id }], now);
+        return undefined;
+      }
+    }
+    throw new Error(`Could not open or join the digest ${digestKey}`);
+  }
+  return job;
+}
+
+/**
+ * After a job is done: the job for the notification's next step, or, when there is none, the
+ * notification's final status. A canceled event goes no further.
+ */
+export async function continueAfter(trx: Runner, event: EventRecord, job: JobRecord, state: Record<string, unknown>, now: Date): Promise<void> {
+  const notificationId = job.notificationId!;
+  if (event.canceledAt) {
+    await setNotificationStatus(trx, notificationId, 'canceled', now, ['pending', 'processing']);
+    return;
+  }
+  const next = nextActiveStep(event, job.stepIndex!);
+  if (next === -1) {
+    const failed = await trx('jobs').where({ notification_id: notificationId, status: 'failed' }).first('id');
+    await setNotificationStatus(trx, notificationId, failed ? 'failed' : 'completed', now, ['pending', 'processing']);
+    return;
+  }
+  const row = await trx('notifications').where({ id: notificationId }).first('subscriber_key');
+  const nextJob = await stepJob(trx, event, notificationId, row.subscriber_key, next, state, now);
+  if (nextJob) await insertJobs(trx, [nextJob], now);
+}

@@ -1,0 +1,166 @@
+// POST /events/trigger: a trigger is checked whole before anything is stored, and accepted in one
+// transaction with its notifications and first jobs (a transactional outbox): an acknowledged
+// trigger is never lost, a rejected one leaves nothing behind.
+import { randomUUID } from 'node:crypto';
+import type { ValidateFunction } from 'ajv';
+import type { Deps } from '../deps.js';
+import type { Auth, Schemas } from '../http/types.js';
+import { conflict, unprocessable, type ErrorDetail } from '../http/errors.js';
+import { createAjv } from '../http/api.js';
+import { isUniqueViolation } from '../db/errors.js';
+import { findWorkflow, type StoredWorkflow } from '../db/repos/workflows.js';
+import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/subscribers.js';
+import { insertEvent, type EventRecord } from '../db/repos/events.js';
+import { insertJobs } from '../db/repos/jobs.js';
+import { newId } from '../ids.js';
+import { parseInstant, valueAt } from './durations.js';
+import { startNotifications, type Recipient } from './schedule.js';
+
+type TriggerRequest = Schemas['TriggerRequest'];
+type TriggerResult = Schemas['TriggerResult'];
+type InlineSubscriber = Schemas['SubscriberCreate'];
+
+// Compiled payload schemas, per workflow version.
+const payloadValidators = new Map<string, ValidateFunction>();
+
+function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>): ErrorDetail[] {
+  const problems: ErrorDetail[] = [];
+  if (workflow.payloadSchema) {
+    const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
+    let validate = payloadValidators.get(cacheKey);
+    if (!validate) {
+      validate = createAjv().compile(workflow.payloadSchema);
+      if (payloadValidators.size > 500) payloadValidators.clear();
+      payloadValidators.set(cacheKey, validate);
+    }
+    if (!validate(payload)) {
+      for (const error of validate.errors ?? []) {
+        const missing = error.keyword === 'required' ? `/${String(error.params.missingProperty)}` : '';
+        problems.push({ field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') });
+      }
+    }
+  }
+  for (const step of workflow.steps) {
+    if (step.type === 'delay' && step.active !== false && step.delayPath && !parseInstant(valueAt(payload, step.delayPath))) {
+      problems.push({ field: `body/payload/${step.delayPath.replace(/\./g, '/')}`, message: `must be an ISO 8601 time with a zone, for the delay step ${step.stepId}` });
+    }
+  }
+  return problems;
+}
+
+function timezoneProblem(subscriber: InlineSubscriber, field: string): ErrorDetail | undefined {
+  if (!subscriber.timezone) return undefined;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: subscriber.timezone });
+    return undefined;
+  } catch {
+    return { field: `${field}/timezone`, message: `${subscriber.timezone} is not an IANA time zone` };
+  }
+}
+
+export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest): Promise<TriggerResult> {
+  const { db, clock } = deps;
+  const env = auth.environmentId;
+  const workflow = await findWorkflow(db, env, request.name);
+  if (!workflow) throw unprocessable(`Workflow ${request.name} not found`, [{ field: 'body/name', message: `${request.name} is not a workflow` }]);
+  if (!workflow.active) return { acknowledged: true, status: 'trigger_not_active' };
+  if (workflow.steps.length === 0) return { acknowledged: true, status: 'no_workflow_steps_defined' };
+  if (!workflow.steps.some((step) => step.active !== false)) return { acknowledged: true, status: 'no_workflow_active_steps_defined' };
+
+  const payload = (request.payload ?? {}) as Record<string, unknown>;
+  const problems = payloadProblems(workflow, payload);
+
+  // Sort the recipients: ids that must exist, inline subscribers to create or update, topics.
+  const list = Array.isArray(request.to) ? request.to : [request.to];
+  const at = (i: number) => (Array.isArray(request.to) ? `body/to/${i}` : 'body/to');
+  const inline = new Map<string, InlineSubscriber>();
+  const named = new Map<string, string>();
+  const topicKeys = new Map<string, string>();
+  list.forEach((recipient, i) => {
+    if (typeof recipient === 'string') named.set(recipient, at(i));
+    else if ('type' in recipient) topicKeys.set(recipient.topicKey, at(i));
+    else {
+      const problem = timezoneProblem(recipient, at(i));
+      if (problem) problems.push(problem);
+      inline.set(recipient.subscriberId, recipient);
+    }
+  });
+  if (typeof request.actor === 'string') named.set(request.actor, 'body/actor');
+  else if (request.actor) {
+    const problem = timezoneProblem(request.actor, 'body/actor');
+    if (problem) problems.push(problem);
+    inline.set(request.actor.subscriberId, request.actor);
+  }
+  const mustExist = [...named.keys()].filter((id) => !inline.has(id));
+  const existing = await subscriberKeys(db, env, mustExist);
+  for (const id of mustExist) if (!existing.has(id)) problems.push({ field: named.get(id)!, message: `subscriber ${id} not found` });
+  const topics = topicKeys.size
+    ? await db('topics').where('environment_id', env).whereIn('topic_key', [...topicKeys.keys()]).select('id', 'topic_key')
+    : [];
+  const foundTopics = new Set(topics.map((t: { topic_key: string }) => t.topic_key));
+  for (const [key, field] of topicKeys) if (!foundTopics.has(key)) problems.push({ field, message: `topic ${key} not found` });
+  if (problems.length > 0) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).slice(0, 5).join('; '), problems);
+
+  const transactionId = request.transactionId ?? randomUUID();
+  const now = clock.now();
+  try {
+    await db.transaction(async (trx) => {
+      for (const subscriber of inline.values()) await upsertSubscriber(trx, env, subscriber, now);
+      const keys = new Map([...existing, ...(await subscriberKeys(trx, env, [...inline.keys()]))]);
+      const actorId = typeof request.actor === 'string' ? request.actor : request.actor?.subscriberId;
+      const event: EventRecord = {
+        id: newId(now.getTime()),
+        environmentId: env,
+        transactionId,
+        workflow: {
+          id: workflow.id,
+          workflowId: workflow.workflowId,
+          name: workflow.name,
+          critical: workflow.critical,
+          preferenceSettings: workflow.preferenceSettings,
+          steps: workflow.steps,
+        },
+        payload,
+        overrides: (request.overrides ?? {}) as EventRecord['overrides'],
+        actor: actorId ? await findSubscriber(trx, env, actorId) : undefined,
+        canceledAt: null,
+        createdAt: now.toISOString(),
+      };
+      await insertEvent(trx, event);
+
+      const direct: Recipient[] = [];
+      for (const recipient of list) {
+        const id = typeof recipient === 'string' ? recipient : 'type' in recipient ? undefined : recipient.subscriberId;
+        if (id && !direct.some((r) => r.subscriberId === id)) direct.push({ key: keys.get(id)!, subscriberId: id });
+      }
+      await startNotifications(trx, event, direct, now);
+      if (topics.length > 0) {
+        // Members are notified by the worker in batches; those named directly, and the actor, are left out.
+        const exclude = direct.map((r) => r.key);
+        if (actorId && keys.get(actorId)) exclude.push(keys.get(actorId)!);
+        await insertJobs(
+          trx,
+          [
+            {
+              environmentId: env,
+              eventId: event.id,
+              notificationId: null,
+              kind: 'fanout',
+              type: 'fanout',
+              status: 'pending',
+              runAt: now,
+              state: { topicIds: topics.map((t: { id: string }) => t.id), exclude },
+            },
+          ],
+          now,
+        );
+      }
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) {
+      throw conflict(`transactionId ${transactionId} was already used in this environment`);
+    }
+    throw err;
+  }
+  return { acknowledged: true, status: 'processed', transactionId };
+}

@@ -1,0 +1,335 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import { insertSubscriber } from '../../src/db/repos/subscribers.js';
+
+let t: TestApp;
+let worker: JobRunner;
+beforeAll(async () => {
+  t = await startTestApp();
+  worker = new JobRunner(t.deps, { random: () => 0.5 });
+});
+afterEach(async () => t.assertContract());
+afterAll(async () => t?.close());
+
+const run = () => worker.runUntilIdle();
+const later = async (ms: number) => {
+  t.clock.advance(ms);
+  await run();
+};
+
+async function trigger(body: object): Promise<string> {
+  const res = await t.a.post('/v1/events/trigger', body).expect(201);
+  expect(res.body.data).toMatchObject({ acknowledged: true, status: 'processed' });
+  return res.body.data.transactionId;
+}
+
+async function notificationOf(transactionId: string, subscriberId?: string) {
+  const list = await t.a.get(`/v1/notifications?transactionId=${transactionId}${subscriberId ? `&subscriberId=${subscriberId}` : ''}`).expect(200);
+  expect(list.body.data).toHaveLength(1);
+  return (await t.a.get(`/v1/notifications/${list.body.data[0].notificationId}`).expect(200)).body.data;
+}
+
+async function feed(subscriberId: string) {
+  return (await t.a.get(`/v1/subscribers/${subscriberId}/messages?limit=100`).expect(200)).body;
+}
+
+describe('an in-app step', () => {
+  it('stores the rendered message in the feed, where it can be read and marked', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada', email: 'ada@example.com' }).expect(201);
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Welcome',
+        steps: [{ type: 'in_app', template: { subject: 'Hi {{subscriber.firstName}}', content: 'Welcome, {{subscriber.firstName}}: {{payload.what}}', url: '/p/{{payload.id}}' } }],
+      })
+      .expect(201);
+    const tx = await trigger({ name: 'welcome', to: 'ada', payload: { what: '<b>news</b>', id: 7 } });
+    expect((await notificationOf(tx)).status).toBe('pending');
+
+    await run();
+    const messages = await feed('ada');
+    expect(messages.totalCount).toBe(1);
+    expect(messages.data[0]).toMatchObject({ subject: 'Hi Ada', content: 'Welcome, Ada: <b>news</b>', url: '/p/7', seen: false, read: false, transactionId: tx, workflowId: 'welcome' });
+
+    const read = await t.a.patch(`/v1/subscribers/ada/messages/${messages.data[0].messageId}`, { read: true }).expect(200);
+    expect(read.body.data).toMatchObject({ seen: true, read: true, readAt: t.clock.now().toISOString() });
+    expect((await t.a.get('/v1/subscribers/ada/messages?read=false').expect(200)).body.totalCount).toBe(0);
+
+    const notification = await notificationOf(tx);
+    expect(notification).toMatchObject({ status: 'completed', channels: ['in_app'], subscriberId: 'ada' });
+    expect(notification.jobs).toMatchObject([{ type: 'in_app', status: 'completed', providerId: 'herald', attempts: 1, executionDetails: [{ status: 'success' }] }]);
+  });
+
+  it('runs once even when the runner is asked again', async () => {
+    await run();
+    expect((await feed('ada')).totalCount).toBe(1);
+  });
+});
+
+describe('an email step', () => {
+  it('reaches a real SMTP server with the rendered subject and an HTML-escaped body', async () => {
+    const smtp = await startSmtpPeer();
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'smtp', credentials: { host: '127.0.0.1', port: smtp.port, from: 'herald@example.com', senderName: 'Herald' } }).expect(201);
+      await t.a
+        .post('/v1/workflows', { name: 'Comment mail', steps: [{ type: 'email', template: { subject: 'New comment for {{subscriber.firstName}}', content: '<p>{{payload.comment}}</p>' } }] })
+        .expect(201);
+      const tx = await trigger({ name: 'comment-mail', to: 'ada', payload: { comment: '<script>alert(1)</script>' } });
+      await run();
+      expect(smtp.mails).toHaveLength(1);
+      expect(smtp.mails[0]).toMatchObject({ subject: 'New comment for Ada', to: ['ada@example.com'], from: 'herald@example.com' });
+      expect(smtp.mails[0].raw).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+      expect(smtp.mails[0].raw).toMatch(/X-Herald-Delivery-Id: [0-9a-f]{24}/i);
+      expect((await notificationOf(tx)).jobs[0]).toMatchObject({ status: 'completed', providerId: 'smtp' });
+    } finally {
+      await smtp.close();
+    }
+  });
+
+  it('fails at once, with the reason, when the subscriber has no email address', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'no-mail' }).expect(201);
+    const tx = await trigger({ name: 'comment-mail', to: 'no-mail', payload: { comment: 'x' } });
+    await run();
+    const notification = await notificationOf(tx);
+    expect(notification.status).toBe('failed');
+    expect(notification.jobs[0]).toMatchObject({ status: 'failed', attempts: 1 });
+    expect(notification.jobs[0].executionDetails[0].detail).toBe('Subscriber no-mail has no email address');
+  });
+});
+
+describe('a chat step', () => {
+  it('posts to the subscriber’s webhook exactly once, with a stable delivery id', async () => {
+    const hook = await startHttpPeer();
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
+      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/hook` } }).expect(200);
+      await t.a.post('/v1/workflows', { name: 'Chat ping', steps: [{ type: 'chat', template: { content: '{{payload.text}} & more' } }] }).expect(201);
+      const tx = await trigger({ name: 'chat-ping', to: 'ada', payload: { text: 'Deploy done' } });
+      await run();
+      await run();
+      expect(hook.requests).toHaveLength(1);
+      expect(hook.requests[0]).toMatchObject({ method: 'POST', path: '/hook' });
+      expect(hook.requests[0].json()).toEqual({ text: 'Deploy done & more' });
+      const job = (await notificationOf(tx)).jobs[0];
+      expect(hook.requests[0].headers['x-herald-delivery-id']).toBe(job.jobId);
+    } finally {
+      await hook.close();
+    }
+  });
+
+  it('retries a failing provider with backoff and delivers on the third attempt', async () => {
+    const hook = await startHttpPeer((_req, index) => (index < 2 ? { status: 503, body: 'busy' } : { status: 200, body: 'ok' }));
+    try {
+      await t.a.post('/v1/subscribers', { subscriberId: 'flaky' }).expect(201);
+      await t.a.put('/v1/subscribers/flaky/credentials', { providerId: 'slack', credentials: { webhookUrl: hook.url } }).expect(200);
+      const tx = await trigger({ name: 'chat-ping', to: 'flaky', payload: { text: 'x' } });
+      await run();
+      expect(hook.requests).toHaveLength(1);
+      expect((await notificationOf(tx)).jobs[0]).toMatchObject({ status: 'queued', attempts: 1 });
+      await later(1000); // the first retry waits 2 s × (0.5 + jitter/2) = 1.5 s: not yet
+      expect(hook.requests).toHaveLength(1);
+      await later(1000);
+      expect(hook.requests).toHaveLength(2);
+      await later(3000);
+      expect(hook.requests).toHaveLength(3);
+      const notification = await notificationOf(tx);
+      expect(notification.status).toBe('completed');
+      expect(notification.jobs[0]).toMatchObject({ status: 'completed', attempts: 3 });
+      expect(notification.jobs[0].executionDetails.map((d: { status: string; isRetry: boolean }) => [d.status, d.isRetry])).toEqual([
+        ['failed', false],
+        ['failed', true],
+        ['success', true],
+      ]);
+      expect(new Set(hook.requests.map((r) => r.headers['x-herald-delivery-id'])).size).toBe(1);
+    } finally {
+      await hook.close();
+    }
+  });
+
+  it('fails at once when the provider refuses the request (4xx)', async () => {
+    const hook = await startHttpPeer(() => ({ status: 404, body: 'no such hook' }));
+    try {
+      await t.a.post('/v1/subscribers', { subscriberId: 'gone-hook' }).expect(201);
+      await t.a.put('/v1/subscribers/gone-hook/credentials', { providerId: 'slack', credentials: { webhookUrl: hook.url } }).expect(200);
+      const tx = await trigger({ name: 'chat-ping', to: 'gone-hook', payload: { text: 'x' } });
+      await run();
+      await later(600_000);
+      expect(hook.requests).toHaveLength(1);
+      const job = (await notificationOf(tx)).jobs[0];
+      expect(job).toMatchObject({ status: 'failed', attempts: 1 });
+      expect(job.executionDetails[0].raw).toBe('404 no such hook');
+    } finally {
+      await hook.close();
+    }
+  });
+
+  it('fails at once when the subscriber has no chat credentials', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'no-chat' }).expect(201);
+    const tx = await trigger({ name: 'chat-ping', to: 'no-chat', payload: { text: 'x' } });
+    await run();
+    expect((await notificationOf(tx)).jobs[0].executionDetails[0].detail).toMatch(/has no chat credentials/);
+  });
+});
+
+describe('preferences and conditions', () => {
+  it('skip a send the subscriber turned off, with the reason, unless the workflow is critical', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'quiet' }).expect(201);
+    await t.a.patch('/v1/subscribers/quiet/preferences', { channels: { in_app: false } }).expect(200);
+    await t.a.post('/v1/workflows', { name: 'Newsletter', steps: [{ type: 'in_app', template: { content: 'news' } }] }).expect(201);
+    await t.a.post('/v1/workflows', { name: 'Security', critical: true, steps: [{ type: 'in_app', template: { content: 'alert' } }] }).expect(201);
+    const news = await trigger({ name: 'newsletter', to: 'quiet' });
+    await trigger({ name: 'security', to: 'quiet' });
+    await run();
+    const job = (await notificationOf(news)).jobs[0];
+    expect(job.status).toBe('skipped');
+    expect(job.executionDetails[0]).toMatchObject({ status: 'warning', detail: "The subscriber's preferences turn in_app off for this workflow" });
+    expect((await feed('quiet')).data.map((m: { content: string }) => m.content)).toEqual(['alert']);
+  });
+
+  it('skip a step whose condition does not hold, and run the next one', async () => {
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Conditional',
+        steps: [
+          { type: 'in_app', template: { content: 'urgent' }, conditions: [{ field: 'payload.priority', operator: 'eq', value: 'high' }] },
+          { type: 'in_app', template: { content: 'always' } },
+        ],
+      })
+      .expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'cond' }).expect(201);
+    const tx = await trigger({ name: 'conditional', to: 'cond', payload: { priority: 'low' } });
+    await run();
+    const notification = await notificationOf(tx);
+    expect(notification.jobs.map((j: { status: string }) => j.status)).toEqual(['skipped', 'completed']);
+    expect(notification.jobs[0].executionDetails[0].detail).toBe('Step condition not met: payload.priority eq "high"');
+    expect((await feed('cond')).data.map((m: { content: string }) => m.content)).toEqual(['always']);
+  });
+});
+
+describe('delay and cancel', () => {
+  it('holds the next step for the delay, then sends it', async () => {
+    await t.a.post('/v1/workflows', { name: 'Later', steps: [{ type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'later' } }] }).expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'patient' }).expect(201);
+    const tx = await trigger({ name: 'later', to: 'patient' });
+    await run();
+    expect((await notificationOf(tx)).jobs).toMatchObject([{ type: 'delay', status: 'delayed' }]);
+    await later(59 * 60_000);
+    expect((await feed('patient')).totalCount).toBe(0);
+    await later(60_000);
+    expect((await feed('patient')).totalCount).toBe(1);
+  });
+
+  it('waits until a time in the payload', async () => {
+    await t.a.post('/v1/workflows', { name: 'Scheduled', steps: [{ type: 'delay', delayPath: 'sendAt' }, { type: 'in_app', template: { content: 'on time' } }] }).expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'scheduled' }).expect(201);
+    const sendAt = new Date(t.clock.now().getTime() + 3 * 86_400_000).toISOString();
+    await trigger({ name: 'scheduled', to: 'scheduled', payload: { sendAt } });
+    await later(2 * 86_400_000);
+    expect((await feed('scheduled')).totalCount).toBe(0);
+    await later(86_400_000);
+    expect((await feed('scheduled')).totalCount).toBe(1);
+  });
+
+  it('sends nothing once a delayed event is canceled, and says so', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'canceled' }).expect(201);
+    const tx = await trigger({ name: 'later', to: 'canceled' });
+    await run();
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
+    await later(2 * 3_600_000);
+    expect((await feed('canceled')).totalCount).toBe(0);
+    const notification = await notificationOf(tx);
+    expect(notification.status).toBe('canceled');
+    expect(notification.jobs).toMatchObject([{ type: 'delay', status: 'canceled' }]);
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
+  });
+
+  it('answers false for an event already sent, and 404 for one never seen', async () => {
+    const tx = await trigger({ name: 'newsletter', to: 'ada' });
+    await run();
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
+    await t.a.delete('/v1/events/trigger/never-seen').expect(404);
+    await t.b.delete(`/v1/events/trigger/${tx}`).expect(404);
+  });
+});
+
+describe('digest', () => {
+  beforeAll(async () => {
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Comments digest',
+        steps: [
+          { type: 'digest', amount: 10, unit: 'minutes', digestKey: 'postId' },
+          { type: 'in_app', template: { content: '{{step.total_count}} comments on {{payload.postId}}: {{#each step.events}}{{this.text}};{{/each}}' } },
+        ],
+      })
+      .expect(201);
+  });
+
+  it('turns three events in the window into one message listing all three', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'digested' }).expect(201);
+    for (const text of ['a', 'b', 'c']) {
+      await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p1', text } });
+      await later(60_000);
+    }
+    await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p2', text: 'other post' } });
+    expect((await feed('digested')).totalCount).toBe(0);
+    await later(10 * 60_000);
+    const contents = (await feed('digested')).data.map((m: { content: string }) => m.content).sort();
+    expect(contents).toEqual(['1 comments on p2: other post;', '3 comments on p1: a;b;c;']);
+  });
+
+  it('leaves the other events to be sent when one of them is canceled, even the first', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'half-digested' }).expect(201);
+    const txs: string[] = [];
+    for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'comments-digest', to: 'half-digested', payload: { postId: 'p9', text } }));
+    await run();
+    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body.data).toBe(true);
+    await later(11 * 60_000);
+    expect((await feed('half-digested')).data.map((m: { content: string }) => m.content)).toEqual(['2 comments on p9: y;z;']);
+    expect((await notificationOf(txs[0])).status).toBe('canceled');
+  });
+
+  it('opens a new digest for events after the window closed', async () => {
+    await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p1', text: 'late' } });
+    await later(10 * 60_000);
+    expect((await feed('digested')).data[0].content).toBe('1 comments on p1: late;');
+  });
+});
+
+describe('topic fan-out', () => {
+  it('notifies each of 1,000 members once, leaving out the actor, across overlapping topics', async () => {
+    const now = t.clock.now();
+    for (let i = 0; i < 1000; i++) await insertSubscriber(t.db, t.environments.a, { subscriberId: `member-${i}` }, now);
+    const ids = Array.from({ length: 1000 }, (_, i) => `member-${i}`);
+    await t.a.post('/v1/topics', { topicKey: 'everyone', name: 'Everyone' }).expect(201);
+    await t.a.post('/v1/topics/everyone/subscribers', { subscribers: ids }).expect(200);
+    await t.a.post('/v1/topics', { topicKey: 'some', name: 'Some' }).expect(201);
+    await t.a.post('/v1/topics/some/subscribers', { subscribers: [...ids.slice(0, 10), 'ada'] }).expect(200);
+    await t.a.post('/v1/workflows', { name: 'Broadcast', steps: [{ type: 'in_app', template: { content: 'hello' } }] }).expect(201);
+
+    const tx = await trigger({
+      name: 'broadcast',
+      to: [{ type: 'Topic', topicKey: 'everyone' }, { type: 'Topic', topicKey: 'some' }, 'member-5'],
+      actor: 'member-0',
+    });
+    await run();
+    const notifications = await t.a.get(`/v1/notifications?transactionId=${tx}&limit=1`).expect(200);
+    expect(notifications.body.totalCount).toBe(1000); // 1,000 members + ada − the actor
+    const rows = await t.db('messages').where({ transaction_id: tx }).select('subscriber_id');
+    expect(rows).toHaveLength(1000);
+    expect(new Set(rows.map((r: { subscriber_id: string }) => r.subscriber_id)).size).toBe(1000);
+    expect(rows.some((r: { subscriber_id: string }) => r.subscriber_id === 'member-0')).toBe(false);
+    expect(rows.some((r: { subscriber_id: string }) => r.subscriber_id === 'ada')).toBe(true);
+  });
+
+  it('stops creating notifications for a fan-out that is canceled midway', async () => {
+    const tx = await trigger({ name: 'broadcast', to: [{ type: 'Topic', topicKey: 'everyone' }] });
+    await worker.runBatch(); // the first batch of 500
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body.data).toBe(true);
+    await run();
+    const count = (await t.a.get(`/v1/notifications?transactionId=${tx}&limit=1`).expect(200)).body.totalCount;
+    expect(count).toBe(500);
+    expect(await t.db('messages').where({ transaction_id: tx }).count({ n: '*' }).first()).toMatchObject({ n: 0 });
+  });
+});

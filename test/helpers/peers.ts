@@ -1,0 +1,74 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SMTPServer } from 'smtp-server';
+
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  json(): unknown;
+}
+
+/**
+ * A real HTTP server on 127.0.0.1 standing in for a provider or a webhook receiver. It records every
+ * request; `respond` decides each answer (by default 200 with `{"ok":true}`).
+ */
+export async function startHttpPeer(respond?: (request: ReceivedRequest, index: number) => { status: number; body?: string }) {
+  const requests: ReceivedRequest[] = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk) => (body += chunk));
+    req.on('end', () => {
+      const request: ReceivedRequest = { method: req.method!, path: req.url!, headers: req.headers, body, json: () => JSON.parse(body) };
+      requests.push(request);
+      const answer = respond?.(request, requests.length - 1) ?? { status: 200, body: '{"ok":true}' };
+      res.writeHead(answer.status, { 'Content-Type': 'application/json' }).end(answer.body ?? '');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    requests,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+export interface ReceivedMail {
+  from: string;
+  to: string[];
+  raw: string;
+  subject: string;
+}
+
+/** A real SMTP server on 127.0.0.1 (no TLS, any login) that keeps every message it accepts. */
+export async function startSmtpPeer(options: { reject?: (index: number) => { code: number; message: string } | undefined } = {}) {
+  const mails: ReceivedMail[] = [];
+  let attempts = 0;
+  const server = new SMTPServer({
+    secure: false,
+    disabledCommands: ['STARTTLS'],
+    authOptional: true,
+    onAuth: (_auth, _session, callback) => callback(null, { user: 'any' }),
+    onData(stream, session, callback) {
+      let raw = '';
+      stream.on('data', (chunk: Buffer) => (raw += chunk.toString('utf8')));
+      stream.on('end', () => {
+        const refusal = options.reject?.(attempts++);
+        if (refusal) return callback(Object.assign(new Error(refusal.message), { responseCode: refusal.code }));
+        const subject = /^Subject: (.*)$/m.exec(raw)?.[1] ?? '';
+        mails.push({
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          to: session.envelope.rcptTo.map((r) => r.address),
+          raw,
+          subject,
+        });
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.server.address() as AddressInfo).port;
+  return { port, mails, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
