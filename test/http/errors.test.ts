@@ -85,11 +85,6 @@ describe('errors from every layer carry the same body', () => {
       await t.db.schema.renameTable('subscribers_gone', 'subscribers');
     }
   });
-
-  it('501 with the error body for an operation this server does not perform yet', async () => {
-    const res = await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada' }).expect(501);
-    expect(res.body).toMatchObject({ statusCode: 501, error: 'Not Implemented' });
-  });
 });
 
 describe('requests carry an id', () => {

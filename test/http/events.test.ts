@@ -1,0 +1,161 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { JobRunner } from '../../src/engine/runner.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+  await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada' }).expect(201);
+  await t.a.post('/v1/topics', { topicKey: 'team', name: 'Team' }).expect(201);
+  await t.a
+    .post('/v1/workflows', {
+      name: 'Welcome',
+      steps: [{ type: 'in_app', template: { content: 'Hi {{actor.firstName}}' } }],
+      payloadSchema: { type: 'object', required: ['plan'], properties: { plan: { enum: ['free', 'pro'] } } },
+    })
+    .expect(201);
+});
+beforeEach(() => t.clock.advance(1000));
+afterEach(async () => t.assertContract());
+afterAll(async () => t?.close());
+
+const count = async (table: string) => Number((await t.db(table).count({ n: '*' }).first())!.n);
+
+describe('POST /events/trigger (triggerEvent)', () => {
+  it('accepts a trigger and commits its notification and first job before answering', async () => {
+    const res = await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' } }).expect(201);
+    expect(res.body.data).toEqual({ acknowledged: true, status: 'processed', transactionId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    const notifications = await t.db('notifications').where({ transaction_id: res.body.data.transactionId });
+    expect(notifications).toHaveLength(1);
+    expect(await t.db('jobs').where({ notification_id: notifications[0].id, status: 'pending' })).toHaveLength(1);
+  });
+
+  it('keeps a given transactionId, and refuses it a second time with 409 storing nothing', async () => {
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' }, transactionId: 'tx-1' }).expect(201);
+    const before = await count('notifications');
+    const res = await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' }, transactionId: 'tx-1' }).expect(409);
+    expect(res.body.message).toBe('transactionId tx-1 was already used in this environment');
+    expect(await count('notifications')).toBe(before);
+    await t.b.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
+    await t.b.post('/v1/workflows', { name: 'Welcome', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
+    await t.b.post('/v1/events/trigger', { name: 'welcome', to: 'ada', transactionId: 'tx-1' }).expect(201);
+  });
+
+  it('rejects the whole trigger with 422 naming every bad item, storing nothing', async () => {
+    const before = await count('events');
+    const res = await t.a
+      .post('/v1/events/trigger', {
+        name: 'welcome',
+        to: ['ada', 'ghost', { type: 'Topic', topicKey: 'nope' }, { subscriberId: 'new-one', timezone: 'Mars/Base' }],
+        actor: 'phantom',
+        payload: { plan: 'gold' },
+      })
+      .expect(422);
+    expect(res.body.details).toEqual(
+      expect.arrayContaining([
+        { field: 'body/payload/plan', message: 'must be equal to one of the allowed values' },
+        { field: 'body/to/1', message: 'subscriber ghost not found' },
+        { field: 'body/to/2', message: 'topic nope not found' },
+        { field: 'body/to/3/timezone', message: 'Mars/Base is not an IANA time zone' },
+        { field: 'body/actor', message: 'subscriber phantom not found' },
+      ]),
+    );
+    expect(await count('events')).toBe(before);
+    await t.a.get('/v1/subscribers/new-one').expect(404);
+  });
+
+  it('rejects an unknown workflow and a missing required payload field with 422', async () => {
+    expect((await t.a.post('/v1/events/trigger', { name: 'nope', to: 'ada' }).expect(422)).body.message).toBe('Workflow nope not found');
+    const res = await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada' }).expect(422);
+    expect(res.body.details).toEqual([{ field: 'body/payload/plan', message: 'is required' }]);
+  });
+
+  it("does not see another environment's workflows or subscribers", async () => {
+    await t.aProduction.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' } }).expect(422);
+  });
+
+  it('creates inline subscribers and updates existing ones, and gives templates the actor', async () => {
+    const res = await t.a
+      .post('/v1/events/trigger', {
+        name: 'welcome',
+        to: [{ subscriberId: 'inline-1', email: 'inline@example.com' }],
+        actor: { subscriberId: 'ada', firstName: 'Augusta' },
+        payload: { plan: 'free' },
+      })
+      .expect(201);
+    expect((await t.a.get('/v1/subscribers/inline-1').expect(200)).body.data.email).toBe('inline@example.com');
+    expect((await t.a.get('/v1/subscribers/ada').expect(200)).body.data.firstName).toBe('Augusta');
+    await new JobRunner(t.deps).runUntilIdle();
+    const feed = (await t.a.get('/v1/subscribers/inline-1/messages').expect(200)).body.data;
+    expect(feed[0]).toMatchObject({ content: 'Hi Augusta', transactionId: res.body.data.transactionId });
+  });
+
+  it('answers 201 with a status, storing nothing, for inactive or step-less workflows', async () => {
+    await t.a.post('/v1/workflows', { name: 'Off', active: false, steps: [{ type: 'sms', template: { content: 'x' } }] }).expect(201);
+    await t.a.post('/v1/workflows', { name: 'Empty' }).expect(201);
+    await t.a.post('/v1/workflows', { name: 'Idle', steps: [{ type: 'sms', active: false, template: { content: 'x' } }] }).expect(201);
+    const before = await count('events');
+    for (const [name, status] of [
+      ['off', 'trigger_not_active'],
+      ['empty', 'no_workflow_steps_defined'],
+      ['idle', 'no_workflow_active_steps_defined'],
+    ]) {
+      expect((await t.a.post('/v1/events/trigger', { name, to: 'ada' }).expect(201)).body.data).toEqual({ acknowledged: true, status });
+    }
+    expect(await count('events')).toBe(before);
+  });
+
+  it('rejects malformed triggers with 400', async () => {
+    await t.a.post('/v1/events/trigger', { to: 'ada' }).expect(400);
+    await t.a.post('/v1/events/trigger', { name: 'welcome' }).expect(400);
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: [] }).expect(400);
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: Array.from({ length: 101 }, (_, i) => `s${i}`) }).expect(400);
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: { type: 'Topic' } }).expect(400);
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', tenant: 'acme' }).expect(400);
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: [] }).expect(400);
+  });
+});
+
+describe('POST /events/trigger/bulk (triggerEventBulk)', () => {
+  it('answers every event in order, one bad event not sinking the others', async () => {
+    const res = await t.a
+      .post('/v1/events/trigger/bulk', {
+        events: [
+          { name: 'welcome', to: 'ada', payload: { plan: 'pro' } },
+          { name: 'missing', to: 'ada' },
+          { name: 'welcome', to: 'ghost', payload: { plan: 'pro' } },
+          { name: 'off', to: 'ada' },
+          { name: 'welcome', to: { type: 'Topic', topicKey: 'team' }, payload: { plan: 'free' } },
+        ],
+      })
+      .expect(201);
+    expect(res.body.data).toEqual([
+      { acknowledged: true, status: 'processed', transactionId: expect.any(String) },
+      { acknowledged: true, status: 'error', error: ['name missing is not a workflow'] },
+      { acknowledged: true, status: 'error', error: ['to subscriber ghost not found'] },
+      { acknowledged: true, status: 'trigger_not_active' },
+      { acknowledged: true, status: 'processed', transactionId: expect.any(String) },
+    ]);
+  });
+
+  it('rejects an empty list and more than 100 events with 400', async () => {
+    await t.a.post('/v1/events/trigger/bulk', { events: [] }).expect(400);
+    const many = Array.from({ length: 101 }, () => ({ name: 'welcome', to: 'ada' }));
+    await t.a.post('/v1/events/trigger/bulk', { events: many }).expect(400);
+  });
+});
+
+describe('DELETE /events/trigger/{transactionId} (cancelEvent)', () => {
+  it('cancels the pending jobs of an event, then answers false', async () => {
+    const tx = (await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' } }).expect(201)).body.data.transactionId;
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
+    await new JobRunner(t.deps).runUntilIdle();
+    expect((await t.a.get(`/v1/notifications?transactionId=${tx}`).expect(200)).body.data[0].status).toBe('canceled');
+  });
+
+  it("answers 404 for an unknown transactionId and for another environment's", async () => {
+    await t.a.delete('/v1/events/trigger/unknown').expect(404);
+    await t.aProduction.delete('/v1/events/trigger/tx-1').expect(404);
+  });
+});

@@ -1,0 +1,114 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { JobRunner } from '../../src/engine/runner.js';
+
+let t: TestApp;
+const tx: Record<string, string> = {};
+beforeAll(async () => {
+  t = await startTestApp();
+  for (const id of ['ada', 'grace']) await t.a.post('/v1/subscribers', { subscriberId: id }).expect(201);
+  await t.a.post('/v1/workflows', { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'Hello {{payload.n}}' } }] }).expect(201);
+  await t.a.post('/v1/workflows', { name: 'Mail', steps: [{ type: 'email', template: { subject: 's', content: 'c' } }] }).expect(201);
+  for (const [key, name, to] of [
+    ['feedAda', 'feed', 'ada'],
+    ['feedGrace', 'feed', 'grace'],
+    ['mailAda', 'mail', 'ada'],
+  ]) {
+    t.clock.advance(60_000);
+    tx[key] = (await t.a.post('/v1/events/trigger', { name, to, payload: { n: key } }).expect(201)).body.data.transactionId;
+  }
+  await new JobRunner(t.deps).runUntilIdle(); // the mail fails: no email integration
+  t.clock.advance(8 * 86_400_000);
+  tx.recent = (await t.a.post('/v1/events/trigger', { name: 'feed', to: 'ada', payload: { n: 'recent' } }).expect(201)).body.data.transactionId;
+});
+afterEach(async () => t.assertContract());
+afterAll(async () => t?.close());
+
+const ids = (body: { data: Array<{ transactionId: string }> }) => body.data.map((n) => n.transactionId);
+
+describe('GET /notifications (listNotifications)', () => {
+  it('lists notifications newest first with the exact total', async () => {
+    const res = await t.a.get('/v1/notifications').expect(200);
+    expect(ids(res.body)).toEqual([tx.recent, tx.mailAda, tx.feedGrace, tx.feedAda]);
+    expect(res.body).toMatchObject({ totalCount: 4, hasMore: false });
+    expect(res.body.data[0]).not.toHaveProperty('jobs');
+  });
+
+  it('filters by subscriber, workflow, channel, status, transaction and time', async () => {
+    expect(ids((await t.a.get('/v1/notifications?subscriberId=grace').expect(200)).body)).toEqual([tx.feedGrace]);
+    expect(ids((await t.a.get('/v1/notifications?workflowId=mail').expect(200)).body)).toEqual([tx.mailAda]);
+    expect(ids((await t.a.get('/v1/notifications?channel=email').expect(200)).body)).toEqual([tx.mailAda]);
+    expect(ids((await t.a.get('/v1/notifications?status=failed').expect(200)).body)).toEqual([tx.mailAda]);
+    expect(ids((await t.a.get('/v1/notifications?status=pending').expect(200)).body)).toEqual([tx.recent]);
+    expect(ids((await t.a.get(`/v1/notifications?transactionId=${tx.feedAda}`).expect(200)).body)).toEqual([tx.feedAda]);
+    const since = new Date(t.clock.now().getTime() - 86_400_000).toISOString();
+    expect(ids((await t.a.get(`/v1/notifications?createdAfter=${since}`).expect(200)).body)).toEqual([tx.recent]);
+    expect((await t.a.get(`/v1/notifications?createdBefore=${since}&subscriberId=ada`).expect(200)).body.totalCount).toBe(2);
+  });
+
+  it('rejects an unknown status or channel and a malformed time with 400', async () => {
+    await t.a.get('/v1/notifications?status=lost').expect(400);
+    await t.a.get('/v1/notifications?channel=fax').expect(400);
+    await t.a.get('/v1/notifications?createdAfter=yesterday').expect(400);
+  });
+
+  it("lists only the key's own environment", async () => {
+    expect((await t.b.get('/v1/notifications').expect(200)).body.totalCount).toBe(0);
+  });
+});
+
+describe('GET /notifications/{notificationId} (getNotification)', () => {
+  it('returns the notification with its jobs and every decision', async () => {
+    const [listed] = (await t.a.get(`/v1/notifications?transactionId=${tx.mailAda}`).expect(200)).body.data;
+    const res = await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200);
+    expect(res.body.data).toMatchObject({ status: 'failed', workflowId: 'mail', payload: { n: 'mailAda' } });
+    expect(res.body.data.jobs).toMatchObject([
+      { type: 'email', status: 'failed', executionDetails: [{ status: 'failed', detail: 'Subscriber ada has no email address' }] },
+    ]);
+  });
+
+  it("answers 404 for an unknown id and for another environment's notification", async () => {
+    const [listed] = (await t.a.get('/v1/notifications').expect(200)).body.data;
+    await t.a.get('/v1/notifications/000000000000000000000000').expect(404);
+    await t.b.get(`/v1/notifications/${listed.notificationId}`).expect(404);
+  });
+});
+
+describe('GET /notifications/stats (getNotificationStats)', () => {
+  it('counts the last 7 and 30 days, and all notifications by channel and status', async () => {
+    const res = await t.a.get('/v1/notifications/stats').expect(200);
+    expect(res.body.data).toEqual({
+      weeklySent: 1,
+      monthlySent: 4,
+      byChannel: { in_app: 3, email: 1, sms: 0, chat: 0, push: 0 },
+      byStatus: { pending: 1, processing: 0, completed: 2, failed: 1, canceled: 0 },
+    });
+    expect((await t.b.get('/v1/notifications/stats').expect(200)).body.data.monthlySent).toBe(0);
+  });
+});
+
+describe('the in-app feed', () => {
+  it('lists a subscriber’s messages newest first, filtered by read and seen', async () => {
+    await new JobRunner(t.deps).runUntilIdle();
+    const feed = (await t.a.get('/v1/subscribers/ada/messages').expect(200)).body;
+    expect(feed.data.map((m: { content: string }) => m.content)).toEqual(['Hello recent', 'Hello feedAda']);
+    await t.a.patch(`/v1/subscribers/ada/messages/${feed.data[1].messageId}`, { seen: true }).expect(200);
+    expect((await t.a.get('/v1/subscribers/ada/messages?seen=false').expect(200)).body.totalCount).toBe(1);
+    const unread = await t.a.patch(`/v1/subscribers/ada/messages/${feed.data[1].messageId}`, { read: false }).expect(200);
+    expect(unread.body.data).toMatchObject({ seen: true, read: false });
+    expect(unread.body.data).not.toHaveProperty('readAt');
+  });
+
+  it("answers 404 for an unknown subscriber or message, and for another subscriber's message", async () => {
+    const [message] = (await t.a.get('/v1/subscribers/ada/messages').expect(200)).body.data;
+    await t.a.get('/v1/subscribers/nobody/messages').expect(404);
+    await t.a.patch('/v1/subscribers/ada/messages/000000000000000000000000', { read: true }).expect(404);
+    await t.a.patch(`/v1/subscribers/grace/messages/${message.messageId}`, { read: true }).expect(404);
+    await t.b.get('/v1/subscribers/ada/messages').expect(404);
+  });
+
+  it('rejects an empty change with 400', async () => {
+    const [message] = (await t.a.get('/v1/subscribers/ada/messages').expect(200)).body.data;
+    await t.a.patch(`/v1/subscribers/ada/messages/${message.messageId}`, {}).expect(400);
+  });
+});
