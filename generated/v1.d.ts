@@ -116,7 +116,8 @@ export interface paths {
         };
         /**
          * Get a subscriber
-         * @description Returns one subscriber with its channel credentials (masked where secret).
+         * @description Returns one subscriber with its channel credentials. With `includeTopics=true` it also lists
+         *     the keys of the topics the subscriber is a member of.
          */
         get: operations["getSubscriber"];
         /**
@@ -822,6 +823,8 @@ export interface components {
              */
             subscriberId: string;
             data: components["schemas"]["SubscriberFields"]["data"];
+            /** @description The keys of the topics the subscriber is a member of (only with `includeTopics=true`). */
+            topics?: string[];
             /** @description Credentials for chat and push providers, one entry per integration. */
             channels: components["schemas"]["SubscriberChannel"][];
             /**
@@ -1902,6 +1905,11 @@ export interface components {
         /** @description A provider connected to a channel. */
         Integration: {
             integrationId: components["schemas"]["Id"];
+            /**
+             * @description The same as `integrationId`, under the name Novu's clients read.
+             * @example 0194f2a1c3b27e4d9a1f0c30
+             */
+            _id: string;
             providerId: components["schemas"]["ProviderId"];
             channel: components["schemas"]["ChannelType"];
             /**
@@ -2261,7 +2269,10 @@ export interface operations {
     };
     getSubscriber: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Also list the keys of the subscriber's topics, in `topics`. */
+                includeTopics?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The subscriber's id, as you chose it. */
@@ -2366,7 +2377,10 @@ export interface operations {
     };
     getSubscriberPreferences: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Show all five channels for every workflow, not only those its steps use. */
+                includeInactiveChannels?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The subscriber's id, as you chose it. */

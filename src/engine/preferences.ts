@@ -34,11 +34,11 @@ export function globalPreference(global: Layer): Required<Preference> & { channe
   return { enabled: global.enabled ?? true, channels };
 }
 
-/** The settings in force for one workflow, for the channels it uses. */
-export function effectivePreference(workflow: StoredWorkflow, global: Layer, own: Layer): Preference {
+/** The settings in force for one workflow, for the channels it uses (or all five). */
+export function effectivePreference(workflow: StoredWorkflow, global: Layer, own: Layer, allChannels = false): Preference {
   const enabled = (global.enabled ?? true) && (own.enabled ?? true);
   const channels: Partial<Record<Channel, boolean>> = {};
-  for (const channel of workflowChannels(workflow)) {
+  for (const channel of allChannels ? CHANNELS : workflowChannels(workflow)) {
     const forWorkflow = own.channels[channel] ?? workflow.preferenceSettings[channel];
     channels[channel] = enabled && (global.channels[channel] ?? true) && forWorkflow;
   }

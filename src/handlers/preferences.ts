@@ -37,7 +37,7 @@ async function subscriberKeyOrThrow(deps: Deps, environmentId: string, subscribe
   return key;
 }
 
-export const getSubscriberPreferences: OperationHandler<'getSubscriberPreferences'> = async ({ params, auth, deps }) => {
+export const getSubscriberPreferences: OperationHandler<'getSubscriberPreferences'> = async ({ params, query, auth, deps }) => {
   const key = await subscriberKeyOrThrow(deps, auth.environmentId, params.subscriberId);
   const [workflows, global, own] = await Promise.all([
     activeWorkflows(deps.db, auth.environmentId),
@@ -46,7 +46,7 @@ export const getSubscriberPreferences: OperationHandler<'getSubscriberPreference
   ]);
   const data = workflows.map((workflow) => ({
     template: template(workflow),
-    preference: effectivePreference(workflow, global, own.get(workflow.id) ?? { channels: {} }),
+    preference: effectivePreference(workflow, global, own.get(workflow.id) ?? { channels: {} }, query.includeInactiveChannels),
   }));
   return { status: 200, body: { data } };
 };

@@ -34,9 +34,10 @@ export const createSubscriber: OperationHandler<'createSubscriber'> = async ({ b
   return { status: 201, body: { data: (await repo.findSubscriber(deps.db, auth.environmentId, body.subscriberId))! } };
 };
 
-export const getSubscriber: OperationHandler<'getSubscriber'> = async ({ params, auth, deps }) => {
+export const getSubscriber: OperationHandler<'getSubscriber'> = async ({ params, query, auth, deps }) => {
   const subscriber = await repo.findSubscriber(deps.db, auth.environmentId, params.subscriberId);
   if (!subscriber) throw missing(params.subscriberId);
+  if (query.includeTopics) subscriber.topics = await repo.topicKeysOf(deps.db, auth.environmentId, params.subscriberId);
   return { status: 200, body: { data: subscriber } };
 };
 

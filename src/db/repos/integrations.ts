@@ -59,6 +59,7 @@ export function writeCredentials(credentials: IntegrationCredentials, secret: st
 function toWire(row: IntegrationRow, secret: string | undefined): Integration {
   return {
     integrationId: row.id,
+    _id: row.id,
     providerId: row.provider_id,
     channel: row.channel,
     name: row.name,

@@ -170,3 +170,14 @@ export async function subscriberKeys(db: Db, environmentId: string, subscriberId
   }
   return keys;
 }
+
+/** The keys of the topics a subscriber is a member of, oldest topic first. */
+export async function topicKeysOf(db: Db, environmentId: string, subscriberId: string): Promise<string[]> {
+  const rows = await db('topic_subscribers as ts')
+    .join('topics as t', 't.id', 'ts.topic_id')
+    .join('subscribers as s', 's.id', 'ts.subscriber_id')
+    .where({ 's.environment_id': environmentId, 's.subscriber_id': subscriberId })
+    .orderBy([{ column: 't.created_at' }, { column: 't.id' }])
+    .select('t.topic_key');
+  return rows.map((row: { topic_key: string }) => row.topic_key);
+}
