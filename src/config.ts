@@ -15,6 +15,15 @@ export interface Config {
   /** Encrypts integration credentials at rest when set. */
   secret?: string;
   logLevel: string;
+  /** How long a worker holds a claimed job before another worker may take it over. */
+  jobLeaseMs: number;
+}
+
+function positiveInteger(value: string | undefined, fallback: number, name: string): number {
+  if (value === undefined || value === '') return fallback;
+  const number = Number(value);
+  if (!Number.isInteger(number) || number <= 0) throw new Error(`${name} must be a positive whole number, not "${value}"`);
+  return number;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -34,5 +43,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     defaultPlan,
     secret: env.HERALD_SECRET || undefined,
     logLevel: env.LOG_LEVEL ?? 'info',
+    jobLeaseMs: positiveInteger(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
   };
 }

@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   const db = createDb(config.databaseUrl);
   await migrate(db);
   const deps = { db, clock: systemClock, config, logger };
-  const runner = role === 'api' ? undefined : new JobRunner(deps);
+  const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });
   runner?.start();
 
   let server: Server | undefined;

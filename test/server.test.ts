@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, processDatabaseUrl, type TestDb } from './helpers/db.js';
 import { runScript, startScript } from './helpers/process.js';
+import { startSlowWebhook } from './helpers/webhook.js';
+import { createApiKey, createOrganization } from '../src/db/repos/accounts.js';
 
 // The real entry points, as a new user runs them: `npm start` and `npm run keys`.
 let testDb: TestDb;
@@ -13,7 +15,7 @@ afterAll(async () => testDb?.close());
 
 describe('npm start', () => {
   it('prints a first key on an empty database, serves the API with it, and exits 0 on SIGTERM', async () => {
-    const server = await startScript('src/main.ts', env, [/"msg":"Herald is listening"/, /Try: curl/]);
+    const server = await startScript('src/main.ts', { env, ready: [/"msg":"Herald is listening"/, /Try: curl/] });
     try {
       const key = /^\s+(hk_[0-9a-f]{48})$/m.exec(server.output())?.[1];
       const port = Number(/"port":(\d+)/.exec(server.output())?.[1]);
@@ -33,7 +35,7 @@ describe('npm start', () => {
 
   it('prints no new key on later starts, and makes sure HERALD_API_KEY exists', async () => {
     const key = 'hk_0123456789abcdef0123456789abcdef0123456789abcdef';
-    const server = await startScript('src/main.ts', { ...env, HERALD_API_KEY: key }, [/"msg":"Herald is listening"/]);
+    const server = await startScript('src/main.ts', { env: { ...env, HERALD_API_KEY: key }, ready: [/"msg":"Herald is listening"/] });
     try {
       expect(server.output()).not.toContain('Herald created your first API key');
       const port = Number(/"port":(\d+)/.exec(server.output())?.[1]);
@@ -76,5 +78,47 @@ describe('npm run keys', () => {
     const res = await runScript('scripts/keys.ts', ['explode'], env);
     expect(res.code).toBe(2);
     expect(res.stderr).toContain('usage: npm run keys');
+  });
+});
+
+describe('SIGTERM with jobs under way', () => {
+  it('finishes the sends in flight, leaves no job running, and exits 0', async () => {
+    const webhook = await startSlowWebhook(1500);
+    const { environmentIds } = await createOrganization(testDb.db, { name: 'Shutdown', plan: 'enterprise', environments: ['production'] });
+    const key = (await createApiKey(testDb.db, { environmentId: environmentIds.production, name: 'shutdown' })).key;
+    const server = await startScript('src/main.ts', { env, ready: [/"msg":"Herald is listening"/] });
+    try {
+      const port = Number(/"port":(\d+)/.exec(server.output())?.[1]);
+      const call = (path: string, body: object) =>
+        fetch(`http://127.0.0.1:${port}/v1${path}`, {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      await call('/integrations', { providerId: 'slack' });
+      await call('/workflows', { name: 'Slow', steps: [{ type: 'chat', template: { content: 'slow' } }] });
+      for (const id of ['s1', 's2', 's3']) {
+        await call('/subscribers', { subscriberId: id });
+        await fetch(`http://127.0.0.1:${port}/v1/subscribers/${id}/credentials`, {
+          method: 'PUT',
+          headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ providerId: 'slack', credentials: { webhookUrl: webhook.url } }),
+        });
+      }
+      expect((await call('/events/trigger', { name: 'slow', to: ['s1', 's2', 's3'] })).status).toBe(201);
+      await expect.poll(() => webhook.deliveries.length, { timeout: 20_000 }).toBe(3);
+      server.child.kill('SIGTERM'); // while all three sends wait for the webhook's answer
+      expect(await server.exited).toBe(0);
+      expect(webhook.answered()).toBe(3);
+      const jobs = await testDb.db('jobs').where({ environment_id: environmentIds.production }).select('status', 'lease_owner');
+      expect(jobs).toEqual([
+        { status: 'completed', lease_owner: null },
+        { status: 'completed', lease_owner: null },
+        { status: 'completed', lease_owner: null },
+      ]);
+    } finally {
+      if (server.child.exitCode === null) server.child.kill('SIGKILL');
+      await webhook.close();
+    }
   });
 });

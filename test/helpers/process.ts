@@ -27,12 +27,10 @@ export function runScript(
 /** Starts a long-running entry point and resolves once its output shows every `ready` pattern. */
 export function startScript(
   script: string,
-  env: Record<string, string>,
-  ready: RegExp[],
-  timeoutMs = 20_000,
+  { env, ready, args = [], timeoutMs = 20_000 }: { env: Record<string, string>; ready: RegExp[]; args?: string[]; timeoutMs?: number },
 ): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number | null> }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, env: { ...process.env, ...env } });
     let output = '';
     const exited = new Promise<number | null>((done) => child.on('close', done));
     const timer = setTimeout(() => {
