@@ -10,7 +10,7 @@ import { globalLayer, workflowLayer } from '../db/repos/preferences.js';
 import { PROVIDERS, type IntegrationCredentials, type ProviderId } from '../providers/catalogue.js';
 import { senders } from '../providers/index.js';
 import type { Step } from '../db/repos/workflows.js';
-import { allowsChannel, type Channel } from './preferences.js';
+import { allowsChannel, type Channel, type Layer } from './preferences.js';
 import { failedCondition } from './conditions.js';
 import { render } from './templates.js';
 
@@ -50,75 +50,101 @@ async function subscriberChannel(deps: Deps, environmentId: string, subscriber: 
   throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${channel} credentials for an active integration`);
 }
 
+/** Who a send is for, with the preference layers that decide whether it may go out. */
+export interface Recipient {
+  subscriberId: string;
+  subscriberKey: string;
+  /** Undefined when the subscriber was deleted after the trigger. */
+  subscriber?: Subscriber;
+  global: Layer;
+  own: Layer;
+}
+
+/** Why a send must not go out (deleted subscriber, unmet condition, preferences); undefined if it may. */
+export function suppression(event: EventRecord, step: ChannelStep, recipient: Recipient): string | undefined {
+  if (!recipient.subscriber) return `Subscriber ${recipient.subscriberId} was deleted`;
+  const unmet = failedCondition(step.conditions, { payload: event.payload, subscriber: recipient.subscriber });
+  if (unmet) return `Step condition not met: ${unmet}`;
+  const channel = step.type as Channel;
+  if (!allowsChannel(event.workflow, recipient.global, recipient.own, channel)) {
+    return `The subscriber's preferences turn ${channel} off for this workflow`;
+  }
+  return undefined;
+}
+
+/** Renders the step's templates for one recipient; trigger overrides replace them for this event. */
+function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscriber: Subscriber) {
+  const template = { ...step.template, ...(event.overrides[step.type] as Record<string, string> | undefined) } as Record<string, string | undefined>;
+  const context = { payload: event.payload, subscriber, actor: event.actor ?? {}, step: job.state.digest ?? {}, transactionId: event.transactionId };
+  return {
+    template,
+    text: (field: string) => (template[field] === undefined ? undefined : render(template[field]!, context, { escape: false })),
+    html: (field: string) => render(template[field]!, context, { escape: true }),
+  };
+}
+
+/** An in-app step's message: stored, not sent, so it needs no provider. */
+export function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelStep, recipient: Recipient): NewMessage {
+  const { text } = renderer(job, event, step, recipient.subscriber!);
+  return {
+    environmentId: event.environmentId,
+    subscriberKey: recipient.subscriberKey,
+    subscriberId: recipient.subscriberId,
+    notificationId: job.notificationId!,
+    jobId: job.id,
+    transactionId: event.transactionId,
+    workflowKey: event.workflow.workflowId,
+    subject: text('subject'),
+    content: text('content')!,
+    url: text('url'),
+  };
+}
+
+export const IN_APP_DELIVERED = 'Message stored in the in-app feed';
+
 export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<Delivered> {
   const env = event.environmentId;
   const notification = await deps.db('notifications').where({ id: job.notificationId }).first('subscriber_id', 'subscriber_key');
-  const subscriber = await findSubscriber(deps.db, env, notification.subscriber_id);
-  if (!subscriber) return { status: 'skipped', detail: `Subscriber ${notification.subscriber_id} was deleted` };
-
-  const unmet = failedCondition(step.conditions, { payload: event.payload, subscriber });
-  if (unmet) return { status: 'skipped', detail: `Step condition not met: ${unmet}` };
+  const [subscriber, global, own] = await Promise.all([
+    findSubscriber(deps.db, env, notification.subscriber_id),
+    globalLayer(deps.db, notification.subscriber_key),
+    workflowLayer(deps.db, notification.subscriber_key, event.workflow.id),
+  ]);
+  const recipient: Recipient = { subscriberId: notification.subscriber_id, subscriberKey: notification.subscriber_key, subscriber, global, own };
+  const skip = suppression(event, step, recipient);
+  if (skip) return { status: 'skipped', detail: skip };
   const channel = step.type as Channel;
-  if (!event.workflow.critical) {
-    const [global, own] = await Promise.all([
-      globalLayer(deps.db, notification.subscriber_key),
-      workflowLayer(deps.db, notification.subscriber_key, event.workflow.id),
-    ]);
-    if (!allowsChannel(event.workflow, global, own, channel)) {
-      return { status: 'skipped', detail: `The subscriber's preferences turn ${channel} off for this workflow` };
-    }
-  }
-
-  // Overrides given with the trigger replace the step's templates for this event only.
-  const template = { ...step.template, ...(event.overrides[step.type] as Record<string, string> | undefined) } as Record<string, string | undefined>;
-  const context = { payload: event.payload, subscriber, actor: event.actor ?? {}, step: job.state.digest ?? {}, transactionId: event.transactionId };
-  const text = (field: string) => (template[field] === undefined ? undefined : render(template[field]!, context, { escape: false }));
+  const { template, text, html } = renderer(job, event, step, subscriber!);
   const delivery = { deliveryId: job.id };
 
   switch (channel) {
     case 'in_app':
-      return {
-        status: 'completed',
-        detail: 'Message stored in the in-app feed',
-        providerId: 'herald',
-        message: {
-          environmentId: env,
-          subscriberKey: notification.subscriber_key,
-          subscriberId: subscriber.subscriberId,
-          notificationId: job.notificationId!,
-          jobId: job.id,
-          transactionId: event.transactionId,
-          workflowKey: event.workflow.workflowId,
-          subject: text('subject'),
-          content: text('content')!,
-          url: text('url'),
-        },
-      };
+      return { status: 'completed', detail: IN_APP_DELIVERED, providerId: 'herald', message: inAppMessage(job, event, step, recipient) };
     case 'email': {
-      if (!subscriber.email) throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no email address`);
+      if (!subscriber!.email) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no email address`);
       const target = await integrationFor(deps, env, 'email');
       const sent = await senders.email[target.providerId]!.send(
         {
-          to: subscriber.email,
+          to: subscriber!.email,
           subject: text('subject')!,
-          html: render(template.content!, context, { escape: true }),
+          html: html('content'),
           preheader: text('preheader'),
           senderName: template.senderName,
         },
         target.credentials,
         delivery,
       );
-      return { status: 'completed', detail: `Email sent to ${subscriber.email}`, providerId: target.providerId, raw: sent.raw };
+      return { status: 'completed', detail: `Email sent to ${subscriber!.email}`, providerId: target.providerId, raw: sent.raw };
     }
     case 'sms': {
-      if (!subscriber.phone) throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no phone number`);
+      if (!subscriber!.phone) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no phone number`);
       const target = await integrationFor(deps, env, 'sms');
-      const sent = await senders.sms[target.providerId]!.send({ to: subscriber.phone, content: text('content')! }, target.credentials, delivery);
-      return { status: 'completed', detail: `SMS sent to ${subscriber.phone}`, providerId: target.providerId, raw: sent.raw };
+      const sent = await senders.sms[target.providerId]!.send({ to: subscriber!.phone, content: text('content')! }, target.credentials, delivery);
+      return { status: 'completed', detail: `SMS sent to ${subscriber!.phone}`, providerId: target.providerId, raw: sent.raw };
     }
     case 'chat': {
-      const { entry, target } = await subscriberChannel(deps, env, subscriber, 'chat');
-      if (!entry.credentials.webhookUrl) throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${entry.providerId} webhook URL`);
+      const { entry, target } = await subscriberChannel(deps, env, subscriber!, 'chat');
+      if (!entry.credentials.webhookUrl) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} webhook URL`);
       const sent = await senders.chat[target.providerId]!.send(
         { webhookUrl: entry.credentials.webhookUrl, content: text('content')!, channel: entry.credentials.channel },
         target.credentials,
@@ -127,16 +153,16 @@ export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, st
       return { status: 'completed', detail: `Posted to the ${entry.providerId} webhook`, providerId: target.providerId, raw: sent.raw };
     }
     case 'push': {
-      const { entry, target } = await subscriberChannel(deps, env, subscriber, 'push');
+      const { entry, target } = await subscriberChannel(deps, env, subscriber!, 'push');
       const deviceTokens = entry.credentials.deviceTokens ?? [];
-      if (deviceTokens.length === 0) throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${entry.providerId} device tokens`);
+      if (deviceTokens.length === 0) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} device tokens`);
       const sent = await senders.push[target.providerId]!.send(
         {
           deviceTokens,
           title: text('title')!,
           content: text('content')!,
           data: (step.template as { data?: Record<string, unknown> }).data,
-          subscriberId: subscriber.subscriberId,
+          subscriberId: recipient.subscriberId,
         },
         target.credentials,
         delivery,

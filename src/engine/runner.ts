@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { claimDueJobs, releaseJobs, type JobRecord } from '../db/repos/jobs.js';
 import { executeJob, type WorkerContext } from './execute.js';
+import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 
 export interface RunnerOptions {
   /** Jobs claimed at a time. */
@@ -28,7 +29,7 @@ export class JobRunner {
   private wake?: () => void;
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
-    this.options = { batchSize: 100, concurrency: 16, leaseMs: 60_000, maxIdleMs: 250, ...options };
+    this.options = { batchSize: 500, concurrency: 16, leaseMs: 60_000, maxIdleMs: 250, ...options };
     this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random: options.random ?? Math.random };
   }
 
@@ -83,7 +84,16 @@ export class JobRunner {
       leaseMs: this.options.leaseMs,
       limit: this.options.batchSize,
     });
-    const queue: JobRecord[] = [...jobs];
+    // In-app jobs are only rows in our own database: they go in bulk, the others one by one.
+    const inApp = jobs.filter(isInAppJob);
+    if (inApp.length > 0 && !this.stopping) {
+      try {
+        await executeInAppBatch(this.ctx, inApp);
+      } catch (err) {
+        this.deps.logger.error({ err, jobs: inApp.length }, 'in-app batch failed unexpectedly');
+      }
+    }
+    const queue: JobRecord[] = jobs.filter((job) => !isInAppJob(job));
     const unstarted: string[] = [];
     const lane = async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {

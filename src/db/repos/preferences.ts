@@ -61,3 +61,23 @@ export async function saveWorkflowLayer(db: Db, subscriberKey: string, workflowK
     return layer;
   });
 }
+
+/** The global layers of several subscribers, by subscriber key. */
+export async function globalLayers(db: Db, subscriberKeys: string[]): Promise<Map<string, Layer>> {
+  const layers = new Map<string, Layer>();
+  for (let i = 0; i < subscriberKeys.length; i += 500) {
+    const rows = await db('subscriber_global_preferences').whereIn('subscriber_id', subscriberKeys.slice(i, i + 500));
+    for (const row of rows) layers.set(row.subscriber_id, toLayer(row));
+  }
+  return layers;
+}
+
+/** Several subscribers' own layers for one workflow, by subscriber key. */
+export async function workflowLayersOf(db: Db, workflowKey: string, subscriberKeys: string[]): Promise<Map<string, Layer>> {
+  const layers = new Map<string, Layer>();
+  for (let i = 0; i < subscriberKeys.length; i += 500) {
+    const rows = await db('subscriber_workflow_preferences').where('workflow_id', workflowKey).whereIn('subscriber_id', subscriberKeys.slice(i, i + 500));
+    for (const row of rows) layers.set(row.subscriber_id, toLayer(row));
+  }
+  return layers;
+}

@@ -181,3 +181,18 @@ export async function topicKeysOf(db: Db, environmentId: string, subscriberId: s
     .select('t.topic_key');
   return rows.map((row: { topic_key: string }) => row.topic_key);
 }
+
+/** Subscribers by internal id, with their channels, in a fixed number of queries. */
+export async function subscribersByKey(db: Db, keys: string[]): Promise<Map<string, Subscriber>> {
+  const rows: SubscriberRow[] = [];
+  for (let i = 0; i < keys.length; i += 500) {
+    rows.push(
+      ...(await db('subscribers as s')
+        .join('environments as e', 'e.id', 's.environment_id')
+        .whereIn('s.id', keys.slice(i, i + 500))
+        .select('s.*', 'e.organization_id')),
+    );
+  }
+  const subscribers = await withChannels(db, rows);
+  return new Map(rows.map((row, index) => [row.id, subscribers[index]]));
+}
