@@ -172,6 +172,39 @@ describe('a chat step', () => {
   });
 });
 
+describe('sms and push steps', () => {
+  it('send a text through Twilio and a push through a signed webhook, to the subscriber’s number and devices', async () => {
+    const twilio = await startHttpPeer(() => ({ status: 201, body: '{"sid":"SM1"}' }));
+    const push = await startHttpPeer();
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'twilio', credentials: { accountSid: 'AC1', token: 'tok', from: '+15005550006', baseUrl: twilio.url } }).expect(201);
+      await t.a.post('/v1/integrations', { providerId: 'push-webhook', credentials: { webhookUrl: `${push.url}/push`, secretKey: 'k' } }).expect(201);
+      await t.a.post('/v1/subscribers', { subscriberId: 'mobile', phone: '+447700900123' }).expect(201);
+      await t.a.put('/v1/subscribers/mobile/credentials', { providerId: 'push-webhook', credentials: { deviceTokens: ['device-1'] } }).expect(200);
+      await t.a
+        .post('/v1/workflows', {
+          name: 'Mobile',
+          steps: [
+            { type: 'sms', template: { content: 'Code {{payload.code}}' } },
+            { type: 'push', template: { title: 'Code', content: '{{payload.code}} & more' } },
+          ],
+        })
+        .expect(201);
+      const tx = await trigger({ name: 'mobile', to: 'mobile', payload: { code: '1234' } });
+      await run();
+      expect(Object.fromEntries(new URLSearchParams(twilio.requests[0].body))).toMatchObject({ To: '+447700900123', Body: 'Code 1234' });
+      expect(push.requests[0].json()).toMatchObject({ subscriberId: 'mobile', deviceTokens: ['device-1'], title: 'Code', content: '1234 & more' });
+      expect((await notificationOf(tx)).jobs.map((j: { providerId: string; status: string }) => [j.providerId, j.status])).toEqual([
+        ['twilio', 'completed'],
+        ['push-webhook', 'completed'],
+      ]);
+    } finally {
+      await twilio.close();
+      await push.close();
+    }
+  });
+});
+
 describe('preferences and conditions', () => {
   it('skip a send the subscriber turned off, with the reason, unless the workflow is critical', async () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'quiet' }).expect(201);
