@@ -5,7 +5,7 @@ import type { Knex } from 'knex';
 import type { Deps } from '../deps.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, digestFollowers, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
-import { insertMessage, type NewMessage } from '../db/repos/messages.js';
+import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../http/types.js';
@@ -59,7 +59,7 @@ async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also
           now,
         );
       }
-      if (outcome.message) await insertMessage(trx, outcome.message, now);
+      if (outcome.message) await insertMessages(trx, [outcome.message], now);
       const event = (await findEvent(trx, job.eventId, true))!;
       if (also) await also(trx, event);
       if (job.kind === 'step' && ['completed', 'skipped', 'failed'].includes(outcome.status)) {

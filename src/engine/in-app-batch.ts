@@ -5,11 +5,10 @@
 import type { Knex } from 'knex';
 import { isPostgres } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { type JobRecord } from '../db/repos/jobs.js';
-import type { NewMessage } from '../db/repos/messages.js';
+import { addExecutionDetails, type JobRecord } from '../db/repos/jobs.js';
+import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
-import { newId } from '../ids.js';
 import { EMPTY_LAYER, type Layer } from './preferences.js';
 import { IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
 import { continueAfter, nextActiveStep } from './schedule.js';
@@ -91,43 +90,24 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
           .update({ status, lease_owner: null, lease_expires_at: null, provider_id: status === 'completed' ? 'herald' : null, updated_at: at });
       }
     }
-    const details = mine
-      .filter((d) => d.status !== 'canceled')
-      .map((d) => ({
-        id: newId(now.getTime()),
-        job_id: d.job.id,
-        status: d.status === 'completed' ? 'success' : 'warning',
-        detail: d.status === 'skipped' ? d.detail : IN_APP_DELIVERED,
-        provider_id: d.status === 'completed' ? 'herald' : null,
-        raw: null,
-        is_retry: d.job.attempts > 1,
-        created_at: at,
-      }));
-    for (const part of chunks(details, 1000)) await trx('execution_details').insert(part);
-    const messages = mine.flatMap((d) => (d.status === 'completed' ? [d.message] : []));
-    for (const part of chunks(messages, 1000)) {
-      await trx('messages')
-        .insert(
-          part.map((m) => ({
-            id: newId(now.getTime()),
-            environment_id: m.environmentId,
-            subscriber_key: m.subscriberKey,
-            subscriber_id: m.subscriberId,
-            notification_id: m.notificationId,
-            job_id: m.jobId,
-            transaction_id: m.transactionId,
-            workflow_key: m.workflowKey,
-            subject: m.subject ?? null,
-            content: m.content,
-            url: m.url ?? null,
-            seen: false,
-            read: false,
-            created_at: at,
-          })),
-        )
-        .onConflict('job_id')
-        .ignore();
-    }
+    await addExecutionDetails(
+      trx,
+      mine.flatMap((d) =>
+        d.status === 'canceled'
+          ? []
+          : [
+              {
+                jobId: d.job.id,
+                status: d.status === 'completed' ? ('success' as const) : ('warning' as const),
+                detail: d.status === 'skipped' ? d.detail : IN_APP_DELIVERED,
+                providerId: d.status === 'completed' ? 'herald' : null,
+                isRetry: d.job.attempts > 1,
+              },
+            ],
+      ),
+      now,
+    );
+    await insertMessages(trx, mine.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
 
     // What comes next. The common case (the in-app step was the last one) is settled in bulk;
     // anything else goes through the same path as a single job.

@@ -190,21 +190,34 @@ export async function setJobsStatus(trx: Runner, ids: string[], status: JobStatu
   }
 }
 
-export async function addExecutionDetail(
-  trx: Runner,
-  detail: { jobId: string; status: Schemas['ExecutionDetail']['status']; detail: string; providerId?: string | null; raw?: string; isRetry: boolean },
-  now: Date,
-): Promise<void> {
-  await trx('execution_details').insert({
-    id: newId(now.getTime()),
-    job_id: detail.jobId,
-    status: detail.status,
-    detail: detail.detail,
-    provider_id: detail.providerId ?? null,
-    raw: detail.raw ?? null,
-    is_retry: detail.isRetry,
-    created_at: now.toISOString(),
-  });
+export interface NewExecutionDetail {
+  jobId: string;
+  status: Schemas['ExecutionDetail']['status'];
+  detail: string;
+  providerId?: string | null;
+  raw?: string;
+  isRetry: boolean;
+}
+
+export async function addExecutionDetails(trx: Runner, details: NewExecutionDetail[], now: Date): Promise<void> {
+  for (let i = 0; i < details.length; i += 1000) {
+    await trx('execution_details').insert(
+      details.slice(i, i + 1000).map((detail) => ({
+        id: newId(now.getTime()),
+        job_id: detail.jobId,
+        status: detail.status,
+        detail: detail.detail,
+        provider_id: detail.providerId ?? null,
+        raw: detail.raw ?? null,
+        is_retry: detail.isRetry,
+        created_at: now.toISOString(),
+      })),
+    );
+  }
+}
+
+export async function addExecutionDetail(trx: Runner, detail: NewExecutionDetail, now: Date): Promise<void> {
+  await addExecutionDetails(trx, [detail], now);
 }
 
 /** A notification's jobs with their execution details, in the order they were created. */
