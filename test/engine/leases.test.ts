@@ -1,0 +1,65 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import { claimDueJobs, updateClaimedJob } from '../../src/db/repos/jobs.js';
+import { executeJob } from '../../src/engine/execute.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+  await t.a.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
+  await t.a.post('/v1/workflows', { name: 'Note', steps: [{ type: 'sms', template: { content: 'x' } }] }).expect(201);
+});
+afterEach(async () => t.assertContract());
+afterAll(async () => t?.close());
+
+describe('leases', () => {
+  it('hand a job whose worker went quiet to another worker, and ignore the first worker afterwards', async () => {
+    await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201);
+    const [claimed] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    expect(claimed).toMatchObject({ status: 'running', attempts: 1 });
+    // Before the lease ends nobody else gets it.
+    expect(await claimDueJobs(t.db, { owner: 'worker-b', now: t.clock.now(), leaseMs: 30_000, limit: 10 })).toEqual([]);
+    t.clock.advance(31_000);
+    const [taken] = await claimDueJobs(t.db, { owner: 'worker-b', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    expect(taken).toMatchObject({ id: claimed.id, attempts: 2 });
+    // worker-a comes back and tries to record its outcome: nothing changes.
+    expect(await updateClaimedJob(t.db, claimed.id, 'worker-a', { status: 'completed' }, t.clock.now())).toBe(false);
+    await executeJob({ deps: t.deps, owner: 'worker-b', random: () => 0.5 }, taken);
+    const job = await t.db('jobs').where({ id: claimed.id }).first();
+    expect(job).toMatchObject({ status: 'failed', lease_owner: null }); // no SMS integration: a permanent failure
+  });
+
+  it('give back the jobs a stopping runner claimed but had not started', async () => {
+    await t.a.post('/v1/events/trigger/bulk', { events: Array.from({ length: 5 }, () => ({ name: 'note', to: 'ada' })) }).expect(201);
+    const runner = new JobRunner(t.deps, { concurrency: 1, batchSize: 5 });
+    const stopping = runner.runBatch();
+    await runner.stop(); // asks it to stop while the batch is under way
+    await stopping;
+    const statuses = (await t.db('jobs').where({ type: 'sms' }).whereNot('status', 'failed').select('status', 'lease_owner')) as Array<{ status: string; lease_owner: string | null }>;
+    expect(statuses.every((job) => job.status === 'queued' && job.lease_owner === null)).toBe(true);
+    await new JobRunner(t.deps).runUntilIdle();
+    expect(await t.db('jobs').where({ type: 'sms' }).whereNot('status', 'failed').count({ n: '*' }).first()).toMatchObject({ n: 0 });
+  });
+});
+
+describe('digest under concurrent triggers', () => {
+  it('opens exactly one digest for a key, whatever the race', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'busy' }).expect(201);
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Burst',
+        steps: [{ type: 'digest', amount: 5, unit: 'minutes' }, { type: 'in_app', template: { content: '{{step.total_count}}' } }],
+      })
+      .expect(201);
+    const results = await Promise.all(Array.from({ length: 20 }, () => t.a.post('/v1/events/trigger', { name: 'burst', to: 'busy' })));
+    expect(results.map((r) => r.status)).toEqual(Array(20).fill(201));
+    const digests = await t.db('jobs').where({ type: 'digest' }).select('status', 'digest_key');
+    expect(digests.filter((job: { status: string }) => job.status === 'delayed')).toHaveLength(1);
+    expect(digests.filter((job: { status: string }) => job.status === 'merged')).toHaveLength(19);
+    t.clock.advance(5 * 60_000);
+    await new JobRunner(t.deps).runUntilIdle();
+    const feed = (await t.a.get('/v1/subscribers/busy/messages').expect(200)).body;
+    expect(feed.data.map((m: { content: string }) => m.content)).toEqual(['20']);
+  });
+});
