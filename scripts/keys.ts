@@ -1,4 +1,5 @@
 // npm run keys -- create [--name N] [--plan free|pro|enterprise] | list | revoke <id>
+//                | owner --email E [--password P] [--organization ID]
 //
 // The command-line twin of the dashboard's Settings → API keys. `create` prints the new key on its
 // last line, so scripts can take it with `tail -n 1`.
@@ -6,17 +7,45 @@ import { parseArgs } from 'node:util';
 import { loadConfig, PLANS, type Plan } from '../src/config.js';
 import { createDb, migrate } from '../src/db/knex.js';
 import { bootstrap, DEFAULT_ENVIRONMENTS } from '../src/accounts/bootstrap.js';
-import { createApiKey, createOrganization, defaultEnvironmentId, listApiKeys, revokeApiKey } from '../src/db/repos/accounts.js';
+import {
+  createApiKey,
+  createOrganization,
+  defaultEnvironmentId,
+  defaultOrganizationId,
+  findOrganization,
+  listApiKeys,
+  revokeApiKey,
+} from '../src/db/repos/accounts.js';
+import { hashPassword, MIN_PASSWORD_LENGTH } from '../src/accounts/passwords.js';
+import { saveOwner } from '../src/db/repos/owners.js';
 
 const USAGE = `usage: npm run keys -- create [--name NAME] [--plan free|pro|enterprise]
        npm run keys -- list
-       npm run keys -- revoke <key id>`;
+       npm run keys -- revoke <key id>
+       npm run keys -- owner --email EMAIL [--password PASSWORD] [--organization ID]
+         (the dashboard's sign-in; without --password the first line of standard input is read)`;
+
+/** The first line of standard input: a password piped in stays out of the shell's history. */
+async function firstLineOfStdin(): Promise<string> {
+  let text = '';
+  for await (const chunk of process.stdin) {
+    text += chunk;
+    if (text.includes('\n')) break;
+  }
+  return text.split(/\r?\n/)[0];
+}
 
 async function run(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { name: { type: 'string' }, plan: { type: 'string' } },
+    options: {
+      name: { type: 'string' },
+      plan: { type: 'string' },
+      email: { type: 'string' },
+      password: { type: 'string' },
+      organization: { type: 'string' },
+    },
   });
   const [command, ...rest] = positionals;
   const config = loadConfig();
@@ -59,6 +88,19 @@ async function run(argv: string[]): Promise<number> {
           return 1;
         }
         process.stdout.write(`Revoked key ${id}\n`);
+        return 0;
+      }
+      case 'owner': {
+        if (!values.email || !/^[^@\s]+@[^@\s]+$/.test(values.email)) throw new Error('--email must be an email address');
+        const password = values.password ?? (await firstLineOfStdin());
+        if (password.length < MIN_PASSWORD_LENGTH) throw new Error(`The password must have at least ${MIN_PASSWORD_LENGTH} characters`);
+        const organizationId = values.organization ?? (await defaultOrganizationId(db))!;
+        const organization = await findOrganization(db, organizationId);
+        if (!organization) throw new Error(`No organization ${organizationId}`);
+        const { created } = await saveOwner(db, { organizationId, email: values.email, passwordHash: await hashPassword(password), now: new Date() });
+        process.stdout.write(
+          `${created ? 'Created' : 'Updated'} owner ${values.email.toLowerCase()} of ${organization.name} (${organization.id}); sign in at /dashboard\n`,
+        );
         return 0;
       }
     }

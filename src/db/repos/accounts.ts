@@ -108,10 +108,14 @@ export async function findKeyOwner(db: Db, keyHash: string): Promise<KeyOwner | 
   };
 }
 
-export async function listApiKeys(db: Db): Promise<ApiKeyRecord[]> {
+/** Every key, or only one organization's (the dashboard shows an owner nothing else). */
+export async function listApiKeys(db: Db, scope: { organizationId?: string } = {}): Promise<ApiKeyRecord[]> {
   const rows = await db('api_keys as k')
     .join('environments as e', 'e.id', 'k.environment_id')
     .join('organizations as o', 'o.id', 'e.organization_id')
+    .modify((query) => {
+      if (scope.organizationId) query.where('o.id', scope.organizationId);
+    })
     .orderBy([{ column: 'k.created_at' }, { column: 'k.id' }])
     .select(
       'k.id',
@@ -128,10 +132,42 @@ export async function listApiKeys(db: Db): Promise<ApiKeyRecord[]> {
   return rows as ApiKeyRecord[];
 }
 
-/** Revokes a key; false when there is no such key or it was already revoked. */
-export async function revokeApiKey(db: Db, id: string): Promise<boolean> {
-  const changed = await db('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: new Date().toISOString() });
+/**
+ * Revokes a key; false when there is no such key (in the organization, when one is given) or it
+ * was already revoked.
+ */
+export async function revokeApiKey(db: Db, id: string, scope: { organizationId?: string } = {}): Promise<boolean> {
+  const changed = await db('api_keys')
+    .where({ id })
+    .whereNull('revoked_at')
+    .modify((query) => {
+      if (scope.organizationId) {
+        query.whereIn('environment_id', db('environments').select('id').where('organization_id', scope.organizationId));
+      }
+    })
+    .update({ revoked_at: new Date().toISOString() });
   return changed > 0;
+}
+
+/** An organization's environments, oldest first. */
+export async function listEnvironments(db: Db, organizationId: string): Promise<Array<{ id: string; name: string; createdAt: string }>> {
+  return db('environments')
+    .where('organization_id', organizationId)
+    .orderBy([{ column: 'created_at' }, { column: 'id' }])
+    .select('id', 'name', 'created_at as createdAt');
+}
+
+export async function findOrganization(db: Db, id: string): Promise<Organization | undefined> {
+  const row = await db('organizations')
+    .where({ id })
+    .first('id', 'name', 'plan', 'rate_per_minute as ratePerMinute', 'burst');
+  return row ?? undefined;
+}
+
+/** The organization first start created: the one a single-tenant server's owner belongs to. */
+export async function defaultOrganizationId(db: Db): Promise<string | undefined> {
+  const row = await db('organizations').orderBy([{ column: 'created_at' }, { column: 'id' }]).first('id');
+  return row?.id;
 }
 
 export async function countOrganizations(db: Db): Promise<number> {

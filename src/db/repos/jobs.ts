@@ -253,3 +253,19 @@ export async function jobsOfNotification(db: Db, notificationId: string): Promis
     return job;
   });
 }
+
+/** How many jobs there are in each status (for /metrics). */
+export async function countJobsByStatus(db: Db): Promise<Array<{ status: JobStatus; count: number }>> {
+  const rows = await db('jobs').groupBy('status').select('status').count({ n: '*' });
+  return (rows as Array<{ status: JobStatus; n: number | string }>).map((row) => ({ status: row.status, count: Number(row.n) }));
+}
+
+/** Jobs due now and not yet taken, or taken: the work in front of the runners (for /metrics). */
+export async function queueDepth(db: Db, now: Date): Promise<number> {
+  const row = await db('jobs')
+    .where((q) => q.whereIn('status', ['pending', 'queued', 'delayed']).andWhere('run_at', '<=', now.toISOString()))
+    .orWhere('status', 'running')
+    .count({ n: '*' })
+    .first();
+  return Number((row as { n: number | string }).n);
+}

@@ -1,0 +1,25 @@
+/** Markup that is already safe: what `html` returns, and nothing else. */
+export class SafeHtml {
+  constructor(readonly value: string) {}
+  toString(): string {
+    return this.value;
+  }
+}
+
+const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+export const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => ENTITIES[c]);
+
+function render(value: unknown): string {
+  if (value instanceof SafeHtml) return value.value;
+  if (Array.isArray(value)) return value.map(render).join('');
+  if (value === undefined || value === null || value === false) return '';
+  return escapeHtml(String(value));
+}
+
+/**
+ * A template tag that escapes every interpolated value unless it is itself `html`, so a page can
+ * only contain markup someone wrote here. Arrays are joined; null, undefined and false vanish.
+ */
+export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
+  return new SafeHtml(strings.reduce((out, text, i) => out + render(values[i - 1]) + text));
+}

@@ -1,0 +1,71 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { CookieOptions, Request, RequestHandler, Response } from 'express';
+import type { Db } from '../db/knex.js';
+import type { Clock } from '../clock.js';
+import { findSession, type DashboardSession } from '../db/repos/owners.js';
+
+export const SESSION_COOKIE = 'herald_session';
+/** The sign-in form's CSRF token (double submit): there is no session yet to keep it in. */
+export const SIGN_IN_COOKIE = 'herald_sign_in';
+export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+export const newToken = () => randomBytes(32).toString('base64url');
+/** Sessions are stored by the SHA-256 of their token, never the token itself. */
+export const sessionIdOf = (token: string) => createHash('sha256').update(token).digest('hex');
+
+export function readCookie(req: Request, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const at = part.indexOf('=');
+    if (at > 0 && part.slice(0, at).trim() === name) {
+      try {
+        return decodeURIComponent(part.slice(at + 1).trim());
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** HttpOnly and SameSite=Lax always; Secure whenever the request came over HTTPS. */
+export function cookieOptions(req: Request, maxAgeMs?: number): CookieOptions {
+  return { httpOnly: true, sameSite: 'lax', secure: req.secure, path: req.baseUrl || '/', ...(maxAgeMs ? { maxAge: maxAgeMs } : {}) };
+}
+
+export function sameToken(a: unknown, b: string): boolean {
+  if (typeof a !== 'string') return false;
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+export const sessionOf = (res: Response): DashboardSession | undefined => res.locals.dashboardSession;
+
+/** Puts the signed-in owner's session, if the cookie names a live one, on `res.locals`. */
+export function loadSession(db: Db, clock: Clock): RequestHandler {
+  return (req, res, next) => {
+    const token = readCookie(req, SESSION_COOKIE);
+    if (!token) return next();
+    findSession(db, sessionIdOf(token), clock.now()).then((session) => {
+      res.locals.dashboardSession = session;
+      next();
+    }, next);
+  };
+}
+
+/**
+ * Pages for humans: a nonce for our one inline style and script and nothing else (CSP), no
+ * framing, no caching (a page may show a new key), no referrer leaving the dashboard.
+ */
+export const pageHeaders: RequestHandler = (_req, res, next) => {
+  const nonce = randomBytes(16).toString('base64');
+  res.locals.nonce = nonce;
+  res.set({
+    'Content-Security-Policy': `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+    'X-Frame-Options': 'DENY',
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'no-referrer',
+    'Cache-Control': 'no-store',
+  });
+  next();
+};

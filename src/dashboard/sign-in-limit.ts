@@ -1,0 +1,62 @@
+import { createHash } from 'node:crypto';
+import type { Request, RequestHandler } from 'express';
+import { ipKeyGenerator, rateLimit, type Options, type Store } from 'express-rate-limit';
+import type { Clock } from '../clock.js';
+import type { Db } from '../db/knex.js';
+import { countSignInHit, forgetSignInHits, uncountSignInHit } from '../db/repos/sign-in-limits.js';
+import { normalizeEmail } from '../db/repos/owners.js';
+
+export const SIGN_IN_WINDOW_MS = 15 * 60 * 1000;
+export const SIGN_IN_FAILURES_ALLOWED = 5;
+
+/** express-rate-limit's counters in the database, so every process sees the same failures. */
+class DatabaseStore implements Store {
+  readonly localKeys = false;
+  private windowMs = SIGN_IN_WINDOW_MS;
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
+  init(options: Options): void {
+    this.windowMs = options.windowMs;
+  }
+  private static hash(key: string): string {
+    return createHash('sha256').update(key).digest('hex');
+  }
+  async increment(key: string) {
+    const { hits, resetAt } = await countSignInHit(this.db, DatabaseStore.hash(key), this.clock.now(), this.windowMs);
+    return { totalHits: hits, resetTime: resetAt };
+  }
+  async decrement(key: string): Promise<void> {
+    await uncountSignInHit(this.db, DatabaseStore.hash(key));
+  }
+  async resetKey(key: string): Promise<void> {
+    await forgetSignInHits(this.db, DatabaseStore.hash(key));
+  }
+}
+
+/**
+ * At most five failed sign-ins per email and address in 15 minutes; then `onLimited` answers
+ * until the window ends. A successful sign-in does not count (`skipSuccessfulRequests`: any answer
+ * under 400 is taken back).
+ */
+export function signInLimit(
+  db: Db,
+  clock: Clock,
+  onLimited: (req: Request, res: Parameters<RequestHandler>[1], retryAfterSeconds: number) => void,
+): RequestHandler {
+  return rateLimit({
+    windowMs: SIGN_IN_WINDOW_MS,
+    limit: SIGN_IN_FAILURES_ALLOWED,
+    skipSuccessfulRequests: true,
+    standardHeaders: false,
+    legacyHeaders: false,
+    store: new DatabaseStore(db, clock),
+    keyGenerator: (req) => `${normalizeEmail(String(req.body?.email ?? ''))}|${ipKeyGenerator(req.ip ?? '')}`,
+    handler: (req, res) => {
+      const resetTime = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
+      const seconds = Math.max(1, Math.ceil(((resetTime?.getTime() ?? 0) - clock.now().getTime()) / 1000));
+      onLimited(req, res, seconds);
+    },
+  });
+}

@@ -1,0 +1,51 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import type { RequestHandler } from 'express';
+import type { Logger } from '../logger.js';
+import { SPEC_PATH } from './api.js';
+import { HttpError, sendError } from './errors.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const DOCS_HTML_PATH = path.join(ROOT, 'dist', 'docs', 'index.html');
+const DOCS_SCRIPT = path.join(ROOT, 'scripts', 'docs.ts');
+
+/** The page exists and was built from the contract as it is now. */
+function isFresh(file: string): boolean {
+  try {
+    return fs.statSync(file).mtimeMs >= fs.statSync(SPEC_PATH).mtimeMs;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * GET /docs: the Redoc page that `npm run docs` builds. When it is missing, or older than the
+ * contract, the first request builds it (a few seconds, once; concurrent requests wait for the
+ * same build) and every later one is served from the file. Building lazily keeps start fast: most
+ * servers never serve the page, and a build costs seconds of CPU. The build runs as its own process,
+ * so the server never loads Redocly.
+ */
+export function docsPage(logger: Logger, file: string = DOCS_HTML_PATH): RequestHandler {
+  let built: Promise<void> | undefined;
+  const build = async () => {
+    if (isFresh(file)) return;
+    const started = Date.now();
+    logger.info({ file }, 'building the API reference');
+    await promisify(execFile)(process.execPath, ['--import', 'tsx', DOCS_SCRIPT, '--out', file], { cwd: ROOT });
+    logger.info({ file, ms: Date.now() - started }, 'built the API reference');
+  };
+  return (req, res, next) => {
+    built ??= build();
+    built.then(
+      () => res.type('html').sendFile(file, (err) => err && next(err)),
+      (err: unknown) => {
+        built = undefined; // the next request tries again
+        logger.error({ err }, 'could not build the API reference');
+        sendError(req, res, new HttpError(503, 'The API reference could not be built; run `npm run docs` on the server'));
+      },
+    );
+  };
+}

@@ -1,0 +1,70 @@
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
+import type { Context } from 'openapi-backend';
+import { apiMiddleware, createBackend, SPEC_PATH, validationDetails } from './api.js';
+import { badRequest, errorHandler, HttpError, notFound, sendError, unauthorized } from './errors.js';
+import type { Logger } from '../logger.js';
+import { requestLog } from './request-log.js';
+
+const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+
+/**
+ * `Prefer: code=409` or `Prefer: example=inactive` picks another documented response or example,
+ * so a frontend can try its error paths against the mock too.
+ */
+function preferred(req: Request): { code?: number; example?: string } {
+  const header = String(req.headers.prefer ?? '');
+  const code = /\bcode=(\d{3})\b/.exec(header)?.[1];
+  const example = /\bexample=([\w-]+)/.exec(header)?.[1];
+  return { ...(code ? { code: Number(code) } : {}), ...(example ? { example } : {}) };
+}
+
+const hasScheme = (req: Request, scheme: string) => new RegExp(`^${scheme}\\s+\\S+\\s*$`, 'i').test(req.headers.authorization ?? '');
+
+/**
+ * The mock server: the real contract's router and request validation, with every operation
+ * answered by its documented example (openapi-backend's mocking) instead of a handler. Any
+ * well-formed key is accepted; a missing one is a 401 as on the real server. Errors have the real
+ * error body.
+ */
+export async function createMockApp(logger: Logger): Promise<Express> {
+  const api = createBackend();
+  api.register({
+    notFound: (_c: Context, req: Request) => {
+      throw notFound(`No route matches ${req.method} ${req.originalUrl.split('?')[0]}`);
+    },
+    methodNotAllowed: (_c: Context, req: Request) => {
+      throw new HttpError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
+    },
+    unauthorizedHandler: () => {
+      throw unauthorized('Missing API key: send the header "Authorization: Bearer <key>"');
+    },
+    // As the real server words it (src/http/api.ts): the first problems in the message, all in details.
+    validationFail: (c: Context) => {
+      const details = validationDetails(c.validation.errors ?? []);
+      throw badRequest(details.map((d) => `${d.field} ${d.message}`).slice(0, 5).join('; '), details);
+    },
+    notImplemented: (c: Context, req: Request, res: Response) => {
+      const { status, mock } = c.api.mockResponseForOperation(c.operation.operationId!, preferred(req));
+      res.status(status).json(mock);
+    },
+  });
+  api.registerSecurityHandler('bearerAuth', (_c: Context, req: Request) => hasScheme(req, 'Bearer'));
+  api.registerSecurityHandler('apiKeyAuth', (_c: Context, req: Request) => hasScheme(req, 'ApiKey'));
+  await api.init();
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(requestLog(logger));
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok', mock: true });
+  });
+  app.get('/v1/openapi.yaml', (_req, res) => {
+    res.type('application/yaml').sendFile(SPEC_PATH);
+  });
+  const json = express.json({ limit: '1mb' });
+  const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());
+  app.use('/v1', jsonBody, apiMiddleware(api));
+  app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));
+  app.use(errorHandler(logger));
+  return app;
+}

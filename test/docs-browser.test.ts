@@ -1,0 +1,93 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import { createApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { loadSpec, operationsOf } from '../scripts/docs.js';
+import { ManualClock } from './helpers/app.js';
+import { createTestDb, type TestDb } from './helpers/db.js';
+import { launchChromium, listen, stayOffline } from './helpers/browser.js';
+
+// The footer's "API docs by Redocly" logo is the one thing Redoc's page asks the network for.
+const REDOC_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini-full.svg';
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+// /docs as a reader sees it: the real server builds the page on first request and a real browser,
+// offline, renders it. Once: the page does not depend on the database.
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium', () => {
+  let testDb: TestDb;
+  let server: Awaited<ReturnType<typeof listen>>;
+  let browser: Browser;
+  let workDir: string;
+  let docsFile: string;
+
+  beforeAll(async () => {
+    testDb = await createTestDb();
+    workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-browser-'));
+    docsFile = path.join(workDir, 'docs', 'index.html');
+    const deps = { db: testDb.db, clock: new ManualClock(), config: loadConfig({}), logger: createLogger('silent') };
+    server = await listen(await createApp(deps, { docsFile }));
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    await testDb?.close();
+    // The 2.6 MB page goes; the screenshot stays for a person to look at.
+    if (docsFile) fs.rmSync(path.dirname(docsFile), { recursive: true, force: true });
+  });
+
+  it('builds the page on the first request, then serves it from the file', { timeout: 60_000 }, async () => {
+    expect(fs.existsSync(docsFile)).toBe(false);
+    const first = await fetch(`${server.url}/docs`);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(fs.existsSync(docsFile)).toBe(true);
+    const builtAt = fs.statSync(docsFile).mtimeMs;
+    expect((await fetch(`${server.url}/docs`)).status).toBe(200);
+    expect(fs.statSync(docsFile).mtimeMs).toBe(builtAt);
+  });
+
+  it('renders every tag and operation, with curl and TypeScript samples, asking the network for nothing but the logo', { timeout: 120_000 }, async () => {
+    const spec = loadSpec();
+    const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    const outside = await stayOffline(page);
+    await page.goto(`${server.url}/docs`);
+    const menu = page.locator('[data-component-name="Menu/MenuItem"] > a');
+
+    for (const tag of spec.tags as Array<{ name: string }>) {
+      // Clicking a tag opens its operations only once Redoc has hydrated the static page.
+      await menu.filter({ hasText: new RegExp(`^${escapeRegExp(tag.name)}$`) }).click();
+      const operations = operationsOf(spec).filter((op) => spec.paths[op.path][op.method].tags.includes(tag.name));
+      expect(operations.length, tag.name).toBeGreaterThan(0);
+      for (const { path: apiPath, method } of operations) {
+        const { summary } = spec.paths[apiPath][method];
+        await menu.filter({ hasText: new RegExp(`^${escapeRegExp(summary)}\\s*${method}$`, 'i') }).click();
+        const heading = page.locator('h1, h2').filter({ hasText: new RegExp(`^${escapeRegExp(summary)}$`) });
+        await expect.poll(() => heading.first().isVisible(), { message: summary }).toBe(true);
+      }
+    }
+
+    // One operation read closely: its samples panel offers curl and TypeScript, built from its example.
+    const updateSubscriber = menu.filter({ hasText: /^Update a subscriber\s*PUT$/i });
+    if (!(await updateSubscriber.isVisible())) await menu.filter({ hasText: /^Subscribers$/ }).click();
+    await updateSubscriber.click();
+    const operation = page.locator('[data-item-kind="httpItem"]').filter({ has: page.locator('h2', { hasText: /^Update a subscriber$/ }) });
+    const samples = operation.locator('.panel-request-samples');
+    await expect.poll(() => samples.innerText()).toContain(`curl -X PUT 'http://localhost:3000/v1/subscribers/user-123'`);
+    await samples.getByRole('button', { name: 'curl' }).click();
+    await page.getByRole('menuitem', { name: 'TypeScript' }).click();
+    await expect.poll(() => samples.innerText()).toContain(`await herald.PUT('/subscribers/{subscriberId}'`);
+
+    const screenshot = path.join(workDir, 'docs.png');
+    await page.screenshot({ path: screenshot });
+    expect(fs.statSync(screenshot).size).toBeGreaterThan(10_000);
+    console.info(`docs screenshot: ${screenshot}`);
+
+    expect(outside.filter((url) => url !== REDOC_LOGO)).toEqual([]);
+    await page.close();
+  });
+});

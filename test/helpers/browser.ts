@@ -1,0 +1,46 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Express } from 'express';
+import { chromium, type Browser, type Page } from 'playwright-core';
+
+/** Debian's Chromium (`.ci/run` installs it); Playwright's own browser download cannot work offline. */
+export const CHROMIUM = '/usr/bin/chromium';
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    // Quiet and offline: no GPU, no background updates or sync that would reach the network.
+    args: ['--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+/** Serves an app on 127.0.0.1 on a free port, as a browser or another process reaches it. */
+export async function listen(app: Express): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * Keeps the page on this machine: every request for another host is aborted and recorded, so a
+ * test can say exactly which ones the page tried.
+ */
+export async function stayOffline(page: Page): Promise<string[]> {
+  const attempted: string[] = [];
+  await page.route(
+    (url) => !['127.0.0.1', 'localhost'].includes(url.hostname) && !['data:', 'blob:'].includes(url.protocol),
+    (route) => {
+      attempted.push(route.request().url());
+      return route.abort('internetdisconnected');
+    },
+  );
+  return attempted;
+}
