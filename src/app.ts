@@ -5,6 +5,11 @@ import { apiMiddleware, createApi, precompileValidators, SPEC_PATH } from './htt
 import { errorHandler, notFound, sendError } from './http/errors.js';
 import { requestLog } from './http/request-log.js';
 import { authentication } from './http/security.js';
+import { rateLimits } from './http/rate-limit.js';
+import { docsPage } from './http/docs.js';
+import { httpMetrics, metricsEndpoint } from './http/metrics.js';
+import { registerEngineMetrics } from './engine/metrics.js';
+import { dashboard } from './dashboard/index.js';
 import { isReady } from './db/knex.js';
 
 export const BODY_LIMIT = '1mb';
@@ -13,6 +18,8 @@ const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
 export interface AppOptions {
   /** Compile every request validator in the background now rather than on each first use. */
   precompile?: boolean;
+  /** Where the rendered API reference lives (built on first request when missing). */
+  docsFile?: string;
 }
 
 /** The HTTP application: request id and log → JSON body → API key → contract router → errors. */
@@ -22,6 +29,8 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   const app = express();
   app.disable('x-powered-by');
   app.use(requestLog(deps.logger));
+  app.use(httpMetrics(api));
+  registerEngineMetrics(deps);
 
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
@@ -33,11 +42,16 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   app.get('/v1/openapi.yaml', (_req, res) => {
     res.type('application/yaml').sendFile(SPEC_PATH);
   });
+  app.get('/metrics', metricsEndpoint);
+  app.get('/docs', docsPage(deps.logger, options.docsFile));
+  app.use('/dashboard', dashboard(deps));
 
   // Only methods that carry a body in the contract get one parsed; a body on GET or DELETE is ignored.
   const json = express.json({ limit: BODY_LIMIT });
   const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());
-  app.use('/v1', jsonBody, authentication(deps.db), apiMiddleware(api));
+  // The rate limit comes before the body is read, so a refused request costs no parsing and every
+  // answer, a body parser's 400 and 413 included, carries the RateLimit headers.
+  app.use('/v1', authentication(deps.db), rateLimits(deps), jsonBody, apiMiddleware(api));
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));
   app.use(errorHandler(deps.logger));
   return app;

@@ -3,13 +3,22 @@ import type { Db } from '../db/knex.js';
 import { findKeyOwner } from '../db/repos/accounts.js';
 import { hashApiKey, sameDigest } from '../accounts/keys.js';
 import type { Auth } from './types.js';
+import type { Plan } from '../config.js';
 
 export type Scheme = 'bearer' | 'apikey';
 
 /** The outcome of reading the Authorization header, kept on `res.locals.authentication`. */
 export type Authentication =
-  | { ok: true; scheme: Scheme; auth: Auth }
+  | { ok: true; scheme: Scheme; auth: Auth; plan: KeyPlan }
   | { ok: false; scheme?: Scheme; reason: string };
+
+/** The plan of the key's organization, read with the key, so rate limits cost no query of their own. */
+export interface KeyPlan {
+  plan: Plan;
+  /** Enterprise only: the organization's own numbers; both null means no limit. */
+  ratePerMinute: number | null;
+  burst: number | null;
+}
 
 const SCHEMES: Record<string, Scheme> = { bearer: 'bearer', apikey: 'apikey' };
 
@@ -24,7 +33,12 @@ export async function authenticate(db: Db, header: string | undefined): Promise<
   const owner = await findKeyOwner(db, digest);
   if (!owner || !sameDigest(owner.keyHash, digest)) return { ok: false, scheme, reason: 'Invalid API key' };
   if (owner.revoked) return { ok: false, scheme, reason: 'This API key has been revoked' };
-  return { ok: true, scheme, auth: { organizationId: owner.organizationId, environmentId: owner.environmentId } };
+  return {
+    ok: true,
+    scheme,
+    auth: { organizationId: owner.organizationId, environmentId: owner.environmentId },
+    plan: { plan: owner.plan, ratePerMinute: owner.ratePerMinute, burst: owner.burst },
+  };
 }
 
 /**

@@ -7,6 +7,8 @@ import * as integrations from './20261122_05_integrations.js';
 import * as preferences from './20261122_06_preferences.js';
 import * as engine from './20261122_07_engine.js';
 import * as dashboard from './20261122_20_dashboard.js';
+import * as rateLimits from './20261122_30_rate_limits.js';
+import * as idempotency from './20261122_31_idempotency.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -21,6 +23,8 @@ const migrations: Record<string, Knex.Migration> = {
   '20261122_06_preferences': preferences,
   '20261122_07_engine': engine,
   '20261122_20_dashboard': dashboard,
+  '20261122_30_rate_limits': rateLimits,
+  '20261122_31_idempotency': idempotency,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,0 +1,89 @@
+// npm run plans -- list | set <organization id> --plan free|pro|enterprise [--rate N --burst N]
+//
+// The operator's view of plans and rate limits: Free and Pro have the seed's numbers, Enterprise
+// the organization's own (`--rate` requests per minute, a bucket of `--burst`), or none at all.
+import { parseArgs } from 'node:util';
+import { loadConfig, PLANS, type Plan } from '../src/config.js';
+import { createDb, migrate } from '../src/db/knex.js';
+import { listOrganizations, setOrganizationPlan } from '../src/db/repos/plans.js';
+import { policyFor } from '../src/http/rate-limit.js';
+
+const USAGE = `usage: npm run plans -- list
+       npm run plans -- set <organization id> --plan free|pro|enterprise [--rate N --burst N]
+         (--rate requests per minute and --burst, both or neither, for enterprise only;
+          enterprise without them has no limit)`;
+
+/** Per environment; at most this much, so the bucket arithmetic stays exact. */
+const MAX_NUMBER = 1_000_000;
+
+function describeLimit(organization: { plan: Plan; ratePerMinute: number | null; burst: number | null }): string {
+  const policy = policyFor({ plan: organization.plan, ratePerMinute: organization.ratePerMinute, burst: organization.burst });
+  return policy ? `${policy.ratePerMinute}/min, burst ${policy.burst}` : 'no limit';
+}
+
+function positiveInteger(name: string, value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1 || n > MAX_NUMBER) {
+    throw new Error(`--${name} must be a whole number from 1 to ${MAX_NUMBER}, not "${value}"`);
+  }
+  return n;
+}
+
+async function run(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { plan: { type: 'string' }, rate: { type: 'string' }, burst: { type: 'string' } },
+  });
+  const [command, ...rest] = positionals;
+  if (command !== 'list' && !(command === 'set' && rest.length === 1 && values.plan)) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+
+  // Check the arguments before touching the database.
+  let input: { plan: Plan; ratePerMinute: number | null; burst: number | null } | undefined;
+  if (command === 'set') {
+    const plan = values.plan as Plan;
+    if (!PLANS.includes(plan)) throw new Error(`--plan must be one of ${PLANS.join(', ')}`);
+    const hasRate = values.rate !== undefined;
+    const hasBurst = values.burst !== undefined;
+    if (plan !== 'enterprise' && (hasRate || hasBurst)) {
+      throw new Error(`--rate and --burst are for enterprise only; ${plan} has its own numbers`);
+    }
+    if (hasRate !== hasBurst) throw new Error('--rate and --burst go together (or neither, for no limit)');
+    input = {
+      plan,
+      ratePerMinute: hasRate ? positiveInteger('rate', values.rate!) : null,
+      burst: hasBurst ? positiveInteger('burst', values.burst!) : null,
+    };
+  }
+
+  const db = createDb(loadConfig().databaseUrl);
+  try {
+    await migrate(db);
+    if (command === 'list') {
+      for (const o of await listOrganizations(db)) {
+        process.stdout.write(`${o.id}  ${o.name}  ${o.plan}  ${describeLimit(o)}\n`);
+      }
+      return 0;
+    }
+    const [id] = rest;
+    if (!(await setOrganizationPlan(db, id, input!))) {
+      process.stderr.write(`No organization ${id}\n`);
+      return 1;
+    }
+    process.stdout.write(`Organization ${id} is on plan ${input!.plan}: ${describeLimit(input!)} per environment\n`);
+    return 0;
+  } finally {
+    await db.destroy();
+  }
+}
+
+run(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);

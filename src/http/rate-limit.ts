@@ -1,0 +1,341 @@
+// Rate limits by plan: a token bucket per environment (or per client address for requests without
+// a valid key), on express-rate-limit with a store of our own that implements the bucket.
+import type { Request, RequestHandler, Response } from 'express';
+import { ipKeyGenerator, rateLimit, type ClientRateLimitInfo, type RateLimitInfo, type Store } from 'express-rate-limit';
+import type { Clock } from '../clock.js';
+import type { Plan } from '../config.js';
+import { isPostgres, type Db } from '../db/knex.js';
+import type { Deps } from '../deps.js';
+import type { Logger } from '../logger.js';
+import { HttpError, sendError } from './errors.js';
+import type { Authentication, KeyPlan } from './security.js';
+
+/**
+ * A budget: a bucket of `burst` tokens, refilled continuously at `ratePerMinute` (nginx's
+ * `limit_req rate burst`). Each request takes one token; an empty bucket answers 429.
+ */
+export interface RatePolicy {
+  /** The name clients see in the `RateLimit` and `RateLimit-Policy` headers. */
+  name: string;
+  ratePerMinute: number;
+  burst: number;
+}
+
+/** The seed's table. Enterprise numbers are stored on the organization. */
+export const PLAN_POLICIES: Record<Exclude<Plan, 'enterprise'>, RatePolicy> = {
+  free: { name: 'free', ratePerMinute: 100, burst: 20 },
+  pro: { name: 'pro', ratePerMinute: 1000, burst: 100 },
+};
+
+/** Requests without a valid key are limited per client address with the Free numbers. */
+export const UNAUTHENTICATED_POLICY: RatePolicy = { name: 'unauthenticated', ratePerMinute: 100, burst: 20 };
+
+/** The budget of a key's organization, or undefined for no limit (enterprise without numbers). */
+export function policyFor(plan: KeyPlan): RatePolicy | undefined {
+  if (plan.plan !== 'enterprise') return PLAN_POLICIES[plan.plan] ?? PLAN_POLICIES.free;
+  if (plan.ratePerMinute === null || plan.burst === null) return undefined;
+  return { name: 'enterprise', ratePerMinute: plan.ratePerMinute, burst: plan.burst };
+}
+
+// ---- The bucket arithmetic ----------------------------------------------------------------------
+
+/**
+ * One token is 60,000 units, so a rate of N tokens per minute is exactly N units per millisecond
+ * and every step below is integer arithmetic: no rounding drift, on either store.
+ */
+export const UNITS_PER_TOKEN = 60_000;
+
+export interface Bucket {
+  units: number;
+  /** Milliseconds since the epoch of the last refill. */
+  refilledAt: number;
+}
+
+/** The bucket as it stands at `now`: refilled for the time gone by, never above `burst`. */
+export function refill(bucket: Bucket | undefined, policy: RatePolicy, now: number): Bucket {
+  const capacity = policy.burst * UNITS_PER_TOKEN;
+  if (!bucket) return { units: capacity, refilledAt: now };
+  // A clock that went backwards (another host's, a bit behind) refills nothing.
+  const elapsed = Math.max(0, now - bucket.refilledAt);
+  return { units: Math.min(capacity, bucket.units + elapsed * policy.ratePerMinute), refilledAt: Math.max(bucket.refilledAt, now) };
+}
+
+export interface Decision {
+  allowed: boolean;
+  /** The bucket after the request: one token fewer when allowed. */
+  bucket: Bucket;
+}
+
+/** Takes one token if there is one. */
+export function take(bucket: Bucket | undefined, policy: RatePolicy, now: number): Decision {
+  const current = refill(bucket, policy, now);
+  if (current.units < UNITS_PER_TOKEN) return { allowed: false, bucket: current };
+  return { allowed: true, bucket: { units: current.units - UNITS_PER_TOKEN, refilledAt: current.refilledAt } };
+}
+
+/** Whole tokens left. */
+export function remainingTokens(bucket: Bucket): number {
+  return Math.floor(bucket.units / UNITS_PER_TOKEN);
+}
+
+/** Milliseconds until the bucket holds `tokens` tokens (0 when it already does). */
+export function msUntil(bucket: Bucket, tokens: number, policy: RatePolicy): number {
+  return Math.max(0, Math.ceil((tokens * UNITS_PER_TOKEN - bucket.units) / policy.ratePerMinute));
+}
+
+/** The policy's window for `RateLimit-Policy`: the seconds an empty bucket takes to fill (`w`). */
+export function windowMs(policy: RatePolicy): number {
+  return (policy.burst * 60_000) / policy.ratePerMinute;
+}
+
+// ---- Where buckets live ---------------------------------------------------------------------------
+
+/** Bucket storage shared by every policy's store, so a key keeps its bucket when its plan changes. */
+export interface Buckets {
+  take(key: string, policy: RatePolicy, now: number): Promise<Decision>;
+  /** Gives a token back (express-rate-limit's `decrement`). */
+  giveBack(key: string, policy: RatePolicy, now: number): Promise<void>;
+  peek(key: string, policy: RatePolicy, now: number): Promise<Bucket | undefined>;
+  reset(key: string): Promise<void>;
+}
+
+/** A full bucket is the same as none, so buckets are swept away once full; this often at most. */
+const SWEEP_EVERY_MS = 60_000;
+
+/** One process (SQLite): buckets in a Map, no query at all. */
+export class MemoryBuckets implements Buckets {
+  private readonly buckets = new Map<string, Bucket & { fullAt: number }>();
+  private lastSweep = 0;
+
+  async take(key: string, policy: RatePolicy, now: number): Promise<Decision> {
+    this.sweep(now);
+    const decision = take(this.buckets.get(key), policy, now);
+    this.buckets.set(key, { ...decision.bucket, fullAt: now + msUntil(decision.bucket, policy.burst, policy) });
+    return decision;
+  }
+
+  async giveBack(key: string, policy: RatePolicy, now: number): Promise<void> {
+    const bucket = this.buckets.get(key);
+    if (!bucket) return;
+    const current = refill(bucket, policy, now);
+    const units = Math.min(policy.burst * UNITS_PER_TOKEN, current.units + UNITS_PER_TOKEN);
+    this.buckets.set(key, { units, refilledAt: current.refilledAt, fullAt: now + msUntil({ ...current, units }, policy.burst, policy) });
+  }
+
+  async peek(key: string, policy: RatePolicy, now: number): Promise<Bucket | undefined> {
+    const bucket = this.buckets.get(key);
+    return bucket && refill(bucket, policy, now);
+  }
+
+  async reset(key: string): Promise<void> {
+    this.buckets.delete(key);
+  }
+
+  /** How many buckets are held (tests). */
+  get size(): number {
+    return this.buckets.size;
+  }
+
+  private sweep(now: number): void {
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
+    for (const [key, bucket] of this.buckets) if (bucket.fullAt <= now) this.buckets.delete(key);
+  }
+}
+
+/**
+ * Several API processes on one PostgreSQL: buckets in `rate_limit_buckets`, each request one
+ * statement. The upsert takes a token under the row's lock, from the latest committed version of
+ * the row, so two processes never both spend the last token. An empty bucket is not written to;
+ * its state is read back (same statement) to say when the next token comes.
+ */
+export class PostgresBuckets implements Buckets {
+  private lastSweep = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly logger?: Logger,
+  ) {}
+
+  async take(key: string, policy: RatePolicy, now: number): Promise<Decision> {
+    this.sweep(now);
+    const capacity = policy.burst * UNITS_PER_TOKEN;
+    // EXCLUDED carries this request's policy and time into the update. The refilled level
+    // appears twice (the new value and the condition); it is the same expression.
+    const refilled = `LEAST(CAST(EXCLUDED.burst AS bigint) * ${UNITS_PER_TOKEN},
+      b.token_units + GREATEST(0, EXCLUDED.refilled_at - b.refilled_at) * EXCLUDED.rate_per_minute)`;
+    const { rows } = await this.db.raw(
+      `WITH taken AS (
+         INSERT INTO rate_limit_buckets AS b (key, token_units, refilled_at, rate_per_minute, burst)
+         VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET
+           token_units = ${refilled} - ${UNITS_PER_TOKEN},
+           refilled_at = GREATEST(b.refilled_at, EXCLUDED.refilled_at),
+           rate_per_minute = EXCLUDED.rate_per_minute,
+           burst = EXCLUDED.burst
+         WHERE ${refilled} >= ${UNITS_PER_TOKEN}
+         RETURNING token_units, refilled_at
+       )
+       SELECT true AS allowed, token_units, refilled_at FROM taken
+       UNION ALL
+       SELECT false AS allowed, token_units, refilled_at FROM rate_limit_buckets
+        WHERE key = ? AND NOT EXISTS (SELECT 1 FROM taken)`,
+      [key, capacity - UNITS_PER_TOKEN, now, policy.ratePerMinute, policy.burst, key],
+    );
+    const row = rows[0] as { allowed: boolean; token_units: number; refilled_at: number } | undefined;
+    if (row?.allowed) return { allowed: true, bucket: { units: Number(row.token_units), refilledAt: Number(row.refilled_at) } };
+    // Refused. The row read back is the statement's snapshot; in the rare race where another
+    // process created the row after that snapshot it is not visible: call the bucket empty.
+    const stored = row ? { units: Number(row.token_units), refilledAt: Number(row.refilled_at) } : { units: 0, refilledAt: now };
+    return { allowed: false, bucket: refill(stored, policy, now) };
+  }
+
+  async giveBack(key: string, policy: RatePolicy, now: number): Promise<void> {
+    const bucket = await this.peek(key, policy, now);
+    if (!bucket) return;
+    await this.db('rate_limit_buckets')
+      .where({ key })
+      .update({
+        token_units: this.db.raw(`LEAST(CAST(burst AS bigint) * ${UNITS_PER_TOKEN}, token_units + ${UNITS_PER_TOKEN})`),
+      });
+  }
+
+  async peek(key: string, policy: RatePolicy, now: number): Promise<Bucket | undefined> {
+    const row = await this.db('rate_limit_buckets').where({ key }).first('token_units', 'refilled_at');
+    return row && refill({ units: Number(row.token_units), refilledAt: Number(row.refilled_at) }, policy, now);
+  }
+
+  async reset(key: string): Promise<void> {
+    await this.db('rate_limit_buckets').where({ key }).delete();
+  }
+
+  /** Drops full buckets (the same as none) now and then, so per-address rows do not pile up. */
+  private sweep(now: number): void {
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
+    this.db
+      .raw(
+        `DELETE FROM rate_limit_buckets
+          WHERE token_units + GREATEST(0, ? - refilled_at) * rate_per_minute >= CAST(burst AS bigint) * ${UNITS_PER_TOKEN}`,
+        [now],
+      )
+      .then(
+        () => undefined,
+        (err: unknown) => this.logger?.warn({ err }, 'could not sweep full rate-limit buckets'),
+      );
+  }
+}
+
+// ---- express-rate-limit -----------------------------------------------------------------------
+
+/**
+ * express-rate-limit's Store for one policy: `increment` takes a token. It answers in the terms
+ * express-rate-limit counts in: `totalHits` is the tokens used (burst − tokens left), one more than
+ * the limit when the bucket was empty; `resetTime` is when the bucket is full again.
+ *
+ * express-rate-limit writes the headers against `Date.now()`, whereas the bucket runs on the
+ * injected clock (tests move it); so `resetTime` is the bucket's delay put on the wall clock.
+ */
+export class TokenBucketStore implements Store {
+  /** The buckets are shared with other policies' stores (and, on PostgreSQL, other processes). */
+  readonly localKeys = false;
+
+  constructor(
+    private readonly buckets: Buckets,
+    private readonly policy: RatePolicy,
+    private readonly clock: Clock,
+  ) {}
+
+  async increment(key: string): Promise<ClientRateLimitInfo> {
+    const now = this.clock.now().getTime();
+    const { allowed, bucket } = await this.buckets.take(key, this.policy, now);
+    return {
+      totalHits: allowed ? this.policy.burst - remainingTokens(bucket) : this.policy.burst + 1,
+      resetTime: new Date(Date.now() + msUntil(bucket, this.policy.burst, this.policy)),
+    };
+  }
+
+  async get(key: string): Promise<ClientRateLimitInfo | undefined> {
+    const bucket = await this.buckets.peek(key, this.policy, this.clock.now().getTime());
+    if (!bucket) return undefined;
+    return {
+      totalHits: this.policy.burst - remainingTokens(bucket),
+      resetTime: new Date(Date.now() + msUntil(bucket, this.policy.burst, this.policy)),
+    };
+  }
+
+  async decrement(key: string): Promise<void> {
+    await this.buckets.giveBack(key, this.policy, this.clock.now().getTime());
+  }
+
+  async resetKey(key: string): Promise<void> {
+    await this.buckets.reset(key);
+  }
+}
+
+/**
+ * `Retry-After`: whole seconds until one token is back. The store gives the time until the bucket
+ * is full; one token comes (burst − 1) tokens' worth of refill before that.
+ */
+export function retryAfterSeconds(resetTime: Date | undefined, policy: RatePolicy): number {
+  const untilFull = resetTime ? resetTime.getTime() - Date.now() : windowMs(policy);
+  const untilOneToken = untilFull - ((policy.burst - 1) * 60_000) / policy.ratePerMinute;
+  return Math.max(1, Math.ceil(untilOneToken / 1000));
+}
+
+const RATE_LIMIT_KEY = 'rateLimitKey';
+
+function limiterFor(policy: RatePolicy, buckets: Buckets, deps: Deps): RequestHandler {
+  return rateLimit({
+    store: new TokenBucketStore(buckets, policy, deps.clock),
+    limit: policy.burst,
+    windowMs: windowMs(policy),
+    identifier: policy.name,
+    standardHeaders: 'draft-8',
+    legacyHeaders: false,
+    keyGenerator: (_req: Request, res: Response) => res.locals[RATE_LIMIT_KEY] as string,
+    retryAfter: (req: Request) => retryAfterSeconds((req as Request & { rateLimit?: RateLimitInfo }).rateLimit?.resetTime, policy),
+    handler: (req: Request, res: Response) => {
+      const seconds = Number(res.getHeader('Retry-After'));
+      sendError(req, res, new HttpError(429, `Rate limit exceeded; retry in ${seconds} second${seconds === 1 ? '' : 's'}`));
+    },
+    // Enterprise limiters are made on first use, inside a request: that is intended here.
+    validate: { creationStack: false },
+    logger: deps.logger,
+  });
+}
+
+/**
+ * The rate limits, mounted after `authentication()`: a key's requests spend its environment's
+ * bucket, under its organization's plan; requests without a valid key spend their address's
+ * bucket (they still get their 401 while it lasts). Every limited response carries `RateLimit`
+ * and `RateLimit-Policy`; an organization without a limit gets neither.
+ *
+ * Buckets live in memory on SQLite (one process) and in the database on PostgreSQL (shared by
+ * every API process): no query per request on SQLite, one on PostgreSQL.
+ */
+export function rateLimits(deps: Deps): RequestHandler {
+  const buckets: Buckets = isPostgres(deps.db) ? new PostgresBuckets(deps.db, deps.logger) : new MemoryBuckets();
+  const limiters = new Map<string, RequestHandler>();
+
+  return (req, res, next) => {
+    const authentication = res.locals.authentication as Authentication | undefined;
+    let policy: RatePolicy | undefined;
+    if (authentication?.ok) {
+      policy = policyFor(authentication.plan);
+      res.locals[RATE_LIMIT_KEY] = `env:${authentication.auth.environmentId}`;
+    } else {
+      policy = UNAUTHENTICATED_POLICY;
+      // IPv6 clients by their /56, as express-rate-limit's own key generator does.
+      res.locals[RATE_LIMIT_KEY] = `ip:${ipKeyGenerator(req.ip ?? req.socket.remoteAddress ?? 'unknown')}`;
+    }
+    if (!policy) return next();
+    const id = `${policy.name}/${policy.ratePerMinute}/${policy.burst}`;
+    let limiter = limiters.get(id);
+    if (!limiter) {
+      limiter = limiterFor(policy, buckets, deps);
+      limiters.set(id, limiter);
+    }
+    limiter(req, res, next);
+  };
+}
