@@ -1111,7 +1111,7 @@ export interface components {
          *       }
          *     }
          */
-        PayloadSchema: Record<string, never> | null;
+        PayloadSchema: Record<string, unknown> | null;
         /** @description A new workflow. */
         WorkflowCreate: {
             /**
@@ -1124,7 +1124,7 @@ export interface components {
              * @default true
              * @example true
              */
-            active: boolean;
+            active?: boolean;
             name: components["schemas"]["WorkflowName"];
             description?: components["schemas"]["WorkflowDescription"];
             tags?: components["schemas"]["WorkflowTags"];
@@ -1342,7 +1342,7 @@ export interface components {
                  *       "postId": "42"
                  *     }
                  */
-                data?: Record<string, never>;
+                data?: Record<string, unknown>;
             };
         };
         /**
@@ -1526,7 +1526,7 @@ export interface components {
              *     }
              */
             overrides?: {
-                [key: string]: Record<string, never>;
+                [key: string]: Record<string, unknown>;
             };
             /**
              * @description Your id for this trigger, unique in your environment; generated when left out.
@@ -1680,7 +1680,7 @@ export interface components {
              *       "postTitle": "Release notes"
              *     }
              */
-            payload: Record<string, never>;
+            payload: Record<string, unknown>;
             _organizationId: components["schemas"]["Id"];
             _environmentId: components["schemas"]["Id"];
             createdAt: components["schemas"]["Timestamp"];
@@ -1879,7 +1879,7 @@ export interface components {
              * @default true
              * @example true
              */
-            active: boolean;
+            active?: boolean;
             /**
              * @description Make it the channel's primary integration.
              * @example true
@@ -1962,6 +1962,7 @@ export interface components {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                 [name: string]: unknown;
             };
             content: {
@@ -1984,6 +1985,7 @@ export interface components {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                 [name: string]: unknown;
             };
             content: {
@@ -2001,11 +2003,16 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The resource already exists, or a request with the same Idempotency-Key is still running. */
+        /**
+         * @description The resource already exists, or a request with the same Idempotency-Key is still running
+         *     (then with `Retry-After`).
+         */
         Conflict: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                 [name: string]: unknown;
             };
             content: {
@@ -2023,11 +2030,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request is well formed but breaks a rule; `details` names each problem. */
+        /**
+         * @description The request is well formed but breaks a rule, or reuses an Idempotency-Key for a different
+         *     request; `details` names each problem.
+         */
         Unprocessable: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                 [name: string]: unknown;
             };
             content: {
@@ -2090,13 +2101,22 @@ export interface components {
         /** @description Seconds to wait before the next request can succeed. */
         RetryAfter: number;
         /**
-         * @description The remaining budget of your environment (IETF RateLimit header): `r` requests remain, and
-         *     the bucket is full again in `t` seconds. Sent on every response to an authenticated request.
+         * @description `true` when this answer is the replay of the first answer to a request with the same
+         *     `Idempotency-Key`: the request was not run again. Absent otherwise.
+         */
+        IdempotencyReplay: "true";
+        /**
+         * @description The remaining budget (IETF RateLimit header): `r` whole requests remain, and the bucket is
+         *     full again in `t` seconds. The quoted name is the policy: `free`, `pro` or `enterprise` for
+         *     your environment's budget, `unauthenticated` for requests without a valid key (limited per
+         *     client address with the Free numbers). Absent when your organization has no limit.
          */
         RateLimit: string;
         /**
-         * @description The plan's budget (IETF RateLimit-Policy header): `q` requests in a bucket that refills in
-         *     `w` seconds.
+         * @description The budget (IETF RateLimit-Policy header): a bucket of `q` requests that an empty bucket
+         *     takes `w` seconds to refill, so `q` requests at once and then `q` every `w` seconds (Free:
+         *     `q=20; w=12`, 100 a minute). `pk` tells buckets apart (your environment, or your address)
+         *     without revealing them. Absent when your organization has no limit.
          */
         RateLimitPolicy: string;
     };
@@ -2128,6 +2148,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2168,6 +2189,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2177,7 +2199,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -2205,6 +2229,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2215,6 +2240,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -2277,6 +2304,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2354,6 +2382,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2364,6 +2393,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
@@ -2393,6 +2423,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2403,6 +2434,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -2468,6 +2501,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2478,7 +2512,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -2541,6 +2577,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2551,6 +2588,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
@@ -2628,6 +2666,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2638,7 +2677,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -2705,6 +2746,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2779,6 +2821,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2789,6 +2832,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
@@ -2818,6 +2862,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2828,6 +2873,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -2859,6 +2906,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2869,7 +2917,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -2934,6 +2984,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2945,6 +2996,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -3003,6 +3055,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3011,6 +3064,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -3080,6 +3135,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3090,7 +3146,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -3122,6 +3180,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3132,7 +3191,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -3305,6 +3366,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3348,6 +3410,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3388,6 +3451,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3398,6 +3462,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -3429,6 +3495,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3439,7 +3506,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };

@@ -48,7 +48,11 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
 
   // Only methods that carry a body in the contract get one parsed; a body on GET or DELETE is ignored.
   const json = express.json({ limit: BODY_LIMIT });
-  const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());
+  // A request that matches no operation is not read at all: its answer is the router's 404 or 405.
+  const jsonBody: RequestHandler = (req, res, next) =>
+    METHODS_WITH_BODY.has(req.method) && api.router.matchOperation({ method: req.method, path: req.path, headers: {} })
+      ? json(req, res, next)
+      : next();
   // The rate limit comes before the body is read, so a refused request costs no parsing and every
   // answer, a body parser's 400 and 413 included, carries the RateLimit headers.
   app.use('/v1', authentication(deps.db), rateLimits(deps), jsonBody, apiMiddleware(api));

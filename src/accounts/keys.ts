@@ -17,8 +17,12 @@ export function keyPrefix(key: string): string {
   return key.slice(0, 10);
 }
 
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
 /** Compares two hex digests without leaking where they differ through timing. */
 export function sameDigest(a: string, b: string): boolean {
+  // Buffer.from(…, 'hex') silently drops what is not hex: refuse anything but two whole digests.
+  if (!SHA256_HEX.test(a) || !SHA256_HEX.test(b)) return false;
   const left = Buffer.from(a, 'hex');
   const right = Buffer.from(b, 'hex');
   return left.length === right.length && timingSafeEqual(left, right);

@@ -3,6 +3,7 @@
 import type { ErrorDetail } from '../http/errors.js';
 import { createAjv } from '../http/api.js';
 import type { Step } from '../db/repos/workflows.js';
+import safeRegex from 'safe-regex2';
 import { templateProblem } from './templates.js';
 
 /** Templates are every string field of a step's `template`, except the plain sender name. */
@@ -63,12 +64,35 @@ export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorD
   return { steps: normalized, problems };
 }
 
-/** Why a payloadSchema cannot be used as a JSON Schema; undefined when it compiles. */
-export function payloadSchemaProblem(schema: object): ErrorDetail | undefined {
+/**
+ * Patterns in a payloadSchema whose matching can take exponential time (nested repetition such as
+ * `(a+)+`): triggers run them on callers' payloads, and one such pattern would stall the server for
+ * every tenant. Found with safe-regex2's star-height test, so overlapping alternations like `(a|a)*`
+ * still pass.
+ */
+function unsafePatterns(node: unknown, at: string, found: ErrorDetail[]): ErrorDetail[] {
+  if (!node || typeof node !== 'object') return found;
+  for (const [key, value] of Object.entries(node)) {
+    if (key === 'pattern' && typeof value === 'string' && !safeRegex(value)) {
+      found.push({ field: `${at}/pattern`, message: 'can take exponential time to match (a repetition inside a repetition); simplify it' });
+    } else if (key === 'patternProperties' && value && typeof value === 'object') {
+      for (const pattern of Object.keys(value)) {
+        if (!safeRegex(pattern)) found.push({ field: `${at}/patternProperties`, message: `${pattern} can take exponential time to match; simplify it` });
+      }
+    }
+    if (value && typeof value === 'object') unsafePatterns(value, `${at}/${key}`, found);
+  }
+  return found;
+}
+
+/** Why a payloadSchema cannot be used: not a valid JSON Schema, or a pattern too slow to run. */
+export function payloadSchemaProblems(schema: object): ErrorDetail[] {
+  const unsafe = unsafePatterns(schema, 'body/payloadSchema', []);
+  if (unsafe.length > 0) return unsafe;
   try {
     createAjv().compile(schema);
-    return undefined;
+    return [];
   } catch (err) {
-    return { field: 'body/payloadSchema', message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : String(err)}` };
+    return [{ field: 'body/payloadSchema', message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : String(err)}` }];
   }
 }

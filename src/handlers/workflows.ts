@@ -4,7 +4,7 @@ import { conflict, notFound, unprocessable, type ErrorDetail } from '../http/err
 import { isUniqueViolation } from '../db/errors.js';
 import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/workflows.js';
-import { normalizeSteps, payloadSchemaProblem, slugify } from '../engine/workflow-rules.js';
+import { normalizeSteps, payloadSchemaProblems, slugify } from '../engine/workflow-rules.js';
 
 const missing = (workflowId: string) => notFound(`Workflow ${workflowId} not found`);
 
@@ -17,10 +17,7 @@ function rejectIfAny(problems: ErrorDetail[]): void {
 /** Checks steps and payloadSchema together, so one answer lists every problem. */
 function checkedContent(body: { steps?: repo.Step[]; payloadSchema?: object | null }) {
   const { steps, problems } = normalizeSteps(body.steps ?? []);
-  if (body.payloadSchema) {
-    const problem = payloadSchemaProblem(body.payloadSchema);
-    if (problem) problems.push(problem);
-  }
+  if (body.payloadSchema) problems.push(...payloadSchemaProblems(body.payloadSchema));
   rejectIfAny(problems);
   return steps;
 }
@@ -76,7 +73,7 @@ export const updateWorkflow: OperationHandler<'updateWorkflow'> = async ({ param
   const current = await repo.findWorkflow(deps.db, auth.environmentId, params.workflowId);
   if (!current) throw missing(params.workflowId);
   const steps = body.steps === undefined ? undefined : checkedContent(body);
-  if (body.steps === undefined && body.payloadSchema) rejectIfAny([payloadSchemaProblem(body.payloadSchema)].filter((p) => p !== undefined));
+  if (body.steps === undefined && body.payloadSchema) rejectIfAny(payloadSchemaProblems(body.payloadSchema));
   const values: Partial<repo.WorkflowValues> = {
     name: body.name,
     tags: body.tags,

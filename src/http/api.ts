@@ -9,6 +9,7 @@ import type { Deps } from '../deps.js';
 import { badRequest, HttpError, notFound, sendError, unauthorized, type ErrorDetail } from './errors.js';
 import type { Authentication } from './security.js';
 import type { HandlerContext, OperationHandlers, OperationId } from './types.js';
+import { idempotencyKeyOf, idempotent } from './idempotency.js';
 
 const addFormats = ajvFormats.default;
 
@@ -93,16 +94,40 @@ export function validationDetails(errors: ErrorObject[]): ErrorDetail[] {
     .slice(0, 20);
 }
 
-function decodePathParams(params: Record<string, string>): Record<string, string> {
-  const decoded: Record<string, string> = {};
-  for (const [name, value] of Object.entries(params)) {
-    try {
-      decoded[name] = decodeURIComponent(value);
-    } catch {
-      throw badRequest(`path/${name} is not a valid URL-encoded value`, [{ field: `path/${name}`, message: 'is not valid URL encoding' }]);
+/**
+ * A path whose percent-encoding is broken (`%`, `%zz`, `%C3%28`): the router's own decoding of the
+ * path parameters throws a URIError, which is the caller's mistake, not ours.
+ */
+const malformedPath = () =>
+  badRequest('The path is not valid URL encoding: a % must start an escaped UTF-8 byte such as %2F', [{ field: 'path', message: 'is not valid URL encoding' }]);
+
+/** How deep a request may nest: far beyond any real payload, far within what the code that stores it can recurse through. */
+export const MAX_NESTING = 64;
+
+// NUL, which PostgreSQL's text cannot hold, and a UTF-16 surrogate without its other half, which
+// is not Unicode and comes back from the database as something else than was sent.
+const NOT_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * What the schema cannot say about a valid request but storing it needs: every string (and object
+ * key) is Unicode text without NUL, and nothing nests deeper than MAX_NESTING (JSON.stringify
+ * would overflow the stack). Iterative, so a hostile depth cannot overflow it either.
+ */
+export function unstorableInput(input: Record<string, unknown>): ErrorDetail | undefined {
+  const pending: Array<{ value: unknown; field: string; depth: number }> = Object.entries(input).map(([field, value]) => ({ value, field, depth: 0 }));
+  while (pending.length > 0) {
+    const { value, field, depth } = pending.pop()!;
+    if (typeof value === 'string') {
+      if (NOT_TEXT.test(value)) return { field, message: 'must not contain NUL or an unpaired UTF-16 surrogate' };
+    } else if (value !== null && typeof value === 'object') {
+      if (depth >= MAX_NESTING) return { field, message: `nests deeper than ${MAX_NESTING} levels` };
+      for (const [key, item] of Object.entries(value)) {
+        if (NOT_TEXT.test(key)) return { field, message: 'has a key that contains NUL or an unpaired UTF-16 surrogate' };
+        pending.push({ value: item, field: `${field}/${key}`, depth: depth + 1 });
+      }
     }
   }
-  return decoded;
+  return undefined;
 }
 
 /**
@@ -141,16 +166,21 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
 
   for (const operationId of Object.keys(handlers) as OperationId[]) {
     const handler = handlers[operationId] as (ctx: HandlerContext<OperationId>) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>;
-    api.register(operationId, async (c: Context, _req: Request, res: Response) => {
+    api.register(operationId, async (c: Context, req: Request, res: Response) => {
       const result = authOf(res);
       if (!result.ok) throw unauthorized(result.reason);
-      const reply = await handler({
-        params: decodePathParams(c.request.params as Record<string, string>) as never,
-        query: (c.request.query ?? {}) as never,
-        body: c.request.requestBody as never,
-        auth: result.auth,
-        deps,
-      });
+      // The router has already decoded each parameter once; decoding again would turn the id
+      // "a%2Fb" (sent as a%252Fb) into "a/b", another resource, and make any id with a % unreachable.
+      const params = c.request.params as never;
+      const unstorable = unstorableInput({ path: c.request.params, query: c.request.query, body: c.request.requestBody });
+      if (unstorable) throw badRequest(`${unstorable.field} ${unstorable.message}`, [unstorable]);
+      const run = (runDeps: Deps) =>
+        handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth: result.auth, deps: runDeps });
+      // With an Idempotency-Key the handler runs in a transaction that also records its answer (or replays one).
+      const key = idempotencyKeyOf(c);
+      const reply = key
+        ? await idempotent(deps, { environmentId: result.auth.environmentId, key, method: req.method, path: req.originalUrl.split('?')[0], body: c.request.requestBody }, run)
+        : await run(deps);
       if (reply.headers) res.set(reply.headers);
       if (reply.body === undefined) res.status(reply.status).end();
       else res.status(reply.status).json(reply.body);
@@ -184,6 +214,9 @@ export function apiMiddleware(api: OpenAPIBackend) {
         req,
         res,
       )
-      .catch((err: unknown) => (err instanceof HttpError ? sendError(req, res, err) : next(err)));
+      .catch((err: unknown) => {
+        const error = err instanceof URIError ? malformedPath() : err;
+        return error instanceof HttpError ? sendError(req, res, error) : next(error);
+      });
   };
 }

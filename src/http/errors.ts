@@ -47,8 +47,12 @@ export function sendError(req: Request, res: Response, error: HttpError): void {
   res.status(error.status).json(errorBody(error.status, error.message, req.originalUrl.split('?')[0], error.details));
 }
 
-/** Errors from express.json (body-parser) carry a `type` that says what went wrong. */
-function fromBodyParser(err: { type?: string; status?: number }): HttpError | undefined {
+/**
+ * Errors from express.json (body-parser) carry a `type` that says what went wrong, except the
+ * errors of the stream it reads through: a body whose Content-Encoding (gzip, deflate, br) does not
+ * match its bytes fails in zlib, and arrives as a bare http-errors 400 with zlib's `code`.
+ */
+function fromBodyParser(err: { type?: string; status?: number; code?: unknown }): HttpError | undefined {
   switch (err.type) {
     case 'entity.too.large':
       return new HttpError(413, 'The request body is larger than 1 MiB');
@@ -62,8 +66,41 @@ function fromBodyParser(err: { type?: string; status?: number }): HttpError | un
     case 'stream.encoding.set':
       return badRequest('The request body could not be read');
     default:
+      if (err.type === undefined && err.status === 400) {
+        const inflating = typeof err.code === 'string' && /^(Z_|ERR_BROTLI|ERR_ZLIB)/.test(err.code);
+        return badRequest(inflating ? 'The request body could not be decompressed: it does not match its Content-Encoding' : 'The request body could not be read');
+      }
       return undefined;
   }
+}
+
+/** An error body-parser raised about the request itself (http-errors marks those `expose`). */
+function isBodyParserError(err: unknown): err is { type?: string; status?: number; code?: unknown } {
+  if (!err || typeof err !== 'object') return false;
+  return 'type' in err || ((err as { expose?: unknown }).expose === true && (err as { status?: unknown }).status === 400);
+}
+
+/**
+ * An unexpected error as the log gets it. Knex writes the failed statement into a database error's
+ * message with its values filled in, and PostgreSQL's `detail` can quote a whole row: either can
+ * hold what the request carried, credentials included. A database error is therefore logged by its
+ * code, the database's own words (what follows knex's " - ") and its stack frames, never with the
+ * statement's values.
+ */
+export function loggableError(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  const { code, severity, table, column, constraint, routine } = err as Error & Record<string, unknown>;
+  const fromDatabase = typeof code === 'string' && (code.startsWith('SQLITE_') || typeof severity === 'string');
+  if (!fromDatabase) return err;
+  const message = err.message.includes(' - ') ? err.message.slice(err.message.lastIndexOf(' - ') + 3) : err.message;
+  // The stack begins with the name and the message (values and all); keep only the frames.
+  const header = `${err.name}: ${err.message}`;
+  const stack = err.stack ?? '';
+  const frames = stack.startsWith(header) ? stack.slice(header.length) : stack.split('\n').filter((line) => /^\s+at /.test(line)).map((line) => `\n${line}`).join('');
+  const safe = Object.assign(new Error(message), { code, table, column, constraint, routine });
+  safe.name = err.constructor.name;
+  safe.stack = `${safe.name}: ${message}${frames}`;
+  return safe;
 }
 
 /**
@@ -76,12 +113,12 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (res.headersSent) return next(err);
     let error: HttpError | undefined;
     if (err instanceof HttpError) error = err;
-    else if (err && typeof err === 'object' && 'type' in err) error = fromBodyParser(err);
+    else if (isBodyParserError(err)) error = fromBodyParser(err);
     else if (isUniqueViolation(err)) error = conflict('The resource already exists');
     else if (isForeignKeyViolation(err)) error = conflict('A resource this request refers to was deleted meanwhile; retry it');
     if (!error) {
       const requestId = res.getHeader('X-Request-Id');
-      logger.error({ err, requestId, method: req.method, path: req.originalUrl }, 'request failed');
+      logger.error({ err: loggableError(err), requestId, method: req.method, path: req.originalUrl }, 'request failed');
       error = new HttpError(500, `Something went wrong on our side; request id ${requestId}`);
     }
     sendError(req, res, error);

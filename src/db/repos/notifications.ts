@@ -104,6 +104,21 @@ export interface NotificationFilters {
   createdBefore?: string;
 }
 
+/**
+ * A `date-time` from the contract, written as stored times are. The contract's format (RFC 3339)
+ * admits two forms JavaScript's Date does not read: a leap second (`23:59:60`, here the instant
+ * after 23:59:59) and an offset of hours alone (`+01`). Times beyond the four-digit years stored
+ * times have are held at the ends of that range, so they still compare as text.
+ */
+function storedInstant(value: string): string {
+  const text = value.replace(/([+-]\d\d)$/, '$1:00');
+  const leap = /(\d\d:\d\d):60/;
+  const ms = leap.test(text) ? Date.parse(text.replace(leap, '$1:59')) + 1000 : Date.parse(text);
+  const first = Date.parse('0000-01-01T00:00:00.000Z');
+  const last = Date.parse('9999-12-31T23:59:59.999Z');
+  return new Date(Number.isNaN(ms) ? first : Math.min(last, Math.max(first, ms))).toISOString();
+}
+
 export async function listNotifications(db: Db, environmentId: string, page: PageRequest, filters: NotificationFilters): Promise<Page<Notification>> {
   const query = scoped(db, environmentId);
   if (filters.workflowId) query.where('n.workflow_key', filters.workflowId);
@@ -112,8 +127,8 @@ export async function listNotifications(db: Db, environmentId: string, page: Pag
   if (filters.status) query.where('n.status', filters.status);
   // Times are stored as ISO strings in UTC with milliseconds, so they compare as text once the
   // filter is written the same way.
-  if (filters.createdAfter) query.where('n.created_at', '>=', new Date(filters.createdAfter).toISOString());
-  if (filters.createdBefore) query.where('n.created_at', '<', new Date(filters.createdBefore).toISOString());
+  if (filters.createdAfter) query.where('n.created_at', '>=', storedInstant(filters.createdAfter));
+  if (filters.createdBefore) query.where('n.created_at', '<', storedInstant(filters.createdBefore));
   if (filters.channel) query.where('n.channels', 'like', `%"${filters.channel}"%`);
   return paginate<Record<string, unknown>, Notification>(
     query,
