@@ -18,6 +18,7 @@ import {
 } from '../src/db/repos/accounts.js';
 import { hashPassword, MIN_PASSWORD_LENGTH } from '../src/accounts/passwords.js';
 import { saveOwner } from '../src/db/repos/owners.js';
+import { runCli } from './cli.js';
 
 const USAGE = `usage: npm run keys -- create [--name NAME] [--plan free|pro|enterprise]
        npm run keys -- list
@@ -111,10 +112,4 @@ async function run(argv: string[]): Promise<number> {
   }
 }
 
-run(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runCli(run);

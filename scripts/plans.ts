@@ -7,6 +7,7 @@ import { loadConfig, PLANS, type Plan } from '../src/config.js';
 import { createDb, migrate } from '../src/db/knex.js';
 import { listOrganizations, setOrganizationPlan } from '../src/db/repos/plans.js';
 import { policyFor } from '../src/http/rate-limit.js';
+import { runCli } from './cli.js';
 
 const USAGE = `usage: npm run plans -- list
        npm run plans -- set <organization id> --plan free|pro|enterprise [--rate N --burst N]
@@ -80,10 +81,4 @@ async function run(argv: string[]): Promise<number> {
   }
 }
 
-run(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runCli(run);
