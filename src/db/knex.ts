@@ -14,6 +14,31 @@ export interface DbOptions {
   schema?: string;
 }
 
+interface PreparingConnection {
+  prepare(sql: string): unknown;
+}
+
+const STATEMENT_CACHE_SIZE = 1000;
+
+/**
+ * knex prepares every SQLite statement afresh, which costs more than running it for the small
+ * queries an API request makes. Statements are kept per connection by their SQL text; knex sets
+ * no per-statement mode on them (we never ask for safeIntegers), so reusing one is safe.
+ */
+function cachePreparedStatements(conn: PreparingConnection): void {
+  const prepare = conn.prepare.bind(conn);
+  const statements = new Map<string, unknown>();
+  conn.prepare = (sql: string) => {
+    let statement = statements.get(sql);
+    if (statement === undefined) {
+      if (statements.size >= STATEMENT_CACHE_SIZE) statements.clear();
+      statement = prepare(sql);
+      statements.set(sql, statement);
+    }
+    return statement;
+  };
+}
+
 export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url);
 }
@@ -43,6 +68,7 @@ export function createDb(url: string, options: DbOptions = {}): Db {
         conn.pragma('synchronous = NORMAL');
         conn.pragma('foreign_keys = ON');
         conn.pragma('busy_timeout = 5000');
+        cachePreparedStatements(conn as unknown as PreparingConnection);
         done(null, conn);
       },
     },
