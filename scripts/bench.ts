@@ -1,0 +1,649 @@
+// npm run bench [-- options]: Herald's performance figures on this machine, as one table.
+//
+// A fresh database (SQLite in a temporary folder; with DATABASE_URL=postgres://… a fresh schema on
+// that server, dropped afterwards), the API in its own process (`src/main.ts --role api`), the
+// load from wrk in another (autocannon when wrk cannot be had), and in the same run a bare express
+// app as the baseline for every HTTP row. Workers run as `--role worker` processes.
+//
+//   --quick            shorter runs (1 s warm-up, 3 s per row; 2,000 fan-out subscribers, 500 chat jobs)
+//   --large            100,000 fan-out subscribers
+//   --both             SQLite, then PostgreSQL (DATABASE_URL), side by side in one table
+//   --only a,b         only these rows: trigger, get, list, bulk, fanout, chat
+//   --duration S       seconds per HTTP row (default 10)      --warmup S   seconds of warm-up (default 2)
+//   --connections N    open connections (default 50)          --threads N  wrk threads (default 1)
+//   --subscribers N    fan-out topic size (default 10,000)    --deliveries N  chat jobs (default 2,000)
+//   --profile [DIR]    run the API and the workers with --cpu-prof, profiles into DIR (bench/profiles)
+//   --node-args="…"    extra Node flags for the API and worker processes, e.g. --node-args="--max-semi-space-size=4"
+//                      or the experiments: --node-args=--import=./scripts/bench/experiments/fast-router.mjs
+//   --logs DIR         write every child process's output to DIR/<database>-<process>.log
+//   --json FILE        also write the figures as JSON
+//   --keep             keep the database (prints where it is)
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { createDb, isPostgresUrl, migrate, type Db } from '../src/db/knex.js';
+import { createApiKey, createOrganization } from '../src/db/repos/accounts.js';
+import { addMembers, findTopicRow, insertTopic } from '../src/db/repos/topics.js';
+import { newId } from '../src/ids.js';
+import {
+  ROOT,
+  chooseLoadTool,
+  cpuMs,
+  freePort,
+  loadToolVersion,
+  peakRssMb,
+  resetPeakRss,
+  runLoad,
+  sleep,
+  startNode,
+  waitForHttp,
+  waitForOutput,
+  waitIdle,
+  type LoadResult,
+  type LoadSpec,
+  type LoadTool,
+  type NodeChild,
+} from './bench/lib.js';
+
+const ROW_IDS = ['trigger', 'get', 'list', 'bulk', 'fanout', 'chat'] as const;
+type RowId = (typeof ROW_IDS)[number];
+
+interface Options {
+  quick: boolean;
+  large: boolean;
+  rows: Set<RowId>;
+  duration: number;
+  warmup: number;
+  connections: number;
+  threads: number;
+  subscribers: number;
+  deliveries: number;
+  profileDir?: string;
+  nodeArgs: string[];
+  logsDir?: string;
+  json?: string;
+  keep: boolean;
+  both: boolean;
+}
+
+interface Row {
+  id: RowId;
+  label: string;
+  throughput: number;
+  unit: string;
+  /** Per-event figure for the bulk row. */
+  extra?: string;
+  p50Ms?: number;
+  p99Ms?: number;
+  /** CPU time the server (or worker) used per request (or delivery): steadier than throughput on a busy machine. */
+  cpuMsPerOp?: number;
+  rssMb?: number;
+  /** Which process the RSS is of. */
+  rssOf: 'api' | 'worker';
+  baseline?: LoadResult & { cpuMsPerOp: number };
+  ratio?: number;
+  notes: string[];
+}
+
+interface Suite {
+  database: 'sqlite' | 'postgres';
+  databaseVersion: string;
+  /** Peak RSS of the API process from its start to the first row (validators compiled). */
+  apiStartRssMb?: number;
+  /** Peak RSS of the bare express baseline (node + tsx + express): the floor. */
+  baselineRssMb?: number;
+  rows: Row[];
+}
+
+const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+
+function parseOptions(): Options {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      large: { type: 'boolean', default: false },
+      both: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      connections: { type: 'string' },
+      threads: { type: 'string' },
+      subscribers: { type: 'string' },
+      deliveries: { type: 'string' },
+      profile: { type: 'string' },
+      'node-args': { type: 'string' },
+      logs: { type: 'string' },
+      json: { type: 'string' },
+      keep: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+    // `--profile` alone means the default folder.
+    args: process.argv.slice(2).flatMap((arg, i, all) => (arg === '--profile' && (all[i + 1] === undefined || all[i + 1].startsWith('--')) ? ['--profile', ''] : [arg])),
+  });
+  if (values.help) {
+    process.stdout.write(fs.readFileSync(new URL(import.meta.url), 'utf8').split('\nimport ')[0].replace(/^\/\/ ?/gm, '') + '\n');
+    process.exit(0);
+  }
+  const number = (value: string | undefined, fallback: number) => {
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!Number.isFinite(n) || n <= 0) throw new Error(`not a positive number: ${value}`);
+    return n;
+  };
+  const rows = new Set<RowId>(values.only ? (values.only.split(',').map((r) => r.trim()) as RowId[]) : ROW_IDS);
+  for (const row of rows) if (!ROW_IDS.includes(row)) throw new Error(`--only takes ${ROW_IDS.join(', ')}; not ${row}`);
+  const quick = values.quick!;
+  return {
+    quick,
+    large: values.large!,
+    rows,
+    duration: number(values.duration, quick ? 3 : 10),
+    warmup: number(values.warmup, quick ? 1 : 2),
+    connections: number(values.connections, 50),
+    threads: number(values.threads, 1),
+    subscribers: number(values.subscribers, values.large ? 100_000 : quick ? 2_000 : 10_000),
+    deliveries: number(values.deliveries, quick ? 500 : 2_000),
+    profileDir: values.profile === undefined ? undefined : path.resolve(ROOT, values.profile || 'bench/profiles'),
+    nodeArgs: (values['node-args'] ?? '').split(/\s+/).filter(Boolean),
+    logsDir: values.logs === undefined ? undefined : path.resolve(values.logs),
+    json: values.json,
+    keep: values.keep!,
+    both: values.both!,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The database
+
+interface BenchDb {
+  kind: 'sqlite' | 'postgres';
+  db: Db;
+  /** The URL the child processes open. */
+  childUrl: string;
+  version: string;
+  close(keep: boolean): Promise<void>;
+}
+
+async function openDatabase(kind: 'sqlite' | 'postgres'): Promise<BenchDb> {
+  if (kind === 'postgres') {
+    const url = process.env.DATABASE_URL!;
+    const schema = `bench_${randomBytes(5).toString('hex')}`;
+    const admin = createDb(url);
+    await admin.raw(`CREATE SCHEMA ${schema}`);
+    const version = String((await admin.raw('SHOW server_version')).rows[0].server_version);
+    await admin.destroy();
+    const db = createDb(url, { schema });
+    await migrate(db);
+    const separator = url.includes('?') ? '&' : '?';
+    return {
+      kind,
+      db,
+      childUrl: `${url}${separator}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+      version: `PostgreSQL ${version} (schema ${schema})`,
+      async close(keep) {
+        if (keep) log(`kept the schema ${schema}`);
+        else await db.raw(`DROP SCHEMA ${schema} CASCADE`);
+        await db.destroy();
+      },
+    };
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-bench-'));
+  const file = path.join(dir, 'herald.db');
+  const db = createDb(`sqlite:${file}`);
+  await migrate(db);
+  const version = (await db.raw('select sqlite_version() as v'))[0].v as string;
+  return {
+    kind,
+    db,
+    childUrl: `sqlite:${file}`,
+    version: `SQLite ${version} (WAL, synchronous=NORMAL; file in ${dir})`,
+    async close(keep) {
+      await db.destroy();
+      if (keep) log(`kept the database ${file}`);
+      else fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const subscriberId = (i: number) => `s${String(i).padStart(6, '0')}`;
+
+/** Subscribers s000000…, in multi-row inserts (the repos insert one at a time: 100,000 would take minutes on PostgreSQL). */
+async function seedSubscribers(db: Db, environmentId: string, count: number): Promise<string[]> {
+  const keys: string[] = [];
+  const now = new Date().toISOString();
+  await db.transaction(async (trx) => {
+    for (let from = 0; from < count; from += 500) {
+      const rows = [];
+      for (let i = from; i < Math.min(count, from + 500); i++) {
+        const id = newId();
+        keys.push(id);
+        rows.push({
+          id,
+          environment_id: environmentId,
+          subscriber_id: subscriberId(i),
+          email: `${subscriberId(i)}@example.com`,
+          first_name: `First${i}`,
+          last_name: `Last${i}`,
+          locale: 'en',
+          data: JSON.stringify({ plan: 'pro', index: i }),
+          created_at: now,
+          updated_at: now,
+        });
+      }
+      await trx('subscribers').insert(rows);
+    }
+  });
+  return keys;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One suite: every row on one database
+
+async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: LoadTool): Promise<Suite> {
+  const bench = await openDatabase(kind);
+  const suite: Suite = { database: kind, databaseVersion: bench.version, rows: [] };
+  const children: NodeChild[] = [];
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-bench-run-'));
+  const logOf = (name: string) => (options.logsDir ? path.join(options.logsDir, `${kind}-${name}.log`) : undefined);
+  const profileArgs = (name: string) =>
+    // One folder per process: tsx's module loader runs in a thread of its own, which writes a profile too
+    // (CPU.<date>.<time>.<pid>.<thread>.…; the main thread's is the largest, thread id 0).
+    [...options.nodeArgs, ...(options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(options.profileDir, `${kind}-${name}-${Date.now()}`)}`] : [])];
+  try {
+    const { db } = bench;
+    // Seed: an organization, a key, the subscribers and a topic of all of them.
+    const seedStarted = Date.now();
+    const { environmentIds } = await createOrganization(db, { name: 'Bench', plan: 'enterprise', environments: ['development', 'production'] });
+    const env = environmentIds.development;
+    const { key } = await createApiKey(db, { environmentId: env, name: 'bench' });
+    const fanout = options.rows.has('fanout');
+    const subscriberCount = Math.max(150, fanout ? options.subscribers : 0);
+    const keys = await seedSubscribers(db, env, subscriberCount);
+    if (fanout) {
+      const now = new Date();
+      await insertTopic(db, env, { topicKey: 'everyone', name: 'Everyone' }, now);
+      const topic = (await findTopicRow(db, env, 'everyone'))!;
+      await addMembers(db, topic.id, keys.slice(0, options.subscribers), now);
+    }
+    // A PostgreSQL server that has been running has statistics (autovacuum analyzes a table once a
+    // tenth of it changed); a freshly loaded one has none, and plans a page of subscribers as a sort
+    // of all of them (17 ms instead of 0.2 ms for 10,000). SQLite gathers none unless asked, so it is
+    // measured as it is.
+    if (kind === 'postgres') await db.raw('ANALYZE');
+    log(`${kind}: seeded ${subscriberCount} subscribers in ${Date.now() - seedStarted} ms`);
+
+    // The API, alone: no job runner in it.
+    const apiPort = await freePort();
+    const base = `http://127.0.0.1:${apiPort}`;
+    const serverEnv = { DATABASE_URL: bench.childUrl, HOST: '127.0.0.1', PORT: String(apiPort), HERALD_API_KEY: key, LOG_LEVEL: 'warn' };
+    const api = startNode('API', 'src/main.ts', ['--role', 'api'], serverEnv, profileArgs('api'), logOf('api'));
+    children.push(api);
+    await waitForHttp(api, `${base}/health`);
+    const headers = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' };
+    const call = async (method: string, pathname: string, body?: unknown, expect = [200, 201]) => {
+      const res = await fetch(`${base}/v1${pathname}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      const text = await res.text();
+      if (!expect.includes(res.status)) throw new Error(`${method} ${pathname} answered ${res.status}: ${text}`);
+      return { status: res.status, text, json: text ? (JSON.parse(text) as Record<string, any>) : {} };
+    };
+    const content = 'Hello {{subscriber.firstName}}: {{payload.title}}';
+    await call('POST', '/workflows', { workflowId: 'bench-in-app', name: 'Bench in-app', steps: [{ type: 'in_app', template: { subject: 'Bench', content } }] });
+    await call('POST', '/workflows', { workflowId: 'bench-chat', name: 'Bench chat', steps: [{ type: 'chat', template: { content } }] });
+    await waitIdle(api.pid); // validators compile in the background after start
+    suite.apiStartRssMb = peakRssMb(api.pid);
+
+    // The requests of the HTTP rows, and Herald's answers to them, which the baseline answers too.
+    const triggerBody = JSON.stringify({ name: 'bench-in-app', to: subscriberId(0), payload: { title: 'A benchmark', n: 1 } });
+    const bulkBody = JSON.stringify({
+      events: Array.from({ length: 100 }, (_, i) => ({ name: 'bench-in-app', to: subscriberId(i % 150), payload: { title: 'A benchmark', n: i } })),
+    });
+    const specs: Record<'trigger' | 'get' | 'list' | 'bulk', LoadSpec & { status: number; basePath: string }> = {
+      trigger: { method: 'POST', url: `${base}/v1/events/trigger`, headers, body: triggerBody, status: 201, basePath: '/v1/events/trigger' },
+      get: { method: 'GET', url: `${base}/v1/subscribers/${subscriberId(42)}`, headers, status: 200, basePath: `/v1/subscribers/${subscriberId(42)}` },
+      list: { method: 'GET', url: `${base}/v1/subscribers?limit=100`, headers, status: 200, basePath: '/v1/subscribers' },
+      bulk: { method: 'POST', url: `${base}/v1/events/trigger/bulk`, headers, body: bulkBody, status: 201, basePath: '/v1/events/trigger/bulk' },
+    };
+    const answers: Record<string, unknown> = {};
+    for (const [id, spec] of Object.entries(specs)) {
+      const res = await fetch(spec.url, { method: spec.method, headers: spec.headers, body: spec.body });
+      const text = await res.text();
+      if (res.status !== spec.status) throw new Error(`${id}: ${spec.method} ${spec.url} answered ${res.status}, not ${spec.status}: ${text}`);
+      answers[id] = JSON.parse(text);
+    }
+    if ((answers.list as { data: unknown[] }).data.length !== 100) throw new Error('GET /subscribers?limit=100 did not answer 100 subscribers');
+
+    // The baseline, in its own process, on the same host.
+    const baselinePort = await freePort();
+    const routesFile = path.join(scratch, 'baseline-routes.json');
+    fs.writeFileSync(
+      routesFile,
+      JSON.stringify({
+        port: baselinePort,
+        host: '127.0.0.1',
+        routes: Object.entries(specs).map(([id, spec]) => ({ method: spec.method, path: spec.basePath, status: spec.status, body: answers[id] })),
+      }),
+    );
+    const baseline = startNode('baseline', 'scripts/bench/baseline.ts', [routesFile], {}, [], logOf('baseline'));
+    children.push(baseline);
+    await waitForHttp(baseline, `http://127.0.0.1:${baselinePort}/health`);
+    await waitIdle(baseline.pid);
+
+    const eventCount = async () => Number((await db('events').count({ n: '*' }).first())!.n);
+    const measure = async (spec: LoadSpec, pid: number, countEvents = false) => {
+      await runLoad(tool, spec, options.warmup, options.connections, options.threads); // warm-up, discarded
+      await waitIdle(pid, { timeoutMs: 120_000 }); // requests the warm-up left in flight
+      const cpuBefore = cpuMs(pid);
+      const eventsBefore = countEvents ? await eventCount() : 0;
+      const started = Date.now();
+      const result = await runLoad(tool, spec, options.duration, options.connections, options.threads);
+      // Events the server stored while the load ran (requests still in flight at the end included).
+      const events = countEvents ? (await eventCount()) - eventsBefore : 0;
+      const cpuUsed = cpuMs(pid) - cpuBefore;
+      const eventsPerSecond = countEvents ? events / ((Date.now() - started) / 1000) : undefined;
+      return { ...result, cpuMsPerOp: cpuUsed / Math.max(1, result.requests), cpuMsPerEvent: events ? cpuUsed / events : undefined, eventsPerSecond };
+    };
+    const httpRow = async (id: 'trigger' | 'get' | 'list' | 'bulk', label: string) => {
+      if (!options.rows.has(id)) return;
+      const spec = specs[id];
+      log(`${kind}: ${label}: baseline`);
+      const baseResult = await measure({ ...spec, url: spec.url.replace(base, `http://127.0.0.1:${baselinePort}`) }, baseline.pid);
+      log(`${kind}: ${label}: Herald`);
+      resetPeakRss(api.pid);
+      const result = await measure(spec, api.pid, id === 'trigger' || id === 'bulk');
+      const notes: string[] = [];
+      if (id === 'trigger') notes.push(`server stored ${fmt(result.eventsPerSecond)} events/s`);
+      if (id === 'bulk' && result.requests === 0) notes.push(`no bulk request finished within ${options.duration} s`);
+      if (result.non2xx > 0) {
+        const sample = await fetch(spec.url, { method: spec.method, headers: spec.headers, body: spec.body });
+        notes.push(`INVALID: ${result.non2xx} of ${result.requests} answers not 2xx (now: ${sample.status} ${(await sample.text()).slice(0, 120)})`);
+      }
+      if (result.socketErrors > 0) notes.push(`${result.socketErrors} socket errors`);
+      if (baseResult.non2xx + baseResult.socketErrors > 0) notes.push(`baseline: ${baseResult.non2xx} non-2xx, ${baseResult.socketErrors} socket errors`);
+      // A bulk request at 50 connections can take longer than the whole run, so the bulk row counts
+      // what the server stored (events per second, CPU per event) rather than answers that came back.
+      const bulk = id === 'bulk';
+      suite.rows.push({
+        id,
+        label,
+        throughput: bulk ? result.eventsPerSecond! : result.rps,
+        unit: bulk ? 'events/s' : 'req/s',
+        extra: bulk ? `${fmt(result.rps, 1)} req/s answered` : undefined,
+        p50Ms: result.p50Ms,
+        p99Ms: result.p99Ms,
+        cpuMsPerOp: bulk ? result.cpuMsPerEvent : result.cpuMsPerOp,
+        rssMb: peakRssMb(api.pid),
+        rssOf: 'api',
+        baseline: bulk ? { ...baseResult, cpuMsPerOp: baseResult.cpuMsPerOp / 100 } : baseResult,
+        ratio: bulk ? result.eventsPerSecond! / (baseResult.rps * 100) : result.rps / baseResult.rps,
+        notes,
+      });
+      await waitIdle(api.pid, { timeoutMs: 120_000 });
+    };
+    await httpRow('trigger', '1. POST /v1/events/trigger (1 subscriber, in-app)');
+    await httpRow('get', '2a. GET /v1/subscribers/:id');
+    await httpRow('list', '2b. GET /v1/subscribers?limit=100');
+    await httpRow('bulk', '3. POST /v1/events/trigger/bulk (100 events)');
+    suite.baselineRssMb = peakRssMb(baseline.pid);
+    await baseline.stop();
+
+    // The in-app jobs the trigger rows left are not part of what follows: take them out of the queue
+    // (they stay in the tables, which keeps the database the size a busy one has).
+    const backlog = await db('jobs').whereIn('status', ['pending', 'queued', 'delayed']).update({ status: 'canceled' });
+    if (backlog > 0) log(`${kind}: took ${backlog} jobs left by the trigger rows out of the queue`);
+    const workerEnv = { ...serverEnv, LOG_LEVEL: 'info', PORT: '0' };
+    const startWorker = async (name: string) => {
+      const worker = startNode(`worker (${name})`, 'src/main.ts', ['--role', 'worker'], workerEnv, profileArgs(`worker-${name}`), logOf(`worker-${name}`));
+      children.push(worker);
+      await waitForOutput(worker, /Herald worker is running jobs/);
+      return worker;
+    };
+    /** Polls `done()` until it reaches `total`; gives up when nothing moves for a minute. */
+    const until = async (what: string, total: number, done: () => Promise<number>, stalled?: () => Promise<string>) => {
+      let last = -1;
+      let lastChange = Date.now();
+      for (;;) {
+        const n = await done();
+        if (n >= total) return;
+        if (n !== last) {
+          last = n;
+          lastChange = Date.now();
+        } else if (Date.now() - lastChange > 60_000) {
+          throw new Error(`${what}: stuck at ${n} of ${total} for a minute${stalled ? `; ${await stalled()}` : ''}`);
+        }
+        await sleep(100);
+      }
+    };
+    const count = async (query: ReturnType<Db>) => Number((await query.count({ n: '*' }).first())!.n);
+
+    // 4. Fan-out: one trigger to a topic, until the last member's in-app message is stored.
+    if (options.rows.has('fanout')) {
+      const worker = await startWorker('fanout');
+      await waitIdle(worker.pid);
+      const members = options.subscribers;
+      log(`${kind}: fan-out to ${members.toLocaleString('en-US')} subscribers`);
+      const workerCpu = cpuMs(worker.pid);
+      const started = Date.now();
+      const answer = await call('POST', '/events/trigger', { name: 'bench-in-app', to: { type: 'Topic', topicKey: 'everyone' }, payload: { title: 'Fan-out' } });
+      const acknowledgedMs = Date.now() - started;
+      const event = await db('events').where({ environment_id: env, transaction_id: answer.json.data.transactionId }).first('id');
+      const notifications = () => db('notifications').where({ event_id: event.id });
+      await until('fan-out', members, () => count(notifications().where({ status: 'completed' })), async () =>
+        `${await count(notifications())} notifications, ${await count(db('messages').where({ transaction_id: answer.json.data.transactionId }))} messages`,
+      );
+      const workerCpuUsed = cpuMs(worker.pid) - workerCpu;
+      const finished = (await notifications().select('updated_at')).map((row: { updated_at: string }) => Date.parse(row.updated_at) - started).sort((a, b) => a - b);
+      const messages = await count(db('messages').where({ transaction_id: answer.json.data.transactionId }));
+      const elapsed = finished.at(-1)!;
+      const notes = [`${members.toLocaleString('en-US')} subscribers in ${(elapsed / 1000).toFixed(2)} s`, `trigger answered in ${acknowledgedMs} ms`];
+      if (messages !== members) notes.push(`${messages} messages stored, expected ${members}`);
+      suite.rows.push({
+        id: 'fanout',
+        label: `4. Fan-out: topic of ${members.toLocaleString('en-US')}, in-app`,
+        throughput: (members / elapsed) * 1000,
+        unit: 'deliveries/s',
+        p50Ms: finished[Math.floor(finished.length * 0.5)],
+        p99Ms: finished[Math.min(finished.length - 1, Math.floor(finished.length * 0.99))],
+        cpuMsPerOp: workerCpuUsed / members,
+        rssMb: peakRssMb(worker.pid),
+        rssOf: 'worker',
+        notes,
+      });
+      await worker.stop();
+    }
+
+    // 5. Chat through an HTTP provider: N jobs queued first, then a worker drains them.
+    if (options.rows.has('chat')) {
+      const hookPort = await freePort();
+      const hook = startNode('webhook', 'scripts/bench/webhook.ts', [String(hookPort)], {}, [], logOf('webhook'));
+      children.push(hook);
+      await waitForOutput(hook, /webhook listening/);
+      await call('POST', '/integrations', { providerId: 'slack', identifier: 'bench-slack' });
+      await call('POST', '/subscribers', { subscriberId: 'chat-0', firstName: 'Chat' });
+      await call('PUT', '/subscribers/chat-0/credentials', { providerId: 'slack', credentials: { webhookUrl: `http://127.0.0.1:${hookPort}/hook` } });
+      const total = options.deliveries;
+      for (let sent = 0; sent < total; sent += 100) {
+        const events = Array.from({ length: Math.min(100, total - sent) }, (_, i) => ({ name: 'bench-chat', to: 'chat-0', payload: { title: 'Chat', n: sent + i } }));
+        const answer = await call('POST', '/events/trigger/bulk', { events });
+        const refused = (answer.json.data as Array<{ status: string }>).filter((r) => r.status !== 'processed');
+        if (refused.length > 0) throw new Error(`chat triggers refused: ${JSON.stringify(refused[0])}`);
+      }
+      log(`${kind}: ${total} chat jobs queued; a worker drains them`);
+      const chatJobs = () => db('jobs').where({ environment_id: env, type: 'chat' });
+      const worker = await startWorker('chat');
+      const started = Date.now();
+      const workerCpu = cpuMs(worker.pid);
+      await until('chat', total, () => count(chatJobs().whereIn('status', ['completed', 'failed'])), async () =>
+        JSON.stringify(await chatJobs().groupBy('status').select('status').count({ n: '*' })),
+      );
+      const workerCpuUsed = cpuMs(worker.pid) - workerCpu;
+      const last = Date.parse((await chatJobs().max({ at: 'updated_at' }).first())!.at);
+      const elapsed = last - started;
+      const failed = await count(chatJobs().where({ status: 'failed' }));
+      const retried = await count(chatJobs().where('attempts', '>', 1));
+      const received = ((await (await fetch(`http://127.0.0.1:${hookPort}/stats`)).json()) as { received: number }).received;
+      const notes = [`${total.toLocaleString('en-US')} jobs in ${(elapsed / 1000).toFixed(2)} s`, `webhook received ${received}`];
+      if (failed > 0) notes.push(`${failed} failed`);
+      if (retried > 0) notes.push(`${retried} retried`);
+      suite.rows.push({
+        id: 'chat',
+        label: '5. Chat via HTTP webhook (queued jobs drained)',
+        throughput: (total / elapsed) * 1000,
+        unit: 'jobs/s',
+        cpuMsPerOp: workerCpuUsed / total,
+        rssMb: peakRssMb(worker.pid),
+        rssOf: 'worker',
+        notes,
+      });
+      await worker.stop();
+      await hook.stop();
+    }
+    const code = await api.stop();
+    if (code !== 0) log(`${kind}: the API exited with ${code}:\n${api.output().slice(-2000)}`);
+    return suite;
+  } catch (err) {
+    for (const child of children) if (child.child.exitCode === null) log(`${child.name} output:\n${child.output().slice(-3000)}`);
+    throw err;
+  } finally {
+    await Promise.all(children.map((child) => child.stop(5_000)));
+    await bench.close(options.keep);
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+const fmt = (n: number | undefined, digits = 0) => (n === undefined || Number.isNaN(n) ? '–' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+const ms = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? '–' : n < 10 ? `${n.toFixed(2)} ms` : n < 1000 ? `${n.toFixed(1)} ms` : `${(n / 1000).toFixed(2)} s`);
+
+const cpu = (n: number | undefined) => (n === undefined ? '–' : `${n < 1 ? n.toFixed(3) : n.toFixed(2)} ms`);
+
+function cells(row: Row | undefined): string[] {
+  if (!row) return ['–', '–', '–', '–', '–', '–'];
+  const throughput = `${fmt(row.throughput)} ${row.unit}${row.extra ? ` (${row.extra})` : ''}`;
+  const b = row.baseline;
+  const per = row.id === 'bulk' ? 'event' : 'req';
+  const baseRate = row.id === 'bulk' ? `${fmt(b?.rps)} req/s = ${fmt((b?.rps ?? 0) * 100)} events/s` : `${fmt(b?.rps)} req/s`;
+  const ratio =
+    row.ratio === undefined || !b
+      ? '–'
+      : `**${row.ratio.toFixed(2)}** (${baseRate}, p99 ${ms(b.p99Ms)}, CPU ${cpu(b.cpuMsPerOp)}/${per}; CPU ratio ${(b.cpuMsPerOp / row.cpuMsPerOp!).toFixed(2)})`;
+  const rss = row.rssMb === undefined ? '–' : `${fmt(row.rssMb, 1)} MB${row.rssOf === 'worker' ? ' (worker)' : ''}`;
+  return [throughput, ms(row.p50Ms), ms(row.p99Ms), cpu(row.cpuMsPerOp), rss, ratio];
+}
+
+function table(suites: Suite[]): string {
+  const head = suites.length === 1 ? ['Row', 'Throughput', 'p50', 'p99', 'CPU per op', 'Peak RSS', '× baseline (baseline)', 'Notes'] : ['Row'];
+  if (suites.length > 1) {
+    for (const suite of suites) {
+      const tag = suite.database === 'sqlite' ? 'SQLite' : 'PG';
+      head.push(`${tag} throughput`, `${tag} p50`, `${tag} p99`, `${tag} CPU per op`, `${tag} peak RSS`, `${tag} × baseline`);
+    }
+    head.push('PG / SQLite', 'Notes');
+  }
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  const ids = ROW_IDS.filter((id) => suites.some((s) => s.rows.some((r) => r.id === id)));
+  for (const id of ids) {
+    const rows = suites.map((s) => s.rows.find((r) => r.id === id));
+    const label = rows.find(Boolean)!.label;
+    const line = [label, ...rows.flatMap(cells)];
+    if (suites.length > 1) line.push(rows[0] && rows[1] ? (rows[1].throughput / rows[0].throughput).toFixed(2) : '–');
+    line.push(suites.flatMap((s, i) => (rows[i]?.notes.length ? [`${suites.length > 1 ? `${s.database}: ` : ''}${rows[i]!.notes.join(', ')}`] : [])).join('; ') || '');
+    lines.push(`| ${line.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+function targets(suites: Suite[]): string[] {
+  const lines: string[] = [];
+  const check = (ok: boolean | undefined, text: string) => lines.push(`${ok === undefined ? '  n/a ' : ok ? '  PASS' : '  MISS'}  ${text}`);
+  for (const suite of suites) {
+    const row = (id: RowId) => suite.rows.find((r) => r.id === id);
+    const tag = suite.database === 'sqlite' ? 'SQLite' : 'PostgreSQL (targets are set for SQLite; shown for reference)';
+    lines.push(`Targets, ${tag}:`);
+    const trigger = row('trigger');
+    check(trigger && trigger.ratio! >= 0.6, `trigger ≥ 0.6 × baseline: ${trigger ? trigger.ratio!.toFixed(2) : '–'}`);
+    check(trigger && trigger.p99Ms! <= 25, `trigger p99 ≤ 25 ms at ${trigger ? 'the' : ''} load: ${ms(trigger?.p99Ms)}`);
+    const get = row('get');
+    check(get && get.ratio! >= 0.7, `GET /subscribers/:id ≥ 0.7 × baseline: ${get ? get.ratio!.toFixed(2) : '–'}`);
+    const fanout = row('fanout');
+    check(fanout && fanout.throughput >= 10_000, `fan-out ≥ 10,000 in-app deliveries/s: ${fmt(fanout?.throughput)}`);
+    const peaks = [suite.apiStartRssMb, ...suite.rows.map((r) => r.rssMb)].filter((n): n is number => n !== undefined);
+    const peak = peaks.length ? Math.max(...peaks) : undefined;
+    check(peak === undefined ? undefined : peak <= 200, `peak RSS ≤ 200 MB through all rows: ${peak === undefined ? '–' : `${fmt(peak, 1)} MB`} (API after start ${fmt(suite.apiStartRssMb, 1)} MB)`);
+  }
+  if (suites.length === 2) {
+    const [sqlite, pg] = suites;
+    lines.push('PostgreSQL against SQLite (no row slower than 1/3):');
+    for (const row of pg.rows) {
+      const other = sqlite.rows.find((r) => r.id === row.id);
+      if (other) check(row.throughput >= other.throughput / 3, `${row.label}: ${(row.throughput / other.throughput).toFixed(2)} × SQLite`);
+    }
+  }
+  return lines;
+}
+
+/** The commit measured, and whether the working tree differed from it. */
+function codeVersion(): string {
+  const git = (...args: string[]) => spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' }).stdout?.trim() ?? '';
+  const commit = git('log', '-1', '--format=%h %s');
+  if (!commit) return 'not a git checkout';
+  const changed = git('status', '--porcelain', '--', 'src', 'openapi', 'package.json').split('\n').filter(Boolean).length;
+  return `${commit}${changed ? ` + ${changed} uncommitted change(s) under src/, openapi/, package.json` : ''}`;
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions();
+  const pgUrl = process.env.DATABASE_URL && isPostgresUrl(process.env.DATABASE_URL) ? process.env.DATABASE_URL : undefined;
+  const both = options.both;
+  if (both && !pgUrl) throw new Error('--both needs DATABASE_URL=postgres://…');
+  const kinds: Array<'sqlite' | 'postgres'> = both ? ['sqlite', 'postgres'] : [pgUrl ? 'postgres' : 'sqlite'];
+  const tool = chooseLoadTool(log);
+  if (options.profileDir) fs.mkdirSync(options.profileDir, { recursive: true });
+  if (options.logsDir) fs.mkdirSync(options.logsDir, { recursive: true });
+
+  const cpus = os.cpus();
+  const machine = [
+    `Machine: ${cpus[0]?.model ?? 'unknown CPU'}, ${cpus.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GB RAM, ${os.type()} ${os.release()}`,
+    `Node ${process.version}; load from ${loadToolVersion(tool)} (${tool === 'wrk' ? `${options.threads} thread(s), ` : ''}${options.connections} connections, ${options.warmup} s warm-up + ${options.duration} s per row) on 127.0.0.1`,
+    `Load average at start: ${os.loadavg().map((n) => n.toFixed(2)).join(' ')}`,
+    `Code: ${codeVersion()}`,
+  ];
+  log(machine.join('\n[bench] '));
+  const suites: Suite[] = [];
+  const started = Date.now();
+  for (const kind of kinds) suites.push(await runSuite(kind, options, tool));
+
+  const out = [
+    '',
+    ...machine,
+    `Load average at end: ${os.loadavg().map((n) => n.toFixed(2)).join(' ')}; whole run ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    ...suites.map(
+      (s) =>
+        `Database: ${s.databaseVersion}; API RSS after start ${fmt(s.apiStartRssMb, 1)} MB; bare express baseline (node + tsx + express) peak RSS ${fmt(s.baselineRssMb, 1)} MB`,
+    ),
+    '',
+    table(suites),
+    '',
+    'Throughput: HTTP rows are requests per second under constant load (bulk: events the server stored per second, as one bulk',
+    'request can outlast the run). Fan-out: subscribers whose in-app message was stored, per second, from the trigger request to',
+    'the last one (p50/p99: trigger → that subscriber\'s notification completed). Chat: jobs per second a fresh worker drains.',
+    'CPU per op: user + system CPU of the API (or worker) process per request (bulk: per event; fan-out and chat: per delivery),',
+    'which a busy machine disturbs less than throughput; "CPU ratio" is the baseline\'s CPU per request over Herald\'s.',
+    'Peak RSS: VmHWM of the API process during the row (reset before it), or of the worker process.',
+    '',
+    ...targets(suites),
+    '',
+  ].join('\n');
+  process.stdout.write(out);
+  if (options.json) fs.writeFileSync(options.json, JSON.stringify({ machine, options: { ...options, rows: [...options.rows] }, suites }, null, 2));
+  if (options.profileDir) process.stdout.write(`CPU profiles in ${options.profileDir} (summarise with: npx tsx scripts/bench/profile-summary.ts <file>)\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});
