@@ -6,6 +6,9 @@ import { migrationSource } from './migrations/index.js';
 
 export type Db = Knex;
 
+/** Where a repository runs its queries: the database, or a transaction on it (itself a Knex). */
+export type Runner = Db | Knex.Transaction;
+
 // PostgreSQL's bigint (COUNT(*) among them) arrives as a string; every count we read fits a number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
 

@@ -2,15 +2,12 @@
 // job exists only for the step a notification is at; later steps get theirs when it is done, so a
 // canceled event simply creates nothing more.
 import { createHash } from 'node:crypto';
-import type { Knex } from 'knex';
-import type { Db } from '../db/knex.js';
+import type { Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
 import { findDigestLeader, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
 import { insertNotifications, setNotificationStatus } from '../db/repos/notifications.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from './preferences.js';
-
-type Runner = Db | Knex.Transaction;
 
 export interface Recipient {
   /** The subscriber's internal id. */

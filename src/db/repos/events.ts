@@ -1,11 +1,9 @@
-import type { Knex } from 'knex';
-import type { Db } from '../knex.js';
+import type { Db, Runner } from '../knex.js';
 import { isPostgres } from '../knex.js';
 import { readJson, writeJson } from '../json.js';
 import type { Step, StoredWorkflow } from './workflows.js';
 import type { Subscriber } from './subscribers.js';
 
-export type Runner = Db | Knex.Transaction;
 
 /** The workflow as triggered: what the event's jobs run, whatever happens to the workflow later. */
 export interface WorkflowSnapshot {

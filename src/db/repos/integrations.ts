@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Db } from '../knex.js';
+import type { Db, Runner } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { open, sealIfSecret } from '../../crypto.js';
@@ -8,8 +8,6 @@ import { readBool, readJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 
 export type Integration = Schemas['Integration'];
-/** A query runner: the database, or a transaction on it. */
-type Runner = Db | Knex.Transaction;
 
 export interface IntegrationRow {
   id: string;

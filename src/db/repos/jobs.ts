@@ -1,11 +1,9 @@
-import type { Knex } from 'knex';
-import type { Db } from '../knex.js';
+import type { Db, Runner } from '../knex.js';
 import { isPostgres } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 
-type Runner = Db | Knex.Transaction;
 export type JobStatus = Schemas['JobStatus'];
 export type Job = Schemas['Job'];
 

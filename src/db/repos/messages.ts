@@ -1,11 +1,9 @@
-import type { Knex } from 'knex';
-import type { Db } from '../knex.js';
+import type { Db, Runner } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 
-type Runner = Db | Knex.Transaction;
 export type InAppMessage = Schemas['InAppMessage'];
 
 export interface NewMessage {

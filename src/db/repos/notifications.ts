@@ -1,11 +1,10 @@
 import type { Knex } from 'knex';
-import type { Db } from '../knex.js';
+import type { Db, Runner } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 import { newId } from '../../ids.js';
 
-type Runner = Db | Knex.Transaction;
 export type Notification = Schemas['Notification'];
 export type NotificationStatus = Schemas['NotificationStatus'];
 
