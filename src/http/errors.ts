@@ -24,7 +24,6 @@ export const unauthorized = (message: string) => new HttpError(401, message);
 export const notFound = (message: string) => new HttpError(404, message);
 export const conflict = (message: string) => new HttpError(409, message);
 export const unprocessable = (message: string, details?: ErrorDetail[]) => new HttpError(422, message, details);
-export const notImplemented = (message: string) => new HttpError(501, message);
 
 /** "Unprocessable Entity" rather than Node's "Unprocessable Content", as Novu and the docs say. */
 function statusName(status: number): string {

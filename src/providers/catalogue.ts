@@ -96,11 +96,6 @@ export function isSecretCredential(providerId: ProviderId, name: string): boolea
   return !spec || spec.secret === true;
 }
 
-/** Chat and push providers: the ones subscribers give credentials for. */
-export function takesSubscriberCredentials(providerId: ProviderId): boolean {
-  return PROVIDERS[providerId].subscriberCredentials !== undefined;
-}
-
 function isBlank(value: unknown): boolean {
   return value === undefined || value === null || (typeof value === 'string' && value.trim() === '');
 }

@@ -161,11 +161,6 @@ export async function releaseJobs(db: Db, ids: string[], owner: string, now: Dat
     .update({ status: 'queued', lease_owner: null, lease_expires_at: null, attempts: db.raw('attempts - 1'), updated_at: now.toISOString() });
 }
 
-export async function findJob(db: Runner, id: string): Promise<JobRecord | undefined> {
-  const row = await db('jobs').where({ id }).first();
-  return row ? toRecord(row) : undefined;
-}
-
 /** Jobs merged into a digest, oldest first, with the payloads of their events. */
 export async function digestFollowers(trx: Runner, leaderId: string): Promise<Array<JobRecord & { payload: unknown }>> {
   const rows = await trx('jobs as j')
