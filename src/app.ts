@@ -29,7 +29,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   const app = express();
   app.disable('x-powered-by');
   app.use(requestLog(deps.logger));
-  app.use(httpMetrics(api));
+  app.use(httpMetrics());
   registerEngineMetrics(deps);
 
   app.get('/health', (_req, res) => {
@@ -46,16 +46,18 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   app.get('/docs', docsPage(deps.logger, options.docsFile));
   app.use('/dashboard', dashboard(deps));
 
+  // Each /v1 request is matched to its operation once, here: the body parser and the metrics use it.
+  const route: RequestHandler = (req, res, next) => {
+    res.locals.operationId = api.router.matchOperation({ method: req.method, path: req.path, headers: {} })?.operationId;
+    next();
+  };
   // Only methods that carry a body in the contract get one parsed; a body on GET or DELETE is ignored.
-  const json = express.json({ limit: BODY_LIMIT });
   // A request that matches no operation is not read at all: its answer is the router's 404 or 405.
-  const jsonBody: RequestHandler = (req, res, next) =>
-    METHODS_WITH_BODY.has(req.method) && api.router.matchOperation({ method: req.method, path: req.path, headers: {} })
-      ? json(req, res, next)
-      : next();
+  const json = express.json({ limit: BODY_LIMIT });
+  const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) && res.locals.operationId ? json(req, res, next) : next());
   // The rate limit comes before the body is read, so a refused request costs no parsing and every
   // answer, a body parser's 400 and 413 included, carries the RateLimit headers.
-  app.use('/v1', authentication(deps.db), rateLimits(deps), jsonBody, apiMiddleware(api));
+  app.use('/v1', route, authentication(deps), rateLimits(deps), jsonBody, apiMiddleware(api));
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));
   app.use(errorHandler(deps.logger));
   return app;

@@ -31,13 +31,66 @@ class HeraldBackend extends OpenAPIBackend {
   override async init(): Promise<this> {
     await super.init();
     dropDiscriminatorMappings(this.definition, new Set());
-    // The router flattens the whole dereferenced document into its operation list on every lookup
-    // (twice per match, several matches per request): the definition never changes after init,
-    // so flatten it once.
+    // openapi-backend flattens the whole dereferenced contract into its operation list on every
+    // lookup, and compiles a RegExp per path template on every match. The definition never changes
+    // after init: flatten it once and match against a table built once, by the same rules.
     const operations = this.router.getOperations();
+    const routes = new RouteTable(operations);
     this.router.getOperations = () => operations;
+    this.router.matchOperation = ((req: { method: string; path: string }, strict?: boolean) => routes.match(this.router, req, strict)) as never;
     return this;
   }
+}
+
+type Operation = ReturnType<OpenAPIBackend['router']['getOperations']>[number];
+
+/**
+ * openapi-backend's routing rules, precomputed: an exact path first; then path templates, the most
+ * specific (longest once parameters are removed) first; a path that matches but not its method is 405.
+ */
+class RouteTable {
+  private readonly exact = new Map<string, Operation[]>();
+  private readonly templates: Array<{ pattern: RegExp; operation: Operation }>;
+
+  constructor(operations: Operation[]) {
+    for (const operation of operations) {
+      const list = this.exact.get(operation.path) ?? [];
+      list.push(operation);
+      this.exact.set(operation.path, list);
+    }
+    const specificity = (operation: Operation) => operation.path.replace(/\{.*?\}/g, '').length;
+    this.templates = operations
+      .filter((operation) => operation.path.includes('{'))
+      .sort((a, b) => specificity(b) - specificity(a))
+      .map((operation) => ({ pattern: templatePattern(operation.path), operation }));
+  }
+
+  match(router: OpenAPIBackend['router'], request: { method: string; path: string }, strict?: boolean): Operation | undefined {
+    const fail = (message: string) => {
+      if (strict) throw new Error(message);
+      return undefined;
+    };
+    // The API root is '/', under which every normalized path is.
+    const req = router.normalizeRequest(request as never);
+    const path = router.normalizePath(req.path);
+    const exact = this.exact.get(path)?.find((operation) => operation.method === req.method);
+    if (exact) return exact;
+    let pathMatched = this.exact.has(path);
+    for (const { pattern, operation } of this.templates) {
+      if (!pattern.test(path)) continue;
+      if (operation.method === req.method) return operation;
+      pathMatched = true;
+    }
+    return pathMatched
+      ? fail('405-methodNotAllowed: this method is not registered for the route')
+      : fail('404-notFound: no route matches request');
+  }
+}
+
+/** `/subscribers/{subscriberId}` → /^\/subscribers\/[^/]+$/, literal parts escaped. */
+function templatePattern(template: string): RegExp {
+  const escape = (literal: string) => literal.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`^${template.split(/\{[^}]+\}/).map(escape).join('[^/]+')}$`);
 }
 
 function dropDiscriminatorMappings(node: unknown, seen: Set<object>): void {

@@ -1,5 +1,4 @@
 import type { RequestHandler } from 'express';
-import type { OpenAPIBackend } from 'openapi-backend';
 import { httpRequestDuration, httpRequests, metricsRegistry } from '../metrics.js';
 
 /** Routes outside the contract, named like operations so that every label stays a small fixed set. */
@@ -12,22 +11,22 @@ const FIXED_ROUTES: Record<string, string> = {
 };
 
 /**
- * Counts and times every response under the operationId the contract's router gives its path and
- * method; anything the router does not know (a wrong path or method) counts as `notFound`.
+ * Counts and times every response under the operationId the contract's router matched for it
+ * (`res.locals.operationId`, set once per /v1 request); anything the router does not know (a wrong
+ * path or method) counts as `notFound`.
  */
-export function httpMetrics(api: OpenAPIBackend): RequestHandler {
-  const operationOf = (method: string, path: string): string => {
+export function httpMetrics(): RequestHandler {
+  const operationOf = (path: string, matched: string | undefined): string => {
+    if (matched) return matched;
     const fixed = FIXED_ROUTES[path.replace(/\/+$/, '') || '/'];
     if (fixed) return fixed;
     if (path === '/dashboard' || path.startsWith('/dashboard/')) return 'dashboard';
-    if (!path.startsWith('/v1/')) return 'notFound';
-    const operation = api.router.matchOperation({ method, path: path.slice('/v1'.length), headers: {} });
-    return operation?.operationId ?? 'notFound';
+    return 'notFound';
   };
   return (req, res, next) => {
     const stopTimer = httpRequestDuration.startTimer();
     res.on('finish', () => {
-      const labels = { operation: operationOf(req.method, req.originalUrl.split('?')[0]), status: String(res.statusCode) };
+      const labels = { operation: operationOf(req.originalUrl.split('?')[0], res.locals.operationId), status: String(res.statusCode) };
       httpRequests.inc(labels);
       stopTimer(labels);
     });
