@@ -17,12 +17,16 @@ export interface Config {
   logLevel: string;
   /** How long a worker holds a claimed job before another worker may take it over. */
   jobLeaseMs: number;
+  /** How long an API key's owner, revocation and plan are remembered by each process (0: not at all). */
+  keyCacheMs: number;
 }
 
-function positiveInteger(value: string | undefined, fallback: number, name: string): number {
+function wholeNumber(value: string | undefined, fallback: number, name: string, { allowZero = false } = {}): number {
   if (value === undefined || value === '') return fallback;
   const number = Number(value);
-  if (!Number.isInteger(number) || number <= 0) throw new Error(`${name} must be a positive whole number, not "${value}"`);
+  if (!Number.isInteger(number) || number < (allowZero ? 0 : 1)) {
+    throw new Error(`${name} must be a ${allowZero ? 'whole number, 0 or more' : 'positive whole number'}, not "${value}"`);
+  }
   return number;
 }
 
@@ -43,6 +47,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     defaultPlan,
     secret: env.HERALD_SECRET || undefined,
     logLevel: env.LOG_LEVEL ?? 'info',
-    jobLeaseMs: positiveInteger(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
+    jobLeaseMs: wholeNumber(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
+    keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
   };
 }

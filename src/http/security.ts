@@ -1,6 +1,8 @@
 import type { RequestHandler } from 'express';
 import type { Db } from '../db/knex.js';
+import type { Deps } from '../deps.js';
 import { findKeyOwner } from '../db/repos/accounts.js';
+import { cachedKeyOwner } from '../accounts/key-cache.js';
 import { hashApiKey, sameDigest } from '../accounts/keys.js';
 import type { Auth } from './types.js';
 import type { Plan } from '../config.js';
@@ -22,7 +24,11 @@ export interface KeyPlan {
 
 const SCHEMES: Record<string, Scheme> = { bearer: 'bearer', apikey: 'apikey' };
 
-export async function authenticate(db: Db, header: string | undefined): Promise<Authentication> {
+export async function authenticate(
+  db: Db,
+  header: string | undefined,
+  keyCache: { ttlMs: number; now: number } = { ttlMs: 0, now: 0 },
+): Promise<Authentication> {
   if (!header) return { ok: false, reason: 'Missing API key: send the header "Authorization: Bearer <key>"' };
   const match = /^(\S+)\s+(\S+)\s*$/.exec(header);
   const scheme = match && SCHEMES[match[1].toLowerCase()];
@@ -30,7 +36,7 @@ export async function authenticate(db: Db, header: string | undefined): Promise<
     return { ok: false, reason: 'Malformed Authorization header: expected "Bearer <key>" or "ApiKey <key>"' };
   }
   const digest = hashApiKey(match[2]);
-  const owner = await findKeyOwner(db, digest);
+  const owner = await cachedKeyOwner(db, digest, keyCache.ttlMs, findKeyOwner, keyCache.now);
   if (!owner || !sameDigest(owner.keyHash, digest)) return { ok: false, scheme, reason: 'Invalid API key' };
   if (owner.revoked) return { ok: false, scheme, reason: 'This API key has been revoked' };
   return {
@@ -44,11 +50,11 @@ export async function authenticate(db: Db, header: string | undefined): Promise<
 /**
  * Reads the key once per request, before routing, so that later layers (rate limits, the spec's
  * security handlers) can use the environment. It rejects nothing itself: whether an operation
- * needs a key is the contract's business.
+ * needs a key is the contract's business. Owners are remembered for HERALD_KEY_CACHE_MS (key-cache.ts).
  */
-export function authentication(db: Db): RequestHandler {
+export function authentication({ db, clock, config }: Deps): RequestHandler {
   return (req, res, next) => {
-    authenticate(db, req.headers.authorization).then((result) => {
+    authenticate(db, req.headers.authorization, { ttlMs: config.keyCacheMs, now: clock.now().getTime() }).then((result) => {
       res.locals.authentication = result;
       next();
     }, next);

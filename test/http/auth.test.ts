@@ -1,6 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createApiKey, revokeApiKey } from '../../src/db/repos/accounts.js';
+import { cachedKeyOwner, forgetKeyOwners } from '../../src/accounts/key-cache.js';
+import { hashApiKey, keyPrefix } from '../../src/accounts/keys.js';
+import type { Db } from '../../src/db/knex.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -57,5 +60,82 @@ describe('authentication', () => {
   it('never echoes the key in an error', async () => {
     const res = await t.http.get('/v1/subscribers').set('Authorization', 'Bearer hk_secretsecretsecret').expect(401);
     expect(JSON.stringify(res.body)).not.toContain('secretsecret');
+  });
+});
+
+describe('remembered keys (HERALD_KEY_CACHE_MS)', () => {
+  const ttlMs = () => t.deps.config.keyCacheMs;
+
+  it('notices a key revoked by another process once the key is read again, within HERALD_KEY_CACHE_MS', async () => {
+    const { id, key } = await createApiKey(t.db, { environmentId: t.environments.a, name: 'revoked elsewhere' });
+    await t.http.get('/v1/subscribers').set('Authorization', `Bearer ${key}`).expect(200);
+    // What `npm run keys -- revoke` does from its own process: this server is not told.
+    await t.db('api_keys').where({ id }).update({ revoked_at: new Date().toISOString() });
+    t.clock.advance(ttlMs() - 1);
+    await t.http.get('/v1/subscribers').set('Authorization', `Bearer ${key}`).expect(200);
+    t.clock.advance(1);
+    const res = await t.http.get('/v1/subscribers').set('Authorization', `Bearer ${key}`).expect(401);
+    expect(res.body.message).toBe('This API key has been revoked');
+  });
+
+  it('accepts a key created by another process after it was refused as unknown, within HERALD_KEY_CACHE_MS', async () => {
+    const key = 'hk_created_elsewhere_0000000000000000000000000000';
+    await t.http.get('/v1/subscribers').set('Authorization', `Bearer ${key}`).expect(401);
+    await t.db('api_keys').insert({
+      id: 'created-elsewhere',
+      environment_id: t.environments.a,
+      name: 'elsewhere',
+      key_hash: hashApiKey(key),
+      key_prefix: keyPrefix(key),
+      created_at: new Date().toISOString(),
+    });
+    t.clock.advance(ttlMs());
+    await t.http.get('/v1/subscribers').set('Authorization', `Bearer ${key}`).expect(200);
+  });
+});
+
+describe('cachedKeyOwner', () => {
+  const owner = { keyId: 'k', keyHash: 'h', revoked: false, environmentId: 'e', organizationId: 'o', plan: 'free' as const, ratePerMinute: null, burst: null };
+  const counting = () => {
+    const reads: string[] = [];
+    return { reads, read: async (_db: Db, keyHash: string) => (reads.push(keyHash), keyHash === 'known' ? owner : undefined) };
+  };
+
+  it('reads each key once per TTL, known or not, and every time with a TTL of 0', async () => {
+    const db = {} as Db;
+    const { reads, read } = counting();
+    for (const now of [0, 1, 999]) {
+      expect(await cachedKeyOwner(db, 'known', 1000, read, now)).toBe(owner);
+      expect(await cachedKeyOwner(db, 'unknown', 1000, read, now)).toBeUndefined();
+    }
+    expect(reads).toEqual(['known', 'unknown']);
+    await cachedKeyOwner(db, 'known', 1000, read, 1000);
+    expect(reads).toEqual(['known', 'unknown', 'known']);
+    await cachedKeyOwner(db, 'known', 0, read, 1000);
+    await cachedKeyOwner(db, 'known', 0, read, 1000);
+    expect(reads.length).toBe(5);
+  });
+
+  it('forgets everything for a database on forgetKeyOwners, and only for that database', async () => {
+    const [one, two] = [{} as Db, {} as Db];
+    const { reads, read } = counting();
+    await cachedKeyOwner(one, 'known', 1000, read, 0);
+    await cachedKeyOwner(two, 'known', 1000, read, 0);
+    forgetKeyOwners(one);
+    await cachedKeyOwner(one, 'known', 1000, read, 0);
+    await cachedKeyOwner(two, 'known', 1000, read, 0);
+    expect(reads.length).toBe(3);
+  });
+
+  it('stays bounded under a flood of random keys: the oldest are forgotten first', async () => {
+    const db = {} as Db;
+    const { reads, read } = counting();
+    for (let i = 0; i <= 10_000; i++) await cachedKeyOwner(db, `random-${i}`, 60_000, read, 0);
+    reads.length = 0;
+    await cachedKeyOwner(db, 'random-10000', 60_000, read, 0);
+    await cachedKeyOwner(db, 'random-1', 60_000, read, 0);
+    expect(reads).toEqual([]);
+    await cachedKeyOwner(db, 'random-0', 60_000, read, 0);
+    expect(reads).toEqual(['random-0']);
   });
 });

@@ -2,6 +2,7 @@ import type { Db } from '../knex.js';
 import type { Plan } from '../../config.js';
 import { newId } from '../../ids.js';
 import { generateApiKey, hashApiKey, keyPrefix } from '../../accounts/keys.js';
+import { forgetKeyOwners } from '../../accounts/key-cache.js';
 
 export interface Organization {
   id: string;
@@ -77,6 +78,8 @@ export async function createApiKey(
     key_prefix: keyPrefix(key),
     created_at: new Date().toISOString(),
   });
+  // A key given by the caller may have been tried, and remembered as unknown, before it existed.
+  forgetKeyOwners(db);
   return { id, key };
 }
 
@@ -146,6 +149,7 @@ export async function revokeApiKey(db: Db, id: string, scope: { organizationId?:
       }
     })
     .update({ revoked_at: new Date().toISOString() });
+  forgetKeyOwners(db);
   return changed > 0;
 }
 

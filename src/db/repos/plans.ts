@@ -1,6 +1,7 @@
 import type { Db } from '../knex.js';
 import type { Plan } from '../../config.js';
 import type { Organization } from './accounts.js';
+import { forgetKeyOwners } from '../../accounts/key-cache.js';
 
 /** Every organization with its plan and stored numbers, oldest first. */
 export async function listOrganizations(db: Db): Promise<Organization[]> {
@@ -12,7 +13,8 @@ export async function listOrganizations(db: Db): Promise<Organization[]> {
 /**
  * Sets an organization's plan. The numbers count for Enterprise only (both null: no limit); other
  * plans have the seed's numbers, so theirs are cleared. False when there is no such organization.
- * Running servers apply it from the next request: the plan is read with the key.
+ * This process applies it from the next request; other running servers within HERALD_KEY_CACHE_MS
+ * (the plan is read, and remembered, with the key).
  */
 export async function setOrganizationPlan(
   db: Db,
@@ -23,5 +25,6 @@ export async function setOrganizationPlan(
   const changed = await db('organizations')
     .where({ id })
     .update({ plan: input.plan, rate_per_minute: numbers.ratePerMinute, burst: numbers.burst });
+  forgetKeyOwners(db);
   return changed > 0;
 }

@@ -1,0 +1,44 @@
+import type { Db } from '../db/knex.js';
+import type { KeyOwner } from '../db/repos/accounts.js';
+
+/** Keys remembered per database; unknown keys count too, so that a flood of random keys stays bounded. */
+const MAX_ENTRIES = 10_000;
+
+interface Entry {
+  owner: KeyOwner | undefined;
+  expiresAt: number;
+}
+
+const caches = new WeakMap<Db, Map<string, Entry>>();
+
+/**
+ * The key's owner (or undefined), read from the database at most once per `ttlMs` per key.
+ *
+ * Every request reads its key: remembering the answer for a few seconds saves a three-table join
+ * on each. A key revoked or a plan changed through this process (`forgetKeyOwners`) counts at once;
+ * through another process, within `ttlMs`. A `ttlMs` of 0 reads the database every time.
+ */
+export async function cachedKeyOwner(
+  db: Db,
+  keyHash: string,
+  ttlMs: number,
+  read: (db: Db, keyHash: string) => Promise<KeyOwner | undefined>,
+  now: number,
+): Promise<KeyOwner | undefined> {
+  if (ttlMs <= 0) return read(db, keyHash);
+  let cache = caches.get(db);
+  if (!cache) caches.set(db, (cache = new Map()));
+  const hit = cache.get(keyHash);
+  if (hit && hit.expiresAt > now) return hit.owner;
+  const owner = await read(db, keyHash);
+  cache.delete(keyHash);
+  // Oldest first: Map keeps insertion order, so the first key is the one stored longest ago.
+  if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value!);
+  cache.set(keyHash, { owner, expiresAt: now + ttlMs });
+  return owner;
+}
+
+/** After a change to keys or plans: every process-local answer is read again. */
+export function forgetKeyOwners(db: Db): void {
+  caches.get(db)?.clear();
+}
