@@ -42,6 +42,32 @@ function cachePreparedStatements(conn: PreparingConnection): void {
   };
 }
 
+interface CompilingClient {
+  queryCompiler(builder: { _single: QueryParts }, formatter?: unknown): unknown;
+}
+
+interface QueryParts {
+  limit?: unknown;
+  offset?: unknown;
+  skipBinding: Record<string, boolean>;
+}
+
+/**
+ * SQLite plans a statement whose LIMIT or OFFSET is a bound parameter again on every run, which
+ * makes `.first()` four times slower than the lookup itself (50 µs instead of 13 µs). knex has
+ * checked them to be whole numbers (limit, offset): they are written into the SQL instead.
+ */
+function inlineLimits(client: CompilingClient): void {
+  const compile = client.queryCompiler.bind(client);
+  client.queryCompiler = (builder, formatter) => {
+    const single = builder._single;
+    if (Number.isInteger(single.limit) || Number.isInteger(single.offset)) {
+      single.skipBinding = { ...single.skipBinding, limit: single.limit === undefined || Number.isInteger(single.limit), offset: Number.isInteger(single.offset) };
+    }
+    return compile(builder, formatter);
+  };
+}
+
 export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url);
 }
@@ -58,7 +84,7 @@ export function createDb(url: string, options: DbOptions = {}): Db {
   }
   const file = url.replace(/^sqlite:/, '');
   if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-  return knexFactory({
+  const db = knexFactory({
     client: 'better-sqlite3',
     connection: { filename: file },
     useNullAsDefault: true,
@@ -76,6 +102,8 @@ export function createDb(url: string, options: DbOptions = {}): Db {
       },
     },
   });
+  inlineLimits(db.client as CompilingClient);
+  return db;
 }
 
 export async function migrate(db: Db): Promise<void> {
