@@ -1,6 +1,7 @@
 // POST /events/trigger: a trigger is checked whole before anything is stored, and accepted in one
 // transaction with its notifications and first jobs (a transactional outbox): an acknowledged
-// trigger is never lost, a rejected one leaves nothing behind.
+// trigger is never lost, a rejected one leaves nothing behind. On SQLite, triggers that arrive
+// together are committed together (db/group-commit.ts), each still answered only once committed.
 import { randomUUID } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
 import type { Deps } from '../deps.js';
@@ -8,6 +9,7 @@ import type { Auth, Schemas } from '../http/types.js';
 import { conflict, unprocessable, type ErrorDetail } from '../http/errors.js';
 import { createAjv } from '../http/api.js';
 import { isUniqueViolation } from '../db/errors.js';
+import { writeTransaction } from '../db/group-commit.js';
 import { findWorkflow, type StoredWorkflow } from '../db/repos/workflows.js';
 import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/subscribers.js';
 import { insertEvent, type EventRecord } from '../db/repos/events.js';
@@ -104,7 +106,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest): 
   const transactionId = request.transactionId ?? randomUUID();
   const now = clock.now();
   try {
-    await db.transaction(async (trx) => {
+    await writeTransaction(db, async (trx) => {
       for (const subscriber of inline.values()) await upsertSubscriber(trx, env, subscriber, now);
       const keys = new Map([...existing, ...(await subscriberKeys(trx, env, [...inline.keys()]))]);
       const actorId = typeof request.actor === 'string' ? request.actor : request.actor?.subscriberId;

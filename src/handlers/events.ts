@@ -8,18 +8,22 @@ export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, aut
   body: { data: await trigger(deps, auth, body) },
 });
 
-/** Each event on its own, in order: one that would be rejected alone is answered `error` in its place. */
+/**
+ * Each event on its own: one that would be rejected alone is answered `error` in its place. They
+ * are checked side by side, so that on SQLite their writes share commits (db/group-commit.ts).
+ */
 export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => {
-  const results: Schemas['TriggerResult'][] = [];
-  for (const event of body.events) {
-    try {
-      results.push(await trigger(deps, auth, event));
-    } catch (err) {
-      if (!(err instanceof HttpError) || err.status >= 500) throw err;
-      const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];
-      results.push({ acknowledged: true, status: 'error', error: reasons });
-    }
-  }
+  const results = await Promise.all(
+    body.events.map(async (event): Promise<Schemas['TriggerResult']> => {
+      try {
+        return await trigger(deps, auth, event);
+      } catch (err) {
+        if (!(err instanceof HttpError) || err.status >= 500) throw err;
+        const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];
+        return { acknowledged: true, status: 'error', error: reasons };
+      }
+    }),
+  );
   return { status: 201, body: { data: results } };
 };
 

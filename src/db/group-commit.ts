@@ -1,0 +1,91 @@
+import type { Knex } from 'knex';
+import { isPostgres, type Db } from './knex.js';
+
+type Work<T> = (trx: Knex.Transaction) => Promise<T>;
+
+interface Pending {
+  work: Work<unknown>;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+interface Queue {
+  pending: Pending[];
+  committing: boolean;
+}
+
+const queues = new WeakMap<Db, Queue>();
+
+/**
+ * Runs `work` in a transaction of its own and settles once that work is committed, or rolled back.
+ *
+ * On SQLite a commit costs more than the few inserts a request makes (every index touched is a
+ * page written to the log), and one connection commits one transaction at a time. So writes that
+ * arrive while a commit is under way wait for it and are then committed together: each in a
+ * savepoint of its own, so one that fails is undone alone, and each caller is answered only after
+ * the commit that holds its work. A commit that fails fails every work in it.
+ *
+ * PostgreSQL commits concurrent transactions side by side already, and inside a transaction the
+ * work simply nests in it: both take the ordinary path.
+ */
+export function writeTransaction<T>(db: Db, work: Work<T>): Promise<T> {
+  if (db.isTransaction || isPostgres(db)) return db.transaction(work);
+  let queue = queues.get(db);
+  if (!queue) queues.set(db, (queue = { pending: [], committing: false }));
+  const settled = new Promise<T>((resolve, reject) => {
+    queue.pending.push({ work: work as Work<unknown>, resolve: resolve as (value: unknown) => void, reject });
+  });
+  if (!queue.committing) commitNext(db, queue);
+  return settled;
+}
+
+function commitNext(db: Db, queue: Queue): void {
+  const batch = queue.pending.splice(0);
+  queue.committing = batch.length > 0;
+  if (batch.length === 0) return;
+  // Alone in its commit, a work needs no savepoint: its transaction is its own.
+  const outcomes = batch.length === 1 ? db.transaction(batch[0].work).then((value) => [{ ok: true as const, value }]) : commitTogether(db, batch);
+  outcomes
+    .then(
+      (settled) => batch.forEach((item, i) => {
+        const outcome = settled[i];
+        if (outcome.ok) item.resolve(outcome.value);
+        else item.reject(outcome.error);
+      }),
+      async (error: unknown) => {
+        await rollBackOpenTransaction(db);
+        batch.forEach((item) => item.reject(error));
+      },
+    )
+    .finally(() => commitNext(db, queue));
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/** One transaction, a savepoint per work; rejects only when the transaction itself fails. */
+async function commitTogether(db: Db, batch: Pending[]): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  await db.transaction(async (trx) => {
+    for (const { work } of batch) {
+      try {
+        outcomes.push({ ok: true, value: await trx.transaction(work) });
+      } catch (error) {
+        outcomes.push({ ok: false, error });
+      }
+    }
+  });
+  return outcomes;
+}
+
+/**
+ * A COMMIT that SQLite refuses (a deferred constraint) leaves its transaction open on the
+ * connection, and knex does not roll it back: the next batch would fail to begin.
+ */
+async function rollBackOpenTransaction(db: Db): Promise<void> {
+  const conn = (await db.client.acquireConnection()) as { inTransaction: boolean; exec(sql: string): void };
+  try {
+    if (conn.inTransaction) conn.exec('ROLLBACK');
+  } finally {
+    await db.client.releaseConnection(conn);
+  }
+}

@@ -1,0 +1,99 @@
+// writeTransaction: on SQLite, writes that arrive together share one commit, each in a savepoint,
+// each answered only once committed; on PostgreSQL each is an ordinary transaction. Either way a
+// work that fails is undone alone, and a commit that fails fails every work it held.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, isPostgres, type Db } from '../src/db/knex.js';
+import { writeTransaction } from '../src/db/group-commit.js';
+import { createTestDb, processDatabaseUrl, type TestDb } from './helpers/db.js';
+
+let testDb: TestDb;
+let db: Db;
+/** A second connection, as another process would see the data: only what is committed. */
+let observer: Db;
+
+beforeAll(async () => {
+  testDb = await createTestDb();
+  db = testDb.db;
+  observer = createDb(processDatabaseUrl(testDb));
+  await db.schema.createTable('gc_parent', (table) => table.string('id').primary());
+  // Checked at commit, not at the statement: the way to make a commit itself fail.
+  await db.raw(
+    'CREATE TABLE gc_child (id varchar(40) PRIMARY KEY, parent_id varchar(40) REFERENCES gc_parent(id) DEFERRABLE INITIALLY DEFERRED)',
+  );
+});
+afterAll(async () => {
+  await observer?.destroy();
+  await testDb?.close();
+});
+
+const committed = async (table: string) => (await observer(table).select('id').orderBy('id')).map((row: { id: string }) => row.id);
+
+function countCommits(): { stop(): number } {
+  let commits = 0;
+  const count = (query: { sql: string }) => {
+    if (/^commit/i.test(query.sql.trim())) commits++;
+  };
+  db.on('query', count);
+  return {
+    stop() {
+      db.off('query', count);
+      return commits;
+    },
+  };
+}
+
+describe('writeTransaction', () => {
+  it('answers each work once its rows are committed, and undoes a failing work alone', async () => {
+    const commits = countCommits();
+    const works = Array.from({ length: 20 }, (_, i) =>
+      writeTransaction(db, async (trx) => {
+        await trx('gc_parent').insert({ id: `a${String(i).padStart(2, '0')}` });
+        if (i === 7) throw new Error('work 7 fails after its insert');
+        return i;
+      }).then(async (value) => ({ value, visible: (await committed('gc_parent')).includes(`a${String(i).padStart(2, '0')}`) })),
+    );
+    const outcomes = await Promise.allSettled(works);
+    const commitCount = commits.stop();
+
+    outcomes.forEach((outcome, i) => {
+      if (i === 7) expect(outcome).toMatchObject({ status: 'rejected', reason: { message: 'work 7 fails after its insert' } });
+      else expect(outcome).toEqual({ status: 'fulfilled', value: { value: i, visible: true } });
+    });
+    const expected = Array.from({ length: 20 }, (_, i) => `a${String(i).padStart(2, '0')}`).filter((id) => id !== 'a07');
+    expect(await committed('gc_parent')).toEqual(expected);
+    // SQLite shares commits between works that arrive together; PostgreSQL commits each.
+    if (isPostgres(db)) expect(commitCount).toBe(19);
+    else expect(commitCount).toBeLessThan(19);
+  });
+
+  it('fails every work of a commit that fails, and keeps none of their rows', async () => {
+    const works = [
+      writeTransaction(db, (trx) => trx('gc_parent').insert({ id: 'b1' })),
+      writeTransaction(db, (trx) => trx('gc_parent').insert({ id: 'b2' })),
+      // An orphan: accepted by its statement, refused at commit.
+      writeTransaction(db, (trx) => trx('gc_child').insert({ id: 'orphan', parent_id: 'nobody' })),
+      writeTransaction(db, (trx) => trx('gc_parent').insert({ id: 'b3' })),
+    ];
+    const outcomes = await Promise.allSettled(works);
+    expect(outcomes[2].status).toBe('rejected');
+    const kept = (await committed('gc_parent')).filter((id) => id.startsWith('b'));
+    expect(await committed('gc_child')).toEqual([]);
+    if (isPostgres(db)) {
+      // Separate transactions: only the orphan's fails.
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      expect(kept).toEqual(['b1', 'b2', 'b3']);
+    } else {
+      // The first work commits alone; the others arrive while it commits and share the next commit.
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected']);
+      expect(kept).toEqual(['b1']);
+    }
+  });
+
+  it('nests in a transaction it is given, committing with it', async () => {
+    await db.transaction(async (trx) => {
+      await writeTransaction(trx, (inner) => inner('gc_parent').insert({ id: 'c1' }));
+      expect(await committed('gc_parent')).not.toContain('c1');
+    });
+    expect(await committed('gc_parent')).toContain('c1');
+  });
+});
