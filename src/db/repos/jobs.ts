@@ -1,5 +1,6 @@
 import type { Db, Runner } from '../knex.js';
 import { isPostgres } from '../knex.js';
+import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
@@ -60,11 +61,16 @@ export interface NewJob {
   digestKey?: string;
   mergedInto?: string;
   state?: Record<string, unknown>;
+  /** Given when other rows written with the job must point at it. */
+  id?: string;
+  /** For a job written already done (an in-app delivery made in its fan-out batch). */
+  attempts?: number;
+  providerId?: string | null;
 }
 
 function jobRow(job: NewJob, now: Date) {
   return {
-    id: newId(now.getTime()),
+    id: job.id ?? newId(now.getTime()),
     environment_id: job.environmentId,
     event_id: job.eventId,
     notification_id: job.notificationId,
@@ -73,6 +79,8 @@ function jobRow(job: NewJob, now: Date) {
     step_id: job.stepId ?? null,
     type: job.type,
     status: job.status,
+    attempts: job.attempts ?? 0,
+    provider_id: job.providerId ?? null,
     run_at: job.runAt.toISOString(),
     digest_key: job.digestKey ?? null,
     merged_into: job.mergedInto ?? null,
@@ -83,9 +91,7 @@ function jobRow(job: NewJob, now: Date) {
 }
 
 export async function insertJobs(trx: Runner, jobs: NewJob[], now: Date): Promise<void> {
-  // 15 columns a row: 1,000 rows stay well under the bound-variable limits of SQLite (32,766) and
-  // PostgreSQL (65,535), and fewer, larger statements are much cheaper to prepare.
-  for (let i = 0; i < jobs.length; i += 1000) await trx('jobs').insert(jobs.slice(i, i + 1000).map((job) => jobRow(job, now)));
+  await insertRows(trx, 'jobs', jobs.map((job) => jobRow(job, now)));
 }
 
 /**
@@ -193,20 +199,20 @@ export interface NewExecutionDetail {
 }
 
 export async function addExecutionDetails(trx: Runner, details: NewExecutionDetail[], now: Date): Promise<void> {
-  for (let i = 0; i < details.length; i += 1000) {
-    await trx('execution_details').insert(
-      details.slice(i, i + 1000).map((detail) => ({
-        id: newId(now.getTime()),
-        job_id: detail.jobId,
-        status: detail.status,
-        detail: detail.detail,
-        provider_id: detail.providerId ?? null,
-        raw: detail.raw ?? null,
-        is_retry: detail.isRetry,
-        created_at: now.toISOString(),
-      })),
-    );
-  }
+  await insertRows(
+    trx,
+    'execution_details',
+    details.map((detail) => ({
+      id: newId(now.getTime()),
+      job_id: detail.jobId,
+      status: detail.status,
+      detail: detail.detail,
+      provider_id: detail.providerId ?? null,
+      raw: detail.raw ?? null,
+      is_retry: detail.isRetry,
+      created_at: now.toISOString(),
+    })),
+  );
 }
 
 export async function addExecutionDetail(trx: Runner, detail: NewExecutionDetail, now: Date): Promise<void> {

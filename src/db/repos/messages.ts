@@ -1,4 +1,5 @@
 import type { Db, Runner } from '../knex.js';
+import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
@@ -22,30 +23,27 @@ export interface NewMessage {
 /** Stores in-app messages, once per job: a job run again after a crash leaves no second copy. */
 export async function insertMessages(trx: Runner, messages: NewMessage[], now: Date): Promise<void> {
   const at = now.toISOString();
-  // 14 columns a row: 1,000 rows stay under both databases' bound-variable limits.
-  for (let i = 0; i < messages.length; i += 1000) {
-    await trx('messages')
-      .insert(
-        messages.slice(i, i + 1000).map((message) => ({
-          id: newId(now.getTime()),
-          environment_id: message.environmentId,
-          subscriber_key: message.subscriberKey,
-          subscriber_id: message.subscriberId,
-          notification_id: message.notificationId,
-          job_id: message.jobId,
-          transaction_id: message.transactionId,
-          workflow_key: message.workflowKey,
-          subject: message.subject ?? null,
-          content: message.content,
-          url: message.url ?? null,
-          seen: false,
-          read: false,
-          created_at: at,
-        })),
-      )
-      .onConflict('job_id')
-      .ignore();
-  }
+  await insertRows(
+    trx,
+    'messages',
+    messages.map((message) => ({
+      id: newId(now.getTime()),
+      environment_id: message.environmentId,
+      subscriber_key: message.subscriberKey,
+      subscriber_id: message.subscriberId,
+      notification_id: message.notificationId,
+      job_id: message.jobId,
+      transaction_id: message.transactionId,
+      workflow_key: message.workflowKey,
+      subject: message.subject ?? null,
+      content: message.content,
+      url: message.url ?? null,
+      seen: false,
+      read: false,
+      created_at: at,
+    })),
+    { skipConflictsOn: ['job_id'] },
+  );
 }
 
 function toWire(row: Record<string, unknown>): InAppMessage {

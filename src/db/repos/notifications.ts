@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Db, Runner } from '../knex.js';
+import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
@@ -16,6 +17,10 @@ export interface NewNotification {
   subscriberKey: string;
   subscriberId: string;
   channels: string[];
+  /** Given when other rows written with it must point at it. */
+  id?: string;
+  /** `pending` unless it is written already settled (an in-app-only fan-out). */
+  status?: NotificationStatus;
 }
 
 /**
@@ -26,25 +31,24 @@ export async function insertNotifications(trx: Runner, rows: NewNotification[], 
   const created = new Map<string, string>();
   if (rows.length === 0) return created;
   const at = now.toISOString();
-  const inserted: Array<{ id: string; subscriber_key: string }> = await trx('notifications')
-    .insert(
-      rows.map((row) => ({
-        id: newId(now.getTime()),
-        environment_id: row.environmentId,
-        event_id: row.eventId,
-        transaction_id: row.transactionId,
-        workflow_key: row.workflowKey,
-        subscriber_key: row.subscriberKey,
-        subscriber_id: row.subscriberId,
-        channels: writeJson(row.channels),
-        status: 'pending',
-        created_at: at,
-        updated_at: at,
-      })),
-    )
-    .onConflict(['event_id', 'subscriber_key'])
-    .ignore()
-    .returning(['id', 'subscriber_key']);
+  const inserted = await insertRows<{ id: string; subscriber_key: string }>(
+    trx,
+    'notifications',
+    rows.map((row) => ({
+      id: row.id ?? newId(now.getTime()),
+      environment_id: row.environmentId,
+      event_id: row.eventId,
+      transaction_id: row.transactionId,
+      workflow_key: row.workflowKey,
+      subscriber_key: row.subscriberKey,
+      subscriber_id: row.subscriberId,
+      channels: writeJson(row.channels),
+      status: row.status ?? 'pending',
+      created_at: at,
+      updated_at: at,
+    })),
+    { skipConflictsOn: ['event_id', 'subscriber_key'], returning: ['id', 'subscriber_key'] },
+  );
   for (const row of inserted) created.set(row.subscriber_key, row.id);
   return created;
 }
