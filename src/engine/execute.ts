@@ -10,7 +10,8 @@ import { setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../http/types.js';
 import { deliver, Undeliverable } from './deliver.js';
-import { continueAfter, startNotifications } from './schedule.js';
+import { continueAfter, nextActiveStep, startNotifications } from './schedule.js';
+import { startWithInApp } from './in-app-batch.js';
 
 export const MAX_ATTEMPTS = 5;
 const FANOUT_BATCH = 500;
@@ -97,17 +98,22 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
       const event = (await findEvent(trx, job.eventId, true))!;
       let change: JobUpdate = { status: 'canceled' };
       if (!event.canceledAt) {
-        // Members of several addressed topics come once: DISTINCT, walked in subscriber-id order.
+        // Walked in subscriber-id order, from the cursor. One topic's members come straight from its
+        // (topic, subscriber) key, in order, a batch at a time; members of several topics come once
+        // (DISTINCT), which costs a sort of the members still to come.
+        const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
         const query = trx('topic_subscribers as ts')
           .join('subscribers as s', 's.id', 'ts.subscriber_id')
           .whereIn('ts.topic_id', topicIds)
-          .distinct('s.id as key', 's.subscriber_id as subscriberId')
-          .orderBy('s.id')
+          .orderBy('ts.subscriber_id')
           .limit(FANOUT_BATCH);
-        if (cursor) query.where('s.id', '>', cursor);
-        if (exclude.length > 0) query.whereNotIn('s.id', exclude);
+        if (topicIds.length > 1) query.distinct(columns);
+        else query.select(columns);
+        if (cursor) query.where('ts.subscriber_id', '>', cursor);
+        if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
         const batch: Array<{ key: string; subscriberId: string }> = await query;
-        await startNotifications(trx, event, batch, now);
+        if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, batch, now);
+        else await startNotifications(trx, event, batch, now);
         change =
           batch.length === FANOUT_BATCH
             ? { status: 'pending', runAt: now, state: { topicIds, exclude, cursor: batch.at(-1)!.key } }

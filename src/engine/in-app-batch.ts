@@ -3,15 +3,16 @@
 // per batch instead of a dozen per job. The decisions are the ones single delivery makes
 // (`suppression`, `inAppMessage`); only the reading and writing are batched.
 import type { Knex } from 'knex';
-import { isPostgres } from '../db/knex.js';
+import { isPostgres, type Db, type Runner } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetails, type JobRecord } from '../db/repos/jobs.js';
+import { addExecutionDetails, insertJobs, type JobRecord } from '../db/repos/jobs.js';
+import { newId } from '../ids.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER, type Layer } from './preferences.js';
 import { IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
-import { continueAfter, nextActiveStep } from './schedule.js';
+import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
 import type { WorkerContext } from './execute.js';
 import type { Step } from '../db/repos/workflows.js';
 
@@ -22,6 +23,58 @@ function chunks<T>(items: T[], size = CHUNK): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
+}
+
+type Decision =
+  | { job: JobRecord; event: EventRecord; status: 'canceled' }
+  | { job: JobRecord; event: EventRecord; status: 'skipped'; detail: string }
+  | { job: JobRecord; event: EventRecord; status: 'completed'; message: NewMessage };
+
+/** Subscribers and their preference layers, read a batch at a time, for the recipients of in-app steps. */
+async function audienceOf(db: Runner, keys: string[], workflowIds: string[]) {
+  const subscribers = await subscribersByKey(db as Db, keys);
+  const globals = await globalLayers(db as Db, keys);
+  const own = new Map<string, Map<string, Layer>>();
+  for (const workflowId of new Set(workflowIds)) own.set(workflowId, await workflowLayersOf(db as Db, workflowId, keys));
+  return {
+    recipient: (event: EventRecord, subscriberKey: string, subscriberId: string): Recipient => ({
+      subscriberId,
+      subscriberKey,
+      subscriber: subscribers.get(subscriberKey),
+      global: globals.get(subscriberKey) ?? EMPTY_LAYER,
+      own: own.get(event.workflow.id)!.get(subscriberKey) ?? EMPTY_LAYER,
+    }),
+  };
+}
+
+/** What single delivery would decide for this job: skipped (why) or completed (the message). */
+function decide(job: JobRecord, event: EventRecord, recipient: Recipient): Decision {
+  const step = event.workflow.steps[job.stepIndex!] as ChannelStep;
+  const skip = suppression(event, step, recipient);
+  if (skip) return { job, event, status: 'skipped', detail: skip };
+  return { job, event, status: 'completed', message: inAppMessage(job, event, step, recipient) };
+}
+
+/** The execution detail of each decided job, and the message of each delivered one. */
+async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promise<void> {
+  await addExecutionDetails(
+    trx,
+    decided.flatMap((d) =>
+      d.status === 'canceled'
+        ? []
+        : [
+            {
+              jobId: d.job.id,
+              status: d.status === 'completed' ? ('success' as const) : ('warning' as const),
+              detail: d.status === 'skipped' ? d.detail : IN_APP_DELIVERED,
+              providerId: d.status === 'completed' ? 'herald' : null,
+              isRetry: d.job.attempts > 1,
+            },
+          ],
+    ),
+    now,
+  );
+  await insertMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
 }
 
 export function isInAppJob(job: JobRecord): boolean {
@@ -43,34 +96,15 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     for (const row of await db('notifications').whereIn('id', ids).select('id', 'subscriber_id', 'subscriber_key')) notifications.set(row.id, row);
   }
   const keys = [...new Set([...notifications.values()].map((n) => n.subscriber_key))];
-  const subscribers = await subscribersByKey(db, keys);
-  const globals = await globalLayers(db, keys);
-  const own = new Map<string, Map<string, Layer>>();
-  for (const event of events.values()) {
-    if (!own.has(event.workflow.id)) own.set(event.workflow.id, await workflowLayersOf(db, event.workflow.id, keys));
-  }
+  const audience = await audienceOf(db, keys, [...events.values()].map((event) => event.workflow.id));
 
   // Decide every job in memory.
-  type Decision =
-    | { job: JobRecord; event: EventRecord; status: 'canceled' }
-    | { job: JobRecord; event: EventRecord; status: 'skipped'; detail: string }
-    | { job: JobRecord; event: EventRecord; status: 'completed'; message: NewMessage };
   const decided = jobs.flatMap((job): Decision[] => {
     const event = events.get(job.eventId);
     if (!event) return [];
     if (event.canceledAt) return [{ job, event, status: 'canceled' }];
-    const step = event.workflow.steps[job.stepIndex!] as ChannelStep;
     const notification = notifications.get(job.notificationId!)!;
-    const recipient: Recipient = {
-      subscriberId: notification.subscriber_id,
-      subscriberKey: notification.subscriber_key,
-      subscriber: subscribers.get(notification.subscriber_key),
-      global: globals.get(notification.subscriber_key) ?? EMPTY_LAYER,
-      own: own.get(event.workflow.id)!.get(notification.subscriber_key) ?? EMPTY_LAYER,
-    };
-    const skip = suppression(event, step, recipient);
-    if (skip) return [{ job, event, status: 'skipped', detail: skip }];
-    return [{ job, event, status: 'completed', message: inAppMessage(job, event, step, recipient) }];
+    return [decide(job, event, audience.recipient(event, notification.subscriber_key, notification.subscriber_id))];
   });
 
   await db.transaction(async (trx: Knex.Transaction) => {
@@ -90,24 +124,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
           .update({ status, lease_owner: null, lease_expires_at: null, provider_id: status === 'completed' ? 'herald' : null, updated_at: at });
       }
     }
-    await addExecutionDetails(
-      trx,
-      mine.flatMap((d) =>
-        d.status === 'canceled'
-          ? []
-          : [
-              {
-                jobId: d.job.id,
-                status: d.status === 'completed' ? ('success' as const) : ('warning' as const),
-                detail: d.status === 'skipped' ? d.detail : IN_APP_DELIVERED,
-                providerId: d.status === 'completed' ? 'herald' : null,
-                isRetry: d.job.attempts > 1,
-              },
-            ],
-      ),
-      now,
-    );
-    await insertMessages(trx, mine.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
+    await writeOutcomes(trx, mine, now);
 
     // What comes next. The common case (the in-app step was the last one) is settled in bulk;
     // anything else goes through the same path as a single job.
@@ -130,4 +147,67 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
       }
     }
   });
+}
+
+/**
+ * A fan-out batch whose workflow starts with an in-app step delivers that step at once, in the
+ * batch's own transaction: each new notification is written with its in-app job already done,
+ * its message and its execution detail (and settled, when nothing follows), instead of being
+ * queued, claimed and settled by a later batch. The decisions are the ones a claimed job gets; a
+ * batch run twice creates nothing twice, since an event has one notification per subscriber.
+ */
+export async function startWithInApp(trx: Runner, event: EventRecord, members: Member[], now: Date): Promise<void> {
+  if (members.length === 0) return;
+  const index = nextActiveStep(event, -1);
+  const step = event.workflow.steps[index];
+  const last = nextActiveStep(event, index) === -1;
+  const at = now.toISOString();
+  const audience = await audienceOf(trx, members.map((member) => member.key), [event.workflow.id]);
+  const decisions = new Map<string, Decision>();
+  for (const member of members) {
+    const job: JobRecord = {
+      id: newId(now.getTime()),
+      environmentId: event.environmentId,
+      eventId: event.id,
+      notificationId: newId(now.getTime()),
+      kind: 'step',
+      stepIndex: index,
+      stepId: step.stepId ?? null,
+      type: step.type,
+      status: 'running',
+      providerId: null,
+      attempts: 1,
+      runAt: at,
+      digestKey: null,
+      mergedInto: null,
+      state: {},
+      createdAt: at,
+    };
+    decisions.set(member.key, decide(job, event, audience.recipient(event, member.key, member.subscriberId)));
+  }
+  const created = await createNotifications(trx, event, members, now, (member) => ({
+    id: decisions.get(member.key)!.job.notificationId!,
+    status: last ? 'completed' : 'pending',
+  }));
+  const decided = [...created.keys()].map((subscriberKey) => decisions.get(subscriberKey)!);
+  await insertJobs(
+    trx,
+    decided.map(({ job, status }) => ({
+      id: job.id,
+      environmentId: job.environmentId,
+      eventId: job.eventId,
+      notificationId: job.notificationId,
+      kind: job.kind,
+      stepIndex: index,
+      stepId: step.stepId,
+      type: step.type,
+      status,
+      attempts: job.attempts,
+      providerId: status === 'completed' ? 'herald' : null,
+      runAt: now,
+    })),
+    now,
+  );
+  await writeOutcomes(trx, decided, now);
+  if (!last) for (const d of decided) await continueAfter(trx, event, d.job, d.job.state, now);
 }

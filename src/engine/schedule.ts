@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
 import { findDigestLeader, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
-import { insertNotifications, setNotificationStatus } from '../db/repos/notifications.js';
+import { insertNotifications, setNotificationStatus, type NotificationStatus } from '../db/repos/notifications.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from './preferences.js';
 
@@ -28,21 +28,37 @@ export function eventChannels(event: EventRecord): string[] {
   return [...new Set(types)];
 }
 
-/** Creates a notification and its first job for each recipient the event does not have yet. */
-export async function startNotifications(trx: Runner, event: EventRecord, recipients: Recipient[], now: Date): Promise<number> {
-  const created = await insertNotifications(
+/**
+ * Creates a notification for each recipient the event does not have yet: their ids by subscriber
+ * key. `given` names a recipient's notification id and status in advance.
+ */
+export async function createNotifications(
+  trx: Runner,
+  event: EventRecord,
+  recipients: Recipient[],
+  now: Date,
+  given?: (recipient: Recipient) => { id: string; status: NotificationStatus },
+): Promise<Map<string, string>> {
+  const channels = eventChannels(event);
+  return insertNotifications(
     trx,
     recipients.map((r) => ({
+      ...given?.(r),
       environmentId: event.environmentId,
       eventId: event.id,
       transactionId: event.transactionId,
       workflowKey: event.workflow.workflowId,
       subscriberKey: r.key,
       subscriberId: r.subscriberId,
-      channels: eventChannels(event),
+      channels,
     })),
     now,
   );
+}
+
+/** Creates a notification and its first job for each recipient the event does not have yet. */
+export async function startNotifications(trx: Runner, event: EventRecord, recipients: Recipient[], now: Date): Promise<number> {
+  const created = await createNotifications(trx, event, recipients, now);
   const first = nextActiveStep(event, -1);
   const plain: NewJob[] = [];
   for (const [subscriberKey, notificationId] of created) {

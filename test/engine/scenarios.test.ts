@@ -356,13 +356,52 @@ describe('topic fan-out', () => {
     expect(rows.some((r: { subscriber_id: string }) => r.subscriber_id === 'ada')).toBe(true);
   });
 
+  it('delivers an in-app first step with its fan-out batch, deciding as for a claimed job, and goes on to the next step', async () => {
+    for (const id of ['fan-a', 'fan-b', 'fan-quiet']) await t.a.post('/v1/subscribers', { subscriberId: id, firstName: id.toUpperCase() }).expect(201);
+    await t.a.patch('/v1/subscribers/fan-quiet/preferences', { channels: { in_app: false } }).expect(200);
+    await t.a.post('/v1/topics', { topicKey: 'fans', name: 'Fans' }).expect(201);
+    await t.a.post('/v1/topics/fans/subscribers', { subscribers: ['fan-a', 'fan-b', 'fan-quiet'] }).expect(200);
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Two notes',
+        steps: [
+          { type: 'in_app', template: { content: 'first for {{subscriber.firstName}}' } },
+          { type: 'delay', amount: 5, unit: 'minutes' },
+          { type: 'in_app', template: { content: 'second' } },
+        ],
+      })
+      .expect(201);
+    const tx = await trigger({ name: 'two-notes', to: [{ type: 'Topic', topicKey: 'fans' }] });
+    await worker.runBatch(); // the fan-out: one batch holds all three
+    expect((await feed('fan-a')).data.map((m: { content: string }) => m.content)).toEqual(['first for FAN-A']);
+    expect((await feed('fan-b')).data.map((m: { content: string }) => m.content)).toEqual(['first for FAN-B']);
+    const delivered = await notificationOf(tx, 'fan-a');
+    expect(delivered.jobs).toMatchObject([
+      { type: 'in_app', status: 'completed', providerId: 'herald', attempts: 1, executionDetails: [{ status: 'success', detail: 'Message stored in the in-app feed' }] },
+      { type: 'delay', status: 'delayed' },
+    ]);
+    const quiet = await notificationOf(tx, 'fan-quiet');
+    expect(quiet.jobs).toMatchObject([
+      { type: 'in_app', status: 'skipped', attempts: 1, executionDetails: [{ status: 'warning', detail: "The subscriber's preferences turn in_app off for this workflow" }] },
+      { type: 'delay', status: 'delayed' },
+    ]);
+    expect((await feed('fan-quiet')).totalCount).toBe(0);
+
+    await later(5 * 60_000);
+    expect((await feed('fan-a')).data.map((m: { content: string }) => m.content).sort()).toEqual(['first for FAN-A', 'second']);
+    for (const id of ['fan-a', 'fan-b', 'fan-quiet']) expect((await notificationOf(tx, id)).status).toBe('completed');
+  });
+
   it('stops creating notifications for a fan-out that is canceled midway', async () => {
     const tx = await trigger({ name: 'broadcast', to: [{ type: 'Topic', topicKey: 'everyone' }] });
-    await worker.runBatch(); // the first batch of 500
+    await worker.runBatch(); // the first batch of 500: its in-app step is delivered with it
+    expect(await t.db('messages').where({ transaction_id: tx }).count({ n: '*' }).first()).toMatchObject({ n: 500 });
     expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body.data).toBe(true);
     await run();
     const count = (await t.a.get(`/v1/notifications?transactionId=${tx}&limit=1`).expect(200)).body.totalCount;
     expect(count).toBe(500);
-    expect(await t.db('messages').where({ transaction_id: tx }).count({ n: '*' }).first()).toMatchObject({ n: 0 });
+    expect(await t.db('messages').where({ transaction_id: tx }).count({ n: '*' }).first()).toMatchObject({ n: 500 });
+    const statuses = await t.db('notifications').where({ transaction_id: tx }).distinct('status');
+    expect(statuses).toEqual([{ status: 'completed' }]);
   });
 });
