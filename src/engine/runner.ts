@@ -17,6 +17,17 @@ export interface RunnerOptions {
   random?: () => number;
 }
 
+/** The runners of this process, woken when this process queues jobs that are due now. */
+const runners = new Set<JobRunner>();
+
+/**
+ * Work was queued for now (a trigger committed): the runners of this process look at once instead
+ * of at their next idle poll. Runners in other processes find it at theirs (at most `maxIdleMs`).
+ */
+export function jobsQueued(): void {
+  for (const runner of runners) runner.wakeUp();
+}
+
 /**
  * The job runner: claims due jobs under a lease and runs them. It runs in the API process by
  * default, or alone with `--role worker`; any number of runners can share one PostgreSQL database.
@@ -29,18 +40,25 @@ export class JobRunner {
   private wake?: () => void;
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
-    this.options = { batchSize: 500, concurrency: 16, leaseMs: 60_000, maxIdleMs: 250, ...options };
+    this.options = { batchSize: 500, concurrency: 16, leaseMs: 60_000, maxIdleMs: 100, ...options };
     this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random: options.random ?? Math.random };
   }
 
   start(): void {
     this.stopping = false;
+    runners.add(this);
     this.loop ??= this.run();
+  }
+
+  /** Ends an idle wait now; a runner at work carries on. */
+  wakeUp(): void {
+    this.wake?.();
   }
 
   /** Stops claiming, lets the jobs under way finish, and gives back claimed jobs not yet started. */
   async stop(): Promise<void> {
     this.stopping = true;
+    runners.delete(this);
     this.wake?.();
     await this.loop;
     this.loop = undefined;

@@ -17,6 +17,7 @@ import { insertJobs } from '../db/repos/jobs.js';
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
 import { startNotifications, type Recipient } from './schedule.js';
+import { jobsQueued } from './runner.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
 type TriggerResult = Schemas['TriggerResult'];
@@ -164,5 +165,6 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest): 
     }
     throw err;
   }
+  jobsQueued();
   return { acknowledged: true, status: 'processed', transactionId };
 }

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { claimDueJobs, updateClaimedJob } from '../../src/db/repos/jobs.js';
@@ -61,5 +61,22 @@ describe('digest under concurrent triggers', () => {
     await new JobRunner(t.deps).runUntilIdle();
     const feed = (await t.a.get('/v1/subscribers/busy/messages').expect(200)).body;
     expect(feed.data.map((m: { content: string }) => m.content)).toEqual(['20']);
+  });
+});
+
+describe('waking', () => {
+  it('a trigger wakes an idle runner of the same process, long before its next poll', async () => {
+    await t.a.post('/v1/workflows', { name: 'Feed note', steps: [{ type: 'in_app', template: { content: 'woken' } }] }).expect(201);
+    const runner = new JobRunner(t.deps, { maxIdleMs: 120_000 });
+    runner.start();
+    try {
+      // Its idle waits double from 10 ms: after 3 s it is 0.45 s into a wait of 2.56 s, longer than
+      // the assertion below waits.
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      await t.a.post('/v1/events/trigger', { name: 'feed-note', to: 'ada' }).expect(201);
+      await vi.waitFor(async () => expect(await t.db('messages').where({ content: 'woken' }).first()).toBeDefined(), { timeout: 1500, interval: 20 });
+    } finally {
+      await runner.stop();
+    }
   });
 });
