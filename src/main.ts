@@ -5,7 +5,6 @@ import { loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { createDb, migrate } from './db/knex.js';
 import { bootstrap } from './accounts/bootstrap.js';
-import { createApp } from './app.js';
 import { systemClock } from './clock.js';
 import { JobRunner } from './engine/runner.js';
 
@@ -33,6 +32,8 @@ async function main(): Promise<void> {
   let server: Server | undefined;
   if (role !== 'worker') {
     const { createdKey } = await bootstrap(db, { plan: config.defaultPlan, apiKey: config.apiKey });
+    // Loaded only here: a worker has no use for the HTTP stack and the contract's validators.
+    const { createApp } = await import('./app.js');
     const app = await createApp(deps, { precompile: true });
     server = app.listen(config.port, config.host, () => {
       const { port } = server!.address() as AddressInfo;
