@@ -30,6 +30,7 @@ import { addMembers, findTopicRow, insertTopic } from '../src/db/repos/topics.js
 import { newId } from '../src/ids.js';
 import {
   ROOT,
+  buildForBench,
   chooseLoadTool,
   cpuMs,
   freePort,
@@ -93,7 +94,7 @@ interface Suite {
   databaseVersion: string;
   /** Peak RSS of the API process from its start to the first row (validators compiled). */
   apiStartRssMb?: number;
-  /** Peak RSS of the bare express baseline (node + tsx + express): the floor. */
+  /** Peak RSS of the bare express baseline (node + express): the floor. */
   baselineRssMb?: number;
   rows: Row[];
 }
@@ -279,7 +280,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     const apiPort = await freePort();
     const base = `http://127.0.0.1:${apiPort}`;
     const serverEnv = { DATABASE_URL: bench.childUrl, HOST: '127.0.0.1', PORT: String(apiPort), HERALD_API_KEY: key, LOG_LEVEL: 'warn' };
-    const api = startNode('API', 'src/main.ts', ['--role', 'api'], serverEnv, profileArgs('api'), logOf('api'));
+    const api = startNode('API', 'dist/src/main.js', ['--role', 'api'], serverEnv, profileArgs('api'), logOf('api'));
     children.push(api);
     await waitForHttp(api, `${base}/health`);
     const headers = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' };
@@ -326,7 +327,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         routes: Object.entries(specs).map(([id, spec]) => ({ method: spec.method, path: spec.basePath, status: spec.status, body: answers[id] })),
       }),
     );
-    const baseline = startNode('baseline', 'scripts/bench/baseline.ts', [routesFile], {}, [], logOf('baseline'));
+    const baseline = startNode('baseline', 'dist/bench/baseline.js', [routesFile], {}, [], logOf('baseline'));
     children.push(baseline);
     await waitForHttp(baseline, `http://127.0.0.1:${baselinePort}/health`);
     await waitIdle(baseline.pid);
@@ -395,7 +396,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     if (backlog > 0) log(`${kind}: took ${backlog} jobs left by the trigger rows out of the queue`);
     const workerEnv = { ...serverEnv, LOG_LEVEL: 'info', PORT: '0' };
     const startWorker = async (name: string) => {
-      const worker = startNode(`worker (${name})`, 'src/main.ts', ['--role', 'worker'], workerEnv, profileArgs(`worker-${name}`), logOf(`worker-${name}`));
+      const worker = startNode(`worker (${name})`, 'dist/src/main.js', ['--role', 'worker'], workerEnv, profileArgs(`worker-${name}`), logOf(`worker-${name}`));
       children.push(worker);
       await waitForOutput(worker, /Herald worker is running jobs/);
       return worker;
@@ -457,7 +458,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     // 5. Chat through an HTTP provider: N jobs queued first, then a worker drains them.
     if (options.rows.has('chat')) {
       const hookPort = await freePort();
-      const hook = startNode('webhook', 'scripts/bench/webhook.ts', [String(hookPort)], {}, [], logOf('webhook'));
+      const hook = startNode('webhook', 'dist/bench/webhook.js', [String(hookPort)], {}, [], logOf('webhook'));
       children.push(hook);
       await waitForOutput(hook, /webhook listening/);
       await call('POST', '/integrations', { providerId: 'slack', identifier: 'bench-slack' });
@@ -602,6 +603,7 @@ async function main(): Promise<void> {
   if (both && !pgUrl) throw new Error('--both needs DATABASE_URL=postgres://…');
   const kinds: Array<'sqlite' | 'postgres'> = both ? ['sqlite', 'postgres'] : [pgUrl ? 'postgres' : 'sqlite'];
   const tool = chooseLoadTool(log);
+  await buildForBench();
   if (options.profileDir) fs.mkdirSync(options.profileDir, { recursive: true });
   if (options.logsDir) fs.mkdirSync(options.logsDir, { recursive: true });
 
@@ -623,7 +625,7 @@ async function main(): Promise<void> {
     `Load average at end: ${os.loadavg().map((n) => n.toFixed(2)).join(' ')}; whole run ${((Date.now() - started) / 1000).toFixed(0)} s`,
     ...suites.map(
       (s) =>
-        `Database: ${s.databaseVersion}; API RSS after start ${fmt(s.apiStartRssMb, 1)} MB; bare express baseline (node + tsx + express) peak RSS ${fmt(s.baselineRssMb, 1)} MB`,
+        `Database: ${s.databaseVersion}; API RSS after start ${fmt(s.apiStartRssMb, 1)} MB; bare express baseline (node + express) peak RSS ${fmt(s.baselineRssMb, 1)} MB`,
     ),
     '',
     table(suites),

@@ -1,21 +1,29 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, processDatabaseUrl, type TestDb } from './helpers/db.js';
-import { runScript, startScript } from './helpers/process.js';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ROOT, buildServer, runScript, startScript } from './helpers/process.js';
 import { startSlowWebhook } from './helpers/webhook.js';
 import { createApiKey, createOrganization } from '../src/db/repos/accounts.js';
 
 // The real entry points, as a new user runs them: `npm start` and `npm run keys`.
 let testDb: TestDb;
 let env: Record<string, string>;
+let builtMain: string;
 beforeAll(async () => {
   testDb = await createTestDb();
+  builtMain = await buildServer();
   env = { DATABASE_URL: processDatabaseUrl(testDb), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' };
 });
-afterAll(async () => testDb?.close());
+afterAll(async () => {
+  await testDb?.close();
+  if (builtMain) fs.rmSync(path.dirname(path.dirname(path.join(ROOT, builtMain))), { recursive: true, force: true });
+});
 
 describe('npm start', () => {
   it('prints a first key on an empty database, serves the API with it, and exits 0 on SIGTERM', async () => {
-    const server = await startScript('src/main.ts', { env, ready: [/"msg":"Herald is listening"/, /Try: curl/] });
+    // The build `npm start` runs: plain JavaScript on node, no TypeScript loader.
+    const server = await startScript(builtMain, { env, ready: [/"msg":"Herald is listening"/, /Try: curl/] });
     try {
       const key = /^\s+(hk_[0-9a-f]{48})$/m.exec(server.output())?.[1];
       const port = Number(/"port":(\d+)/.exec(server.output())?.[1]);

@@ -1,6 +1,8 @@
 // Helpers for `npm run bench`: child processes, /proc readings, and the load generator (wrk, or
 // autocannon when wrk cannot be had).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { build } from 'esbuild';
+import { buildServer } from '../build.js';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -34,7 +36,17 @@ export interface NodeChild {
   stop(graceMs?: number): Promise<number | null>;
 }
 
-/** Starts `node [nodeArgs] --import tsx <script> [args]` in the repository, as `npm start` does. */
+/**
+ * Compiles the server as `npm start` does (`npm run build`, into dist/src) and the bench's own
+ * helper servers beside it (dist/bench), so every process runs plain JavaScript: no TypeScript
+ * loader, which would add its own thread and memory to each figure.
+ */
+export async function buildForBench(): Promise<void> {
+  await buildServer();
+  await build({ entryPoints: ['scripts/bench/baseline.ts', 'scripts/bench/webhook.ts'].map((file) => path.join(ROOT, file)), outdir: path.join(ROOT, 'dist', 'bench'), platform: 'node', format: 'esm', logLevel: 'warning' });
+}
+
+/** Starts `node [nodeArgs] <script> [args]` in the repository; TypeScript (`.ts`) through tsx. */
 export function startNode(
   name: string,
   script: string,
@@ -43,7 +55,8 @@ export function startNode(
   nodeArgs: string[] = [],
   logFile?: string,
 ): NodeChild {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
+  const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const child = spawn(process.execPath, [...nodeArgs, ...loader, script, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

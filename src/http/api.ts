@@ -1,11 +1,11 @@
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Request, Response } from 'express';
 import { OpenAPIBackend, type Context } from 'openapi-backend';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import type { ErrorObject } from 'ajv';
 import type { Deps } from '../deps.js';
+import { ROOT } from '../paths.js';
 import { badRequest, HttpError, notFound, sendError, unauthorized, type ErrorDetail } from './errors.js';
 import type { Authentication } from './security.js';
 import type { HandlerContext, OperationHandlers, OperationId } from './types.js';
@@ -13,7 +13,7 @@ import { idempotencyKeyOf, idempotent } from './idempotency.js';
 
 const addFormats = ajvFormats.default;
 
-export const SPEC_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../openapi/v1.yaml');
+export const SPEC_PATH = path.join(ROOT, 'openapi', 'v1.yaml');
 
 /** JSON Schema 2020-12 (OpenAPI 3.1's dialect) with formats, every error, and discriminated steps. */
 export function createAjv(options: object = {}): Ajv2020 {

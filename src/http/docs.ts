@@ -2,13 +2,12 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { fileURLToPath } from 'node:url';
 import type { RequestHandler } from 'express';
 import type { Logger } from '../logger.js';
+import { ROOT } from '../paths.js';
 import { SPEC_PATH } from './api.js';
 import { HttpError, sendError } from './errors.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const DOCS_HTML_PATH = path.join(ROOT, 'dist', 'docs', 'index.html');
 const DOCS_SCRIPT = path.join(ROOT, 'scripts', 'docs.ts');
 

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildServer as build } from '../../scripts/build.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -24,13 +25,27 @@ export function runScript(
   });
 }
 
-/** Starts a long-running entry point and resolves once its output shows every `ready` pattern. */
+/**
+ * Compiles the server as `npm start` does, into a folder of its own under dist/ (test files run
+ * side by side): the path of its main.js, relative to the repository.
+ */
+export async function buildServer(): Promise<string> {
+  const outdir = path.join('dist', `test-${process.pid}-${Date.now()}`, 'src');
+  await build(path.join(ROOT, outdir));
+  return path.join(outdir, 'main.js');
+}
+
+/**
+ * Starts a long-running entry point and resolves once its output shows every `ready` pattern.
+ * TypeScript (`.ts`) runs through tsx; JavaScript (the build) runs on node alone, as `npm start` does.
+ */
 export function startScript(
   script: string,
   { env, ready, args = [], timeoutMs = 20_000 }: { env: Record<string, string>; ready: RegExp[]; args?: string[]; timeoutMs?: number },
 ): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number | null> }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, env: { ...process.env, ...env } });
+    const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
+    const child = spawn(process.execPath, [...loader, script, ...args], { cwd: ROOT, env: { ...process.env, ...env } });
     let output = '';
     const exited = new Promise<number | null>((done) => child.on('close', done));
     const timer = setTimeout(() => {
