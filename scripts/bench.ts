@@ -1,9 +1,11 @@
 // npm run bench [-- options]: Herald's performance figures on this machine, as one table.
 //
 // A fresh database (SQLite in a temporary folder; with DATABASE_URL=postgres://… a fresh schema on
-// that server, dropped afterwards), the API in its own process (`src/main.ts --role api`), the
+// that server, dropped afterwards), the API in its own process (`main.js --role api`), the
 // load from wrk in another (autocannon when wrk cannot be had), and in the same run a bare express
-// app as the baseline for every HTTP row. Workers run as `--role worker` processes.
+// app as the baseline for every HTTP row, and the "stack floor" (express + openapi-backend as Herald
+// uses them, doing no work of its own: scripts/bench/stack-floor.ts). Workers run as
+// `--role worker` processes. Every process runs the build (`npm run build`), as `npm start` does.
 //
 //   --quick            shorter runs (1 s warm-up, 3 s per row; 2,000 fan-out subscribers, 500 chat jobs)
 //   --large            100,000 fan-out subscribers
@@ -331,6 +333,14 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     children.push(baseline);
     await waitForHttp(baseline, `http://127.0.0.1:${baselinePort}/health`);
     await waitIdle(baseline.pid);
+    // The stack floor: express + openapi-backend as Herald uses them, answering the same bodies.
+    const floorPort = await freePort();
+    const floorRoutesFile = path.join(scratch, 'floor-routes.json');
+    fs.writeFileSync(floorRoutesFile, JSON.stringify({ ...JSON.parse(fs.readFileSync(routesFile, 'utf8')), port: floorPort }));
+    const floor = startNode('stack floor', 'dist/bench/stack-floor.js', [floorRoutesFile], {}, [], logOf('stack-floor'));
+    children.push(floor);
+    await waitForHttp(floor, `http://127.0.0.1:${floorPort}/health`);
+    await waitIdle(floor.pid);
 
     const eventCount = async () => Number((await db('events').count({ n: '*' }).first())!.n);
     const measure = async (spec: LoadSpec, pid: number, countEvents = false) => {
@@ -351,6 +361,8 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       const spec = specs[id];
       log(`${kind}: ${label}: baseline`);
       const baseResult = await measure({ ...spec, url: spec.url.replace(base, `http://127.0.0.1:${baselinePort}`) }, baseline.pid);
+      log(`${kind}: ${label}: stack floor`);
+      const floorResult = await measure({ ...spec, url: spec.url.replace(base, `http://127.0.0.1:${floorPort}`) }, floor.pid);
       log(`${kind}: ${label}: Herald`);
       resetPeakRss(api.pid);
       const result = await measure(spec, api.pid, id === 'trigger' || id === 'bulk');
@@ -363,6 +375,9 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       }
       if (result.socketErrors > 0) notes.push(`${result.socketErrors} socket errors`);
       if (baseResult.non2xx + baseResult.socketErrors > 0) notes.push(`baseline: ${baseResult.non2xx} non-2xx, ${baseResult.socketErrors} socket errors`);
+      if (floorResult.non2xx + floorResult.socketErrors > 0) notes.push(`stack floor: ${floorResult.non2xx} non-2xx, ${floorResult.socketErrors} socket errors`);
+      const floorRatio = floorResult.rps / baseResult.rps;
+      notes.push(`stack floor ${fmt(floorResult.rps)} req/s = ${fmt(floorRatio, 2)}× baseline, CPU ${fmt(floorResult.cpuMsPerOp, 3)} ms/req`);
       // A bulk request at 50 connections can take longer than the whole run, so the bulk row counts
       // what the server stored (events per second, CPU per event) rather than answers that came back.
       const bulk = id === 'bulk';
@@ -388,7 +403,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     await httpRow('list', '2b. GET /v1/subscribers?limit=100');
     await httpRow('bulk', '3. POST /v1/events/trigger/bulk (100 events)');
     suite.baselineRssMb = peakRssMb(baseline.pid);
-    await baseline.stop();
+    await Promise.all([baseline.stop(), floor.stop()]);
 
     // The in-app jobs the trigger rows left are not part of what follows: take them out of the queue
     // (they stay in the tables, which keeps the database the size a busy one has).

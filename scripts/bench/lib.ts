@@ -43,7 +43,10 @@ export interface NodeChild {
  */
 export async function buildForBench(): Promise<void> {
   await buildServer();
-  await build({ entryPoints: ['scripts/bench/baseline.ts', 'scripts/bench/webhook.ts'].map((file) => path.join(ROOT, file)), outdir: path.join(ROOT, 'dist', 'bench'), platform: 'node', format: 'esm', logLevel: 'warning' });
+  const outdir = path.join(ROOT, 'dist', 'bench');
+  const helpers = ['scripts/bench/baseline.ts', 'scripts/bench/webhook.ts', 'scripts/bench/stack-floor.ts'].map((file) => path.join(ROOT, file));
+  // Bundled (packages stay imports): the stack floor uses Herald's own router module from src/.
+  await build({ entryPoints: helpers, outdir, bundle: true, packages: 'external', platform: 'node', format: 'esm', logLevel: 'warning' });
 }
 
 /** Starts `node [nodeArgs] <script> [args]` in the repository; TypeScript (`.ts`) through tsx. */
