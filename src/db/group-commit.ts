@@ -35,7 +35,12 @@ export function writeTransaction<T>(db: Db, work: Work<T>): Promise<T> {
   const settled = new Promise<T>((resolve, reject) => {
     queue.pending.push({ work: work as Work<unknown>, resolve: resolve as (value: unknown) => void, reject });
   });
-  if (!queue.committing) commitNext(db, queue);
+  if (!queue.committing) {
+    // Wait one turn of the event loop before beginning, so that the writes of requests being
+    // handled right now share this commit instead of each waiting for the next.
+    queue.committing = true;
+    setImmediate(() => commitNext(db, queue));
+  }
   return settled;
 }
 
@@ -66,12 +71,16 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 async function commitTogether(db: Db, batch: Pending[]): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
   await db.transaction(async (trx) => {
+    // Plain savepoints: knex's nested transactions would build a knex instance for each work.
     for (const { work } of batch) {
+      await trx.raw('SAVEPOINT work');
       try {
-        outcomes.push({ ok: true, value: await trx.transaction(work) });
+        outcomes.push({ ok: true, value: await work(trx) });
       } catch (error) {
+        await trx.raw('ROLLBACK TO SAVEPOINT work');
         outcomes.push({ ok: false, error });
       }
+      await trx.raw('RELEASE SAVEPOINT work');
     }
   });
   return outcomes;
