@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
+import Database from 'better-sqlite3';
 import { migrationSource } from './migrations/index.js';
 
 export type Db = Knex;
@@ -68,6 +69,38 @@ function inlineLimits(client: CompilingClient): void {
   };
 }
 
+
+/** SQLite databases' read connections, opened on first use (after the migrations). */
+const readConnections = new WeakMap<Db, { file: string; connection?: Database.Database }>();
+
+/**
+ * The rows of a read-only statement, written in plain SQL with `?` placeholders (the same text
+ * serves both databases). The hottest reads of the API (a trigger's workflow and recipients, a
+ * subscriber by id) go through here.
+ *
+ * On SQLite, outside a transaction, the statement runs on a read-only connection of its own,
+ * prepared once: no query builder, pool or promise chain (knex cost more than the lookup), and a
+ * read never waits behind a transaction that holds the writing connection. That connection sees
+ * what is committed, as another PostgreSQL connection would. Inside a transaction, or on
+ * PostgreSQL, the statement goes through knex as usual.
+ */
+export async function selectRows<T>(db: Runner, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
+  const read = db.isTransaction ? undefined : readConnections.get(db as Db);
+  if (!read) {
+    const result = await db.raw(sql, bindings as never[]);
+    return (Array.isArray(result) ? result : result.rows) as T[];
+  }
+  read.connection ??= openReadConnection(read.file);
+  return read.connection.prepare(sql).all(...bindings) as T[];
+}
+
+function openReadConnection(file: string): Database.Database {
+  const connection = new Database(file, { readonly: true, fileMustExist: true });
+  connection.pragma('busy_timeout = 5000');
+  cachePreparedStatements(connection as unknown as PreparingConnection);
+  return connection;
+}
+
 export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url);
 }
@@ -103,6 +136,19 @@ export function createDb(url: string, options: DbOptions = {}): Db {
     },
   });
   inlineLimits(db.client as CompilingClient);
+  if (file !== ':memory:') {
+    // A second connection to an in-memory database would be another database: reads share knex's.
+    const read: { file: string; connection?: Database.Database } = { file };
+    readConnections.set(db, read);
+    // The read connection closes with the writing one (db.destroy()).
+    const client = db.client as { destroyRawConnection(conn: unknown): Promise<void> };
+    const destroyRaw = client.destroyRawConnection.bind(client);
+    client.destroyRawConnection = async (conn) => {
+      read.connection?.close();
+      read.connection = undefined;
+      return destroyRaw(conn);
+    };
+  }
   return db;
 }
 

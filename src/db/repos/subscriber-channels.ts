@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Db } from '../knex.js';
+import { selectRows, type Db } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
 
@@ -9,11 +9,13 @@ export type SubscriberChannel = Schemas['SubscriberChannel'];
 export async function channelsBySubscriber(db: Db, subscriberIds: string[]): Promise<Map<string, SubscriberChannel[]>> {
   const channels = new Map<string, SubscriberChannel[]>(subscriberIds.map((id) => [id, []]));
   if (subscriberIds.length === 0) return channels;
-  const rows = await db('subscriber_channels as c')
-    .join('integrations as i', 'i.id', 'c.integration_id')
-    .whereIn('c.subscriber_id', subscriberIds)
-    .orderBy([{ column: 'c.created_at' }, { column: 'c.integration_id' }])
-    .select('c.subscriber_id', 'c.provider_id', 'c.credentials', 'i.id as integration_id', 'i.identifier');
+  const rows = await selectRows<{ subscriber_id: string; provider_id: SubscriberChannel['providerId']; credentials: string; integration_id: string; identifier: string }>(
+    db,
+    `SELECT c.subscriber_id, c.provider_id, c.credentials, i.id AS integration_id, i.identifier
+     FROM subscriber_channels c JOIN integrations i ON i.id = c.integration_id
+     WHERE c.subscriber_id IN (${subscriberIds.map(() => '?').join(', ')}) ORDER BY c.created_at, c.integration_id`,
+    subscriberIds,
+  );
   for (const row of rows) {
     channels.get(row.subscriber_id)!.push({
       providerId: row.provider_id,

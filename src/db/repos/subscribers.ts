@@ -1,4 +1,4 @@
-import type { Db } from '../knex.js';
+import { selectRows, type Db } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readJson, writeJson } from '../json.js';
@@ -90,8 +90,11 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
   );
 }
 
+const SUBSCRIBER_BY_ID = `SELECT s.*, e.organization_id FROM subscribers s JOIN environments e ON e.id = s.environment_id
+  WHERE s.environment_id = ? AND s.subscriber_id = ? LIMIT 1`;
+
 export async function findSubscriber(db: Db, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
-  const row = await scoped(db, environmentId).where('s.subscriber_id', subscriberId).first();
+  const [row] = await selectRows<SubscriberRow>(db, SUBSCRIBER_BY_ID, [environmentId, subscriberId]);
   return row ? (await withChannels(db, [row]))[0] : undefined;
 }
 
@@ -162,10 +165,12 @@ export async function upsertSubscriber(db: Db, environmentId: string, input: Sub
 export async function subscriberKeys(db: Db, environmentId: string, subscriberIds: string[]): Promise<Map<string, string>> {
   const keys = new Map<string, string>();
   for (let i = 0; i < subscriberIds.length; i += 500) {
-    const rows = await db('subscribers')
-      .where('environment_id', environmentId)
-      .whereIn('subscriber_id', subscriberIds.slice(i, i + 500))
-      .select('id', 'subscriber_id');
+    const ids = subscriberIds.slice(i, i + 500);
+    const rows = await selectRows<{ id: string; subscriber_id: string }>(
+      db,
+      `SELECT id, subscriber_id FROM subscribers WHERE environment_id = ? AND subscriber_id IN (${ids.map(() => '?').join(', ')})`,
+      [environmentId, ...ids],
+    );
     for (const row of rows) keys.set(row.subscriber_id, row.id);
   }
   return keys;

@@ -1,5 +1,4 @@
-import type { Db } from '../knex.js';
-import { isPostgres } from '../knex.js';
+import { isPostgres, selectRows, type Db } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
@@ -101,8 +100,11 @@ export async function listWorkflows(
   );
 }
 
+const WORKFLOW_BY_ID = `SELECT w.*, e.organization_id FROM workflows w JOIN environments e ON e.id = w.environment_id
+  WHERE w.environment_id = ? AND w.workflow_id = ? LIMIT 1`;
+
 export async function findWorkflow(db: Db, environmentId: string, workflowId: string): Promise<StoredWorkflow | undefined> {
-  const row = await scoped(db, environmentId).where('w.workflow_id', workflowId).first();
+  const [row] = await selectRows<WorkflowRow>(db, WORKFLOW_BY_ID, [environmentId, workflowId]);
   return row ? toStored(row) : undefined;
 }
 
