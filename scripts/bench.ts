@@ -16,7 +16,6 @@
 //   --subscribers N    fan-out topic size (default 10,000)    --deliveries N  chat jobs (default 2,000)
 //   --profile [DIR]    run the API and the workers with --cpu-prof, profiles into DIR (bench/profiles)
 //   --node-args="…"    extra Node flags for the API and worker processes, e.g. --node-args="--max-semi-space-size=4"
-//                      or the experiments: --node-args=--import=./scripts/bench/experiments/fast-router.mjs
 //   --logs DIR         write every child process's output to DIR/<database>-<process>.log
 //   --json FILE        also write the figures as JSON
 //   --keep             keep the database (prints where it is)
@@ -252,7 +251,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-bench-run-'));
   const logOf = (name: string) => (options.logsDir ? path.join(options.logsDir, `${kind}-${name}.log`) : undefined);
   const profileArgs = (name: string) =>
-    // One folder per process: tsx's module loader runs in a thread of its own, which writes a profile too
+    // One folder per process: each thread of a process writes a profile of its own
     // (CPU.<date>.<time>.<pid>.<thread>.…; the main thread's is the largest, thread id 0).
     [...options.nodeArgs, ...(options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(options.profileDir, `${kind}-${name}-${Date.now()}`)}`] : [])];
   try {
