@@ -21,9 +21,10 @@ const queues = new WeakMap<Db, Queue>();
  *
  * On SQLite a commit costs more than the few inserts a request makes (every index touched is a
  * page written to the log), and one connection commits one transaction at a time. So writes that
- * arrive while a commit is under way wait for it and are then committed together: each in a
- * savepoint of its own, so one that fails is undone alone, and each caller is answered only after
- * the commit that holds its work. A commit that fails fails every work in it.
+ * arrive together (in the same turn of the event loop, or while a commit is under way) are
+ * committed together: each in a savepoint of its own, so one that fails is undone alone, and each
+ * caller is answered only after the commit that holds its work. A commit that fails fails every
+ * work in it.
  *
  * PostgreSQL commits concurrent transactions side by side already, and inside a transaction the
  * work simply nests in it: both take the ordinary path.

@@ -1,7 +1,9 @@
 // In-app steps in bulk. An in-app send is only rows in our own database, so a topic fan-out's
 // thousands of in-app jobs are decided and written a batch at a time: a fixed number of queries
 // per batch instead of a dozen per job. The decisions are the ones single delivery makes
-// (`suppression`, `inAppMessage`); only the reading and writing are batched.
+// (`suppression`, `inAppMessage`); only the reading and writing are batched. A fan-out batch whose
+// workflow starts with an in-app step goes further and delivers it as it creates the notifications
+// (`startWithInApp`).
 import type { Knex } from 'knex';
 import { isPostgres, type Db, type Runner } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
