@@ -1,4 +1,5 @@
 import { isPostgres, type Db, type Runner } from './knex.js';
+import { writeTransaction } from './group-commit.js';
 
 /** SQLite: comfortably under its limit of 32,766 bound variables a statement. */
 const MAX_VARIABLES = 30_000;
@@ -52,4 +53,29 @@ export async function insertRows<T = Record<string, unknown>>(
     if (options.returning) returned.push(...((Array.isArray(result) ? result : result.rows) as T[]));
   }
   return returned;
+}
+
+/**
+ * New rows for several tables, all or none: parents first (a row's foreign keys point at rows of
+ * earlier tables or of the database). A unique violation fails the whole write.
+ *
+ * PostgreSQL: one statement (each table's insert a data-modifying CTE, foreign keys checked at its
+ * end), which is atomic on its own: one round trip, where a transaction of three inserts takes
+ * five. SQLite: one transaction, committed with the writes arriving alongside (group-commit.ts).
+ */
+export async function insertAll(db: Runner, tables: Array<{ table: string; rows: Array<Record<string, unknown>> }>): Promise<void> {
+  const parts = tables.filter(({ rows }) => rows.length > 0);
+  if (isPostgres(db as Db) && parts.every(({ rows }) => rows.length <= MAX_JSON_ROWS)) {
+    const inserts = parts.map(({ table, rows }) => {
+      const names = Object.keys(rows[0]).map(quote).join(', ');
+      return `INSERT INTO ${quote(table)} (${names}) SELECT ${names} FROM json_populate_recordset(NULL::${quote(table)}, ?)`;
+    });
+    const last = inserts.pop()!;
+    const sql = (inserts.length > 0 ? `WITH ${inserts.map((insert, i) => `w${i} AS (${insert})`).join(', ')} ` : '') + last;
+    await db.raw(sql, parts.map(({ rows }) => JSON.stringify(rows)));
+    return;
+  }
+  await writeTransaction(db as Db, async (trx) => {
+    for (const { table, rows } of parts) await insertRows(trx, table, rows);
+  });
 }

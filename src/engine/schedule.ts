@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto';
 import type { Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
 import { findDigestLeader, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
-import { insertNotifications, setNotificationStatus, type NotificationStatus } from '../db/repos/notifications.js';
+import { insertNotifications, setNotificationStatus, type NewNotification, type NotificationStatus } from '../db/repos/notifications.js';
+import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from './preferences.js';
 
@@ -69,20 +70,8 @@ export async function startNotifications(trx: Runner, event: EventRecord, recipi
   return created.size;
 }
 
-/**
- * The job for step `index` of a notification. Delay and digest jobs wait (`delayed`); a digest job
- * either opens the digest for its key or joins the one already open (`merged`), in which case it
- * is written here and nothing is returned.
- */
-async function stepJob(
-  trx: Runner,
-  event: EventRecord,
-  notificationId: string,
-  subscriberKey: string,
-  index: number,
-  state: Record<string, unknown>,
-  now: Date,
-): Promise<NewJob | undefined> {
+/** The job for step `index` of a notification, as any step but a digest has it: a delay waits. */
+function plainStepJob(event: EventRecord, notificationId: string, index: number, state: Record<string, unknown>, now: Date): NewJob {
   const step = event.workflow.steps[index];
   const job: NewJob = {
     environmentId: event.environmentId,
@@ -101,6 +90,47 @@ async function stepJob(
     const at = step.delayPath ? (until ?? now) : addMs(now, durationMs(step.amount!, step.unit!));
     return { ...job, status: 'delayed', runAt: at > now ? at : now };
   }
+  return job;
+}
+
+/**
+ * A new event's notifications and their first jobs, decided without the database: what
+ * `startNotifications` would write for recipients the event has none for yet. Undefined when the
+ * first active step is a digest, which opens or joins a digest in the database as it is written.
+ */
+export function plannedStart(event: EventRecord, recipients: Recipient[], now: Date): { notifications: NewNotification[]; jobs: NewJob[] } | undefined {
+  const first = nextActiveStep(event, -1);
+  if (event.workflow.steps[first].type === 'digest') return undefined;
+  const channels = eventChannels(event);
+  const notifications = recipients.map((r): NewNotification => ({
+    id: newId(now.getTime()),
+    environmentId: event.environmentId,
+    eventId: event.id,
+    transactionId: event.transactionId,
+    workflowKey: event.workflow.workflowId,
+    subscriberKey: r.key,
+    subscriberId: r.subscriberId,
+    channels,
+  }));
+  return { notifications, jobs: notifications.map((n) => plainStepJob(event, n.id!, first, {}, now)) };
+}
+
+/**
+ * The job for step `index` of a notification. Delay and digest jobs wait (`delayed`); a digest job
+ * either opens the digest for its key or joins the one already open (`merged`), in which case it
+ * is written here and nothing is returned.
+ */
+async function stepJob(
+  trx: Runner,
+  event: EventRecord,
+  notificationId: string,
+  subscriberKey: string,
+  index: number,
+  state: Record<string, unknown>,
+  now: Date,
+): Promise<NewJob | undefined> {
+  const step = event.workflow.steps[index];
+  const job = plainStepJob(event, notificationId, index, state, now);
   if (step.type === 'digest') {
     const keyValue = step.digestKey ? valueAt(event.payload, step.digestKey) : null;
     const digestKey = createHash('sha256')

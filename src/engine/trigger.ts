@@ -1,5 +1,5 @@
 // POST /events/trigger: a trigger is checked whole before anything is stored, and accepted in one
-// transaction with its notifications and first jobs (a transactional outbox): an acknowledged
+// atomic write with its notifications and first jobs (a transactional outbox): an acknowledged
 // trigger is never lost, a rejected one leaves nothing behind. On SQLite, triggers that arrive
 // together are committed together (db/group-commit.ts), each still answered only once committed.
 import { randomUUID } from 'node:crypto';
@@ -12,11 +12,13 @@ import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import { findWorkflow, type StoredWorkflow } from '../db/repos/workflows.js';
 import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/subscribers.js';
-import { insertEvent, type EventRecord } from '../db/repos/events.js';
-import { insertJobs } from '../db/repos/jobs.js';
+import { eventRow, insertEvent, type EventRecord } from '../db/repos/events.js';
+import { insertJobs, jobRow } from '../db/repos/jobs.js';
+import { notificationRow } from '../db/repos/notifications.js';
+import { insertAll } from '../db/insert-rows.js';
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
-import { startNotifications, type Recipient } from './schedule.js';
+import { plannedStart, startNotifications, type Recipient } from './schedule.js';
 import { jobsQueued } from './runner.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
@@ -61,10 +63,23 @@ function timezoneProblem(subscriber: InlineSubscriber, field: string): ErrorDeta
   }
 }
 
-export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest): Promise<TriggerResult> {
+/** How a trigger finds its workflow: a bulk request looks each of its workflows up once. */
+export type WorkflowLookup = (db: Deps['db'], environmentId: string, workflowId: string) => Promise<StoredWorkflow | undefined>;
+
+/** A lookup that reads each workflow once and then answers from memory: for one bulk request. */
+export function onceEachWorkflow(): WorkflowLookup {
+  const seen = new Map<string, Promise<StoredWorkflow | undefined>>();
+  return (db, environmentId, workflowId) => {
+    let found = seen.get(workflowId);
+    if (!found) seen.set(workflowId, (found = findWorkflow(db, environmentId, workflowId)));
+    return found;
+  };
+}
+
+export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, lookupWorkflow: WorkflowLookup = findWorkflow): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;
-  const workflow = await findWorkflow(db, env, request.name);
+  const workflow = await lookupWorkflow(db, env, request.name);
   if (!workflow) throw unprocessable(`Workflow ${request.name} not found`, [{ field: 'body/name', message: `${request.name} is not a workflow` }]);
   if (!workflow.active) return { acknowledged: true, status: 'trigger_not_active' };
   if (workflow.steps.length === 0) return { acknowledged: true, status: 'no_workflow_steps_defined' };
@@ -106,59 +121,75 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest): 
 
   const transactionId = request.transactionId ?? randomUUID();
   const now = clock.now();
+  const actorId = typeof request.actor === 'string' ? request.actor : request.actor?.subscriberId;
+  const eventOf = (actor: EventRecord['actor']): EventRecord => ({
+    id: newId(now.getTime()),
+    environmentId: env,
+    transactionId,
+    workflow: {
+      id: workflow.id,
+      workflowId: workflow.workflowId,
+      name: workflow.name,
+      critical: workflow.critical,
+      preferenceSettings: workflow.preferenceSettings,
+      steps: workflow.steps,
+    },
+    payload,
+    overrides: (request.overrides ?? {}) as EventRecord['overrides'],
+    actor,
+    canceledAt: null,
+    createdAt: now.toISOString(),
+  });
+  const directRecipients = (keys: Map<string, string>): Recipient[] => {
+    const direct: Recipient[] = [];
+    for (const recipient of list) {
+      const id = typeof recipient === 'string' ? recipient : 'type' in recipient ? undefined : recipient.subscriberId;
+      if (id && !direct.some((r) => r.subscriberId === id)) direct.push({ key: keys.get(id)!, subscriberId: id });
+    }
+    return direct;
+  };
   try {
-    await writeTransaction(db, async (trx) => {
-      for (const subscriber of inline.values()) await upsertSubscriber(trx, env, subscriber, now);
-      const keys = new Map([...existing, ...(await subscriberKeys(trx, env, [...inline.keys()]))]);
-      const actorId = typeof request.actor === 'string' ? request.actor : request.actor?.subscriberId;
-      const event: EventRecord = {
-        id: newId(now.getTime()),
-        environmentId: env,
-        transactionId,
-        workflow: {
-          id: workflow.id,
-          workflowId: workflow.workflowId,
-          name: workflow.name,
-          critical: workflow.critical,
-          preferenceSettings: workflow.preferenceSettings,
-          steps: workflow.steps,
-        },
-        payload,
-        overrides: (request.overrides ?? {}) as EventRecord['overrides'],
-        actor: actorId ? await findSubscriber(trx, env, actorId) : undefined,
-        canceledAt: null,
-        createdAt: now.toISOString(),
-      };
-      await insertEvent(trx, event);
-
-      const direct: Recipient[] = [];
-      for (const recipient of list) {
-        const id = typeof recipient === 'string' ? recipient : 'type' in recipient ? undefined : recipient.subscriberId;
-        if (id && !direct.some((r) => r.subscriberId === id)) direct.push({ key: keys.get(id)!, subscriberId: id });
-      }
-      await startNotifications(trx, event, direct, now);
-      if (topics.length > 0) {
-        // Members are notified by the worker in batches; those named directly, and the actor, are left out.
-        const exclude = direct.map((r) => r.key);
-        if (actorId && keys.get(actorId)) exclude.push(keys.get(actorId)!);
-        await insertJobs(
-          trx,
-          [
-            {
-              environmentId: env,
-              eventId: event.id,
-              notificationId: null,
-              kind: 'fanout',
-              type: 'fanout',
-              status: 'pending',
-              runAt: now,
-              state: { topicIds: topics.map((t: { id: string }) => t.id), exclude },
-            },
-          ],
-          now,
-        );
-      }
-    });
+    // The common trigger (named subscribers, no topic, no digest first) is rows known in advance:
+    // written all at once, in one statement on PostgreSQL.
+    const event = inline.size === 0 && topics.length === 0 ? eventOf(actorId ? await findSubscriber(db, env, actorId) : undefined) : undefined;
+    const plan = event && plannedStart(event, directRecipients(existing), now);
+    if (event && plan) {
+      await insertAll(db, [
+        { table: 'events', rows: [eventRow(event)] },
+        { table: 'notifications', rows: plan.notifications.map((notification) => notificationRow(notification, now)) },
+        { table: 'jobs', rows: plan.jobs.map((job) => jobRow(job, now)) },
+      ]);
+    } else {
+      await writeTransaction(db, async (trx) => {
+        for (const subscriber of inline.values()) await upsertSubscriber(trx, env, subscriber, now);
+        const keys = new Map([...existing, ...(await subscriberKeys(trx, env, [...inline.keys()]))]);
+        const event = eventOf(actorId ? await findSubscriber(trx, env, actorId) : undefined);
+        await insertEvent(trx, event);
+        const direct = directRecipients(keys);
+        await startNotifications(trx, event, direct, now);
+        if (topics.length > 0) {
+          // Members are notified by the worker in batches; those named directly, and the actor, are left out.
+          const exclude = direct.map((r) => r.key);
+          if (actorId && keys.get(actorId)) exclude.push(keys.get(actorId)!);
+          await insertJobs(
+            trx,
+            [
+              {
+                environmentId: env,
+                eventId: event.id,
+                notificationId: null,
+                kind: 'fanout',
+                type: 'fanout',
+                status: 'pending',
+                runAt: now,
+                state: { topicIds: topics.map((t: { id: string }) => t.id), exclude },
+              },
+            ],
+            now,
+          );
+        }
+      });
+    }
   } catch (err) {
     if (isUniqueViolation(err)) {
       throw conflict(`transactionId ${transactionId} was already used in this environment`);

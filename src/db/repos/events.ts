@@ -41,9 +41,9 @@ function toRecord(row: Record<string, unknown>): EventRecord {
   };
 }
 
-/** Inserts an event; a reused transactionId surfaces as the database's unique violation. */
-export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'canceledAt'>): Promise<void> {
-  await trx('events').insert({
+/** The row of a new event. */
+export function eventRow(event: Omit<EventRecord, 'canceledAt'>): Record<string, unknown> {
+  return {
     id: event.id,
     environment_id: event.environmentId,
     transaction_id: event.transactionId,
@@ -53,7 +53,12 @@ export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'cancele
     overrides: writeJson(event.overrides),
     actor: writeJson(event.actor),
     created_at: event.createdAt,
-  });
+  };
+}
+
+/** Inserts an event; a reused transactionId surfaces as the database's unique violation. */
+export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'canceledAt'>): Promise<void> {
+  await trx('events').insert(eventRow(event));
 }
 
 /**

@@ -68,7 +68,8 @@ export interface NewJob {
   providerId?: string | null;
 }
 
-function jobRow(job: NewJob, now: Date) {
+/** The row of a new job (its id made here unless given). */
+export function jobRow(job: NewJob, now: Date) {
   return {
     id: job.id ?? newId(now.getTime()),
     environment_id: job.environmentId,

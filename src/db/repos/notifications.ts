@@ -23,6 +23,24 @@ export interface NewNotification {
   status?: NotificationStatus;
 }
 
+/** The row of a new notification (its id made here unless given). */
+export function notificationRow(row: NewNotification, now: Date): Record<string, unknown> {
+  const at = now.toISOString();
+  return {
+    id: row.id ?? newId(now.getTime()),
+    environment_id: row.environmentId,
+    event_id: row.eventId,
+    transaction_id: row.transactionId,
+    workflow_key: row.workflowKey,
+    subscriber_key: row.subscriberKey,
+    subscriber_id: row.subscriberId,
+    channels: writeJson(row.channels),
+    status: row.status ?? 'pending',
+    created_at: at,
+    updated_at: at,
+  };
+}
+
 /**
  * Inserts one notification per recipient, skipping recipients the event already has one for (a
  * fan-out batch run twice), and returns the ids of those it created, by subscriber key.
@@ -30,23 +48,10 @@ export interface NewNotification {
 export async function insertNotifications(trx: Runner, rows: NewNotification[], now: Date): Promise<Map<string, string>> {
   const created = new Map<string, string>();
   if (rows.length === 0) return created;
-  const at = now.toISOString();
   const inserted = await insertRows<{ id: string; subscriber_key: string }>(
     trx,
     'notifications',
-    rows.map((row) => ({
-      id: row.id ?? newId(now.getTime()),
-      environment_id: row.environmentId,
-      event_id: row.eventId,
-      transaction_id: row.transactionId,
-      workflow_key: row.workflowKey,
-      subscriber_key: row.subscriberKey,
-      subscriber_id: row.subscriberId,
-      channels: writeJson(row.channels),
-      status: row.status ?? 'pending',
-      created_at: at,
-      updated_at: at,
-    })),
+    rows.map((row) => notificationRow(row, now)),
     { skipConflictsOn: ['event_id', 'subscriber_key'], returning: ['id', 'subscriber_key'] },
   );
   for (const row of inserted) created.set(row.subscriber_key, row.id);
