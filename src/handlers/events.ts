@@ -1,6 +1,6 @@
 import type { OperationHandler, Schemas } from '../http/types.js';
 import { HttpError } from '../http/errors.js';
-import { trigger } from '../engine/trigger.js';
+import { onceEachWorkflow, trigger } from '../engine/trigger.js';
 import { cancelEvent as cancel } from '../engine/cancel.js';
 
 export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, auth, deps }) => ({
@@ -10,13 +10,15 @@ export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, aut
 
 /**
  * Each event on its own: one that would be rejected alone is answered `error` in its place. They
- * are checked side by side, so that on SQLite their writes share commits (db/group-commit.ts).
+ * are checked side by side, so that on SQLite their writes share commits (db/group-commit.ts), and
+ * each workflow is read once for the whole request.
  */
 export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => {
+  const lookupWorkflow = onceEachWorkflow();
   const results = await Promise.all(
     body.events.map(async (event): Promise<Schemas['TriggerResult']> => {
       try {
-        return await trigger(deps, auth, event);
+        return await trigger(deps, auth, event, lookupWorkflow);
       } catch (err) {
         if (!(err instanceof HttpError) || err.status >= 500) throw err;
         const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];
