@@ -16,7 +16,8 @@ export interface InsertOptions {
 const quote = (name: string) => `"${name}"`;
 
 /**
- * Many rows in one INSERT a few hundred at a time: the engine writes thousands a fan-out batch.
+ * Many rows of one table in as few INSERTs as the database takes: the engine writes thousands a
+ * fan-out batch.
  * knex writes SQLite's multi-row inserts as `SELECT … UNION ALL SELECT …`, which costs more to
  * build than to run and runs slower; SQLite gets a plain `VALUES` list instead. PostgreSQL parses
  * and plans thousands of bound values slowly (40 µs a row here): it gets the rows as one JSON
@@ -65,6 +66,7 @@ export async function insertRows<T = Record<string, unknown>>(
  */
 export async function insertAll(db: Runner, tables: Array<{ table: string; rows: Array<Record<string, unknown>> }>): Promise<void> {
   const parts = tables.filter(({ rows }) => rows.length > 0);
+  if (parts.length === 0) return;
   if (isPostgres(db as Db) && parts.every(({ rows }) => rows.length <= MAX_JSON_ROWS)) {
     const inserts = parts.map(({ table, rows }) => {
       const names = Object.keys(rows[0]).map(quote).join(', ');
