@@ -69,7 +69,6 @@ function inlineLimits(client: CompilingClient): void {
   };
 }
 
-
 /** SQLite databases' read connections, opened on first use (after the migrations). */
 const readConnections = new WeakMap<Db, { file: string; connection?: Database.Database }>();
 

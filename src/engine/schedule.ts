@@ -43,18 +43,22 @@ export async function createNotifications(
   const channels = eventChannels(event);
   return insertNotifications(
     trx,
-    recipients.map((r) => ({
-      ...given?.(r),
-      environmentId: event.environmentId,
-      eventId: event.id,
-      transactionId: event.transactionId,
-      workflowKey: event.workflow.workflowId,
-      subscriberKey: r.key,
-      subscriberId: r.subscriberId,
-      channels,
-    })),
+    recipients.map((r) => ({ ...notificationFor(event, r, channels), ...given?.(r) })),
     now,
   );
+}
+
+/** An event's notification for one recipient. */
+function notificationFor(event: EventRecord, recipient: Recipient, channels: string[]): NewNotification {
+  return {
+    environmentId: event.environmentId,
+    eventId: event.id,
+    transactionId: event.transactionId,
+    workflowKey: event.workflow.workflowId,
+    subscriberKey: recipient.key,
+    subscriberId: recipient.subscriberId,
+    channels,
+  };
 }
 
 /** Creates a notification and its first job for each recipient the event does not have yet. */
@@ -102,16 +106,7 @@ export function plannedStart(event: EventRecord, recipients: Recipient[], now: D
   const first = nextActiveStep(event, -1);
   if (event.workflow.steps[first].type === 'digest') return undefined;
   const channels = eventChannels(event);
-  const notifications = recipients.map((r): NewNotification => ({
-    id: newId(now.getTime()),
-    environmentId: event.environmentId,
-    eventId: event.id,
-    transactionId: event.transactionId,
-    workflowKey: event.workflow.workflowId,
-    subscriberKey: r.key,
-    subscriberId: r.subscriberId,
-    channels,
-  }));
+  const notifications = recipients.map((r) => ({ ...notificationFor(event, r, channels), id: newId(now.getTime()) }));
   return { notifications, jobs: notifications.map((n) => plainStepJob(event, n.id!, first, {}, now)) };
 }
 
