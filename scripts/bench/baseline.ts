@@ -3,20 +3,12 @@
 // GET routes answer 200 with the JSON Herald answers. No key check, no validation, no database:
 // what the framework and the loopback cost on this machine, the ceiling Herald is compared with.
 //
-//   node --import tsx scripts/bench/baseline.ts <routes.json>
+//   node dist/bench/baseline.js <routes.json>     (the bench compiles it)
 //   routes.json: { "port": 0, "host": "127.0.0.1", "routes": [{ "method": "POST", "path": "/v1/...", "status": 201, "body": {...} }] }
-import fs from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
+import { readRoutes, serve } from './routes.js';
 
-interface Route {
-  method: 'GET' | 'POST';
-  path: string;
-  status: number;
-  body: unknown;
-}
-
-const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8')) as { port: number; host: string; routes: Route[] };
+const config = readRoutes();
 const app = express();
 app.disable('x-powered-by');
 const json = express.json({ limit: '1mb' });
@@ -35,10 +27,4 @@ for (const route of config.routes) {
 app.get('/health', (_req, res) => {
   res.json({ status: 'ok' });
 });
-const server = app.listen(config.port, config.host, () => {
-  process.stdout.write(`baseline listening on ${(server.address() as AddressInfo).port}\n`);
-});
-process.on('SIGTERM', () => {
-  server.close(() => process.exit(0));
-  server.closeIdleConnections();
-});
+serve(app, config, 'baseline');

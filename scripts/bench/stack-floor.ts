@@ -5,20 +5,12 @@
 // measured in the same run as the bare-express baseline.
 //
 //   node dist/bench/stack-floor.js <routes.json>     (the bench compiles it; same routes file as the baseline)
-import fs from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import express, { type Request, type Response } from 'express';
 import type { Context } from 'openapi-backend';
 import { createBackend } from '../../src/http/api.js';
+import { readRoutes, serve } from './routes.js';
 
-interface Route {
-  method: 'GET' | 'POST';
-  path: string;
-  status: number;
-  body: unknown;
-}
-
-const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8')) as { port: number; host: string; routes: Route[] };
+const config = readRoutes();
 const api = createBackend();
 api.register({
   notFound: (_c: Context, _req: Request, res: Response) => res.status(404).end(),
@@ -44,10 +36,4 @@ app.get('/health', (_req, res) => {
 app.use('/v1', (req, res, next) => (req.method === 'POST' ? json(req, res, next) : next()), (req, res, next) => {
   api.handleRequest({ method: req.method, path: req.path, body: req.body, query: req.query as never, headers: req.headers as never }, req, res).catch(next);
 });
-const server = app.listen(config.port, config.host, () => {
-  process.stdout.write(`stack floor listening on ${(server.address() as AddressInfo).port}\n`);
-});
-process.on('SIGTERM', () => {
-  server.close(() => process.exit(0));
-  server.closeIdleConnections();
-});
+serve(app, config, 'stack floor');
