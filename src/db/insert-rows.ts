@@ -15,6 +15,10 @@ export interface InsertOptions {
 
 const quote = (name: string) => `"${name}"`;
 
+/** PostgreSQL: an INSERT of the rows given as one JSON array (a column a row lacks is NULL). */
+const jsonInsert = (table: string, names: string) =>
+  `INSERT INTO ${quote(table)} (${names}) SELECT ${names} FROM json_populate_recordset(NULL::${quote(table)}, ?)`;
+
 /**
  * Many rows of one table in as few INSERTs as the database takes: the engine writes thousands a
  * fan-out batch.
@@ -44,8 +48,7 @@ export async function insertRows<T = Record<string, unknown>>(
     const chunk = rows.slice(start, start + perStatement);
     let result;
     if (postgres) {
-      const json = JSON.stringify(chunk.map((row) => Object.fromEntries(columns.map((column) => [column, row[column] ?? null]))));
-      result = await trx.raw(`INSERT INTO ${quote(table)} (${names}) SELECT ${names} FROM json_populate_recordset(NULL::${quote(table)}, ?)${tail}`, [json]);
+      result = await trx.raw(`${jsonInsert(table, names)}${tail}`, [JSON.stringify(chunk)]);
     } else {
       const bindings: unknown[] = [];
       for (const row of chunk) for (const column of columns) bindings.push(row[column]);
@@ -68,10 +71,7 @@ export async function insertAll(db: Runner, tables: Array<{ table: string; rows:
   const parts = tables.filter(({ rows }) => rows.length > 0);
   if (parts.length === 0) return;
   if (isPostgres(db as Db) && parts.every(({ rows }) => rows.length <= MAX_JSON_ROWS)) {
-    const inserts = parts.map(({ table, rows }) => {
-      const names = Object.keys(rows[0]).map(quote).join(', ');
-      return `INSERT INTO ${quote(table)} (${names}) SELECT ${names} FROM json_populate_recordset(NULL::${quote(table)}, ?)`;
-    });
+    const inserts = parts.map(({ table, rows }) => jsonInsert(table, Object.keys(rows[0]).map(quote).join(', ')));
     const last = inserts.pop()!;
     const sql = (inserts.length > 0 ? `WITH ${inserts.map((insert, i) => `w${i} AS (${insert})`).join(', ')} ` : '') + last;
     await db.raw(sql, parts.map(({ rows }) => JSON.stringify(rows)));
