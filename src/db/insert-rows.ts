@@ -1,4 +1,5 @@
-import { isPostgres, type Db, type Runner } from './knex.js';
+import type { Knex } from 'knex';
+import { isPostgres, runInTransaction, type Db, type Runner } from './knex.js';
 import { writeTransaction } from './group-commit.js';
 
 /** SQLite: comfortably under its limit of 32,766 bound variables a statement. */
@@ -52,7 +53,8 @@ export async function insertRows<T = Record<string, unknown>>(
     } else {
       const bindings: unknown[] = [];
       for (const row of chunk) for (const column of columns) bindings.push(row[column]);
-      result = await trx.raw(`INSERT INTO ${quote(table)} (${names}) VALUES ${Array(chunk.length).fill(rowPlaceholder).join(', ')}${tail}`, bindings as never[]);
+      const sql = `INSERT INTO ${quote(table)} (${names}) VALUES ${Array(chunk.length).fill(rowPlaceholder).join(', ')}${tail}`;
+      result = trx.isTransaction ? await runInTransaction(trx as Knex.Transaction, sql, bindings, options.returning !== undefined) : await trx.raw(sql, bindings as never[]);
     }
     if (options.returning) returned.push(...((Array.isArray(result) ? result : result.rows) as T[]));
   }
