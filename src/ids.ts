@@ -3,6 +3,12 @@ import { randomBytes } from 'node:crypto';
 const RANDOM_SPACE = 2 ** 48;
 let lastTime = -1;
 let lastRandom = 0;
+// The time part of the ids of the last millisecond: a fan-out makes thousands in one.
+let prefixTime = -1;
+let prefix = '';
+
+/** 12 hex digits of a whole number below 2^48, as two 24-bit halves: V8 writes small integers in hex twice as fast. */
+const hex12 = (n: number) => Math.floor(n / 2 ** 24).toString(16).padStart(6, '0') + (n % 2 ** 24).toString(16).padStart(6, '0');
 
 /**
  * A 24-hex-digit id: 12 digits of milliseconds since the epoch, then 12 random ones. Ids sort by
@@ -23,5 +29,9 @@ export function newId(now: number = Date.now()): string {
     lastRandom = randomBytes(6).readUIntBE(0, 6) % (RANDOM_SPACE / 2); // room to count up
   }
   lastTime = time;
-  return time.toString(16).padStart(12, '0').slice(-12) + lastRandom.toString(16).padStart(12, '0');
+  if (time !== prefixTime) {
+    prefixTime = time;
+    prefix = time.toString(16).padStart(12, '0').slice(-12);
+  }
+  return prefix + hex12(lastRandom);
 }
