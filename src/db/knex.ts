@@ -80,15 +80,17 @@ const readConnections = new WeakMap<Db, { file: string; connection?: Database.Da
  * On SQLite, outside a transaction, the statement runs on a read-only connection of its own,
  * prepared once: no query builder, pool or promise chain (knex cost more than the lookup), and a
  * read never waits behind a transaction that holds the writing connection. That connection sees
- * what is committed, as another PostgreSQL connection would. Inside a transaction, or on
- * PostgreSQL, the statement goes through knex as usual.
+ * what is committed, as another PostgreSQL connection would. Inside a SQLite transaction it runs
+ * on the transaction's connection (`runInTransaction`); on PostgreSQL it goes through knex.
  */
 export async function selectRows<T>(db: Runner, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
-  const read = db.isTransaction ? undefined : readConnections.get(db as Db);
-  if (!read) {
+  if (isPostgres(db as Db)) {
     const result = await db.raw(sql, bindings as never[]);
-    return (Array.isArray(result) ? result : result.rows) as T[];
+    return result.rows as T[];
   }
+  if (db.isTransaction) return (await runInTransaction(db as Knex.Transaction, sql, bindings, true)) as T[];
+  const read = readConnections.get(db as Db);
+  if (!read) return (await db.raw(sql, bindings as never[])) as T[];
   read.connection ??= openReadConnection(read.file);
   return read.connection.prepare(sql).all(...bindings) as T[];
 }

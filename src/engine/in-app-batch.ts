@@ -34,10 +34,10 @@ type Decision =
 
 /** Subscribers and their preference layers, read a batch at a time, for the recipients of in-app steps. */
 async function audienceOf(db: Runner, keys: string[], workflowIds: string[]) {
-  const subscribers = await subscribersByKey(db as Db, keys);
-  const globals = await globalLayers(db as Db, keys);
+  const subscribers = await subscribersByKey(db, keys);
+  const globals = await globalLayers(db, keys);
   const own = new Map<string, Map<string, Layer>>();
-  for (const workflowId of new Set(workflowIds)) own.set(workflowId, await workflowLayersOf(db as Db, workflowId, keys));
+  for (const workflowId of new Set(workflowIds)) own.set(workflowId, await workflowLayersOf(db, workflowId, keys));
   return {
     recipient: (event: EventRecord, subscriberKey: string, subscriberId: string): Recipient => ({
       subscriberId,

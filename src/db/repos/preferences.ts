@@ -1,4 +1,4 @@
-import type { Db } from '../knex.js';
+import { selectRows, type Db, type Runner } from '../knex.js';
 import { readJson, writeJson } from '../json.js';
 import type { Layer } from '../../engine/preferences.js';
 
@@ -63,21 +63,23 @@ export async function saveWorkflowLayer(db: Db, subscriberKey: string, workflowK
 }
 
 /** The global layers of several subscribers, by subscriber key. */
-export async function globalLayers(db: Db, subscriberKeys: string[]): Promise<Map<string, Layer>> {
+export async function globalLayers(db: Runner, subscriberKeys: string[]): Promise<Map<string, Layer>> {
   const layers = new Map<string, Layer>();
   for (let i = 0; i < subscriberKeys.length; i += 500) {
-    const rows = await db('subscriber_global_preferences').whereIn('subscriber_id', subscriberKeys.slice(i, i + 500));
-    for (const row of rows) layers.set(row.subscriber_id, toLayer(row));
+    const part = subscriberKeys.slice(i, i + 500);
+    const sql = `SELECT subscriber_id, enabled, channels FROM subscriber_global_preferences WHERE subscriber_id IN (${part.map(() => '?').join(', ')})`;
+    for (const row of await selectRows<LayerRow & { subscriber_id: string }>(db, sql, part)) layers.set(row.subscriber_id, toLayer(row));
   }
   return layers;
 }
 
 /** Several subscribers' own layers for one workflow, by subscriber key. */
-export async function workflowLayersOf(db: Db, workflowKey: string, subscriberKeys: string[]): Promise<Map<string, Layer>> {
+export async function workflowLayersOf(db: Runner, workflowKey: string, subscriberKeys: string[]): Promise<Map<string, Layer>> {
   const layers = new Map<string, Layer>();
   for (let i = 0; i < subscriberKeys.length; i += 500) {
-    const rows = await db('subscriber_workflow_preferences').where('workflow_id', workflowKey).whereIn('subscriber_id', subscriberKeys.slice(i, i + 500));
-    for (const row of rows) layers.set(row.subscriber_id, toLayer(row));
+    const part = subscriberKeys.slice(i, i + 500);
+    const sql = `SELECT subscriber_id, enabled, channels FROM subscriber_workflow_preferences WHERE workflow_id = ? AND subscriber_id IN (${part.map(() => '?').join(', ')})`;
+    for (const row of await selectRows<LayerRow & { subscriber_id: string }>(db, sql, [workflowKey, ...part])) layers.set(row.subscriber_id, toLayer(row));
   }
   return layers;
 }

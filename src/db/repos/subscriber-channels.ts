@@ -1,12 +1,12 @@
 import type { Knex } from 'knex';
-import { selectRows, type Db } from '../knex.js';
+import { selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
 
 export type SubscriberChannel = Schemas['SubscriberChannel'];
 
 /** The chat and push credentials of several subscribers (by internal id), in one query. */
-export async function channelsBySubscriber(db: Db, subscriberIds: string[]): Promise<Map<string, SubscriberChannel[]>> {
+export async function channelsBySubscriber(db: Runner, subscriberIds: string[]): Promise<Map<string, SubscriberChannel[]>> {
   const channels = new Map<string, SubscriberChannel[]>(subscriberIds.map((id) => [id, []]));
   if (subscriberIds.length === 0) return channels;
   const rows = await selectRows<{ subscriber_id: string; provider_id: SubscriberChannel['providerId']; credentials: string; integration_id: string; identifier: string }>(

@@ -1,4 +1,4 @@
-import { selectRows, type Db } from '../knex.js';
+import { selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readJson, writeJson } from '../json.js';
@@ -58,7 +58,7 @@ function toWire(row: SubscriberRow, channels: Subscriber['channels']): Subscribe
   return subscriber;
 }
 
-async function withChannels(db: Db, rows: SubscriberRow[]): Promise<Subscriber[]> {
+async function withChannels(db: Runner, rows: SubscriberRow[]): Promise<Subscriber[]> {
   const channels = await channelsBySubscriber(db, rows.map((row) => row.id));
   return rows.map((row) => toWire(row, channels.get(row.id)!));
 }
@@ -188,15 +188,12 @@ export async function topicKeysOf(db: Db, environmentId: string, subscriberId: s
 }
 
 /** Subscribers by internal id, with their channels, in a fixed number of queries. */
-export async function subscribersByKey(db: Db, keys: string[]): Promise<Map<string, Subscriber>> {
+export async function subscribersByKey(db: Runner, keys: string[]): Promise<Map<string, Subscriber>> {
   const rows: SubscriberRow[] = [];
   for (let i = 0; i < keys.length; i += 500) {
-    rows.push(
-      ...(await db('subscribers as s')
-        .join('environments as e', 'e.id', 's.environment_id')
-        .whereIn('s.id', keys.slice(i, i + 500))
-        .select('s.*', 'e.organization_id')),
-    );
+    const part = keys.slice(i, i + 500);
+    const sql = `SELECT s.*, e.organization_id FROM subscribers s JOIN environments e ON e.id = s.environment_id WHERE s.id IN (${part.map(() => '?').join(', ')})`;
+    rows.push(...(await selectRows<SubscriberRow>(db, sql, part)));
   }
   const subscribers = await withChannels(db, rows);
   return new Map(rows.map((row, index) => [row.id, subscribers[index]]));
