@@ -138,6 +138,22 @@ describe('POST /events/trigger/bulk (triggerEventBulk)', () => {
     ]);
   });
 
+  it('answers a full request of 100 in order, each transaction id its own event', async () => {
+    const events = Array.from({ length: 100 }, (_, i) =>
+      i % 7 === 3 ? { name: 'missing', to: 'ada', transactionId: `bulk-100-${i}` } : { name: 'welcome', to: 'ada', payload: { plan: 'pro' }, transactionId: `bulk-100-${i}` },
+    );
+    const res = await t.a.post('/v1/events/trigger/bulk', { events }).expect(201);
+    expect(res.body.data).toEqual(
+      events.map((event, i) =>
+        event.name === 'missing'
+          ? { acknowledged: true, status: 'error', error: ['name missing is not a workflow'] }
+          : { acknowledged: true, status: 'processed', transactionId: `bulk-100-${i}` },
+      ),
+    );
+    const stored = await t.db('events').where('transaction_id', 'like', 'bulk-100-%').count({ n: '*' }).first();
+    expect(Number(stored!.n)).toBe(events.filter((event) => event.name === 'welcome').length);
+  });
+
   it('rejects an empty list and more than 100 events with 400', async () => {
     await t.a.post('/v1/events/trigger/bulk', { events: [] }).expect(400);
     const many = Array.from({ length: 101 }, () => ({ name: 'welcome', to: 'ada' }));
