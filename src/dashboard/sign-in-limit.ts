@@ -9,7 +9,13 @@ import { normalizeEmail } from '../db/repos/owners.js';
 export const SIGN_IN_WINDOW_MS = 15 * 60 * 1000;
 export const SIGN_IN_FAILURES_ALLOWED = 5;
 
-/** express-rate-limit's counters in the database, so every process sees the same failures. */
+/**
+ * express-rate-limit's counters in the database, so every process sees the same failures.
+ *
+ * The window runs on the injected clock (tests move it), but express-rate-limit compares
+ * `resetTime` with `Date.now()`: past it, a successful sign-in is not taken back. So `resetTime`
+ * is the window's remaining time put on the wall clock.
+ */
 class DatabaseStore implements Store {
   readonly localKeys = false;
   private windowMs = SIGN_IN_WINDOW_MS;
@@ -24,8 +30,9 @@ class DatabaseStore implements Store {
     return createHash('sha256').update(key).digest('hex');
   }
   async increment(key: string) {
-    const { hits, resetAt } = await countSignInHit(this.db, DatabaseStore.hash(key), this.clock.now(), this.windowMs);
-    return { totalHits: hits, resetTime: resetAt };
+    const now = this.clock.now();
+    const { hits, resetAt } = await countSignInHit(this.db, DatabaseStore.hash(key), now, this.windowMs);
+    return { totalHits: hits, resetTime: new Date(Date.now() + (resetAt.getTime() - now.getTime())) };
   }
   async decrement(key: string): Promise<void> {
     await uncountSignInHit(this.db, DatabaseStore.hash(key));
@@ -55,7 +62,7 @@ export function signInLimit(
     keyGenerator: (req) => `${normalizeEmail(String(req.body?.email ?? ''))}|${ipKeyGenerator(req.ip ?? '')}`,
     handler: (req, res) => {
       const resetTime = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
-      const seconds = Math.max(1, Math.ceil(((resetTime?.getTime() ?? 0) - clock.now().getTime()) / 1000));
+      const seconds = Math.max(1, Math.ceil(((resetTime?.getTime() ?? 0) - Date.now()) / 1000));
       onLimited(req, res, seconds);
     },
   });
