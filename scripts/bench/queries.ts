@@ -1,8 +1,9 @@
 // How many SQL statements each benchmarked operation issues, and which: the app and a JobRunner in
 // this process on a fresh database (SQLite, or a schema of DATABASE_URL=postgres://…), with knex's
-// `query` event counting. Evidence for the bench's findings; no timing here. On SQLite, the reads
-// that selectRows runs on the read-only connection (a trigger's workflow and recipients, a
-// subscriber by id) bypass knex and are not counted; run it on PostgreSQL to see every statement.
+// `query` event counting. Evidence for the bench's findings; no timing here. On SQLite, statements
+// that bypass knex are not counted: the reads selectRows runs (a trigger's workflow and recipients,
+// a subscriber by id, a fan-out batch's subscribers and preferences), and the multi-row inserts and
+// savepoints of a transaction (runInSqliteTransaction). Run it on PostgreSQL to see every statement.
 //
 //   npx tsx scripts/bench/queries.ts [--members N] [--chat N] [--sql]
 import fs from 'node:fs';

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { isPostgres, runInTransaction, type Db } from './knex.js';
+import { isPostgres, runInSqliteTransaction, type Db } from './knex.js';
 
 type Work<T> = (trx: Knex.Transaction) => Promise<T>;
 
@@ -74,14 +74,14 @@ async function commitTogether(db: Db, batch: Pending[]): Promise<Outcome[]> {
   await db.transaction(async (trx) => {
     // Plain savepoints: knex's nested transactions would build a knex instance for each work.
     for (const { work } of batch) {
-      await runInTransaction(trx, 'SAVEPOINT work');
+      await runInSqliteTransaction(trx, 'SAVEPOINT work');
       try {
         outcomes.push({ ok: true, value: await work(trx) });
       } catch (error) {
-        await runInTransaction(trx, 'ROLLBACK TO SAVEPOINT work');
+        await runInSqliteTransaction(trx, 'ROLLBACK TO SAVEPOINT work');
         outcomes.push({ ok: false, error });
       }
-      await runInTransaction(trx, 'RELEASE SAVEPOINT work');
+      await runInSqliteTransaction(trx, 'RELEASE SAVEPOINT work');
     }
   });
   return outcomes;

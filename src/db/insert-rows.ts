@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { isPostgres, runInTransaction, type Db, type Runner } from './knex.js';
+import { isPostgres, runInSqliteTransaction, type Db, type Runner } from './knex.js';
 import { writeTransaction } from './group-commit.js';
 
 /** SQLite: comfortably under its limit of 32,766 bound variables a statement. */
@@ -54,7 +54,7 @@ export async function insertRows<T = Record<string, unknown>>(
       const bindings: unknown[] = [];
       for (const row of chunk) for (const column of columns) bindings.push(row[column]);
       const sql = `INSERT INTO ${quote(table)} (${names}) VALUES ${Array(chunk.length).fill(rowPlaceholder).join(', ')}${tail}`;
-      result = trx.isTransaction ? await runInTransaction(trx as Knex.Transaction, sql, bindings, options.returning !== undefined) : await trx.raw(sql, bindings as never[]);
+      result = trx.isTransaction ? await runInSqliteTransaction(trx as Knex.Transaction, sql, bindings, options.returning !== undefined) : await trx.raw(sql, bindings as never[]);
     }
     if (options.returning) returned.push(...((Array.isArray(result) ? result : result.rows) as T[]));
   }

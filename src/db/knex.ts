@@ -81,14 +81,14 @@ const readConnections = new WeakMap<Db, { file: string; connection?: Database.Da
  * prepared once: no query builder, pool or promise chain (knex cost more than the lookup), and a
  * read never waits behind a transaction that holds the writing connection. That connection sees
  * what is committed, as another PostgreSQL connection would. Inside a SQLite transaction it runs
- * on the transaction's connection (`runInTransaction`); on PostgreSQL it goes through knex.
+ * on the transaction's connection (`runInSqliteTransaction`); on PostgreSQL it goes through knex.
  */
 export async function selectRows<T>(db: Runner, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
   if (isPostgres(db as Db)) {
     const result = await db.raw(sql, bindings as never[]);
     return result.rows as T[];
   }
-  if (db.isTransaction) return (await runInTransaction(db as Knex.Transaction, sql, bindings, true)) as T[];
+  if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings, true)) as T[];
   const read = readConnections.get(db as Db);
   if (!read) return (await db.raw(sql, bindings as never[])) as T[];
   read.connection ??= openReadConnection(read.file);
@@ -117,7 +117,7 @@ function sqliteValue(value: unknown): unknown {
  * the thousands of values of a multi-row insert, and a dozen microseconds for the smallest.
  * knex's `query` events do not see these statements.
  */
-export async function runInTransaction(trx: Knex.Transaction, sql: string, bindings: readonly unknown[] = [], reader = false): Promise<unknown[] | undefined> {
+export async function runInSqliteTransaction(trx: Knex.Transaction, sql: string, bindings: readonly unknown[] = [], reader = false): Promise<unknown[] | undefined> {
   const connection = (await trx.client.acquireConnection()) as Database.Database;
   const statement = connection.prepare(sql);
   const values = bindings.map(sqliteValue);
