@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
+import type { Browser, Locator } from 'playwright-core';
 import { createApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
@@ -57,15 +57,21 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     const outside = await stayOffline(page);
     await page.goto(`${server.url}/docs`);
     const menu = page.locator('[data-component-name="Menu/MenuItem"] > a');
+    // Redoc keeps the active item in view by scrolling the sidebar just far enough, which can leave
+    // the next item at its edge, under a tag's header: a person would scroll it into the middle first.
+    const open = async (item: Locator) => {
+      await item.evaluate((element) => element.scrollIntoView({ block: 'center' }));
+      await item.click();
+    };
 
     for (const tag of spec.tags as Array<{ name: string }>) {
       // Clicking a tag opens its operations only once Redoc has hydrated the static page.
-      await menu.filter({ hasText: new RegExp(`^${escapeRegExp(tag.name)}$`) }).click();
+      await open(menu.filter({ hasText: new RegExp(`^${escapeRegExp(tag.name)}$`) }));
       const operations = operationsOf(spec).filter((op) => spec.paths[op.path][op.method].tags.includes(tag.name));
       expect(operations.length, tag.name).toBeGreaterThan(0);
       for (const { path: apiPath, method } of operations) {
         const { summary } = spec.paths[apiPath][method];
-        await menu.filter({ hasText: new RegExp(`^${escapeRegExp(summary)}\\s*${method}$`, 'i') }).click();
+        await open(menu.filter({ hasText: new RegExp(`^${escapeRegExp(summary)}\\s*${method}$`, 'i') }));
         const heading = page.locator('h1, h2').filter({ hasText: new RegExp(`^${escapeRegExp(summary)}$`) });
         await expect.poll(() => heading.first().isVisible(), { message: summary }).toBe(true);
       }
@@ -73,13 +79,22 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
 
     // One operation read closely: its samples panel offers curl and TypeScript, built from its example.
     const updateSubscriber = menu.filter({ hasText: /^Update a subscriber\s*PUT$/i });
-    if (!(await updateSubscriber.isVisible())) await menu.filter({ hasText: /^Subscribers$/ }).click();
-    await updateSubscriber.click();
+    if (!(await updateSubscriber.isVisible())) await open(menu.filter({ hasText: /^Subscribers$/ }));
+    await open(updateSubscriber);
     const operation = page.locator('[data-item-kind="httpItem"]').filter({ has: page.locator('h2', { hasText: /^Update a subscriber$/ }) });
     const samples = operation.locator('.panel-request-samples');
     await expect.poll(() => samples.innerText()).toContain(`curl -X PUT 'http://localhost:3000/v1/subscribers/user-123'`);
-    await samples.getByRole('button', { name: 'curl' }).click();
-    await page.getByRole('menuitem', { name: 'TypeScript' }).click();
+    // Under load Redoc can re-render the panel just after the dropdown opened, closing it: open it again.
+    const typeScript = page.getByRole('menuitem', { name: 'TypeScript' });
+    await expect
+      .poll(async () => {
+        if (!(await typeScript.isVisible())) await samples.getByRole('button', { name: 'curl' }).click();
+        return typeScript.click({ timeout: 2_000 }).then(
+          () => true,
+          () => false,
+        );
+      }, { timeout: 30_000 })
+      .toBe(true);
     await expect.poll(() => samples.innerText()).toContain(`await herald.PUT('/subscribers/{subscriberId}'`);
 
     const screenshot = path.join(workDir, 'docs.png');
