@@ -12,6 +12,7 @@ import type { Schemas } from '../http/types.js';
 import { deliver, Undeliverable } from './deliver.js';
 import { continueAfter, nextActiveStep, startNotifications } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
+import { whereInShard, type FanoutShard } from './fanout-shards.js';
 
 export const MAX_ATTEMPTS = 5;
 const FANOUT_BATCH = 500;
@@ -91,7 +92,7 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
  * (after a crash) creates nothing twice: notifications are unique per (event, subscriber).
  */
 async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
-  const { topicIds, exclude, cursor } = job.state as { topicIds: string[]; exclude: string[]; cursor?: string };
+  const { topicIds, exclude, shard, cursor } = job.state as { topicIds: string[]; exclude: string[]; shard?: FanoutShard; cursor?: string };
   const now = ctx.deps.clock.now();
   try {
     await ctx.deps.db.transaction(async (trx) => {
@@ -111,12 +112,13 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
         else query.select(columns);
         if (cursor) query.where('ts.subscriber_id', '>', cursor);
         if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
+        whereInShard(query, 'ts.subscriber_id', shard);
         const batch: Array<{ key: string; subscriberId: string }> = await query;
         if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, batch, now);
         else await startNotifications(trx, event, batch, now);
         change =
           batch.length === FANOUT_BATCH
-            ? { status: 'pending', runAt: now, state: { topicIds, exclude, cursor: batch.at(-1)!.key } }
+            ? { status: 'pending', runAt: now, state: { topicIds, exclude, shard, cursor: batch.at(-1)!.key } }
             : { status: 'completed' };
       }
       if (!(await updateClaimedJob(trx, job.id, ctx.owner, change, now))) throw new LeaseLost();

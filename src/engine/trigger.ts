@@ -20,6 +20,7 @@ import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
 import { plannedStart, startNotifications, type Recipient } from './schedule.js';
 import { jobsQueued } from './runner.js';
+import { fanoutShards } from './fanout-shards.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
 type TriggerResult = Schemas['TriggerResult'];
@@ -171,20 +172,19 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
           // Members are notified by the worker in batches; those named directly, and the actor, are left out.
           const exclude = direct.map((r) => r.key);
           if (actorId && keys.get(actorId)) exclude.push(keys.get(actorId)!);
+          const topicIds = topics.map((t: { id: string }) => t.id);
           await insertJobs(
             trx,
-            [
-              {
-                environmentId: env,
-                eventId: event.id,
-                notificationId: null,
-                kind: 'fanout',
-                type: 'fanout',
-                status: 'pending',
-                runAt: now,
-                state: { topicIds: topics.map((t: { id: string }) => t.id), exclude },
-              },
-            ],
+            fanoutShards(db).map((shard) => ({
+              environmentId: env,
+              eventId: event.id,
+              notificationId: null,
+              kind: 'fanout' as const,
+              type: 'fanout',
+              status: 'pending' as const,
+              runAt: now,
+              state: { topicIds, exclude, shard },
+            })),
             now,
           );
         }
