@@ -44,7 +44,8 @@ export interface paths {
          * Trigger workflows in bulk
          * @description Triggers 1 to 100 events in one request. Each event is checked and accepted on its own, in
          *     order, and answered at the same position of `data`: an event that would be rejected on its
-         *     own gets `status: error` with the reasons in `error`, and does not affect the others.
+         *     own gets `status: error` with the reasons in `error`, and does not affect the others. An
+         *     event may name a subscriber that an earlier event of the same request creates inline.
          */
         post: operations["triggerEventBulk"];
         delete?: never;

@@ -77,6 +77,17 @@ export function onceEachWorkflow(): WorkflowLookup {
   };
 }
 
+/** The subscribers a trigger names by id (recipients and actor), and those it gives inline, to create or update. */
+export function subscribersNamedBy(request: TriggerRequest): { byId: string[]; inline: string[] } {
+  const byId: string[] = [];
+  const inline: string[] = [];
+  for (const recipient of [...(Array.isArray(request.to) ? request.to : [request.to]), ...(request.actor ? [request.actor] : [])]) {
+    if (typeof recipient === 'string') byId.push(recipient);
+    else if (!('type' in recipient)) inline.push(recipient.subscriberId);
+  }
+  return { byId, inline };
+}
+
 export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, lookupWorkflow: WorkflowLookup = findWorkflow): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;

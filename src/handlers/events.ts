@@ -1,6 +1,6 @@
 import type { OperationHandler, Schemas } from '../http/types.js';
 import { HttpError } from '../http/errors.js';
-import { onceEachWorkflow, trigger } from '../engine/trigger.js';
+import { onceEachWorkflow, subscribersNamedBy, trigger } from '../engine/trigger.js';
 import { cancelEvent as cancel } from '../engine/cancel.js';
 
 export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, auth, deps }) => ({
@@ -14,11 +14,12 @@ const BULK_EVENTS_AT_ONCE = 50;
 /**
  * Each event on its own: one that would be rejected alone is answered `error` in its place. They
  * are checked side by side, a few at a time, so that on SQLite their writes share commits
- * (db/group-commit.ts), and each workflow is read once for the whole request.
+ * (db/group-commit.ts), and each workflow is read once for the whole request. Only an event that
+ * depends on an earlier one (a subscriber it gives inline) waits for it.
  */
 export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => {
   const lookupWorkflow = onceEachWorkflow();
-  const one = async (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
+  const checked = async (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
     try {
       return await trigger(deps, auth, event, lookupWorkflow);
     } catch (err) {
@@ -26,6 +27,20 @@ export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ b
       const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];
       return { acknowledged: true, status: 'error', error: reasons };
     }
+  };
+  // In order: an event that names a subscriber an earlier event gives inline starts once that event
+  // is done, so it finds the subscriber (or, given inline again, updates it last).
+  const givenInline = new Map<string, Promise<unknown>>();
+  const one = (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
+    const { byId, inline } = subscribersNamedBy(event);
+    const earlier = [...byId, ...inline].flatMap((id) => givenInline.get(id) ?? []);
+    const result = earlier.length > 0 ? Promise.all(earlier).then(() => checked(event)) : checked(event);
+    const settled = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    for (const id of inline) givenInline.set(id, settled);
+    return result;
   };
   const results: Schemas['TriggerResult'][] = [];
   for (let i = 0; i < body.events.length; i += BULK_EVENTS_AT_ONCE) {

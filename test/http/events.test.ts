@@ -154,6 +154,22 @@ describe('POST /events/trigger/bulk (triggerEventBulk)', () => {
     expect(Number(stored!.n)).toBe(events.filter((event) => event.name === 'welcome').length);
   });
 
+  it('lets an event name a subscriber that an earlier event of the request created inline', async () => {
+    const res = await t.a
+      .post('/v1/events/trigger/bulk', {
+        events: [
+          { name: 'welcome', to: { subscriberId: 'bulk-newcomer', firstName: 'Nova' }, payload: { plan: 'pro' } },
+          { name: 'welcome', to: 'bulk-newcomer', payload: { plan: 'free' } },
+          { name: 'welcome', to: ['ada', 'bulk-newcomer'], payload: { plan: 'free' } },
+          { name: 'welcome', to: 'ada', actor: 'bulk-newcomer', payload: { plan: 'free' } },
+        ],
+      })
+      .expect(201);
+    expect(res.body.data.map((result: { status: string }) => result.status)).toEqual(['processed', 'processed', 'processed', 'processed']);
+    const notified = await t.db('notifications').where({ subscriber_id: 'bulk-newcomer' }).count({ n: '*' }).first();
+    expect(Number(notified!.n)).toBe(3);
+  });
+
   it('rejects an empty list and more than 100 events with 400', async () => {
     await t.a.post('/v1/events/trigger/bulk', { events: [] }).expect(400);
     const many = Array.from({ length: 101 }, () => ({ name: 'welcome', to: 'ada' }));
