@@ -27,7 +27,7 @@ const digitsOf = (shard: FanoutShard) => HEX_DIGITS.filter((_, value) => value %
  * digit). Shard 0 takes whatever the others do not, so no member is left out by any id.
  */
 export function whereInShard(query: Knex.QueryBuilder, column: string, shard: FanoutShard | undefined): void {
-  if (!shard || shard.of < 2) return;
+  if (!shard) return;
   const lastCharacter = query.client.raw(`substr(??, length(??), 1)`, [column, column]);
   if (shard.index === 0) {
     const others = Array.from({ length: shard.of - 1 }, (_, i) => digitsOf({ index: i + 1, of: shard.of })).flat();

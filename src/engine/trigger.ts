@@ -77,15 +77,30 @@ export function onceEachWorkflow(): WorkflowLookup {
   };
 }
 
-/** The subscribers a trigger names by id (recipients and actor), and those it gives inline, to create or update. */
-export function subscribersNamedBy(request: TriggerRequest): { byId: string[]; inline: string[] } {
-  const byId: string[] = [];
-  const inline: string[] = [];
-  for (const recipient of [...(Array.isArray(request.to) ? request.to : [request.to]), ...(request.actor ? [request.actor] : [])]) {
-    if (typeof recipient === 'string') byId.push(recipient);
-    else if (!('type' in recipient)) inline.push(recipient.subscriberId);
-  }
-  return { byId, inline };
+/**
+ * A trigger's recipients and actor, sorted: subscribers named by id, subscribers given inline (to
+ * create or update) and topic keys, each with where it stands in the request; and the subscriber
+ * ids of `to` (named or inline) in their order, once each: those notified directly.
+ */
+export function recipientsOf(request: TriggerRequest) {
+  const at = (i: number) => (Array.isArray(request.to) ? `body/to/${i}` : 'body/to');
+  const named = new Map<string, string>();
+  const inline: Array<{ subscriber: InlineSubscriber; field: string }> = [];
+  const topicKeys = new Map<string, string>();
+  const direct = new Set<string>();
+  (Array.isArray(request.to) ? request.to : [request.to]).forEach((recipient, i) => {
+    if (typeof recipient === 'string') {
+      named.set(recipient, at(i));
+      direct.add(recipient);
+    } else if ('type' in recipient) topicKeys.set(recipient.topicKey, at(i));
+    else {
+      inline.push({ subscriber: recipient, field: at(i) });
+      direct.add(recipient.subscriberId);
+    }
+  });
+  if (typeof request.actor === 'string') named.set(request.actor, 'body/actor');
+  else if (request.actor) inline.push({ subscriber: request.actor, field: 'body/actor' });
+  return { named, inline, topicKeys, direct };
 }
 
 export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, lookupWorkflow: WorkflowLookup = findWorkflow): Promise<TriggerResult> {
@@ -101,25 +116,12 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
   const problems = payloadProblems(workflow, payload);
 
   // Sort the recipients: ids that must exist, inline subscribers to create or update, topics.
-  const list = Array.isArray(request.to) ? request.to : [request.to];
-  const at = (i: number) => (Array.isArray(request.to) ? `body/to/${i}` : 'body/to');
+  const { named, inline: given, topicKeys, direct: directIds } = recipientsOf(request);
   const inline = new Map<string, InlineSubscriber>();
-  const named = new Map<string, string>();
-  const topicKeys = new Map<string, string>();
-  list.forEach((recipient, i) => {
-    if (typeof recipient === 'string') named.set(recipient, at(i));
-    else if ('type' in recipient) topicKeys.set(recipient.topicKey, at(i));
-    else {
-      const problem = timezoneProblem(recipient, at(i));
-      if (problem) problems.push(problem);
-      inline.set(recipient.subscriberId, recipient);
-    }
-  });
-  if (typeof request.actor === 'string') named.set(request.actor, 'body/actor');
-  else if (request.actor) {
-    const problem = timezoneProblem(request.actor, 'body/actor');
+  for (const { subscriber, field } of given) {
+    const problem = timezoneProblem(subscriber, field);
     if (problem) problems.push(problem);
-    inline.set(request.actor.subscriberId, request.actor);
+    inline.set(subscriber.subscriberId, subscriber);
   }
   const mustExist = [...named.keys()].filter((id) => !inline.has(id));
   const existing = await subscriberKeys(db, env, mustExist);
@@ -152,14 +154,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
     canceledAt: null,
     createdAt: now.toISOString(),
   });
-  const directRecipients = (keys: Map<string, string>): Recipient[] => {
-    const direct: Recipient[] = [];
-    for (const recipient of list) {
-      const id = typeof recipient === 'string' ? recipient : 'type' in recipient ? undefined : recipient.subscriberId;
-      if (id && !direct.some((r) => r.subscriberId === id)) direct.push({ key: keys.get(id)!, subscriberId: id });
-    }
-    return direct;
-  };
+  const directRecipients = (keys: Map<string, string>): Recipient[] => [...directIds].map((id) => ({ key: keys.get(id)!, subscriberId: id }));
   try {
     // The common trigger (named subscribers, no topic, no digest first) is rows known in advance:
     // written all at once, in one statement on PostgreSQL.

@@ -1,6 +1,6 @@
 import type { OperationHandler, Schemas } from '../http/types.js';
 import { HttpError } from '../http/errors.js';
-import { onceEachWorkflow, subscribersNamedBy, trigger } from '../engine/trigger.js';
+import { onceEachWorkflow, recipientsOf, trigger } from '../engine/trigger.js';
 import { cancelEvent as cancel } from '../engine/cancel.js';
 
 export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, auth, deps }) => ({
@@ -32,14 +32,11 @@ export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ b
   // is done, so it finds the subscriber (or, given inline again, updates it last).
   const givenInline = new Map<string, Promise<unknown>>();
   const one = (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
-    const { byId, inline } = subscribersNamedBy(event);
-    const earlier = [...byId, ...inline].flatMap((id) => givenInline.get(id) ?? []);
+    const { named, inline } = recipientsOf(event);
+    const given = inline.map(({ subscriber }) => subscriber.subscriberId);
+    const earlier = [...named.keys(), ...given].flatMap((id) => givenInline.get(id) ?? []);
     const result = earlier.length > 0 ? Promise.all(earlier).then(() => checked(event)) : checked(event);
-    const settled = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    for (const id of inline) givenInline.set(id, settled);
+    for (const id of given) givenInline.set(id, result.catch(() => undefined));
     return result;
   };
   const results: Schemas['TriggerResult'][] = [];
