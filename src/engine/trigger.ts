@@ -3,12 +3,14 @@
 // trigger is never lost, a rejected one leaves nothing behind. On SQLite, triggers that arrive
 // together are committed together (db/group-commit.ts), each still answered only once committed.
 import { randomUUID } from 'node:crypto';
+import DataLoader from 'dataloader';
 import type { ValidateFunction } from 'ajv';
 import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../http/types.js';
 import { conflict, unprocessable, type ErrorDetail } from '../http/errors.js';
 import { createAjv } from '../http/api.js';
 import { isUniqueViolation } from '../db/errors.js';
+import { isPostgres } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
 import { findWorkflow, type StoredWorkflow } from '../db/repos/workflows.js';
 import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/subscribers.js';
@@ -64,16 +66,48 @@ function timezoneProblem(subscriber: InlineSubscriber, field: string): ErrorDeta
   }
 }
 
-/** How a trigger finds its workflow: a bulk request looks each of its workflows up once. */
-export type WorkflowLookup = (db: Deps['db'], environmentId: string, workflowId: string) => Promise<StoredWorkflow | undefined>;
+/** How a trigger reads its workflow and the internal keys of the subscribers it names. */
+export interface TriggerLookups {
+  workflow(workflowId: string): Promise<StoredWorkflow | undefined>;
+  subscriberKeys(subscriberIds: string[]): Promise<Map<string, string>>;
+}
 
-/** A lookup that reads each workflow once and then answers from memory: for one bulk request. */
-export function onceEachWorkflow(): WorkflowLookup {
-  const seen = new Map<string, Promise<StoredWorkflow | undefined>>();
-  return (db, environmentId, workflowId) => {
-    let found = seen.get(workflowId);
-    if (!found) seen.set(workflowId, (found = findWorkflow(db, environmentId, workflowId)));
-    return found;
+/** A lone trigger's lookups: straight to the database. */
+function directLookups(db: Deps['db'], environmentId: string): TriggerLookups {
+  return {
+    workflow: (workflowId) => findWorkflow(db, environmentId, workflowId),
+    subscriberKeys: (subscriberIds) => subscriberKeys(db, environmentId, subscriberIds),
+  };
+}
+
+/**
+ * Lookups for one bulk request: each workflow is read once, and on PostgreSQL the subscribers named
+ * by the events that reach their lookup in the same turn are read in one query, a round trip each
+ * saved (SQLite's reads are in-process: batching them only costs). Nothing is remembered between
+ * turns, so an event that waits for an earlier one reads what that one wrote.
+ */
+export function bulkLookups(db: Deps['db'], environmentId: string): TriggerLookups {
+  const direct = directLookups(db, environmentId);
+  const workflows = new Map<string, Promise<StoredWorkflow | undefined>>();
+  const keys = new DataLoader<string, string | undefined>(
+    async (ids) => {
+      const found = await direct.subscriberKeys([...ids]);
+      return ids.map((id) => found.get(id));
+    },
+    { cache: false, maxBatchSize: 1000 },
+  );
+  return {
+    workflow(workflowId) {
+      let found = workflows.get(workflowId);
+      if (!found) workflows.set(workflowId, (found = direct.workflow(workflowId)));
+      return found;
+    },
+    subscriberKeys: !isPostgres(db)
+      ? direct.subscriberKeys
+      : async (subscriberIds) => {
+          const found = await keys.loadMany(subscriberIds);
+          return new Map(subscriberIds.flatMap((id, i) => (typeof found[i] === 'string' ? [[id, found[i] as string]] : [])));
+        },
   };
 }
 
@@ -103,10 +137,11 @@ export function recipientsOf(request: TriggerRequest) {
   return { named, inline, topicKeys, direct };
 }
 
-export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, lookupWorkflow: WorkflowLookup = findWorkflow): Promise<TriggerResult> {
+export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, lookups?: TriggerLookups): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;
-  const workflow = await lookupWorkflow(db, env, request.name);
+  const lookup = lookups ?? directLookups(db, env);
+  const workflow = await lookup.workflow(request.name);
   if (!workflow) throw unprocessable(`Workflow ${request.name} not found`, [{ field: 'body/name', message: `${request.name} is not a workflow` }]);
   if (!workflow.active) return { acknowledged: true, status: 'trigger_not_active' };
   if (workflow.steps.length === 0) return { acknowledged: true, status: 'no_workflow_steps_defined' };
@@ -124,7 +159,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
     inline.set(subscriber.subscriberId, subscriber);
   }
   const mustExist = [...named.keys()].filter((id) => !inline.has(id));
-  const existing = await subscriberKeys(db, env, mustExist);
+  const existing = await lookup.subscriberKeys(mustExist);
   for (const id of mustExist) if (!existing.has(id)) problems.push({ field: named.get(id)!, message: `subscriber ${id} not found` });
   const topics = topicKeys.size
     ? await db('topics').where('environment_id', env).whereIn('topic_key', [...topicKeys.keys()]).select('id', 'topic_key')

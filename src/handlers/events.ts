@@ -1,6 +1,6 @@
 import type { OperationHandler, Schemas } from '../http/types.js';
 import { HttpError } from '../http/errors.js';
-import { onceEachWorkflow, recipientsOf, trigger } from '../engine/trigger.js';
+import { bulkLookups, recipientsOf, trigger } from '../engine/trigger.js';
 import { cancelEvent as cancel } from '../engine/cancel.js';
 
 export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, auth, deps }) => ({
@@ -14,14 +14,15 @@ const BULK_EVENTS_AT_ONCE = 50;
 /**
  * Each event on its own: one that would be rejected alone is answered `error` in its place. They
  * are checked side by side, a few at a time, so that on SQLite their writes share commits
- * (db/group-commit.ts), and each workflow is read once for the whole request. Only an event that
- * depends on an earlier one (a subscriber it gives inline) waits for it.
+ * (db/group-commit.ts) and the subscribers they name are read together (bulkLookups); each
+ * workflow is read once for the whole request. Only an event that depends on an earlier one (a
+ * subscriber it gives inline) waits for it.
  */
 export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => {
-  const lookupWorkflow = onceEachWorkflow();
+  const lookups = bulkLookups(deps.db, auth.environmentId);
   const checked = async (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
     try {
-      return await trigger(deps, auth, event, lookupWorkflow);
+      return await trigger(deps, auth, event, lookups);
     } catch (err) {
       if (!(err instanceof HttpError) || err.status >= 500) throw err;
       const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];

@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
+import { testDatabaseUrl } from '../helpers/db.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -168,6 +169,24 @@ describe('POST /events/trigger/bulk (triggerEventBulk)', () => {
     expect(res.body.data.map((result: { status: string }) => result.status)).toEqual(['processed', 'processed', 'processed', 'processed']);
     const notified = await t.db('notifications').where({ subscriber_id: 'bulk-newcomer' }).count({ n: '*' }).first();
     expect(Number(notified!.n)).toBe(3);
+  });
+
+  it.runIf(testDatabaseUrl())('reads the subscribers named across the request together on PostgreSQL', async () => {
+    const ids = Array.from({ length: 40 }, (_, i) => `bulk-read-${i}`);
+    await Promise.all(ids.slice(0, 30).map((subscriberId) => t.a.post('/v1/subscribers', { subscriberId }).expect(201)));
+    const reads: string[] = [];
+    const onQuery = (q: { sql: string }) => {
+      if (/from subscribers where environment_id = \S+ and subscriber_id in/i.test(q.sql)) reads.push(q.sql);
+    };
+    t.db.on('query', onQuery);
+    try {
+      const res = await t.a.post('/v1/events/trigger/bulk', { events: ids.map((to) => ({ name: 'welcome', to, payload: { plan: 'pro' } })) }).expect(201);
+      expect(res.body.data.map((result: { status: string }) => result.status)).toEqual(ids.map((_, i) => (i < 30 ? 'processed' : 'error')));
+      expect(res.body.data[35].error).toEqual(['to subscriber bulk-read-35 not found']);
+    } finally {
+      t.db.off('query', onQuery);
+    }
+    expect(reads).toHaveLength(1);
   });
 
   it('rejects an empty list and more than 100 events with 400', async () => {
