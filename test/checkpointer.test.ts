@@ -1,0 +1,69 @@
+// SQLite checkpoints on a thread of their own (db/checkpointer.ts): what a process that runs jobs
+// commits reaches the database file without any commit doing the copying, and the thread ends with
+// the database.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createDb, type Db } from '../src/db/knex.js';
+import { testDatabaseUrl } from './helpers/db.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh SQLite database with a table, and about 2 MB committed to its log: fewer pages than any commit checkpoints at. */
+async function databaseWithCommittedRows(checkpointInBackground: boolean): Promise<{ db: Db; file: string }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-checkpoint-'));
+  dirs.push(dir);
+  const file = path.join(dir, 'herald.db');
+  const db = createDb(`sqlite:${file}`, { checkpointInBackground });
+  await db.schema.createTable('cp_rows', (table) => {
+    table.increments('id');
+    table.text('body').notNullable();
+  });
+  const body = 'x'.repeat(2000);
+  await db.transaction(async (trx) => {
+    for (let i = 0; i < 1000; i += 100) await trx('cp_rows').insert(Array.from({ length: 100 }, () => ({ body })));
+  });
+  return { db, file };
+}
+
+const size = (file: string) => fs.statSync(file).size;
+
+describe.runIf(!testDatabaseUrl())('SQLite checkpoints in the background', () => {
+  it('copies committed pages into the database file while no commit does', async () => {
+    const { db, file } = await databaseWithCommittedRows(true);
+    try {
+      await expect.poll(() => size(file), { timeout: 5000, interval: 50 }).toBeGreaterThan(2_000_000);
+      expect(await db('cp_rows').count({ n: '*' }).first()).toEqual({ n: 1000 });
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('leaves them in the log without the thread, below the commits’ own threshold', async () => {
+    const { db, file } = await databaseWithCommittedRows(false);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(size(file)).toBeLessThan(200_000);
+      expect(size(`${file}-wal`)).toBeGreaterThan(2_000_000);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('ends with the database: destroy waits for the thread, and every committed row is in the file', async () => {
+    const { db, file } = await databaseWithCommittedRows(true);
+    await db.destroy();
+    expect(size(file)).toBeGreaterThan(2_000_000);
+    // Reopened without the thread, everything committed is there.
+    const again = createDb(`sqlite:${file}`);
+    try {
+      expect(await again('cp_rows').count({ n: '*' }).first()).toEqual({ n: 1000 });
+    } finally {
+      await again.destroy();
+    }
+  });
+});
