@@ -12,7 +12,7 @@ import { createAjv } from '../http/api.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { isPostgres } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
-import { findWorkflow, type StoredWorkflow } from '../db/repos/workflows.js';
+import { findWorkflow, findWorkflowWithSubscriberKeys, type StoredWorkflow } from '../db/repos/workflows.js';
 import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/subscribers.js';
 import { eventRow, insertEvent, type EventRecord } from '../db/repos/events.js';
 import { insertJobs, jobRow } from '../db/repos/jobs.js';
@@ -66,48 +66,54 @@ function timezoneProblem(subscriber: InlineSubscriber, field: string): ErrorDeta
   }
 }
 
-/** How a trigger reads its workflow and the internal keys of the subscribers it names. */
+/** What a trigger reads before it decides: its workflow, and the internal keys of the subscribers it names that exist. */
 export interface TriggerLookups {
-  workflow(workflowId: string): Promise<StoredWorkflow | undefined>;
-  subscriberKeys(subscriberIds: string[]): Promise<Map<string, string>>;
+  read(workflowId: string, subscriberIds: string[]): Promise<{ workflow?: StoredWorkflow; keys: Map<string, string> }>;
 }
 
-/** A lone trigger's lookups: straight to the database. */
+/** A lone trigger's reads: on PostgreSQL one round trip; on SQLite two in-process reads. */
 function directLookups(db: Deps['db'], environmentId: string): TriggerLookups {
   return {
-    workflow: (workflowId) => findWorkflow(db, environmentId, workflowId),
-    subscriberKeys: (subscriberIds) => subscriberKeys(db, environmentId, subscriberIds),
+    read: isPostgres(db)
+      ? (workflowId, subscriberIds) => findWorkflowWithSubscriberKeys(db, environmentId, workflowId, subscriberIds)
+      : async (workflowId, subscriberIds) => ({
+          workflow: await findWorkflow(db, environmentId, workflowId),
+          keys: await subscriberKeys(db, environmentId, subscriberIds),
+        }),
   };
 }
 
 /**
- * Lookups for one bulk request: each workflow is read once, and on PostgreSQL the subscribers named
- * by the events that reach their lookup in the same turn are read in one query, a round trip each
+ * Reads for one bulk request: each workflow is read once, and on PostgreSQL the subscribers named
+ * by the events that reach their read in the same turn are read in one query, a round trip each
  * saved (SQLite's reads are in-process: batching them only costs). Nothing is remembered between
  * turns, so an event that waits for an earlier one reads what that one wrote.
  */
 export function bulkLookups(db: Deps['db'], environmentId: string): TriggerLookups {
-  const direct = directLookups(db, environmentId);
   const workflows = new Map<string, Promise<StoredWorkflow | undefined>>();
-  const keys = new DataLoader<string, string | undefined>(
+  const workflow = (workflowId: string) => {
+    let found = workflows.get(workflowId);
+    if (!found) workflows.set(workflowId, (found = findWorkflow(db, environmentId, workflowId)));
+    return found;
+  };
+  const batchedKeys = new DataLoader<string, string | undefined>(
     async (ids) => {
-      const found = await direct.subscriberKeys([...ids]);
+      const found = await subscriberKeys(db, environmentId, [...ids]);
       return ids.map((id) => found.get(id));
     },
     { cache: false, maxBatchSize: 1000 },
   );
+  const keys = !isPostgres(db)
+    ? (subscriberIds: string[]) => subscriberKeys(db, environmentId, subscriberIds)
+    : async (subscriberIds: string[]) => {
+        const found = await batchedKeys.loadMany(subscriberIds);
+        return new Map(subscriberIds.flatMap((id, i) => (typeof found[i] === 'string' ? [[id, found[i] as string]] : [])));
+      };
   return {
-    workflow(workflowId) {
-      let found = workflows.get(workflowId);
-      if (!found) workflows.set(workflowId, (found = direct.workflow(workflowId)));
-      return found;
+    read: async (workflowId, subscriberIds) => {
+      const [found, existing] = await Promise.all([workflow(workflowId), keys(subscriberIds)]);
+      return { workflow: found, keys: existing };
     },
-    subscriberKeys: !isPostgres(db)
-      ? direct.subscriberKeys
-      : async (subscriberIds) => {
-          const found = await keys.loadMany(subscriberIds);
-          return new Map(subscriberIds.flatMap((id, i) => (typeof found[i] === 'string' ? [[id, found[i] as string]] : [])));
-        },
   };
 }
 
@@ -140,8 +146,11 @@ export function recipientsOf(request: TriggerRequest) {
 export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, lookups?: TriggerLookups): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;
-  const lookup = lookups ?? directLookups(db, env);
-  const workflow = await lookup.workflow(request.name);
+  // Sort the recipients: ids that must exist, inline subscribers to create or update, topics.
+  const { named, inline: given, topicKeys, direct: directIds } = recipientsOf(request);
+  const inline = new Map(given.map(({ subscriber }) => [subscriber.subscriberId, subscriber]));
+  const mustExist = [...named.keys()].filter((id) => !inline.has(id));
+  const { workflow, keys: existing } = await (lookups ?? directLookups(db, env)).read(request.name, mustExist);
   if (!workflow) throw unprocessable(`Workflow ${request.name} not found`, [{ field: 'body/name', message: `${request.name} is not a workflow` }]);
   if (!workflow.active) return { acknowledged: true, status: 'trigger_not_active' };
   if (workflow.steps.length === 0) return { acknowledged: true, status: 'no_workflow_steps_defined' };
@@ -150,16 +159,10 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
   const payload = (request.payload ?? {}) as Record<string, unknown>;
   const problems = payloadProblems(workflow, payload);
 
-  // Sort the recipients: ids that must exist, inline subscribers to create or update, topics.
-  const { named, inline: given, topicKeys, direct: directIds } = recipientsOf(request);
-  const inline = new Map<string, InlineSubscriber>();
   for (const { subscriber, field } of given) {
     const problem = timezoneProblem(subscriber, field);
     if (problem) problems.push(problem);
-    inline.set(subscriber.subscriberId, subscriber);
   }
-  const mustExist = [...named.keys()].filter((id) => !inline.has(id));
-  const existing = await lookup.subscriberKeys(mustExist);
   for (const id of mustExist) if (!existing.has(id)) problems.push({ field: named.get(id)!, message: `subscriber ${id} not found` });
   const topics = topicKeys.size
     ? await db('topics').where('environment_id', env).whereIn('topic_key', [...topicKeys.keys()]).select('id', 'topic_key')

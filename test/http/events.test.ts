@@ -106,6 +106,24 @@ describe('POST /events/trigger (triggerEvent)', () => {
     expect(await count('events')).toBe(before);
   });
 
+  it.runIf(testDatabaseUrl())('reads its workflow and the subscribers it names in one query on PostgreSQL', async () => {
+    const reads: string[] = [];
+    const onQuery = (q: { sql: string }) => {
+      if (/^select/i.test(q.sql.trim()) && /\b(workflows|subscribers)\b/i.test(q.sql)) reads.push(q.sql);
+    };
+    t.db.on('query', onQuery);
+    try {
+      const res = await t.a.post('/v1/events/trigger', { name: 'welcome', to: ['ada', 'ghost-reader'], payload: { plan: 'pro' } }).expect(422);
+      expect(res.body.details).toEqual([{ field: 'body/to/1', message: 'subscriber ghost-reader not found' }]);
+      expect(reads).toHaveLength(1);
+      reads.length = 0;
+      await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' } }).expect(201);
+      expect(reads).toHaveLength(1);
+    } finally {
+      t.db.off('query', onQuery);
+    }
+  });
+
   it('rejects malformed triggers with 400', async () => {
     await t.a.post('/v1/events/trigger', { to: 'ada' }).expect(400);
     await t.a.post('/v1/events/trigger', { name: 'welcome' }).expect(400);

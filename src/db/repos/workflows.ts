@@ -108,6 +108,31 @@ export async function findWorkflow(db: Db, environmentId: string, workflowId: st
   return row ? toStored(row) : undefined;
 }
 
+// The subscribers' keys as one JSON object (subscriberId → internal id), in the workflow's row.
+const WORKFLOW_WITH_SUBSCRIBER_KEYS = `SELECT w.*, e.organization_id,
+  (SELECT coalesce(json_object_agg(s.subscriber_id, s.id), '{}') FROM subscribers s
+    WHERE s.environment_id = w.environment_id AND s.subscriber_id IN (SELECT jsonb_array_elements_text(?::jsonb))) AS subscriber_keys
+  FROM workflows w JOIN environments e ON e.id = w.environment_id
+  WHERE w.environment_id = ? AND w.workflow_id = ? LIMIT 1`;
+
+/**
+ * PostgreSQL only: a workflow, and the internal keys of those of `subscriberIds` that exist in its
+ * environment, in one round trip (what a trigger reads first). No workflow, no keys.
+ */
+export async function findWorkflowWithSubscriberKeys(
+  db: Db,
+  environmentId: string,
+  workflowId: string,
+  subscriberIds: string[],
+): Promise<{ workflow?: StoredWorkflow; keys: Map<string, string> }> {
+  const [row] = await selectRows<WorkflowRow & { subscriber_keys: Record<string, string> }>(db, WORKFLOW_WITH_SUBSCRIBER_KEYS, [
+    JSON.stringify(subscriberIds),
+    environmentId,
+    workflowId,
+  ]);
+  return row ? { workflow: toStored(row), keys: new Map(Object.entries(row.subscriber_keys)) } : { keys: new Map() };
+}
+
 /** The active workflows of an environment, oldest first. */
 export async function activeWorkflows(db: Db, environmentId: string): Promise<StoredWorkflow[]> {
   const rows = await scoped(db, environmentId).where('w.active', true).orderBy([{ column: 'w.created_at' }, { column: 'w.id' }]);
