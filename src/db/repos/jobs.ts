@@ -1,5 +1,5 @@
 import type { Db, Runner } from '../knex.js';
-import { isPostgres } from '../knex.js';
+import { isPostgres, preparedRaw } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
@@ -122,7 +122,8 @@ export async function claimDueJobs(db: Db, options: { owner: string; now: Date; 
   const now = options.now.toISOString();
   const leaseEnd = new Date(options.now.getTime() + options.leaseMs).toISOString();
   const skipLocked = isPostgres(db) ? 'FOR UPDATE SKIP LOCKED' : '';
-  const result = await db.raw(
+  const result = await preparedRaw(
+    db,
     `UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
      WHERE id IN (
        SELECT id FROM jobs
