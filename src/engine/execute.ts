@@ -3,6 +3,7 @@
 // still holds the job's lease: a worker that lost it changes nothing.
 import type { Knex } from 'knex';
 import type { Deps } from '../deps.js';
+import { writeTransaction } from '../db/group-commit.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, digestFollowers, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
@@ -45,7 +46,8 @@ interface Outcome {
 async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also?: (trx: Knex.Transaction, event: EventRecord) => Promise<void>): Promise<void> {
   const now = ctx.deps.clock.now();
   try {
-    await ctx.deps.db.transaction(async (trx) => {
+    // On SQLite the outcomes of the jobs running side by side share a commit (group-commit.ts).
+    await writeTransaction(ctx.deps.db, async (trx) => {
       const changed = await updateClaimedJob(
         trx,
         job.id,

@@ -4,6 +4,7 @@ import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { fanoutShards } from '../../src/engine/fanout-shards.js';
+import { testDatabaseUrl } from '../helpers/db.js';
 
 let t: TestApp;
 let worker: JobRunner;
@@ -114,6 +115,41 @@ describe('a chat step', () => {
       expect(hook.requests[0].json()).toEqual({ text: 'Deploy done & more' });
       const job = (await notificationOf(tx)).jobs[0];
       expect(hook.requests[0].headers['x-herald-delivery-id']).toBe(job.jobId);
+    } finally {
+      await hook.close();
+    }
+  });
+
+  it('settles sends that finish together in shared commits on SQLite', async () => {
+    const ids = Array.from({ length: 12 }, (_, i) => `chat-batch-${i}`);
+    // The receiver answers once every send has arrived: all of them finish at the same moment.
+    let answerAll!: () => void;
+    const allArrived = new Promise<void>((resolve) => (answerAll = resolve));
+    const hook = await startHttpPeer(async (_request, index) => {
+      if (index === ids.length - 1) answerAll();
+      await allArrived;
+      return { status: 200, body: 'ok' };
+    });
+    try {
+      for (const subscriberId of ids) {
+        await t.a.post('/v1/subscribers', { subscriberId }).expect(201);
+        await t.a.put(`/v1/subscribers/${subscriberId}/credentials`, { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/${subscriberId}` } }).expect(200);
+      }
+      const tx = await trigger({ name: 'chat-ping', to: ids, payload: { text: 'together' } });
+      let commits = 0;
+      const count = (query: { sql: string }) => {
+        if (/^commit/i.test(query.sql.trim())) commits++;
+      };
+      t.db.on('query', count);
+      try {
+        await run();
+      } finally {
+        t.db.off('query', count);
+      }
+      expect(hook.requests.map((request) => request.path).sort()).toEqual(ids.map((id) => `/${id}`).sort());
+      for (const subscriberId of ids) expect((await notificationOf(tx, subscriberId)).status).toBe('completed');
+      if (testDatabaseUrl()) expect(commits).toBe(ids.length);
+      else expect(commits).toBeLessThan(ids.length / 2);
     } finally {
       await hook.close();
     }

@@ -10,11 +10,16 @@ export interface ReceivedRequest {
   json(): unknown;
 }
 
+interface Answer {
+  status: number;
+  body?: string;
+}
+
 /**
  * A real HTTP server on 127.0.0.1 standing in for a provider or a webhook receiver. It records every
- * request; `respond` decides each answer (by default 200 with `{"ok":true}`).
+ * request; `respond` decides each answer (by default 200 with `{"ok":true}`), at once or later.
  */
-export async function startHttpPeer(respond?: (request: ReceivedRequest, index: number) => { status: number; body?: string }) {
+export async function startHttpPeer(respond?: (request: ReceivedRequest, index: number) => Answer | Promise<Answer>) {
   const requests: ReceivedRequest[] = [];
   const server = http.createServer((req, res) => {
     let body = '';
@@ -22,8 +27,9 @@ export async function startHttpPeer(respond?: (request: ReceivedRequest, index: 
     req.on('end', () => {
       const request: ReceivedRequest = { method: req.method!, path: req.url!, headers: req.headers, body, json: () => JSON.parse(body) };
       requests.push(request);
-      const answer = respond?.(request, requests.length - 1) ?? { status: 200, body: '{"ok":true}' };
-      res.writeHead(answer.status, { 'Content-Type': 'application/json' }).end(answer.body ?? '');
+      void Promise.resolve(respond?.(request, requests.length - 1)).then((answer = { status: 200, body: '{"ok":true}' }) => {
+        res.writeHead(answer.status, { 'Content-Type': 'application/json' }).end(answer.body ?? '');
+      });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
