@@ -96,24 +96,27 @@ export function bulkLookups(db: Deps['db'], environmentId: string): TriggerLooku
     if (!found) workflows.set(workflowId, (found = findWorkflow(db, environmentId, workflowId)));
     return found;
   };
-  const batchedKeys = new DataLoader<string, string | undefined>(
+  const keys = isPostgres(db) ? keysReadTogether(db, environmentId) : (subscriberIds: string[]) => subscriberKeys(db, environmentId, subscriberIds);
+  return {
+    read: async (workflowId, subscriberIds) => {
+      const [found, existing] = await Promise.all([workflow(workflowId), keys(subscriberIds)]);
+      return { workflow: found, keys: existing };
+    },
+  };
+}
+
+/** subscriberKeys, with the ids asked for in the same turn read in one query (no cache across turns). */
+function keysReadTogether(db: Deps['db'], environmentId: string): (subscriberIds: string[]) => Promise<Map<string, string>> {
+  const loader = new DataLoader<string, string | undefined>(
     async (ids) => {
       const found = await subscriberKeys(db, environmentId, [...ids]);
       return ids.map((id) => found.get(id));
     },
     { cache: false, maxBatchSize: 1000 },
   );
-  const keys = !isPostgres(db)
-    ? (subscriberIds: string[]) => subscriberKeys(db, environmentId, subscriberIds)
-    : async (subscriberIds: string[]) => {
-        const found = await batchedKeys.loadMany(subscriberIds);
-        return new Map(subscriberIds.flatMap((id, i) => (typeof found[i] === 'string' ? [[id, found[i] as string]] : [])));
-      };
-  return {
-    read: async (workflowId, subscriberIds) => {
-      const [found, existing] = await Promise.all([workflow(workflowId), keys(subscriberIds)]);
-      return { workflow: found, keys: existing };
-    },
+  return async (subscriberIds) => {
+    const found = await loader.loadMany(subscriberIds);
+    return new Map(subscriberIds.flatMap((id, i) => (typeof found[i] === 'string' ? [[id, found[i] as string]] : [])));
   };
 }
 
