@@ -54,7 +54,7 @@ describe.runIf(!testDatabaseUrl())('SQLite checkpoints in the background', () =>
     }
   });
 
-  it('ends with the database: destroy waits for the thread, and every committed row is in the file', async () => {
+  it('is destroyed with the database while running, leaving every committed row in the file', async () => {
     const { db, file } = await databaseWithCommittedRows(true);
     await db.destroy();
     expect(size(file)).toBeGreaterThan(2_000_000);

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, isPostgres, type Db } from '../src/db/knex.js';
 import { writeTransaction } from '../src/db/group-commit.js';
 import { createTestDb, processDatabaseUrl, type TestDb } from './helpers/db.js';
+import { recordQueries } from './helpers/queries.js';
 
 let testDb: TestDb;
 let db: Db;
@@ -28,23 +29,9 @@ afterAll(async () => {
 
 const committed = async (table: string) => (await observer(table).select('id').orderBy('id')).map((row: { id: string }) => row.id);
 
-function countCommits(): { stop(): number } {
-  let commits = 0;
-  const count = (query: { sql: string }) => {
-    if (/^commit/i.test(query.sql.trim())) commits++;
-  };
-  db.on('query', count);
-  return {
-    stop() {
-      db.off('query', count);
-      return commits;
-    },
-  };
-}
-
 describe('writeTransaction', () => {
   it('answers each work once its rows are committed, and undoes a failing work alone', async () => {
-    const commits = countCommits();
+    const commits = recordQueries(db, /^commit/i);
     const works = Array.from({ length: 20 }, (_, i) =>
       writeTransaction(db, async (trx) => {
         await trx('gc_parent').insert({ id: `a${String(i).padStart(2, '0')}` });
@@ -53,7 +40,7 @@ describe('writeTransaction', () => {
       }).then(async (value) => ({ value, visible: (await committed('gc_parent')).includes(`a${String(i).padStart(2, '0')}`) })),
     );
     const outcomes = await Promise.allSettled(works);
-    const commitCount = commits.stop();
+    const commitCount = commits.stop().length;
 
     outcomes.forEach((outcome, i) => {
       if (i === 7) expect(outcome).toMatchObject({ status: 'rejected', reason: { message: 'work 7 fails after its insert' } });

@@ -19,7 +19,7 @@ export interface DbOptions {
   schema?: string;
   /**
    * SQLite only: checkpoint the write-ahead log on a thread of its own (db/checkpointer.ts), for
-   * processes that run jobs. It costs the process about 10–17 MB.
+   * processes that run jobs. It costs the process about 10 MB.
    */
   checkpointInBackground?: boolean;
 }

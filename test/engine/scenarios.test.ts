@@ -5,6 +5,7 @@ import { JobRunner } from '../../src/engine/runner.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { fanoutShards } from '../../src/engine/fanout-shards.js';
 import { testDatabaseUrl } from '../helpers/db.js';
+import { recordQueries } from '../helpers/queries.js';
 
 let t: TestApp;
 let worker: JobRunner;
@@ -136,16 +137,9 @@ describe('a chat step', () => {
         await t.a.put(`/v1/subscribers/${subscriberId}/credentials`, { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/${subscriberId}` } }).expect(200);
       }
       const tx = await trigger({ name: 'chat-ping', to: ids, payload: { text: 'together' } });
-      let commits = 0;
-      const count = (query: { sql: string }) => {
-        if (/^commit/i.test(query.sql.trim())) commits++;
-      };
-      t.db.on('query', count);
-      try {
-        await run();
-      } finally {
-        t.db.off('query', count);
-      }
+      const recording = recordQueries(t.db, /^commit/i);
+      await run();
+      const commits = recording.stop().length;
       expect(hook.requests.map((request) => request.path).sort()).toEqual(ids.map((id) => `/${id}`).sort());
       for (const subscriberId of ids) expect((await notificationOf(tx, subscriberId)).status).toBe('completed');
       if (testDatabaseUrl()) expect(commits).toBe(ids.length);

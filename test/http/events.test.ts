@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { testDatabaseUrl } from '../helpers/db.js';
+import { recordQueries } from '../helpers/queries.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -107,21 +108,15 @@ describe('POST /events/trigger (triggerEvent)', () => {
   });
 
   it.runIf(testDatabaseUrl())('reads its workflow and the subscribers it names in one query on PostgreSQL', async () => {
-    const reads: string[] = [];
-    const onQuery = (q: { sql: string }) => {
-      if (/^select/i.test(q.sql.trim()) && /\b(workflows|subscribers)\b/i.test(q.sql)) reads.push(q.sql);
-    };
-    t.db.on('query', onQuery);
-    try {
-      const res = await t.a.post('/v1/events/trigger', { name: 'welcome', to: ['ada', 'ghost-reader'], payload: { plan: 'pro' } }).expect(422);
-      expect(res.body.details).toEqual([{ field: 'body/to/1', message: 'subscriber ghost-reader not found' }]);
-      expect(reads).toHaveLength(1);
-      reads.length = 0;
-      await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' } }).expect(201);
-      expect(reads).toHaveLength(1);
-    } finally {
-      t.db.off('query', onQuery);
-    }
+    const reads = /^select\b.*\b(workflows|subscribers)\b/is;
+    let recording = recordQueries(t.db, reads);
+    const res = await t.a.post('/v1/events/trigger', { name: 'welcome', to: ['ada', 'ghost-reader'], payload: { plan: 'pro' } });
+    expect(recording.stop()).toHaveLength(1);
+    expect(res.status).toBe(422);
+    expect(res.body.details).toEqual([{ field: 'body/to/1', message: 'subscriber ghost-reader not found' }]);
+    recording = recordQueries(t.db, reads);
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' } }).expect(201);
+    expect(recording.stop()).toHaveLength(1);
   });
 
   it('rejects malformed triggers with 400', async () => {
@@ -192,18 +187,11 @@ describe('POST /events/trigger/bulk (triggerEventBulk)', () => {
   it.runIf(testDatabaseUrl())('reads the subscribers named across the request together on PostgreSQL', async () => {
     const ids = Array.from({ length: 40 }, (_, i) => `bulk-read-${i}`);
     await Promise.all(ids.slice(0, 30).map((subscriberId) => t.a.post('/v1/subscribers', { subscriberId }).expect(201)));
-    const reads: string[] = [];
-    const onQuery = (q: { sql: string }) => {
-      if (/from subscribers where environment_id = \S+ and subscriber_id in/i.test(q.sql)) reads.push(q.sql);
-    };
-    t.db.on('query', onQuery);
-    try {
-      const res = await t.a.post('/v1/events/trigger/bulk', { events: ids.map((to) => ({ name: 'welcome', to, payload: { plan: 'pro' } })) }).expect(201);
-      expect(res.body.data.map((result: { status: string }) => result.status)).toEqual(ids.map((_, i) => (i < 30 ? 'processed' : 'error')));
-      expect(res.body.data[35].error).toEqual(['to subscriber bulk-read-35 not found']);
-    } finally {
-      t.db.off('query', onQuery);
-    }
+    const recording = recordQueries(t.db, /from subscribers where environment_id = \S+ and subscriber_id in/i);
+    const res = await t.a.post('/v1/events/trigger/bulk', { events: ids.map((to) => ({ name: 'welcome', to, payload: { plan: 'pro' } })) }).expect(201);
+    const reads = recording.stop();
+    expect(res.body.data.map((result: { status: string }) => result.status)).toEqual(ids.map((_, i) => (i < 30 ? 'processed' : 'error')));
+    expect(res.body.data[35].error).toEqual(['to subscriber bulk-read-35 not found']);
     expect(reads).toHaveLength(1);
   });
 
