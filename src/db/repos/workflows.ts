@@ -100,8 +100,11 @@ export async function listWorkflows(
   );
 }
 
-const WORKFLOW_BY_ID = `SELECT w.*, e.organization_id FROM workflows w JOIN environments e ON e.id = w.environment_id
+// One workflow of an environment by its workflowId, with its organization.
+const ONE_WORKFLOW = `FROM workflows w JOIN environments e ON e.id = w.environment_id
   WHERE w.environment_id = ? AND w.workflow_id = ? LIMIT 1`;
+
+const WORKFLOW_BY_ID = `SELECT w.*, e.organization_id ${ONE_WORKFLOW}`;
 
 export async function findWorkflow(db: Db, environmentId: string, workflowId: string): Promise<StoredWorkflow | undefined> {
   const [row] = await selectRows<WorkflowRow>(db, WORKFLOW_BY_ID, [environmentId, workflowId]);
@@ -112,8 +115,7 @@ export async function findWorkflow(db: Db, environmentId: string, workflowId: st
 const WORKFLOW_WITH_SUBSCRIBER_KEYS = `SELECT w.*, e.organization_id,
   (SELECT coalesce(json_object_agg(s.subscriber_id, s.id), '{}') FROM subscribers s
     WHERE s.environment_id = w.environment_id AND s.subscriber_id IN (SELECT jsonb_array_elements_text(?::jsonb))) AS subscriber_keys
-  FROM workflows w JOIN environments e ON e.id = w.environment_id
-  WHERE w.environment_id = ? AND w.workflow_id = ? LIMIT 1`;
+  ${ONE_WORKFLOW}`;
 
 /**
  * PostgreSQL only: a workflow, and the internal keys of those of `subscriberIds` that exist in its
