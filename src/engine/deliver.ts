@@ -7,6 +7,7 @@ import type { NewMessage } from '../db/repos/messages.js';
 import { findSubscriber, type Subscriber } from '../db/repos/subscribers.js';
 import { deliveryIntegrationOf, findIntegrationRow, readCredentials } from '../db/repos/integrations.js';
 import { globalLayer, workflowLayer } from '../db/repos/preferences.js';
+import { notificationRecipient } from '../db/repos/notifications.js';
 import { PROVIDERS, type IntegrationCredentials, type ProviderId } from '../providers/catalogue.js';
 import { senders } from '../providers/index.js';
 import type { Step } from '../db/repos/workflows.js';
@@ -104,7 +105,7 @@ export const IN_APP_DELIVERED = 'Message stored in the in-app feed';
 
 export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<Delivered> {
   const env = event.environmentId;
-  const notification = await deps.db('notifications').where({ id: job.notificationId }).first('subscriber_id', 'subscriber_key');
+  const notification = (await notificationRecipient(deps.db, job.notificationId!))!;
   const [subscriber, global, own] = await Promise.all([
     findSubscriber(deps.db, env, notification.subscriber_id),
     globalLayer(deps.db, notification.subscriber_key),

@@ -4,8 +4,8 @@
 import { createHash } from 'node:crypto';
 import type { Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
-import { findDigestLeader, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
-import { insertNotifications, setNotificationStatus, type NewNotification, type NotificationStatus } from '../db/repos/notifications.js';
+import { findDigestLeader, hasFailedJob, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
+import { insertNotifications, notificationRecipient, setNotificationStatus, type NewNotification, type NotificationStatus } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from './preferences.js';
@@ -159,11 +159,11 @@ export async function continueAfter(trx: Runner, event: EventRecord, job: JobRec
   }
   const next = nextActiveStep(event, job.stepIndex!);
   if (next === -1) {
-    const failed = await trx('jobs').where({ notification_id: notificationId, status: 'failed' }).first('id');
+    const failed = await hasFailedJob(trx, notificationId);
     await setNotificationStatus(trx, notificationId, failed ? 'failed' : 'completed', now, ['pending', 'processing']);
     return;
   }
-  const row = await trx('notifications').where({ id: notificationId }).first('subscriber_key');
-  const nextJob = await stepJob(trx, event, notificationId, row.subscriber_key, next, state, now);
+  const { subscriber_key: subscriberKey } = (await notificationRecipient(trx, notificationId))!;
+  const nextJob = await stepJob(trx, event, notificationId, subscriberKey, next, state, now);
   if (nextJob) await insertJobs(trx, [nextJob], now);
 }

@@ -1,5 +1,5 @@
 import type { Db, Runner } from '../knex.js';
-import { isPostgres } from '../knex.js';
+import { isPostgres, selectRows } from '../knex.js';
 import { readJson, writeJson } from '../json.js';
 import type { Step, StoredWorkflow } from './workflows.js';
 import type { Subscriber } from './subscribers.js';
@@ -61,14 +61,15 @@ export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'cancele
   await trx('events').insert(eventRow(event));
 }
 
+// Every job a worker runs reads its event, some twice: a prepared statement, not the query builder.
+const EVENT_BY_ID = 'SELECT * FROM events WHERE id = ?';
+
 /**
  * Reads an event. With `lock`, PostgreSQL holds a share lock on it until the transaction ends, so
  * a cancel (which updates the row) cannot slip between reading "not canceled" and creating jobs.
  */
 export async function findEvent(db: Runner, id: string, lock = false): Promise<EventRecord | undefined> {
-  const query = db('events').where({ id }).first();
-  if (lock && isPostgres(db as Db)) query.forShare();
-  const row = await query;
+  const [row] = await selectRows<Record<string, unknown>>(db, lock && isPostgres(db as Db) ? `${EVENT_BY_ID} FOR SHARE` : EVENT_BY_ID, [id]);
   return row ? toRecord(row) : undefined;
 }
 

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Db, Runner } from '../knex.js';
+import { selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { open, sealIfSecret } from '../../crypto.js';
@@ -80,6 +80,9 @@ function scoped(db: Runner, environmentId: string) {
     .select('i.*', 'e.organization_id');
 }
 
+/** scoped() as plain SQL, for the reads every send makes: prepared statements, not the query builder. */
+const SCOPED_SQL = 'SELECT i.*, e.organization_id FROM integrations AS i JOIN environments AS e ON e.id = i.environment_id WHERE i.environment_id = ?';
+
 const OLDEST_FIRST = [
   { column: 'i.created_at', order: 'asc' as const },
   { column: 'i.id', order: 'asc' as const },
@@ -129,7 +132,8 @@ export interface LookupOptions {
 }
 
 export async function findIntegrationRow(db: Runner, environmentId: string, integrationId: string): Promise<IntegrationRow | undefined> {
-  return scoped(db, environmentId).where('i.id', integrationId).first();
+  const [row] = await selectRows<IntegrationRow>(db, `${SCOPED_SQL} AND i.id = ?`, [environmentId, integrationId]);
+  return row;
 }
 
 /**
@@ -288,9 +292,8 @@ export async function deleteIntegrationRow(trx: Runner, environmentId: string, i
 
 /** The integration an email or SMS goes out through: the channel's primary, else its oldest active one. */
 export async function deliveryIntegrationOf(db: Runner, environmentId: string, channel: ChannelType): Promise<IntegrationRow | undefined> {
-  return scoped(db, environmentId)
-    .where({ 'i.channel': channel, 'i.active': true })
-    .orderByRaw('case when i.primary_channel is null then 1 else 0 end')
-    .orderBy(OLDEST_FIRST)
-    .first();
+  const sql = `${SCOPED_SQL} AND i.channel = ? AND i.active = TRUE
+    ORDER BY CASE WHEN i.primary_channel IS NULL THEN 1 ELSE 0 END, i.created_at, i.id LIMIT 1`;
+  const [row] = await selectRows<IntegrationRow>(db, sql, [environmentId, channel]);
+  return row;
 }

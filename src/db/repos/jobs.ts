@@ -1,5 +1,5 @@
 import type { Db, Runner } from '../knex.js';
-import { isPostgres, preparedRaw } from '../knex.js';
+import { isPostgres, preparedRaw, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
@@ -158,6 +158,12 @@ export async function updateClaimedJob(trx: Runner, id: string, owner: string, c
   if (change.digestKey !== undefined) columns.digest_key = change.digestKey;
   if (change.mergedInto !== undefined) columns.merged_into = change.mergedInto;
   return (await trx('jobs').where({ id, lease_owner: owner, status: 'running' }).update(columns)) > 0;
+}
+
+/** Whether a job of the notification failed: its final status says so. Read as every notification ends. */
+export async function hasFailedJob(trx: Runner, notificationId: string): Promise<boolean> {
+  const rows = await selectRows(trx, "SELECT id FROM jobs WHERE notification_id = ? AND status = 'failed' LIMIT 1", [notificationId]);
+  return rows.length > 0;
 }
 
 /** Gives jobs a stopping worker holds back, untouched, for another worker to claim now. */

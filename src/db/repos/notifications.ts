@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Db, Runner } from '../knex.js';
+import { selectRows, type Db, type Runner } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
@@ -56,6 +56,12 @@ export async function insertNotifications(trx: Runner, rows: NewNotification[], 
   );
   for (const row of inserted) created.set(row.subscriber_key, row.id);
   return created;
+}
+
+/** Whom a notification is for: read by every job of it, so a prepared statement. */
+export async function notificationRecipient(db: Runner, id: string): Promise<{ subscriber_id: string; subscriber_key: string } | undefined> {
+  const [row] = await selectRows<{ subscriber_id: string; subscriber_key: string }>(db, 'SELECT subscriber_id, subscriber_key FROM notifications WHERE id = ?', [id]);
+  return row;
 }
 
 export async function setNotificationStatus(

@@ -18,8 +18,10 @@ function merged(current: Layer, change: Layer): Layer {
   return { enabled: change.enabled ?? current.enabled, channels: { ...current.channels, ...change.channels } };
 }
 
-export async function globalLayer(db: Db, subscriberKey: string): Promise<Layer> {
-  return toLayer(await db('subscriber_global_preferences').where({ subscriber_id: subscriberKey }).first());
+// Each send reads both layers of its subscriber: prepared statements, not the query builder.
+export async function globalLayer(db: Runner, subscriberKey: string): Promise<Layer> {
+  const [row] = await selectRows<LayerRow>(db, 'SELECT enabled, channels FROM subscriber_global_preferences WHERE subscriber_id = ?', [subscriberKey]);
+  return toLayer(row);
 }
 
 /** The subscriber's own layer for each workflow it has one for, by the workflow's internal id. */
@@ -28,8 +30,10 @@ export async function workflowLayers(db: Db, subscriberKey: string): Promise<Map
   return new Map(rows.map((row) => [row.workflow_id as string, toLayer(row)]));
 }
 
-export async function workflowLayer(db: Db, subscriberKey: string, workflowKey: string): Promise<Layer> {
-  return toLayer(await db('subscriber_workflow_preferences').where({ subscriber_id: subscriberKey, workflow_id: workflowKey }).first());
+export async function workflowLayer(db: Runner, subscriberKey: string, workflowKey: string): Promise<Layer> {
+  const sql = 'SELECT enabled, channels FROM subscriber_workflow_preferences WHERE subscriber_id = ? AND workflow_id = ?';
+  const [row] = await selectRows<LayerRow>(db, sql, [subscriberKey, workflowKey]);
+  return toLayer(row);
 }
 
 /** Merges a change into the global layer and returns the result. */
