@@ -1,0 +1,70 @@
+// PostgreSQL plans the statements a request makes by the rows it expects. A lookup by key that the
+// planner turns into a scan of the environment costs nothing in a test with ten rows and grows with
+// every subscriber in production, so these tests read the plan of the statement the code really
+// sends, on an environment large enough for the planner to tell the two apart.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { createOrganization } from '../src/db/repos/accounts.js';
+import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../src/db/repos/workflows.js';
+import { insertRows } from '../src/db/insert-rows.js';
+import { newId } from '../src/ids.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
+
+const SUBSCRIBERS = 2_000;
+
+let testDb: TestDb;
+let environmentId: string;
+
+beforeAll(async () => {
+  if (!testDatabaseUrl()) return;
+  testDb = await createTestDb();
+  const { db } = testDb;
+  const now = new Date();
+  const { environmentIds } = await createOrganization(db, { name: 'Plans', plan: 'enterprise', environments: ['development'] });
+  environmentId = environmentIds.development;
+  await insertWorkflow(
+    db,
+    environmentId,
+    'welcome',
+    { name: 'Welcome', tags: [], active: true, critical: false, steps: [{ type: 'in_app', template: { content: 'Hi' } }] as never, preferenceSettings: {} as never },
+    now,
+  );
+  const at = now.toISOString();
+  const rows = Array.from({ length: SUBSCRIBERS }, (_, i) => ({ id: newId(), environment_id: environmentId, subscriber_id: `subscriber-${i}`, data: '{}', created_at: at, updated_at: at }));
+  await insertRows(db, 'subscribers', rows);
+  await db.raw('ANALYZE subscribers');
+});
+afterAll(async () => testDb?.close());
+
+/** Runs `read`, and answers the plan PostgreSQL makes for the one statement it sent. */
+async function planOf(read: () => Promise<unknown>): Promise<string> {
+  const sent: Array<{ sql: string; bindings: unknown[] }> = [];
+  const record = (query: { sql: string; bindings: unknown[] }) => sent.push(query);
+  testDb.db.on('query', record);
+  try {
+    await read();
+  } finally {
+    testDb.db.off('query', record);
+  }
+  expect(sent).toHaveLength(1);
+  const connection = (await testDb.db.client.acquireConnection()) as pg.Client;
+  try {
+    const { rows } = await connection.query(`EXPLAIN ${sent[0].sql}`, sent[0].bindings);
+    return rows.map((row: { 'QUERY PLAN': string }) => row['QUERY PLAN']).join('\n');
+  } finally {
+    await testDb.db.client.releaseConnection(connection);
+  }
+}
+
+describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
+  it("looks a trigger's subscribers up by their index, not by scanning the environment", async () => {
+    const read = () => findWorkflowWithSubscriberKeys(testDb.db, environmentId, 'welcome', ['subscriber-7', 'nobody']);
+    const found = await read();
+    expect(found.workflow?.workflowId).toBe('welcome');
+    expect([...found.keys.keys()]).toEqual(['subscriber-7']);
+
+    const plan = await planOf(read);
+    expect(plan).not.toMatch(/Seq Scan on subscribers/);
+    expect(plan).toMatch(/Index Cond: .*subscriber_id\)::text = ANY/);
+  });
+});
