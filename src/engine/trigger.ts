@@ -115,8 +115,9 @@ function keysReadTogether(db: Deps['db'], environmentId: string): (subscriberIds
     { cache: false, maxBatchSize: 1000 },
   );
   return async (subscriberIds) => {
-    const found = await loader.loadMany(subscriberIds);
-    return new Map(subscriberIds.flatMap((id, i) => (typeof found[i] === 'string' ? [[id, found[i] as string]] : [])));
+    // load, not loadMany: loadMany answers a failed read as Error values, which would read as "not found".
+    const found = await Promise.all(subscriberIds.map((id) => loader.load(id)));
+    return new Map(subscriberIds.flatMap((id, i) => (found[i] === undefined ? [] : [[id, found[i]!]])));
   };
 }
 
