@@ -9,6 +9,7 @@ import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../src/db/repos/
 import { insertRows } from '../src/db/insert-rows.js';
 import { newId } from '../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
+import { recordQueries } from './helpers/queries.js';
 
 const SUBSCRIBERS = 2_000;
 
@@ -38,14 +39,9 @@ afterAll(async () => testDb?.close());
 
 /** Runs `read`, and answers the plan PostgreSQL makes for the one statement it sent. */
 async function planOf(read: () => Promise<unknown>): Promise<string> {
-  const sent: Array<{ sql: string; bindings: unknown[] }> = [];
-  const record = (query: { sql: string; bindings: unknown[] }) => sent.push(query);
-  testDb.db.on('query', record);
-  try {
-    await read();
-  } finally {
-    testDb.db.off('query', record);
-  }
+  const recording = recordQueries(testDb.db, /./);
+  await read();
+  const sent = recording.stop();
   expect(sent).toHaveLength(1);
   const connection = (await testDb.db.client.acquireConnection()) as pg.Client;
   try {
