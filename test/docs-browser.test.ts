@@ -73,7 +73,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
         const { summary } = spec.paths[apiPath][method];
         await open(menu.filter({ hasText: new RegExp(`^${escapeRegExp(summary)}\\s*${method}$`, 'i') }));
         const heading = page.locator('h1, h2').filter({ hasText: new RegExp(`^${escapeRegExp(summary)}$`) });
-        await expect.poll(() => heading.first().isVisible(), { message: summary }).toBe(true);
+        await expect.poll(() => heading.first().isVisible(), { message: summary, timeout: 15_000 }).toBe(true);
       }
     }
 
@@ -83,19 +83,22 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     await open(updateSubscriber);
     const operation = page.locator('[data-item-kind="httpItem"]').filter({ has: page.locator('h2', { hasText: /^Update a subscriber$/ }) });
     const samples = operation.locator('.panel-request-samples');
-    await expect.poll(() => samples.innerText()).toContain(`curl -X PUT 'http://localhost:3000/v1/subscribers/user-123'`);
-    // Under load Redoc can re-render the panel just after the dropdown opened, closing it: open it again.
+    await expect.poll(() => samples.innerText(), { timeout: 15_000 }).toContain(`curl -X PUT 'http://localhost:3000/v1/subscribers/user-123'`);
+    // Pick TypeScript in the language dropdown. Each try looks at the page first and then does one
+    // step (open the dropdown, or pick the item), each bounded, because under load Redoc may re-render
+    // the panel between two steps, closing the dropdown: clicking the button blindly would toggle it.
+    const typeScriptSample = `await herald.PUT('/subscribers/{subscriberId}'`;
+    const language = samples.getByRole('button', { name: /^(curl|TypeScript)$/ });
     const typeScript = page.getByRole('menuitem', { name: 'TypeScript' });
     await expect
       .poll(async () => {
-        if (!(await typeScript.isVisible())) await samples.getByRole('button', { name: 'curl' }).click();
-        return typeScript.click({ timeout: 2_000 }).then(
-          () => true,
-          () => false,
-        );
-      }, { timeout: 30_000 })
+        if ((await samples.innerText()).includes(typeScriptSample)) return true;
+        const expanded = await language.getAttribute('aria-expanded', { timeout: 2_000 }).catch(() => null);
+        const step = expanded === 'true' ? typeScript : language;
+        await step.click({ timeout: 2_000 }).catch(() => undefined);
+        return false;
+      }, { timeout: 60_000, interval: 250 })
       .toBe(true);
-    await expect.poll(() => samples.innerText()).toContain(`await herald.PUT('/subscribers/{subscriberId}'`);
 
     const screenshot = path.join(workDir, 'docs.png');
     await page.screenshot({ path: screenshot });
