@@ -32,21 +32,12 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   app.use(httpMetrics());
   registerEngineMetrics(deps);
 
-  app.get('/health', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-  app.get('/ready', async (_req, res) => {
-    const ready = await isReady(deps.db);
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable' });
-  });
   app.get('/v1/openapi.yaml', (_req, res) => {
     res.type('application/yaml').sendFile(SPEC_PATH);
   });
-  app.get('/metrics', metricsEndpoint);
-  app.get('/docs', docsPage(deps.logger, options.docsFile));
-  app.use('/dashboard', dashboard(deps));
-
-  // Each /v1 request is matched to its operation once, here: the body parser and the metrics use it.
+  // The API comes before the other routes: it takes nearly every request, and express tries each
+  // route in turn. Each /v1 request is matched to its operation once, here: the body parser and
+  // the metrics use it.
   const route: RequestHandler = (req, res, next) => {
     res.locals.operationId = api.router.matchOperation({ method: req.method, path: req.path, headers: {} })?.operationId;
     next();
@@ -56,9 +47,42 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   const json = express.json({ limit: BODY_LIMIT });
   const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) && res.locals.operationId ? json(req, res, next) : next());
   // The rate limit comes before the body is read, so a refused request costs no parsing and every
-  // answer, a body parser's 400 and 413 included, carries the RateLimit headers.
-  app.use('/v1', route, authentication(deps), rateLimits(deps), jsonBody, apiMiddleware(api));
+  // answer, a body parser's 400 and 413 included, carries the RateLimit headers. The five steps are
+  // one layer, so express's router strips and restores the /v1 prefix once, not five times.
+  app.use('/v1', inSequence(route, authentication(deps), rateLimits(deps), jsonBody, apiMiddleware(api)));
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/ready', async (_req, res) => {
+    const ready = await isReady(deps.db);
+    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable' });
+  });
+  app.get('/metrics', metricsEndpoint);
+  app.get('/docs', docsPage(deps.logger, options.docsFile));
+  app.use('/dashboard', dashboard(deps));
+
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));
   app.use(errorHandler(deps.logger));
   return app;
+}
+
+/**
+ * Express handlers run one after another as one handler, as express runs layers: an error (passed
+ * to `next`, thrown, or a rejected promise) skips the rest and goes to express's error handling.
+ */
+function inSequence(...handlers: RequestHandler[]): RequestHandler {
+  return (req, res, done) => {
+    let index = 0;
+    const next = (err?: unknown) => {
+      const handler = handlers[index++];
+      if (err || !handler) return done(err);
+      try {
+        const result: unknown = handler(req, res, next);
+        if (result instanceof Promise) result.catch((error: unknown) => done(error || new Error('Rejected promise')));
+      } catch (error) {
+        done(error);
+      }
+    };
+    next();
+  };
 }
