@@ -46,4 +46,16 @@ describe.runIf(testDatabaseUrl())('prepared statements on PostgreSQL', () => {
       expect((await preparedOn(trx)).filter((text) => text.includes('$17'))).toEqual([]);
     });
   });
+
+  it('does not name a statement that reads every column, so a column added later does not break it', async () => {
+    const db = testDb.db;
+    await db.raw('CREATE TABLE prepared_probe (a integer)');
+    await db.raw('INSERT INTO prepared_probe (a) VALUES (1)');
+    // Side by side, so the statement runs on several of the pool's connections.
+    const readAll = () => Promise.all(Array.from({ length: 8 }, () => selectRows(db, 'SELECT * FROM prepared_probe WHERE a = ?', [1])));
+    expect(await readAll()).toEqual(Array(8).fill([{ a: 1 }]));
+    await db.raw('ALTER TABLE prepared_probe ADD COLUMN b integer DEFAULT 2');
+    expect(await readAll()).toEqual(Array(8).fill([{ a: 1, b: 2 }]));
+    await db.raw('DROP TABLE prepared_probe');
+  });
 });

@@ -80,17 +80,24 @@ const MAX_PREPARED_TEXTS = 200;
 /** More values than this and a statement is an IN list of some length: each length would be a text of its own. */
 const MAX_PREPARED_VALUES = 16;
 const preparedNames = new Map<string, string>();
+/**
+ * A select list or RETURNING with `*`. PostgreSQL fixes a named statement's result columns when it
+ * prepares it: once a migration (another process's, in a rolling upgrade) adds a column to the
+ * table, every later run on that connection fails with "cached plan must not change result type".
+ */
+const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?|\bRETURNING|,)\s+(?:"?\w+"?\.)?\*/i;
 
 /**
  * A raw statement that PostgreSQL parses and plans once per connection: it runs as a named
  * prepared statement (a probe: a workflow lookup 200–290 → 100–150 µs, and a third less of the
  * client's CPU). For the statements of every request and every batch, whose text carries no values.
  * A statement with many values, or any text past the first 200, runs unnamed, so texts that vary
- * cannot fill the server's memory. SQLite runs it as any raw statement.
+ * cannot fill the server's memory; so does one that reads `*` (EVERY_COLUMN). SQLite runs it as any
+ * raw statement.
  */
 export function preparedRaw(db: Runner, sql: string, bindings: readonly unknown[]): Knex.Raw {
   const raw = db.raw(sql, bindings as never[]);
-  if (!isPostgres(db as Db) || bindings.length > MAX_PREPARED_VALUES) return raw;
+  if (!isPostgres(db as Db) || bindings.length > MAX_PREPARED_VALUES || EVERY_COLUMN.test(sql)) return raw;
   let name = preparedNames.get(sql);
   if (name === undefined) {
     if (preparedNames.size >= MAX_PREPARED_TEXTS) return raw;
