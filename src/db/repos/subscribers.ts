@@ -90,7 +90,10 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
   );
 }
 
-const SUBSCRIBER_BY_ID = `SELECT s.*, e.organization_id FROM subscribers s JOIN environments e ON e.id = s.environment_id
+// SubscriberRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared (knex.ts).
+const SUBSCRIBER_BY_ID = `SELECT s.id, s.environment_id, e.organization_id, s.subscriber_id, s.email, s.first_name, s.last_name,
+  s.phone, s.avatar, s.locale, s.timezone, s.data, s.created_at, s.updated_at
+  FROM subscribers s JOIN environments e ON e.id = s.environment_id
   WHERE s.environment_id = ? AND s.subscriber_id = ? LIMIT 1`;
 
 export async function findSubscriber(db: Db, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {

@@ -104,7 +104,11 @@ export async function listWorkflows(
 const ONE_WORKFLOW = `FROM workflows w JOIN environments e ON e.id = w.environment_id
   WHERE w.environment_id = ? AND w.workflow_id = ? LIMIT 1`;
 
-const WORKFLOW_BY_ID = `SELECT w.*, e.organization_id ${ONE_WORKFLOW}`;
+// WorkflowRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared (knex.ts).
+const WORKFLOW_COLUMNS = `w.id, w.environment_id, e.organization_id, w.workflow_id, w.name, w.description, w.tags, w.active,
+  w.critical, w.steps, w.payload_schema, w.preference_settings, w.created_at, w.updated_at`;
+
+const WORKFLOW_BY_ID = `SELECT ${WORKFLOW_COLUMNS} ${ONE_WORKFLOW}`;
 
 export async function findWorkflow(db: Db, environmentId: string, workflowId: string): Promise<StoredWorkflow | undefined> {
   const [row] = await selectRows<WorkflowRow>(db, WORKFLOW_BY_ID, [environmentId, workflowId]);
@@ -115,7 +119,7 @@ export async function findWorkflow(db: Db, environmentId: string, workflowId: st
 // The ids are made an array first, so that each is looked up in the (environment, subscriberId)
 // index: written as `IN (SELECT …)` PostgreSQL hash-joined them with every subscriber of the
 // environment (4.7 ms a trigger at 10,000 subscribers, 0.11 ms through the index).
-const WORKFLOW_WITH_SUBSCRIBER_KEYS = `SELECT w.*, e.organization_id,
+const WORKFLOW_WITH_SUBSCRIBER_KEYS = `SELECT ${WORKFLOW_COLUMNS},
   (SELECT coalesce(json_object_agg(s.subscriber_id, s.id), '{}') FROM subscribers s
     WHERE s.environment_id = w.environment_id AND s.subscriber_id = ANY (ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))) AS subscriber_keys
   ${ONE_WORKFLOW}`;
