@@ -56,6 +56,8 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('parsing a request for a
     const withCookie = { method: 'GET', path: '/subscribers/a', query: {}, headers: { cookie: 'a=1; b=2' } } as unknown as Request;
     expect(backend.router.parseRequest(withCookie, operation)).toEqual(ownParse(withCookie, operation));
     expect(backend.router.parseRequest(withCookie, operation).cookies).toEqual({ a: '1', b: '2' });
+    const withCapitalCookie = { method: 'GET', path: '/subscribers/a', query: {}, headers: { Cookie: 'a=1' } } as unknown as Request;
+    expect(backend.router.parseRequest(withCapitalCookie, operation).cookies).toEqual({ a: '1' });
     const withQueryString = { method: 'GET', path: '/subscribers/a?includeTopics=true', headers: {} } as unknown as Request;
     expect(backend.router.parseRequest(withQueryString, operation)).toEqual(ownParse(withQueryString, operation));
     const broken = { method: 'GET', path: '/subscribers/%zz', query: {}, headers: {} } as unknown as Request;

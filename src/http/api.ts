@@ -58,8 +58,8 @@ const { default: bath } = requireFromBackend('bath-es5') as {
  * without the work that gives the same answer each time: it compiled a path template's matcher on
  * every call, and copied an object query by serializing it first and then deep-cloning it through
  * lodash. Here a template's matcher is made once, and the query and the (already lower-case, as
- * Node gives them) headers are copied plainly. The answer is the same object openapi-backend
- * builds; requests with cookies or a query string, and operations whose query parameters need
+ * Node gives them) headers are copied plainly. The answer is the one openapi-backend's parser
+ * gives; requests with cookies or a query string, and operations whose query parameters need
  * openapi-backend's decoding (JSON content, non-exploded arrays), go to its own parser.
  */
 function repeatableParse(router: Router): Router['parseRequest'] {
@@ -83,10 +83,10 @@ function repeatableParse(router: Router): Router['parseRequest'] {
 
   return (req: RawRequest, operation?: Operation) => {
     const { query, headers = {}, body } = req;
-    const plain = query !== null && typeof query === 'object' && headers.cookie === undefined && (!body || typeof body === 'object');
-    if (!plain || (operation && needsDecoding(operation))) return parse(req, operation);
     const lowerCaseHeaders: Record<string, string | string[]> = {};
     for (const name in headers) lowerCaseHeaders[name.toLowerCase()] = headers[name];
+    const plain = query !== null && typeof query === 'object' && lowerCaseHeaders.cookie === undefined && (!body || typeof body === 'object');
+    if (!plain || (operation && needsDecoding(operation))) return parse(req, operation);
     const normalized = router.normalizeRequest(req);
     const params = operation ? (matcherOf(operation.path)(router.normalizePath(normalized.path)) ?? {}) : {};
     return { ...normalized, params, headers: lowerCaseHeaders, query: copyOf(query) as typeof query, cookies: {}, requestBody: body };
