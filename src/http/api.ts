@@ -39,7 +39,7 @@ class HeraldBackend extends OpenAPIBackend {
     const routes = new RouteTable(operations);
     this.router.getOperations = () => operations;
     this.router.matchOperation = ((req: { method: string; path: string }, strict?: boolean) => routes.match(this.router, req, strict)) as never;
-    this.router.parseRequest = repeatableParse(this.router);
+    this.router.parseRequest = repeatableParse(this.router, operations);
     return this;
   }
 }
@@ -57,38 +57,30 @@ const { default: bath } = requireFromBackend('bath-es5') as {
  * openapi-backend's `parseRequest`, which `handleRequest` runs three or four times a request,
  * without the work that gives the same answer each time: it compiled a path template's matcher on
  * every call, and copied an object query by serializing it first and then deep-cloning it through
- * lodash. Here a template's matcher is made once, and the query and the (already lower-case, as
- * Node gives them) headers are copied plainly. The answer is the one openapi-backend's parser
- * gives; requests with cookies or a query string, and operations whose query parameters need
- * openapi-backend's decoding (JSON content, non-exploded arrays), go to its own parser.
+ * lodash. Here each operation's matcher is made once, at init, and the query and the (already
+ * lower-case, as Node gives them) headers are copied plainly. The answer is the one
+ * openapi-backend's parser gives; requests with cookies or a query string, and operations whose
+ * query parameters need its decoding (JSON content, non-exploded arrays), go to its own parser.
  */
-function repeatableParse(router: Router): Router['parseRequest'] {
+function repeatableParse(router: Router, operations: Operation[]): Router['parseRequest'] {
   const parse = router.parseRequest.bind(router);
-  const matchers = new Map<string, (path: string) => Record<string, string> | null>();
-  const matcherOf = (template: string) => {
-    let matcher = matchers.get(template);
-    if (!matcher) matchers.set(template, (matcher = bath(template).params));
-    return matcher;
-  };
-  const decodesQuery = new WeakMap<Operation, boolean>();
-  const needsDecoding = (operation: Operation) => {
-    let decodes = decodesQuery.get(operation);
-    if (decodes === undefined) {
-      const parameters = (operation.parameters ?? []) as Array<{ in?: string; content?: object; explode?: boolean }>;
-      decodes = parameters.some((parameter) => parameter.in === 'query' && (parameter.content !== undefined || parameter.explode === false));
-      decodesQuery.set(operation, decodes);
-    }
-    return decodes;
-  };
+  // Per operation: its path template's matcher, or none when its query needs openapi-backend's decoding.
+  const matchers = new Map<Operation, (path: string) => Record<string, string> | null>();
+  for (const operation of operations) {
+    const parameters = (operation.parameters ?? []) as Array<{ in?: string; content?: object; explode?: boolean }>;
+    const decodesQuery = parameters.some((parameter) => parameter.in === 'query' && (parameter.content !== undefined || parameter.explode === false));
+    if (!decodesQuery) matchers.set(operation, bath(operation.path).params);
+  }
 
   return (req: RawRequest, operation?: Operation) => {
     const { query, headers = {}, body } = req;
     const lowerCaseHeaders: Record<string, string | string[]> = {};
     for (const name in headers) lowerCaseHeaders[name.toLowerCase()] = headers[name];
     const plain = query !== null && typeof query === 'object' && lowerCaseHeaders.cookie === undefined && (!body || typeof body === 'object');
-    if (!plain || (operation && needsDecoding(operation))) return parse(req, operation);
+    const matcher = operation && matchers.get(operation);
+    if (!plain || (operation && !matcher)) return parse(req, operation);
     const normalized = router.normalizeRequest(req);
-    const params = operation ? (matcherOf(operation.path)(router.normalizePath(normalized.path)) ?? {}) : {};
+    const params = matcher ? (matcher(router.normalizePath(normalized.path)) ?? {}) : {};
     return { ...normalized, params, headers: lowerCaseHeaders, query: copyOf(query) as typeof query, cookies: {}, requestBody: body };
   };
 }
