@@ -97,10 +97,10 @@ const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?|\bRETURNING|,)\s+(?:"?\w+"?\.)
  */
 export function preparedRaw(db: Runner, sql: string, bindings: readonly unknown[]): Knex.Raw {
   const raw = db.raw(sql, bindings as never[]);
-  if (!isPostgres(db as Db) || bindings.length > MAX_PREPARED_VALUES || EVERY_COLUMN.test(sql)) return raw;
+  if (!isPostgres(db as Db) || bindings.length > MAX_PREPARED_VALUES) return raw;
   let name = preparedNames.get(sql);
   if (name === undefined) {
-    if (preparedNames.size >= MAX_PREPARED_TEXTS) return raw;
+    if (preparedNames.size >= MAX_PREPARED_TEXTS || EVERY_COLUMN.test(sql)) return raw;
     preparedNames.set(sql, (name = `herald_${preparedNames.size + 1}`));
   }
   return raw.options({ name });
