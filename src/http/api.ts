@@ -40,8 +40,162 @@ class HeraldBackend extends OpenAPIBackend {
     this.router.getOperations = () => operations;
     this.router.matchOperation = ((req: { method: string; path: string }, strict?: boolean) => routes.match(this.router, req, strict)) as never;
     this.router.parseRequest = repeatableParse(this.router, operations);
+    this.queryShapes = new Map(operations.map((operation) => [operation, queryShapeOf(operation)]));
     return this;
   }
+
+  private queryShapes = new Map<Operation, QueryShape>();
+
+  /**
+   * openapi-backend's `handleRequest`, for the hooks Herald registers (404, 405, 401, 400 and the
+   * operations), parsing the request once. Its own parses the request three or four times (before
+   * routing, after, again inside validation, and again with the coerced query) and copies it each
+   * time; here the one parsed request is validated and handed on, with the coerced query as it
+   * would be. With any other hook registered, or a validation predicate, its own runs.
+   */
+  override async handleRequest(req: RawRequest, ...handlerArgs: unknown[]): Promise<unknown> {
+    const handlers = this.handlers;
+    if (!this.initialized || typeof this.validate !== 'boolean' || OTHER_HOOKS.some((hook) => handlers[hook])) return super.handleRequest(req, ...handlerArgs);
+    const context = { api: this } as unknown as Context;
+    let operation: Operation;
+    try {
+      operation = this.router.matchOperation(req, true) as Operation;
+    } catch (err) {
+      context.request = this.router.parseRequest(req);
+      const notFoundHandler = handlers['404'] ?? handlers.notFound;
+      const handler = err instanceof Error && err.message.startsWith('405') ? (handlers['405'] ?? handlers.methodNotAllowed ?? notFoundHandler) : notFoundHandler;
+      if (!handler) throw err;
+      return handler(context, ...handlerArgs);
+    }
+    const operationId = operation.operationId!;
+    context.operation = operation as Context['operation'];
+    const parsed = this.router.parseRequest(req, operation);
+    context.request = parsed;
+
+    const requirements = (operation.security ?? []) as Array<Record<string, unknown>>;
+    const results: Record<string, unknown> = {};
+    for (const requirement of requirements) {
+      for (const name of Object.keys(requirement)) {
+        if (name in results) continue;
+        results[name] = await this.runSecurityHandler(name, context, handlerArgs);
+      }
+    }
+    const satisfied = (name: string) => {
+      const result = results[name];
+      return Boolean(result) && !(typeof result === 'object' && (result as { error?: unknown }).error);
+    };
+    const authorized = requirements.some((requirement) => Object.keys(requirement).every(satisfied));
+    context.security = { ...results, authorized };
+    if (!authorized && requirements.length > 0) {
+      if (handlers.unauthorizedHandler) return handlers.unauthorizedHandler(context, ...handlerArgs);
+      if (this.strict) throw Error(`401-unauthorized: ${operationId} request did not satisfy security requirements and no unauthorizedHandler is registered`);
+    }
+
+    if (this.validate) {
+      context.validation = this.validateParsed(req, parsed, operation);
+      if (context.validation.errors) {
+        const validationFail = handlers['400'] ?? handlers.validationFail;
+        if (validationFail) return validationFail(context, ...handlerArgs);
+        if (this.strict) throw Error(`400-validationFail: ${operationId} request failed validation and no validationFail handler is registered`);
+      }
+      if (this.validator.coerceTypes) context.request = { ...parsed, query: context.validation.coerced.query };
+    }
+    const handler = handlers[operationId];
+    if (handler) return handler(context, ...handlerArgs);
+    const notImplemented = handlers['501'] ?? handlers.notImplemented;
+    if (!notImplemented) throw Error(`501-notImplemented: ${operationId} no handler registered`);
+    return notImplemented(context, ...handlerArgs);
+  }
+
+  /** A security handler's result; a throw or rejection is a failed check, as openapi-backend records it. */
+  private async runSecurityHandler(name: string, context: Context, handlerArgs: unknown[]): Promise<unknown> {
+    const securityHandler = this.securityHandlers[name];
+    if (!securityHandler) return undefined;
+    try {
+      const result: unknown = securityHandler(context, ...handlerArgs);
+      return result instanceof Promise ? await result : result;
+    } catch (error) {
+      return { error: error || new Error('security handler rejected') };
+    }
+  }
+
+  /**
+   * openapi-backend's `validateRequest` for a request already parsed: the same parameters to the
+   * same compiled validators, each part a copy (ajv coerces in place) so the parsed request keeps
+   * what was sent, as openapi-backend's fresh parse inside validation does.
+   */
+  private validateParsed(req: RawRequest, parsed: ParsedRequest, operation: Operation): ValidationResult {
+    const errors: ErrorObject[] = [];
+    const shape = this.queryShapes.get(operation) ?? queryShapeOf(operation);
+    const query = parsed.query && (copyOf(parsed.query) as Record<string, unknown>);
+    if (query) {
+      for (const name of shape.arrays) if (typeof query[name] === 'string') query[name] = [query[name]];
+    }
+    const parameters: Record<string, unknown> = {};
+    const parts: Array<[string, unknown]> = [['path', parsed.params], ['query', query], ['header', parsed.headers], ['cookie', parsed.cookies]];
+    for (const [part, value] of parts) {
+      if (value === null || value === undefined) continue;
+      parameters[part] = part === 'query' ? value : { ...(value as object) };
+    }
+    if (typeof req.body !== 'object' && req.body !== undefined && shape.jsonBodyOnly) {
+      try {
+        JSON.parse(`${req.body}`);
+      } catch (err) {
+        if (err instanceof Error) errors.push({ keyword: 'parse', instancePath: '', schemaPath: '#/requestBody', params: [], message: err.message } as never);
+      }
+    }
+    if (shape.jsonParameters.length > 0) {
+      const rawQuery = this.router.parseRequestQuery(req) as Record<string, unknown>;
+      for (const name of shape.jsonParameters) {
+        if (typeof rawQuery[name] !== 'string') continue;
+        try {
+          JSON.parse(rawQuery[name] as string);
+        } catch (err) {
+          if (err instanceof Error) errors.push({ keyword: 'parse', instancePath: `/query/${name}`, schemaPath: `#/parameters/${name}`, params: [], message: err.message } as never);
+        }
+      }
+    }
+    const rawContentType = parsed.headers['content-type'];
+    const contentType = String((Array.isArray(rawContentType) ? rawContentType[0] : rawContentType) || '').split(';')[0].trim().toLowerCase();
+    if (typeof parsed.requestBody === 'object' || contentType === 'application/json') parameters.requestBody = parsed.requestBody;
+    const coerced = { ...req } as ValidationResult['coerced'];
+    for (const validate of this.validator.getRequestValidatorsForOperation(operation.operationId!) ?? []) {
+      validate(parameters);
+      if (validate.errors) errors.push(...validate.errors);
+      else if (this.validator.coerceTypes) {
+        coerced.query = parameters.query as never;
+        coerced.params = parameters.path as never;
+      }
+    }
+    return errors.length > 0 ? { valid: false, errors, coerced } : { valid: true, errors: null, coerced };
+  }
+}
+
+/** Hooks of openapi-backend's `handleRequest` that Herald's own does not run. */
+const OTHER_HOOKS = ['preRoutingHandler', 'postRoutingHandler', 'postSecurityHandler', 'preOperationHandler', 'postResponseHandler'];
+
+type ParsedRequest = ReturnType<Router['parseRequest']>;
+type ValidationResult = Context['validation'];
+
+/** What request validation needs to know of an operation's query and body, worked out once. */
+interface QueryShape {
+  /** Query parameters whose schema is an array: a single value is made a list of one. */
+  arrays: string[];
+  /** Query parameters sent as JSON (`content: application/json`), checked to parse. */
+  jsonParameters: string[];
+  /** The body's only media type is JSON: a string body must parse. */
+  jsonBodyOnly: boolean;
+}
+
+function queryShapeOf(operation: Operation): QueryShape {
+  const parameters = (operation.parameters ?? []) as Array<{ in?: string; name: string; schema?: { type?: unknown }; content?: Record<string, unknown>; $ref?: string }>;
+  const inQuery = parameters.filter((parameter) => !('$ref' in parameter) && parameter.in === 'query');
+  const formats = Object.keys(((operation.requestBody ?? {}) as { content?: object }).content ?? {});
+  return {
+    arrays: inQuery.filter((parameter) => parameter.schema?.type === 'array').map((parameter) => parameter.name),
+    jsonParameters: inQuery.filter((parameter) => parameter.content?.['application/json']).map((parameter) => parameter.name),
+    jsonBodyOnly: formats.length === 1 && formats[0] === 'application/json',
+  };
 }
 
 type Router = OpenAPIBackend['router'];
@@ -122,15 +276,17 @@ class RouteTable {
       if (strict) throw new Error(message);
       return undefined;
     };
-    // The API root is '/', under which every normalized path is.
-    const req = router.normalizeRequest(request as never);
-    const path = router.normalizePath(req.path);
-    const exact = this.exact.get(path)?.find((operation) => operation.method === req.method);
+    // The path and method as the router's normalizeRequest makes them, without copying the request.
+    let requestPath = request.path?.trim() || '';
+    if (!requestPath.startsWith('/')) requestPath = `/${requestPath}`;
+    const path = router.normalizePath(requestPath.split('?')[0]);
+    const method = request.method.trim().toLowerCase();
+    const exact = this.exact.get(path)?.find((operation) => operation.method === method);
     if (exact) return exact;
     let pathMatched = this.exact.has(path);
     for (const { pattern, operation } of this.templates) {
       if (!pattern.test(path)) continue;
-      if (operation.method === req.method) return operation;
+      if (operation.method === method) return operation;
       pathMatched = true;
     }
     return pathMatched
@@ -159,11 +315,11 @@ function dropDiscriminatorMappings(node: unknown, seen: Set<object>): void {
  * `quick` does two things we want: it skips openapi-backend's own check of the definition, which
  * knows only OpenAPI 3.0 and, failing on our 3.1 contract, would leave the router empty (Redocly
  * lints the contract instead); and it compiles an operation's validators on first use rather than
- * all at once, which costs about 6 s of Ajv compilation up front.
+ * all at once, which costs about 6 s of Ajv compilation up front. Tests may give another definition.
  */
-export function createBackend(): OpenAPIBackend {
+export function createBackend(definition: string | OpenAPIBackend['inputDocument'] = SPEC_PATH): OpenAPIBackend {
   return new HeraldBackend({
-    definition: SPEC_PATH,
+    definition,
     apiRoot: '/',
     quick: true,
     coerceTypes: true,
