@@ -76,6 +76,26 @@ describe('writeTransaction', () => {
     }
   });
 
+  it('undoes a failing work that changed far more than 64 KiB, beside works that commit', async () => {
+    // A savepoint's undo copy of the pages it changes is kept in memory on SQLite (temp_store,
+    // knex.ts), past the size at which SQLite would otherwise move it to a temporary file.
+    if (!isPostgres(db)) expect(await db.raw('PRAGMA temp_store')).toEqual([{ temp_store: 2 }]);
+    const filler = 'x'.repeat(240); // ids of 244 characters: PostgreSQL's column holds 255
+    const bulky = (prefix: string) => Array.from({ length: 300 }, (_, i) => ({ id: `${prefix}${String(i).padStart(3, '0')}${filler}` }));
+    const outcomes = await Promise.allSettled([
+      writeTransaction(db, (trx) => trx('gc_parent').insert({ id: 'd1' })),
+      writeTransaction(db, async (trx) => {
+        for (const rows of [bulky('e'), bulky('f')]) await trx('gc_parent').insert(rows);
+        throw new Error('fails after 150 KB of rows and as much again of index');
+      }),
+      writeTransaction(db, (trx) => trx('gc_parent').insert(bulky('g'))),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    const kept = await committed('gc_parent');
+    expect(kept.filter((id) => /^[efg]/.test(id)).map((id) => id.slice(0, 4))).toEqual(bulky('g').map(({ id }) => id.slice(0, 4)));
+    expect(kept).toContain('d1');
+  });
+
   it('nests in a transaction it is given, committing with it', async () => {
     await db.transaction(async (trx) => {
       await writeTransaction(trx, (inner) => inner('gc_parent').insert({ id: 'c1' }));

