@@ -1530,7 +1530,7 @@ export interface components {
                 [key: string]: Record<string, unknown>;
             };
             /**
-             * @description Your id for this trigger, unique in your environment; generated when left out.
+             * @description Your id for this trigger, unique in your environment. When left out, Herald generates a UUID (version 7, which begins with the time it was made).
              * @example 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f
              */
             transactionId?: string;

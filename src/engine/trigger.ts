@@ -2,7 +2,7 @@
 // atomic write with its notifications and first jobs (a transactional outbox): an acknowledged
 // trigger is never lost, a rejected one leaves nothing behind. On SQLite, triggers that arrive
 // together are committed together (db/group-commit.ts), each still answered only once committed.
-import { randomUUID } from 'node:crypto';
+import { v7 as timeOrderedUuid } from 'uuid';
 import DataLoader from 'dataloader';
 import type { ValidateFunction } from 'ajv';
 import type { Deps } from '../deps.js';
@@ -175,7 +175,9 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
   for (const [key, field] of topicKeys) if (!foundTopics.has(key)) problems.push({ field, message: `topic ${key} not found` });
   if (problems.length > 0) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).slice(0, 5).join('; '), problems);
 
-  const transactionId = request.transactionId ?? randomUUID();
+  // Time-ordered, so that a new event's entry lands where the last one did in the transaction-id
+  // indexes of events and notifications, rather than on a random page of each (half a trigger's writes).
+  const transactionId = request.transactionId ?? timeOrderedUuid();
   const now = clock.now();
   const actorId = typeof request.actor === 'string' ? request.actor : request.actor?.subscriberId;
   const eventOf = (actor: EventRecord['actor']): EventRecord => ({

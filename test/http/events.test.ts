@@ -32,6 +32,14 @@ describe('POST /events/trigger (triggerEvent)', () => {
     expect(await t.db('jobs').where({ notification_id: notifications[0].id, status: 'pending' })).toHaveLength(1);
   });
 
+  it('generates time-ordered transaction ids (UUID version 7), each after the one before', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' } }).expect(201)).body.data.transactionId);
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(5);
+  });
+
   it('keeps a given transactionId, and refuses it a second time with 409 storing nothing', async () => {
     await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada', payload: { plan: 'pro' }, transactionId: 'tx-1' }).expect(201);
     const before = { notifications: await count('notifications'), jobs: await count('jobs') };
