@@ -1,11 +1,15 @@
 // On PostgreSQL the statements run through preparedRaw (selectRows, insertRows, insertAll, the
 // rate limit, the job claim) are named prepared statements, parsed once per connection; a statement
 // with many values (an IN list of some length) is not, so varying texts do not pile up on the server.
+// Outside a transaction, selectRows and insertAll run them on a pool connection without knex's
+// runner (queryPostgres): the same statements, errors and query events.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
-import { selectRows } from '../src/db/knex.js';
+import { createDb, selectRows, type Db } from '../src/db/knex.js';
+import { isUniqueViolation } from '../src/db/errors.js';
 import { insertAll } from '../src/db/insert-rows.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
+import { createTestDb, processDatabaseUrl, testDatabaseUrl, type TestDb } from './helpers/db.js';
+import { recordQueries } from './helpers/queries.js';
 
 let testDb: TestDb;
 beforeAll(async () => {
@@ -57,5 +61,39 @@ describe.runIf(testDatabaseUrl())('prepared statements on PostgreSQL', () => {
     await db.raw('ALTER TABLE prepared_probe ADD COLUMN b integer DEFAULT 2');
     expect(await readAll()).toEqual(Array(8).fill([{ a: 1, b: 2 }]));
     await db.raw('DROP TABLE prepared_probe');
+  });
+
+  describe('outside a transaction', () => {
+    let db: Db;
+    beforeAll(() => {
+      db = createDb(processDatabaseUrl(testDb));
+    });
+    afterAll(async () => db?.destroy());
+
+    it('prepares the statement on the connection it runs on, and tells knex of it', async () => {
+      const sql = 'SELECT id FROM environments WHERE id = ? AND id <> ? AND id <> ?';
+      const recording = recordQueries(db, /id <> \$3/);
+      // One after another, the pool hands out its one idle connection each time.
+      expect(await selectRows(db, sql, ['none', 'a', 'b'])).toEqual([]);
+      expect(await selectRows(db, sql, ['still none', 'a', 'b'])).toEqual([]);
+      const prepared = await selectRows<{ statement: string }>(db, 'SELECT statement FROM pg_prepared_statements WHERE statement LIKE ?', ['%id <> $3']);
+      expect(prepared).toHaveLength(1);
+      expect(recording.stop().map((query) => query.bindings)).toEqual([['none', 'a', 'b'], ['still none', 'a', 'b']]);
+    });
+
+    it("fails as knex does: the database's error code, and the statement in the message", async () => {
+      const failure = await selectRows(db, 'SELECT id FROM no_such_table WHERE id = ?', ['x']).catch((err: unknown) => err);
+      expect(failure).toMatchObject({ code: '42P01', message: expect.stringContaining('SELECT id FROM no_such_table WHERE id = ?') });
+      const now = new Date().toISOString();
+      const organization = { id: 'org-twice', name: 'Twice', plan: 'free', created_at: now };
+      await insertAll(db, [{ table: 'organizations', rows: [organization] }]);
+      const duplicate = await insertAll(db, [{ table: 'organizations', rows: [organization] }]).catch((err: unknown) => err);
+      expect(isUniqueViolation(duplicate)).toBe(true);
+      await db('organizations').where({ id: 'org-twice' }).delete();
+    });
+
+    it("leaves a text with knex's own placeholders (?? for a name) to knex", async () => {
+      expect(await selectRows(db, 'SELECT ?? FROM environments WHERE id = ?', ['id', 'none'])).toEqual([]);
+    });
   });
 });

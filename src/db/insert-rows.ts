@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { isPostgres, preparedRaw, runInSqliteTransaction, type Db, type Runner } from './knex.js';
+import { isPostgres, preparedRaw, queryPostgres, runInSqliteTransaction, type Db, type Runner } from './knex.js';
 import { writeTransaction } from './group-commit.js';
 
 /** SQLite: comfortably under its limit of 32,766 bound variables a statement. */
@@ -76,7 +76,7 @@ export async function insertAll(db: Runner, tables: Array<{ table: string; rows:
     const inserts = parts.map(({ table, rows }) => jsonInsert(table, Object.keys(rows[0]).map(quote).join(', ')));
     const last = inserts.pop()!;
     const sql = (inserts.length > 0 ? `WITH ${inserts.map((insert, i) => `w${i} AS (${insert})`).join(', ')} ` : '') + last;
-    await preparedRaw(db, sql, parts.map(({ rows }) => JSON.stringify(rows)));
+    await queryPostgres(db, sql, parts.map(({ rows }) => JSON.stringify(rows)));
     return;
   }
   await writeTransaction(db as Db, async (trx) => {

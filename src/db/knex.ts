@@ -97,13 +97,60 @@ const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?|\bRETURNING|,)\s+(?:"?\w+"?\.)
  */
 export function preparedRaw(db: Runner, sql: string, bindings: readonly unknown[]): Knex.Raw {
   const raw = db.raw(sql, bindings as never[]);
-  if (!isPostgres(db as Db) || bindings.length > MAX_PREPARED_VALUES) return raw;
+  const name = isPostgres(db as Db) ? statementName(sql, bindings) : undefined;
+  return name ? raw.options({ name }) : raw;
+}
+
+/** The name a PostgreSQL statement is kept prepared under, if it is kept (preparedRaw). */
+function statementName(sql: string, bindings: readonly unknown[]): string | undefined {
+  if (bindings.length > MAX_PREPARED_VALUES) return undefined;
   let name = preparedNames.get(sql);
   if (name === undefined) {
-    if (preparedNames.size >= MAX_PREPARED_TEXTS || EVERY_COLUMN.test(sql)) return raw;
+    if (preparedNames.size >= MAX_PREPARED_TEXTS || EVERY_COLUMN.test(sql)) return undefined;
     preparedNames.set(sql, (name = `herald_${preparedNames.size + 1}`));
   }
-  return raw.options({ name });
+  return name;
+}
+
+interface PgClient {
+  query(config: { name?: string; text: string; values: readonly unknown[] }): Promise<{ rows: unknown[] }>;
+}
+
+/** Texts with `?` placeholders as PostgreSQL's `$1, $2, …`; null for a text with `??` or `\?`, which only knex reads right. */
+const positionalTexts = new Map<string, string | null>();
+
+function positionalText(sql: string): string | null {
+  let text = positionalTexts.get(sql);
+  if (text === undefined) {
+    let position = 0;
+    text = /\?\?|\\\?/.test(sql) ? null : sql.replace(/\?/g, () => `$${++position}`);
+    if (positionalTexts.size >= MAX_PREPARED_TEXTS) positionalTexts.clear();
+    positionalTexts.set(sql, text);
+  }
+  return text;
+}
+
+/**
+ * preparedRaw's statement, run on PostgreSQL: outside a transaction, straight on a connection of
+ * knex's pool. knex's runner (its binding rewrites, query object and promise chain) cost the API
+ * about as much CPU as the pg driver itself on a trigger's two statements. knex's `query` event is
+ * still emitted, and an error still names its statement, as knex's would.
+ */
+export async function queryPostgres(db: Runner, sql: string, bindings: readonly unknown[]): Promise<{ rows: unknown[] }> {
+  const text = db.isTransaction ? null : positionalText(sql);
+  if (text === null) return preparedRaw(db, sql, bindings);
+  const name = statementName(sql, bindings);
+  const client = db.client as Knex.Client;
+  const connection = (await client.acquireConnection()) as PgClient & { __knexUid?: string };
+  try {
+    client.emit('query', { sql: text, bindings, method: 'raw', options: name ? { name } : {}, __knexUid: connection.__knexUid });
+    return await connection.query({ name, text, values: bindings });
+  } catch (err) {
+    if (err instanceof Error) err.message = `${sql} - ${err.message}`;
+    throw err;
+  } finally {
+    await client.releaseConnection(connection);
+  }
 }
 
 /** SQLite databases' read connections, opened on first use (after the migrations). */
@@ -118,13 +165,10 @@ const readConnections = new WeakMap<Db, { file: string; connection?: Database.Da
  * prepared once: no query builder, pool or promise chain (knex cost more than the lookup), and a
  * read never waits behind a transaction that holds the writing connection. That connection sees
  * what is committed, as another PostgreSQL connection would. Inside a SQLite transaction it runs
- * on the transaction's connection (`runInSqliteTransaction`); on PostgreSQL it goes through knex.
+ * on the transaction's connection (`runInSqliteTransaction`); on PostgreSQL it is `queryPostgres`.
  */
 export async function selectRows<T>(db: Runner, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
-  if (isPostgres(db as Db)) {
-    const result = await preparedRaw(db, sql, bindings);
-    return result.rows as T[];
-  }
+  if (isPostgres(db as Db)) return (await queryPostgres(db, sql, bindings)).rows as T[];
   if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings, true)) as T[];
   const read = readConnections.get(db as Db);
   if (!read) return (await db.raw(sql, bindings as never[])) as T[];
