@@ -16,15 +16,18 @@ export async function channelsBySubscriber(db: Runner, subscriberIds: string[]):
      WHERE c.subscriber_id IN (${subscriberIds.map(() => '?').join(', ')}) ORDER BY c.created_at, c.integration_id`,
     subscriberIds,
   );
-  for (const row of rows) {
-    channels.get(row.subscriber_id)!.push({
-      providerId: row.provider_id,
-      integrationIdentifier: row.identifier,
-      _integrationId: row.integration_id,
-      credentials: readJson(row.credentials, {}),
-    });
-  }
+  for (const row of rows) channels.get(row.subscriber_id)!.push(channelOf(row));
   return channels;
+}
+
+/** A subscriber_channels row, with its integration's identifier, as the API shows it. */
+export function channelOf(row: { provider_id: SubscriberChannel['providerId']; credentials: string; integration_id: string; identifier: string }): SubscriberChannel {
+  return {
+    providerId: row.provider_id,
+    integrationIdentifier: row.identifier,
+    _integrationId: row.integration_id,
+    credentials: readJson(row.credentials, {}),
+  };
 }
 
 export interface SubscriberChannelWrite {

@@ -3,7 +3,7 @@ import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
-import { channelsBySubscriber } from './subscriber-channels.js';
+import { channelOf, channelsBySubscriber, type SubscriberChannel } from './subscriber-channels.js';
 
 export type Subscriber = Schemas['Subscriber'];
 export type SubscriberInput = Schemas['SubscriberCreate'];
@@ -90,15 +90,24 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
   );
 }
 
-// SubscriberRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared (knex.ts).
+// A subscriber and its channels in one statement: a row per channel (one with no channel columns
+// when it has none), in the order channelsBySubscriber gives them. SubscriberRow's columns by name:
+// on PostgreSQL a statement that reads `*` is not kept prepared (knex.ts).
 const SUBSCRIBER_BY_ID = `SELECT s.id, s.environment_id, e.organization_id, s.subscriber_id, s.email, s.first_name, s.last_name,
-  s.phone, s.avatar, s.locale, s.timezone, s.data, s.created_at, s.updated_at
+  s.phone, s.avatar, s.locale, s.timezone, s.data, s.created_at, s.updated_at,
+  c.provider_id, c.credentials, c.integration_id, i.identifier
   FROM subscribers s JOIN environments e ON e.id = s.environment_id
-  WHERE s.environment_id = ? AND s.subscriber_id = ? LIMIT 1`;
+  LEFT JOIN (subscriber_channels c JOIN integrations i ON i.id = c.integration_id) ON c.subscriber_id = s.id
+  WHERE s.environment_id = ? AND s.subscriber_id = ?
+  ORDER BY c.created_at, c.integration_id`;
 
-export async function findSubscriber(db: Db, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
-  const [row] = await selectRows<SubscriberRow>(db, SUBSCRIBER_BY_ID, [environmentId, subscriberId]);
-  return row ? (await withChannels(db, [row]))[0] : undefined;
+type SubscriberWithChannelRow = SubscriberRow & Parameters<typeof channelOf>[0];
+
+export async function findSubscriber(db: Runner, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
+  const rows = await selectRows<SubscriberWithChannelRow>(db, SUBSCRIBER_BY_ID, [environmentId, subscriberId]);
+  if (rows.length === 0) return undefined;
+  const channels: SubscriberChannel[] = rows[0].integration_id === null ? [] : rows.map(channelOf);
+  return toWire(rows[0], channels);
 }
 
 /** The internal id of a subscriber, for rows that point at it. */
