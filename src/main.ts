@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   // A process that runs jobs writes in batches: its SQLite checkpoints run beside them.
-  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api' });
+  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax });
   await migrate(db);
   const deps = { db, clock: systemClock, config, logger };
   const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });

@@ -5,6 +5,7 @@ import pg from 'pg';
 import Database from 'better-sqlite3';
 import { migrationSource } from './migrations/index.js';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
+import { DEFAULT_POSTGRES_POOL_MAX } from '../config.js';
 
 export type Db = Knex;
 
@@ -22,6 +23,8 @@ export interface DbOptions {
    * processes that run jobs. It costs the process about 10 MB.
    */
   checkpointInBackground?: boolean;
+  /** PostgreSQL only: the most connections the pool opens (HERALD_PG_POOL_MAX). */
+  poolMax?: number;
 }
 
 interface PreparingConnection {
@@ -218,7 +221,7 @@ export function createDb(url: string, options: DbOptions = {}): Db {
       client: 'pg',
       connection: url,
       searchPath: options.schema ? [options.schema] : undefined,
-      pool: { min: 0, max: 10 },
+      pool: { min: 0, max: options.poolMax ?? DEFAULT_POSTGRES_POOL_MAX },
     });
   }
   const file = url.replace(/^sqlite:/, '');

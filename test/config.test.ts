@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_POSTGRES_POOL_MAX, loadConfig } from '../src/config.js';
+import { createDb } from '../src/db/knex.js';
+
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_POOL_MAX', () => {
+  it('sets the most connections a process opens to PostgreSQL, 20 when unset', async () => {
+    expect(loadConfig({}).postgresPoolMax).toBe(DEFAULT_POSTGRES_POOL_MAX);
+    expect(DEFAULT_POSTGRES_POOL_MAX).toBe(20);
+    expect(loadConfig({ HERALD_PG_POOL_MAX: '5' }).postgresPoolMax).toBe(5);
+    // The pool is made without connecting: nothing needs to listen at this address.
+    for (const [options, max] of [[{ poolMax: 5 }, 5], [{}, 20]] as const) {
+      const db = createDb('postgres://nobody@127.0.0.1:1/none', options);
+      expect((db.client as { pool: { max: number } }).pool.max).toBe(max);
+      await db.destroy();
+    }
+  });
+
+  it('refuses a value that is not a positive whole number', () => {
+    for (const value of ['0', '-1', '2.5', 'many']) {
+      expect(() => loadConfig({ HERALD_PG_POOL_MAX: value })).toThrow(`HERALD_PG_POOL_MAX must be a positive whole number, not "${value}"`);
+    }
+  });
+});
