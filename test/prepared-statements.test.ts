@@ -73,12 +73,20 @@ describe.runIf(testDatabaseUrl())('prepared statements on PostgreSQL', () => {
     it('prepares the statement on the connection it runs on, and tells knex of it', async () => {
       const sql = 'SELECT id FROM environments WHERE id = ? AND id <> ? AND id <> ?';
       const recording = recordQueries(db, /id <> \$3/);
+      const answered: unknown[] = [];
+      const onResponse = (_response: unknown, query: { sql: string; __knexQueryUid: string }) => {
+        if (query.sql.includes('id <> $3')) answered.push(query.__knexQueryUid);
+      };
+      db.on('query-response', onResponse);
       // One after another, the pool hands out its one idle connection each time.
       expect(await selectRows(db, sql, ['none', 'a', 'b'])).toEqual([]);
       expect(await selectRows(db, sql, ['still none', 'a', 'b'])).toEqual([]);
       const prepared = await selectRows<{ statement: string }>(db, 'SELECT statement FROM pg_prepared_statements WHERE statement LIKE ?', ['%id <> $3']);
       expect(prepared).toHaveLength(1);
       expect(recording.stop().map((query) => query.bindings)).toEqual([['none', 'a', 'b'], ['still none', 'a', 'b']]);
+      db.off('query-response', onResponse);
+      // Answered once each, under a query id of its own (scripts/bench/queries.ts times them by it).
+      expect(new Set(answered).size).toBe(2);
     });
 
     it("fails as knex does: the database's error code, and the statement in the message", async () => {
