@@ -118,7 +118,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('handling a request', ()
         },
       },
     });
-    small.register({ notFound: record('notFound'), validationFail: record('validationFail'), postThing: record('postThing') });
+    small.register({ notFound: record('notFound'), unauthorizedHandler: record('unauthorizedHandler'), validationFail: record('validationFail'), postThing: record('postThing') });
     await small.init();
     const own = (req: Request) => small.handleRequest(req);
     const original = (req: Request) => OpenAPIBackend.prototype.handleRequest.call(small, req);
@@ -140,5 +140,25 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('handling a request', ()
       results.add(expected.result);
     }
     expect(results).toEqual(new Set(['postThing', 'validationFail']));
+  });
+
+  it("leaves a request to openapi-backend's own handleRequest when a hook it does not run is registered", async () => {
+    const hooked = createBackend();
+    const seenBy: string[] = [];
+    hooked.register({
+      notFound: record('notFound'),
+      unauthorizedHandler: record('unauthorizedHandler'),
+      validationFail: record('validationFail'),
+      listTopics: record('listTopics'),
+      postResponseHandler: (c: Context) => {
+        seenBy.push(`after ${c.operation.operationId}`);
+        return 'answered by postResponseHandler';
+      },
+    });
+    hooked.registerSecurityHandler('bearerAuth', () => true);
+    await hooked.init();
+    const req = { method: 'GET', path: '/topics', query: {}, headers: {} } as unknown as Request;
+    expect(await hooked.handleRequest(req)).toBe('answered by postResponseHandler');
+    expect(seenBy).toEqual(['after listTopics']);
   });
 });

@@ -51,11 +51,15 @@ class HeraldBackend extends OpenAPIBackend {
    * operations), parsing the request once. Its own parses the request three or four times (before
    * routing, after, again inside validation, and again with the coerced query) and copies it each
    * time; here the one parsed request is validated and handed on, with the coerced query as it
-   * would be. With any other hook registered, or a validation predicate, its own runs.
+   * would be. Without a 401 or 400 hook, with any other hook registered, or with a validation
+   * predicate, its own runs.
    */
   override async handleRequest(req: RawRequest, ...handlerArgs: unknown[]): Promise<unknown> {
     const handlers = this.handlers;
-    if (!this.initialized || typeof this.validate !== 'boolean' || OTHER_HOOKS.some((hook) => handlers[hook])) return super.handleRequest(req, ...handlerArgs);
+    const unauthorized = handlers.unauthorizedHandler;
+    const validationFail = handlers['400'] ?? handlers.validationFail;
+    const ownHooksOnly = unauthorized && validationFail && !OTHER_HOOKS.some((hook) => handlers[hook]);
+    if (!this.initialized || typeof this.validate !== 'boolean' || !ownHooksOnly) return super.handleRequest(req, ...handlerArgs);
     const context = { api: this } as unknown as Context;
     let operation: Operation;
     try {
@@ -86,18 +90,11 @@ class HeraldBackend extends OpenAPIBackend {
     };
     const authorized = requirements.some((requirement) => Object.keys(requirement).every(satisfied));
     context.security = { ...results, authorized };
-    if (!authorized && requirements.length > 0) {
-      if (handlers.unauthorizedHandler) return handlers.unauthorizedHandler(context, ...handlerArgs);
-      if (this.strict) throw Error(`401-unauthorized: ${operationId} request did not satisfy security requirements and no unauthorizedHandler is registered`);
-    }
+    if (!authorized && requirements.length > 0) return unauthorized(context, ...handlerArgs);
 
     if (this.validate) {
       context.validation = this.validateParsed(req, parsed, operation);
-      if (context.validation.errors) {
-        const validationFail = handlers['400'] ?? handlers.validationFail;
-        if (validationFail) return validationFail(context, ...handlerArgs);
-        if (this.strict) throw Error(`400-validationFail: ${operationId} request failed validation and no validationFail handler is registered`);
-      }
+      if (context.validation.errors) return validationFail(context, ...handlerArgs);
       if (this.validator.coerceTypes) context.request = { ...parsed, query: context.validation.coerced.query };
     }
     const handler = handlers[operationId];
