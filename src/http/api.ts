@@ -40,11 +40,11 @@ class HeraldBackend extends OpenAPIBackend {
     this.router.getOperations = () => operations;
     this.router.matchOperation = ((req: { method: string; path: string }, strict?: boolean) => routes.match(this.router, req, strict)) as never;
     this.router.parseRequest = repeatableParse(this.router, operations);
-    this.queryShapes = new Map(operations.map((operation) => [operation, queryShapeOf(operation)]));
+    this.requestShapes = new Map(operations.map((operation) => [operation, requestShapeOf(operation)]));
     return this;
   }
 
-  private queryShapes = new Map<Operation, QueryShape>();
+  private requestShapes = new Map<Operation, RequestShape>();
 
   /**
    * openapi-backend's `handleRequest`, for the hooks Herald registers (404, 405, 401, 400 and the
@@ -123,7 +123,7 @@ class HeraldBackend extends OpenAPIBackend {
    */
   private validateParsed(req: RawRequest, parsed: ParsedRequest, operation: Operation): ValidationResult {
     const errors: ErrorObject[] = [];
-    const shape = this.queryShapes.get(operation) ?? queryShapeOf(operation);
+    const shape = this.requestShapes.get(operation) ?? requestShapeOf(operation);
     const query = parsed.query && (copyOf(parsed.query) as Record<string, unknown>);
     if (query) {
       for (const name of shape.arrays) if (typeof query[name] === 'string') query[name] = [query[name]];
@@ -174,8 +174,8 @@ const OTHER_HOOKS = ['preRoutingHandler', 'postRoutingHandler', 'postSecurityHan
 type ParsedRequest = ReturnType<Router['parseRequest']>;
 type ValidationResult = Context['validation'];
 
-/** What request validation needs to know of an operation's query and body, worked out once. */
-interface QueryShape {
+/** What request validation needs to know of an operation's query parameters and body, worked out once. */
+interface RequestShape {
   /** Query parameters whose schema is an array: a single value is made a list of one. */
   arrays: string[];
   /** Query parameters sent as JSON (`content: application/json`), checked to parse. */
@@ -184,7 +184,7 @@ interface QueryShape {
   jsonBodyOnly: boolean;
 }
 
-function queryShapeOf(operation: Operation): QueryShape {
+function requestShapeOf(operation: Operation): RequestShape {
   const parameters = (operation.parameters ?? []) as Array<{ in?: string; name: string; schema?: { type?: unknown }; content?: Record<string, unknown>; $ref?: string }>;
   const inQuery = parameters.filter((parameter) => !('$ref' in parameter) && parameter.in === 'query');
   const formats = Object.keys(((operation.requestBody ?? {}) as { content?: object }).content ?? {});
