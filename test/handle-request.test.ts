@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { OpenAPIBackend, type Context, type Request } from 'openapi-backend';
 import { createBackend } from '../src/http/api.js';
+import { requestsFor } from './helpers/requests.js';
 
 // Herald's backend handles a request parsing it once (api.ts, HeraldBackend.handleRequest). Whatever
 // it skips, every hook must be called as openapi-backend's own handleRequest calls it: the same
@@ -51,21 +52,11 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('handling a request', ()
     const original = (req: Request) => OpenAPIBackend.prototype.handleRequest.call(backend, req);
     const hooks = new Set<string>();
     let compared = 0;
-    for (const operation of backend.router.getOperations()) {
-      for (const id of ids) {
-        const path = operation.path.replace(/\{[^}]+\}/g, id);
-        for (const query of queries) {
-          for (const header of headers) {
-            for (const body of bodies) {
-              const req = { method: operation.method.toUpperCase(), path, query, headers: header, body } as Request;
-              const expected = await outcome(original, req);
-              expect(await outcome(own, req), `${operation.operationId} ${JSON.stringify(req)}`).toEqual(expected);
-              hooks.add(expected.result as string);
-              compared += 1;
-            }
-          }
-        }
-      }
+    for (const { operation, req } of requestsFor(backend.router.getOperations(), { ids, queries, headers, bodies })) {
+      const expected = await outcome(original, req);
+      expect(await outcome(own, req), `${operation.operationId} ${JSON.stringify(req)}`).toEqual(expected);
+      hooks.add(expected.result as string);
+      compared += 1;
     }
     expect(compared).toBeGreaterThan(5000);
     // Refusals of both kinds were among those compared, and so were requests most operations took.
