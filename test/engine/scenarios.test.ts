@@ -121,6 +121,28 @@ describe('a chat step', () => {
     }
   });
 
+  it('skips a send that the subscriber turned off, everywhere or for this workflow', async () => {
+    const hook = await startHttpPeer();
+    try {
+      const ids = ['chat-on', 'chat-off', 'chat-off-here'];
+      for (const subscriberId of ids) {
+        await t.a.post('/v1/subscribers', { subscriberId }).expect(201);
+        await t.a.put(`/v1/subscribers/${subscriberId}/credentials`, { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/${subscriberId}` } }).expect(200);
+      }
+      await t.a.patch('/v1/subscribers/chat-off/preferences', { channels: { chat: false } }).expect(200);
+      await t.a.patch('/v1/subscribers/chat-off-here/preferences', { workflowId: 'chat-ping', channels: { chat: false } }).expect(200);
+      const tx = await trigger({ name: 'chat-ping', to: ids, payload: { text: 'only some' } });
+      await run();
+      expect(hook.requests.map((request) => request.path)).toEqual(['/chat-on']);
+      for (const subscriberId of ['chat-off', 'chat-off-here']) {
+        const [job] = (await notificationOf(tx, subscriberId)).jobs;
+        expect(job).toMatchObject({ status: 'skipped', executionDetails: [{ status: 'warning', detail: "The subscriber's preferences turn chat off for this workflow" }] });
+      }
+    } finally {
+      await hook.close();
+    }
+  });
+
   it('settles sends that finish together in shared commits on SQLite', async () => {
     const ids = Array.from({ length: 12 }, (_, i) => `chat-batch-${i}`);
     // The receiver answers once every send has arrived: all of them finish at the same moment.
@@ -249,6 +271,15 @@ describe('preferences and conditions', () => {
     expect(job.status).toBe('skipped');
     expect(job.executionDetails[0]).toMatchObject({ status: 'warning', detail: "The subscriber's preferences turn in_app off for this workflow" });
     expect((await feed('quiet')).data.map((m: { content: string }) => m.content)).toEqual(['alert']);
+
+    // A subscriber's layer for one workflow counts for that workflow alone.
+    await t.a.post('/v1/subscribers', { subscriberId: 'picky' }).expect(201);
+    await t.a.patch('/v1/subscribers/picky/preferences', { workflowId: 'newsletter', channels: { in_app: false } }).expect(200);
+    const picky = await trigger({ name: 'newsletter', to: 'picky' });
+    await trigger({ name: 'security', to: 'picky' });
+    await run();
+    expect((await notificationOf(picky)).jobs[0].status).toBe('skipped');
+    expect((await feed('picky')).data.map((m: { content: string }) => m.content)).toEqual(['alert']);
   });
 
   it('skip a step whose condition does not hold, and run the next one', async () => {
