@@ -119,14 +119,16 @@ interface PgClient {
   query(config: { name?: string; text: string; values: readonly unknown[] }): Promise<{ rows: unknown[] }>;
 }
 
-/** Texts with `?` placeholders as PostgreSQL's `$1, $2, …`; null for a text with `??` or `\?`, which only knex reads right. */
+/**
+ * Texts with `?` placeholders as PostgreSQL's `$1, $2, …`, by knex's own conversion; null for a
+ * text with `??` (an identifier), which knex's raw statement fills in first.
+ */
 const positionalTexts = new Map<string, string | null>();
 
-function positionalText(sql: string): string | null {
+function positionalText(client: Knex.Client, sql: string): string | null {
   let text = positionalTexts.get(sql);
   if (text === undefined) {
-    let position = 0;
-    text = /\?\?|\\\?/.test(sql) ? null : sql.replace(/\?/g, () => `$${++position}`);
+    text = sql.includes('??') ? null : (client.positionBindings(sql) as string);
     if (positionalTexts.size >= MAX_PREPARED_TEXTS) positionalTexts.clear();
     positionalTexts.set(sql, text);
   }
@@ -143,10 +145,10 @@ let queriesRun = 0;
  * statement, as knex's would.
  */
 export async function queryPostgres(db: Runner, sql: string, bindings: readonly unknown[]): Promise<{ rows: unknown[] }> {
-  const text = db.isTransaction ? null : positionalText(sql);
+  const client = db.client as Knex.Client;
+  const text = db.isTransaction ? null : positionalText(client, sql);
   if (text === null) return preparedRaw(db, sql, bindings);
   const name = statementName(sql, bindings);
-  const client = db.client as Knex.Client;
   const connection = (await client.acquireConnection()) as PgClient & { __knexUid?: string };
   const query = { sql: text, bindings, method: 'raw', options: name ? { name } : {}, __knexUid: connection.__knexUid, __knexQueryUid: `herald-${++queriesRun}` };
   try {
