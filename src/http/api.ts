@@ -205,10 +205,10 @@ const { default: bath } = requireFromBackend('bath-es5') as {
 };
 
 /**
- * openapi-backend's `parseRequest`, which `handleRequest` runs three or four times a request,
- * without the work that gives the same answer each time: it compiled a path template's matcher on
- * every call, and copied an object query by serializing it first and then deep-cloning it through
- * lodash. Here each operation's matcher is made once, at init, and the query and the (already
+ * openapi-backend's `parseRequest` without the work that gives the same answer each time (its
+ * `handleRequest` ran it three or four times a request; Herald's runs it once): it compiled a path
+ * template's matcher on every call, and copied an object query by serializing it first and then
+ * deep-cloning it through lodash. Here each operation's matcher is made once, at init, and the query and the (already
  * lower-case, as Node gives them) headers are copied plainly. The answer is the one
  * openapi-backend's parser gives; requests with cookies or a query string, and operations whose
  * query parameters need its decoding (JSON content, non-exploded arrays), go to its own parser.

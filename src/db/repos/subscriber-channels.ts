@@ -9,7 +9,7 @@ export type SubscriberChannel = Schemas['SubscriberChannel'];
 export async function channelsBySubscriber(db: Runner, subscriberIds: string[]): Promise<Map<string, SubscriberChannel[]>> {
   const channels = new Map<string, SubscriberChannel[]>(subscriberIds.map((id) => [id, []]));
   if (subscriberIds.length === 0) return channels;
-  const rows = await selectRows<{ subscriber_id: string; provider_id: SubscriberChannel['providerId']; credentials: string; integration_id: string; identifier: string }>(
+  const rows = await selectRows<ChannelRow & { subscriber_id: string }>(
     db,
     `SELECT c.subscriber_id, c.provider_id, c.credentials, i.id AS integration_id, i.identifier
      FROM subscriber_channels c JOIN integrations i ON i.id = c.integration_id
@@ -20,8 +20,16 @@ export async function channelsBySubscriber(db: Runner, subscriberIds: string[]):
   return channels;
 }
 
-/** A subscriber_channels row, with its integration's identifier, as the API shows it. */
-export function channelOf(row: { provider_id: SubscriberChannel['providerId']; credentials: string; integration_id: string; identifier: string }): SubscriberChannel {
+/** A subscriber_channels row's columns, with its integration's identifier. */
+export interface ChannelRow {
+  provider_id: SubscriberChannel['providerId'];
+  credentials: string;
+  integration_id: string;
+  identifier: string;
+}
+
+/** A channel row as the API shows it. */
+export function channelOf(row: ChannelRow): SubscriberChannel {
   return {
     providerId: row.provider_id,
     integrationIdentifier: row.identifier,

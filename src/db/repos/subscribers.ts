@@ -3,7 +3,7 @@ import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
-import { channelOf, channelsBySubscriber, type SubscriberChannel } from './subscriber-channels.js';
+import { channelOf, channelsBySubscriber, type ChannelRow } from './subscriber-channels.js';
 
 export type Subscriber = Schemas['Subscriber'];
 export type SubscriberInput = Schemas['SubscriberCreate'];
@@ -104,13 +104,14 @@ export const SUBSCRIBER_BY_ID = `SELECT s.id, s.environment_id, e.organization_i
   WHERE s.environment_id = ? AND s.subscriber_id = ?
   ORDER BY c.created_at, c.integration_id`;
 
-type SubscriberWithChannelRow = SubscriberRow & Parameters<typeof channelOf>[0];
+/** A subscriber's columns and one channel's, null when it has no channel (the LEFT JOINs). */
+type SubscriberWithChannelRow = SubscriberRow & ChannelRow;
 
 export async function findSubscriber(db: Runner, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
   const rows = await selectRows<SubscriberWithChannelRow>(db, SUBSCRIBER_BY_ID, [environmentId, subscriberId]);
   if (rows.length === 0) return undefined;
   // A row without an integration is no channel, as channelsBySubscriber's inner join has it.
-  const channels: SubscriberChannel[] = rows.filter((row) => row.identifier !== null).map(channelOf);
+  const channels = rows.filter((row) => row.identifier !== null).map(channelOf);
   return toWire(rows[0], channels);
 }
 
