@@ -1,8 +1,8 @@
 // On PostgreSQL the statements run through preparedRaw (selectRows, insertRows, insertAll, the
 // rate limit, the job claim) are named prepared statements, parsed once per connection; a statement
 // with many values (an IN list of some length) is not, so varying texts do not pile up on the server.
-// Outside a transaction, selectRows and insertAll run them on a pool connection without knex's
-// runner (queryPostgres): the same statements, errors and query events.
+// selectRows, changeRows and the inserts run them without knex's runner (queryPostgres), on a pool
+// connection or on the transaction's own: the same statements, errors and query events.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
 import { createDb, selectRows, type Db } from '../src/db/knex.js';
@@ -61,6 +61,25 @@ describe.runIf(testDatabaseUrl())('prepared statements on PostgreSQL', () => {
     await db.raw('ALTER TABLE prepared_probe ADD COLUMN b integer DEFAULT 2');
     expect(await readAll()).toEqual(Array(8).fill([{ a: 1, b: 2 }]));
     await db.raw('DROP TABLE prepared_probe');
+  });
+
+  it("runs on the transaction's connection without knex's runner, and refuses to run once it has ended", async () => {
+    const sql = 'SELECT id FROM organizations WHERE id = ? AND id <> ?';
+    const now = new Date().toISOString();
+    const seenByTransaction: Array<{ sql: string; __knexQueryUid: string }> = [];
+    let ended!: Knex.Transaction;
+    await testDb.db.transaction(async (trx) => {
+      trx.on('query', (query: { sql: string; __knexQueryUid: string }) => seenByTransaction.push(query));
+      await trx('organizations').insert({ id: 'org-in-trx', name: 'Uncommitted', plan: 'free', created_at: now });
+      // Only the transaction's own connection sees the row it has not committed.
+      expect(await selectRows(trx, sql, ['org-in-trx', 'other'])).toEqual([{ id: 'org-in-trx' }]);
+      expect(await selectRows(testDb.db, sql, ['org-in-trx', 'other'])).toEqual([]);
+      ended = trx;
+      await trx.rollback();
+    }).catch(() => undefined);
+    // Told to the transaction's listeners, under queryPostgres's own query ids rather than knex's.
+    expect(seenByTransaction.filter((query) => query.sql.includes('id <> $2')).map((query) => query.__knexQueryUid)).toEqual([expect.stringMatching(/^herald-/)]);
+    await expect(selectRows(ended, sql, ['org-in-trx', 'other'])).rejects.toThrow(/Transaction query already complete/);
   });
 
   describe('outside a transaction', () => {

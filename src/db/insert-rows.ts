@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { isPostgres, preparedRaw, queryPostgres, runInSqliteTransaction, type Db, type Runner } from './knex.js';
+import { isPostgres, queryPostgres, runInSqliteTransaction, type Db, type Runner } from './knex.js';
 import { writeTransaction } from './group-commit.js';
 
 /** SQLite: comfortably under its limit of 32,766 bound variables a statement. */
@@ -47,16 +47,17 @@ export async function insertRows<T = Record<string, unknown>>(
   const returned: T[] = [];
   for (let start = 0; start < rows.length; start += perStatement) {
     const chunk = rows.slice(start, start + perStatement);
-    let result;
+    let inserted: unknown[];
     if (postgres) {
-      result = await preparedRaw(trx, `${jsonInsert(table, names)}${tail}`, [JSON.stringify(chunk)]);
+      inserted = (await queryPostgres(trx, `${jsonInsert(table, names)}${tail}`, [JSON.stringify(chunk)])).rows;
     } else {
       const bindings: unknown[] = [];
       for (const row of chunk) for (const column of columns) bindings.push(row[column]);
       const sql = `INSERT INTO ${quote(table)} (${names}) VALUES ${Array(chunk.length).fill(rowPlaceholder).join(', ')}${tail}`;
-      result = trx.isTransaction ? await runInSqliteTransaction(trx as Knex.Transaction, sql, bindings, options.returning !== undefined) : await trx.raw(sql, bindings as never[]);
+      const result = trx.isTransaction ? await runInSqliteTransaction(trx as Knex.Transaction, sql, bindings, options.returning !== undefined) : await trx.raw(sql, bindings as never[]);
+      inserted = Array.isArray(result) ? result : [];
     }
-    if (options.returning) returned.push(...((Array.isArray(result) ? result : result.rows) as T[]));
+    if (options.returning) returned.push(...(inserted as T[]));
   }
   return returned;
 }
