@@ -61,8 +61,9 @@ export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'cancele
   await trx('events').insert(eventRow(event));
 }
 
-// Every job a worker runs reads its event, some twice: a prepared statement, not the query builder.
-const EVENT_BY_ID = 'SELECT * FROM events WHERE id = ?';
+// Every job a worker runs reads its event, some twice: a prepared statement, not the query builder,
+// with its columns named so that PostgreSQL keeps it prepared (knex.ts).
+const EVENT_BY_ID = 'SELECT id, environment_id, transaction_id, workflow, payload, overrides, actor, canceled_at, created_at FROM events WHERE id = ?';
 
 /**
  * Reads an event. With `lock`, PostgreSQL holds a share lock on it until the transaction ends, so

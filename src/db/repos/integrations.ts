@@ -80,8 +80,13 @@ function scoped(db: Runner, environmentId: string) {
     .select('i.*', 'e.organization_id');
 }
 
-/** scoped() as plain SQL, for the reads every send makes: prepared statements, not the query builder. */
-const SCOPED_SQL = 'SELECT i.*, e.organization_id FROM integrations AS i JOIN environments AS e ON e.id = i.environment_id WHERE i.environment_id = ?';
+/**
+ * scoped() as plain SQL, for the reads every send makes: prepared statements, not the query builder,
+ * with IntegrationRow's columns named so that PostgreSQL keeps them prepared (knex.ts).
+ */
+const SCOPED_SQL = `SELECT i.id, i.environment_id, e.organization_id, i.provider_id, i.channel, i.name, i.identifier, i.credentials,
+  i.active, i.primary_channel, i.created_at, i.updated_at
+  FROM integrations AS i JOIN environments AS e ON e.id = i.environment_id WHERE i.environment_id = ?`;
 
 const OLDEST_FIRST = [
   { column: 'i.created_at', order: 'asc' as const },

@@ -1,5 +1,5 @@
 import type { Db, Runner } from '../knex.js';
-import { isPostgres, preparedRaw, selectRows } from '../knex.js';
+import { changeRows, isPostgres, preparedRaw, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
@@ -26,6 +26,9 @@ export interface JobRecord {
   state: Record<string, unknown>;
   createdAt: string;
 }
+
+/** What toRecord reads, named so that PostgreSQL keeps a statement returning them prepared (knex.ts). */
+const JOB_COLUMNS = 'id, environment_id, event_id, notification_id, kind, step_index, step_id, type, status, provider_id, attempts, run_at, digest_key, merged_into, state, created_at';
 
 function toRecord(row: Record<string, unknown>): JobRecord {
   return {
@@ -130,7 +133,7 @@ export async function claimDueJobs(db: Db, options: { owner: string; now: Date; 
        WHERE (status IN ('pending', 'queued', 'delayed') AND run_at <= ?) OR (status = 'running' AND lease_expires_at < ?)
        ORDER BY run_at, id LIMIT ? ${skipLocked}
      )
-     RETURNING *`,
+     RETURNING ${JOB_COLUMNS}`,
     [options.owner, leaseEnd, now, now, now, options.limit],
   );
   const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
@@ -151,13 +154,17 @@ export interface JobUpdate {
  * whose job another worker took over) changes nothing. Returns whether it did.
  */
 export async function updateClaimedJob(trx: Runner, id: string, owner: string, change: JobUpdate, now: Date): Promise<boolean> {
-  const columns: Record<string, unknown> = { status: change.status, lease_owner: null, lease_expires_at: null, updated_at: now.toISOString() };
+  const columns: Record<string, string | null> = { status: change.status, lease_owner: null, lease_expires_at: null, updated_at: now.toISOString() };
   if (change.runAt) columns.run_at = change.runAt.toISOString();
   if (change.providerId !== undefined) columns.provider_id = change.providerId;
   if (change.state) columns.state = writeJson(change.state);
   if (change.digestKey !== undefined) columns.digest_key = change.digestKey;
   if (change.mergedInto !== undefined) columns.merged_into = change.mergedInto;
-  return (await trx('jobs').where({ id, lease_owner: owner, status: 'running' }).update(columns)) > 0;
+  // Every job's outcome: plain SQL, not the query builder. The columns set vary with the outcome,
+  // a handful of texts, each kept prepared on PostgreSQL.
+  const names = Object.keys(columns);
+  const sql = `UPDATE jobs SET ${names.map((name) => `${name} = ?`).join(', ')} WHERE id = ? AND lease_owner = ? AND status = 'running'`;
+  return (await changeRows(trx, sql, [...names.map((name) => columns[name]), id, owner])) > 0;
 }
 
 /** Whether a job of the notification failed: its final status says so. Read as every notification ends. */

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { selectRows, type Db, type Runner } from '../knex.js';
+import { changeRows, selectRows, type Db, type Runner } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
@@ -71,9 +71,9 @@ export async function setNotificationStatus(
   now: Date,
   onlyFrom?: NotificationStatus[],
 ): Promise<void> {
-  const query = trx('notifications').where({ id });
-  if (onlyFrom) query.whereIn('status', onlyFrom);
-  await query.update({ status, updated_at: now.toISOString() });
+  // Every job sets its notification's status once or twice: plain SQL, not the query builder.
+  const from = onlyFrom ? ` AND status IN (${onlyFrom.map(() => '?').join(', ')})` : '';
+  await changeRows(trx, `UPDATE notifications SET status = ?, updated_at = ? WHERE id = ?${from}`, [status, now.toISOString(), id, ...(onlyFrom ?? [])]);
 }
 
 export async function cancelNotificationsOfEvent(trx: Runner, eventId: string, now: Date): Promise<void> {
