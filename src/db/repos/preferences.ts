@@ -1,4 +1,4 @@
-import { selectRows, type Db, type Runner } from '../knex.js';
+import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import { readJson, writeJson } from '../json.js';
 import type { Layer } from '../../engine/preferences.js';
 
@@ -71,8 +71,9 @@ export async function globalLayers(db: Runner, subscriberKeys: string[]): Promis
   const layers = new Map<string, Layer>();
   for (let i = 0; i < subscriberKeys.length; i += 500) {
     const part = subscriberKeys.slice(i, i + 500);
-    const sql = `SELECT subscriber_id, enabled, channels FROM subscriber_global_preferences WHERE subscriber_id IN (${part.map(() => '?').join(', ')})`;
-    for (const row of await selectRows<LayerRow & { subscriber_id: string }>(db, sql, part)) layers.set(row.subscriber_id, toLayer(row));
+    const ids = inList(db, 'subscriber_id', part);
+    const sql = `SELECT subscriber_id, enabled, channels FROM subscriber_global_preferences WHERE ${ids.sql}`;
+    for (const row of await selectRows<LayerRow & { subscriber_id: string }>(db, sql, ids.bindings)) layers.set(row.subscriber_id, toLayer(row));
   }
   return layers;
 }
@@ -82,8 +83,9 @@ export async function workflowLayersOf(db: Runner, workflowKey: string, subscrib
   const layers = new Map<string, Layer>();
   for (let i = 0; i < subscriberKeys.length; i += 500) {
     const part = subscriberKeys.slice(i, i + 500);
-    const sql = `SELECT subscriber_id, enabled, channels FROM subscriber_workflow_preferences WHERE workflow_id = ? AND subscriber_id IN (${part.map(() => '?').join(', ')})`;
-    for (const row of await selectRows<LayerRow & { subscriber_id: string }>(db, sql, [workflowKey, ...part])) layers.set(row.subscriber_id, toLayer(row));
+    const ids = inList(db, 'subscriber_id', part);
+    const sql = `SELECT subscriber_id, enabled, channels FROM subscriber_workflow_preferences WHERE workflow_id = ? AND ${ids.sql}`;
+    for (const row of await selectRows<LayerRow & { subscriber_id: string }>(db, sql, [workflowKey, ...ids.bindings])) layers.set(row.subscriber_id, toLayer(row));
   }
   return layers;
 }

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { selectRows, type Db, type Runner } from '../knex.js';
+import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
 
@@ -9,12 +9,13 @@ export type SubscriberChannel = Schemas['SubscriberChannel'];
 export async function channelsBySubscriber(db: Runner, subscriberIds: string[]): Promise<Map<string, SubscriberChannel[]>> {
   const channels = new Map<string, SubscriberChannel[]>(subscriberIds.map((id) => [id, []]));
   if (subscriberIds.length === 0) return channels;
+  const ids = inList(db, 'c.subscriber_id', subscriberIds);
   const rows = await selectRows<ChannelRow & { subscriber_id: string }>(
     db,
     `SELECT c.subscriber_id, c.provider_id, c.credentials, i.id AS integration_id, i.identifier
      FROM subscriber_channels c JOIN integrations i ON i.id = c.integration_id
-     WHERE c.subscriber_id IN (${subscriberIds.map(() => '?').join(', ')}) ORDER BY c.created_at, c.integration_id`,
-    subscriberIds,
+     WHERE ${ids.sql} ORDER BY c.created_at, c.integration_id`,
+    ids.bindings,
   );
   for (const row of rows) channels.get(row.subscriber_id)!.push(channelOf(row));
   return channels;

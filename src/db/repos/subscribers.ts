@@ -1,4 +1,4 @@
-import { selectRows, type Db, type Runner } from '../knex.js';
+import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readJson, writeJson } from '../json.js';
@@ -90,13 +90,16 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
   );
 }
 
+// SubscriberRow's columns by name (subscribers s, environments e): on PostgreSQL a statement that
+// reads `*` is not kept prepared (knex.ts).
+const SUBSCRIBER_COLUMNS = `s.id, s.environment_id, e.organization_id, s.subscriber_id, s.email, s.first_name, s.last_name,
+  s.phone, s.avatar, s.locale, s.timezone, s.data, s.created_at, s.updated_at`;
+
 // A subscriber and its channels in one statement: a row per channel (one with no channel columns
 // when it has none), in the order channelsBySubscriber gives them. Two plain LEFT JOINs, each
 // through an index: SQLite materializes a parenthesized join, reading every subscriber's channels.
-// SubscriberRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared
-// (knex.ts). Exported for its plan's test.
-export const SUBSCRIBER_BY_ID = `SELECT s.id, s.environment_id, e.organization_id, s.subscriber_id, s.email, s.first_name, s.last_name,
-  s.phone, s.avatar, s.locale, s.timezone, s.data, s.created_at, s.updated_at,
+// Exported for its plan's test.
+export const SUBSCRIBER_BY_ID = `SELECT ${SUBSCRIBER_COLUMNS},
   c.provider_id, c.credentials, c.integration_id, i.identifier
   FROM subscribers s JOIN environments e ON e.id = s.environment_id
   LEFT JOIN subscriber_channels c ON c.subscriber_id = s.id
@@ -182,11 +185,11 @@ export async function upsertSubscriber(db: Db, environmentId: string, input: Sub
 export async function subscriberKeys(db: Db, environmentId: string, subscriberIds: string[]): Promise<Map<string, string>> {
   const keys = new Map<string, string>();
   for (let i = 0; i < subscriberIds.length; i += 500) {
-    const ids = subscriberIds.slice(i, i + 500);
+    const ids = inList(db, 'subscriber_id', subscriberIds.slice(i, i + 500));
     const rows = await selectRows<{ id: string; subscriber_id: string }>(
       db,
-      `SELECT id, subscriber_id FROM subscribers WHERE environment_id = ? AND subscriber_id IN (${ids.map(() => '?').join(', ')})`,
-      [environmentId, ...ids],
+      `SELECT id, subscriber_id FROM subscribers WHERE environment_id = ? AND ${ids.sql}`,
+      [environmentId, ...ids.bindings],
     );
     for (const row of rows) keys.set(row.subscriber_id, row.id);
   }
@@ -208,9 +211,9 @@ export async function topicKeysOf(db: Db, environmentId: string, subscriberId: s
 export async function subscribersByKey(db: Runner, keys: string[]): Promise<Map<string, Subscriber>> {
   const rows: SubscriberRow[] = [];
   for (let i = 0; i < keys.length; i += 500) {
-    const part = keys.slice(i, i + 500);
-    const sql = `SELECT s.*, e.organization_id FROM subscribers s JOIN environments e ON e.id = s.environment_id WHERE s.id IN (${part.map(() => '?').join(', ')})`;
-    rows.push(...(await selectRows<SubscriberRow>(db, sql, part)));
+    const ids = inList(db, 's.id', keys.slice(i, i + 500));
+    const sql = `SELECT ${SUBSCRIBER_COLUMNS} FROM subscribers s JOIN environments e ON e.id = s.environment_id WHERE ${ids.sql}`;
+    rows.push(...(await selectRows<SubscriberRow>(db, sql, ids.bindings)));
   }
   const subscribers = await withChannels(db, rows);
   return new Map(rows.map((row, index) => [row.id, subscribers[index]]));

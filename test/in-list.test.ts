@@ -1,0 +1,54 @@
+// inList: `column IN (…)` for a list of values. SQLite gets a placeholder a value; PostgreSQL one JSON
+// parameter, so that one text serves every length and stays a prepared statement.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inList, selectRows, type Db } from '../src/db/knex.js';
+import { insertRows } from '../src/db/insert-rows.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
+import { recordQueries } from './helpers/queries.js';
+
+let testDb: TestDb;
+let db: Db;
+
+const ODD_VALUES = ["it's", 'a "quoted" one', 'back\\slash', 'ünïcødé ✓', '[1,2]', ''];
+const MANY = Array.from({ length: 500 }, (_, i) => `v${String(i).padStart(3, '0')}`);
+
+beforeAll(async () => {
+  testDb = await createTestDb();
+  db = testDb.db;
+  await db.schema.createTable('il_items', (table) => {
+    table.string('id').primary();
+  });
+  await insertRows(db, 'il_items', [...ODD_VALUES, ...MANY].map((id) => ({ id })));
+});
+afterAll(async () => {
+  await testDb?.close();
+});
+
+const idsIn = async (values: string[]) => {
+  const list = inList(db, 'id', values);
+  const rows = await selectRows<{ id: string }>(db, `SELECT id FROM il_items WHERE ${list.sql}`, list.bindings);
+  return rows.map((row) => row.id).sort();
+};
+
+describe('inList', () => {
+  it('matches exactly the values listed, whatever characters they hold', async () => {
+    expect(await idsIn([...ODD_VALUES, 'not there'])).toEqual([...ODD_VALUES].sort());
+    expect(await idsIn(["it's"])).toEqual(["it's"]);
+    expect(await idsIn([])).toEqual([]);
+  });
+
+  it('reads hundreds of values at once', async () => {
+    expect(await idsIn(MANY)).toEqual(MANY);
+  });
+
+  it.runIf(testDatabaseUrl())('is one prepared text on PostgreSQL, whatever the length', async () => {
+    const recording = recordQueries(db, /FROM il_items/);
+    await idsIn(['v001']);
+    await idsIn(MANY);
+    const statements = recording.stop();
+    expect(statements).toHaveLength(2);
+    expect(statements[0].sql).toBe(statements[1].sql);
+    expect(statements.map((statement) => statement.name)).toEqual([expect.any(String), statements[0].name]);
+  });
+});
+
