@@ -17,8 +17,12 @@ export interface InsertOptions {
 const quote = (name: string) => `"${name}"`;
 
 /** PostgreSQL: an INSERT of the rows given as one JSON array (a column a row lacks is NULL). */
-const jsonInsert = (table: string, names: string) =>
-  `INSERT INTO ${quote(table)} (${names}) SELECT ${names} FROM json_populate_recordset(NULL::${quote(table)}, ?)`;
+const jsonInsert = (table: string, names: string, alias = '') =>
+  `INSERT INTO ${quote(table)} (${names}) SELECT ${names} FROM json_populate_recordset(NULL::${quote(table)}, ?)${alias && ` AS ${alias}`}`;
+
+/** jsonInsert with the columns of `rows` (the first row's), the set read under `alias` if given. */
+export const jsonInsertOf = (table: string, rows: Array<Record<string, unknown>>, alias?: string) =>
+  jsonInsert(table, Object.keys(rows[0]).map(quote).join(', '), alias);
 
 /**
  * Many rows of one table in as few INSERTs as the database takes: the engine writes thousands a
@@ -74,7 +78,7 @@ export async function insertAll(db: Runner, tables: Array<{ table: string; rows:
   const parts = tables.filter(({ rows }) => rows.length > 0);
   if (parts.length === 0) return;
   if (isPostgres(db as Db) && parts.every(({ rows }) => rows.length <= MAX_JSON_ROWS)) {
-    const inserts = parts.map(({ table, rows }) => jsonInsert(table, Object.keys(rows[0]).map(quote).join(', ')));
+    const inserts = parts.map(({ table, rows }) => jsonInsertOf(table, rows));
     const last = inserts.pop()!;
     const sql = (inserts.length > 0 ? `WITH ${inserts.map((insert, i) => `w${i} AS (${insert})`).join(', ')} ` : '') + last;
     await queryPostgres(db, sql, parts.map(({ rows }) => JSON.stringify(rows)));

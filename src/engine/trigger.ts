@@ -17,7 +17,7 @@ import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/su
 import { eventRow, insertEvent, type EventRecord } from '../db/repos/events.js';
 import { insertJobs, jobRow } from '../db/repos/jobs.js';
 import { notificationRow } from '../db/repos/notifications.js';
-import { insertAll } from '../db/insert-rows.js';
+import { insertNewEvent } from '../db/new-events.js';
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
 import { plannedStart, startNotifications, type Recipient } from './schedule.js';
@@ -178,6 +178,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
   // Time-ordered, so that a new event's entry lands where the last one did in the transaction-id
   // indexes of events and notifications, rather than on a random page of each (half a trigger's writes).
   const transactionId = request.transactionId ?? timeOrderedUuid();
+  const transactionIdTaken = () => conflict(`transactionId ${transactionId} was already used in this environment`);
   const now = clock.now();
   const actorId = typeof request.actor === 'string' ? request.actor : request.actor?.subscriberId;
   const eventOf = (actor: EventRecord['actor']): EventRecord => ({
@@ -201,15 +202,16 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
   const directRecipients = (keys: Map<string, string>): Recipient[] => [...directIds].map((id) => ({ key: keys.get(id)!, subscriberId: id }));
   try {
     // The common trigger (named subscribers, no topic, no digest first) is rows known in advance:
-    // written all at once, in one statement on PostgreSQL.
+    // written all at once, on PostgreSQL in one statement with the triggers arriving alongside.
     const event = inline.size === 0 && topics.length === 0 ? eventOf(actorId ? await findSubscriber(db, env, actorId) : undefined) : undefined;
     const plan = event && plannedStart(event, directRecipients(existing), now);
     if (event && plan) {
-      await insertAll(db, [
-        { table: 'events', rows: [eventRow(event)] },
-        { table: 'notifications', rows: plan.notifications.map((notification) => notificationRow(notification, now)) },
-        { table: 'jobs', rows: plan.jobs.map((job) => jobRow(job, now)) },
-      ]);
+      const written = await insertNewEvent(db, {
+        event: eventRow(event),
+        notifications: plan.notifications.map((notification) => notificationRow(notification, now)),
+        jobs: plan.jobs.map((job) => jobRow(job, now)),
+      });
+      if (!written) throw transactionIdTaken();
     } else {
       await writeTransaction(db, async (trx) => {
         for (const subscriber of inline.values()) await upsertSubscriber(trx, env, subscriber, now);
@@ -241,9 +243,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
       });
     }
   } catch (err) {
-    if (isUniqueViolation(err)) {
-      throw conflict(`transactionId ${transactionId} was already used in this environment`);
-    }
+    if (isUniqueViolation(err)) throw transactionIdTaken();
     throw err;
   }
   jobsQueued();

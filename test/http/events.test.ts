@@ -3,6 +3,11 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
+import { insertNewEvent } from '../../src/db/new-events.js';
+import { isForeignKeyViolation } from '../../src/db/errors.js';
+import { notificationRow } from '../../src/db/repos/notifications.js';
+import { jobRow } from '../../src/db/repos/jobs.js';
+import { newId } from '../../src/ids.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -30,6 +35,40 @@ describe('POST /events/trigger (triggerEvent)', () => {
     const notifications = await t.db('notifications').where({ transaction_id: res.body.data.transactionId });
     expect(notifications).toHaveLength(1);
     expect(await t.db('jobs').where({ notification_id: notifications[0].id, status: 'pending' })).toHaveLength(1);
+  });
+
+  it('writes triggers that arrive together each with its rows, and takes a transactionId given twice once', async () => {
+    // A bulk request's events reach their write together (handlers/events.ts checks 25 at once).
+    const events = Array.from({ length: 30 }, (_, i) => ({ name: 'welcome', to: 'ada', payload: { plan: 'pro' }, transactionId: i < 3 ? 'together-shared' : `together-${i}` }));
+    const recording = recordQueries(t.db, /INSERT INTO "events"/i);
+    const res = await t.a.post('/v1/events/trigger/bulk', { events }).expect(201);
+    const statements = recording.stop();
+    expect(res.body.data.map((result: { status: string }) => result.status)).toEqual(events.map((_, i) => (i === 1 || i === 2 ? 'error' : 'processed')));
+    expect(res.body.data[1].error).toEqual(['transactionId together-shared was already used in this environment']);
+    for (const transactionId of new Set(events.map((event) => event.transactionId))) {
+      expect(await t.db('events').where({ transaction_id: transactionId })).toHaveLength(1);
+      const notifications = await t.db('notifications').where({ transaction_id: transactionId });
+      expect(notifications).toHaveLength(1);
+      expect(await t.db('jobs').where({ notification_id: notifications[0].id })).toHaveLength(1);
+    }
+    // PostgreSQL writes them in a few statements rather than one each (db/new-events.ts).
+    if (testDatabaseUrl()) expect(statements.length).toBeGreaterThan(0);
+    if (testDatabaseUrl()) expect(statements.length).toBeLessThanOrEqual(events.length / 3);
+  });
+
+  it.runIf(testDatabaseUrl())('writes each event on its own when their shared statement fails, so that only the one at fault fails', async () => {
+    const now = new Date();
+    const rowsOf = (transactionId: string, environmentOfJob: string) => {
+      const event = { id: newId(now.getTime()), environment_id: t.environments.a, transaction_id: transactionId, workflow_key: 'welcome', workflow: '{}', payload: '{}', overrides: '{}', actor: null, created_at: now.toISOString() };
+      const notification = notificationRow({ environmentId: t.environments.a, eventId: event.id, transactionId, workflowKey: 'welcome', subscriberKey: 'k', subscriberId: 'ada', channels: [] }, now);
+      const job = jobRow({ environmentId: environmentOfJob, eventId: event.id, notificationId: notification.id as string, kind: 'step', type: 'in_app', status: 'pending', runAt: now }, now);
+      return { event, notifications: [notification], jobs: [job] };
+    };
+    const writes = ['alone-1', 'alone-2', 'alone-3'].map((tx) => insertNewEvent(t.db, rowsOf(tx, tx === 'alone-2' ? 'no-such-environment' : t.environments.a)));
+    const outcomes = await Promise.allSettled(writes);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(isForeignKeyViolation((outcomes[1] as PromiseRejectedResult).reason)).toBe(true);
+    expect((await t.db('events').whereIn('transaction_id', ['alone-1', 'alone-2', 'alone-3']).orderBy('transaction_id')).map((row) => row.transaction_id)).toEqual(['alone-1', 'alone-3']);
   });
 
   it('generates time-ordered transaction ids (UUID version 7), each after the one before', async () => {
