@@ -17,7 +17,7 @@ import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/su
 import { eventRow, insertEvent, type EventRecord } from '../db/repos/events.js';
 import { insertJobs, jobRow } from '../db/repos/jobs.js';
 import { notificationRow } from '../db/repos/notifications.js';
-import { insertNewEvent } from '../db/new-events.js';
+import { insertNewEvent, insertNewEventAmongOthers, type NewEventRows } from '../db/new-events.js';
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
 import { plannedStart, startNotifications, type Recipient } from './schedule.js';
@@ -66,13 +66,18 @@ function timezoneProblem(subscriber: InlineSubscriber, field: string): ErrorDeta
   }
 }
 
-/** What a trigger reads before it decides: its workflow, and the internal keys of the subscribers it names that exist. */
-export interface TriggerLookups {
+/**
+ * Where a trigger reads what it decides on (its workflow, and the internal keys of the subscribers
+ * it names that exist) and, in the common case, writes the event it makes.
+ */
+export interface TriggerStore {
   read(workflowId: string, subscriberIds: string[]): Promise<{ workflow?: StoredWorkflow; keys: Map<string, string> }>;
+  /** The new event and the rows that start it; false when its transactionId is taken. */
+  write(rows: NewEventRows): Promise<boolean>;
 }
 
-/** A lone trigger's reads: on PostgreSQL one round trip; on SQLite two in-process reads. */
-function directLookups(db: Deps['db'], environmentId: string): TriggerLookups {
+/** A lone trigger's reads, on PostgreSQL one round trip, on SQLite two in-process reads; its write on its own. */
+function loneTriggerStore(db: Deps['db'], environmentId: string): TriggerStore {
   return {
     read: isPostgres(db)
       ? (workflowId, subscriberIds) => findWorkflowWithSubscriberKeys(db, environmentId, workflowId, subscriberIds)
@@ -80,16 +85,18 @@ function directLookups(db: Deps['db'], environmentId: string): TriggerLookups {
           workflow: await findWorkflow(db, environmentId, workflowId),
           keys: await subscriberKeys(db, environmentId, subscriberIds),
         }),
+    write: (rows) => insertNewEvent(db, rows),
   };
 }
 
 /**
- * Reads for one bulk request: each workflow is read once, and on PostgreSQL the subscribers named
- * by the events that reach their read in the same turn are read in one query, a round trip each
- * saved (SQLite's reads are in-process: batching them only costs). Nothing is remembered between
- * turns, so an event that waits for an earlier one reads what that one wrote.
+ * Reads and writes for one bulk request: each workflow is read once, and on PostgreSQL the
+ * subscribers named by the events that reach their read in the same turn are read in one query, a
+ * round trip each saved (SQLite's reads are in-process: batching them only costs), and the events
+ * that reach their write together are written by one statement (db/new-events.ts). Nothing is
+ * remembered between turns, so an event that waits for an earlier one reads what that one wrote.
  */
-export function bulkLookups(db: Deps['db'], environmentId: string): TriggerLookups {
+export function bulkTriggerStore(db: Deps['db'], environmentId: string): TriggerStore {
   const workflows = new Map<string, Promise<StoredWorkflow | undefined>>();
   const workflow = (workflowId: string) => {
     let found = workflows.get(workflowId);
@@ -102,6 +109,7 @@ export function bulkLookups(db: Deps['db'], environmentId: string): TriggerLooku
       const [found, existing] = await Promise.all([workflow(workflowId), keys(subscriberIds)]);
       return { workflow: found, keys: existing };
     },
+    write: (rows) => insertNewEventAmongOthers(db, rows),
   };
 }
 
@@ -147,14 +155,15 @@ export function recipientsOf(request: TriggerRequest) {
   return { named, inline, topicKeys, direct };
 }
 
-export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, lookups?: TriggerLookups): Promise<TriggerResult> {
+export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, store?: TriggerStore): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;
   // Sort the recipients: ids that must exist, inline subscribers to create or update, topics.
   const { named, inline: given, topicKeys, direct: directIds } = recipientsOf(request);
   const inline = new Map(given.map(({ subscriber }) => [subscriber.subscriberId, subscriber]));
   const mustExist = [...named.keys()].filter((id) => !inline.has(id));
-  const { workflow, keys: existing } = await (lookups ?? directLookups(db, env)).read(request.name, mustExist);
+  const { read, write } = store ?? loneTriggerStore(db, env);
+  const { workflow, keys: existing } = await read(request.name, mustExist);
   if (!workflow) throw unprocessable(`Workflow ${request.name} not found`, [{ field: 'body/name', message: `${request.name} is not a workflow` }]);
   if (!workflow.active) return { acknowledged: true, status: 'trigger_not_active' };
   if (workflow.steps.length === 0) return { acknowledged: true, status: 'no_workflow_steps_defined' };
@@ -202,11 +211,11 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, l
   const directRecipients = (keys: Map<string, string>): Recipient[] => [...directIds].map((id) => ({ key: keys.get(id)!, subscriberId: id }));
   try {
     // The common trigger (named subscribers, no topic, no digest first) is rows known in advance:
-    // written all at once, on PostgreSQL in one statement with the triggers arriving alongside.
+    // written all at once, in one statement on PostgreSQL.
     const event = inline.size === 0 && topics.length === 0 ? eventOf(actorId ? await findSubscriber(db, env, actorId) : undefined) : undefined;
     const plan = event && plannedStart(event, directRecipients(existing), now);
     if (event && plan) {
-      const written = await insertNewEvent(db, {
+      const written = await write({
         event: eventRow(event),
         notifications: plan.notifications.map((notification) => notificationRow(notification, now)),
         jobs: plan.jobs.map((job) => jobRow(job, now)),

@@ -1,6 +1,6 @@
 import type { OperationHandler, Schemas } from '../http/types.js';
 import { HttpError } from '../http/errors.js';
-import { bulkLookups, recipientsOf, trigger } from '../engine/trigger.js';
+import { bulkTriggerStore, recipientsOf, trigger } from '../engine/trigger.js';
 import { cancelEvent as cancel } from '../engine/cancel.js';
 
 export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, auth, deps }) => ({
@@ -17,16 +17,16 @@ const BULK_EVENTS_AT_ONCE = 25;
 
 /**
  * Each event on its own: one that would be rejected alone is answered `error` in its place. They
- * are checked side by side, a few at a time, so that on SQLite their writes share commits
- * (db/group-commit.ts) and the subscribers they name are read together (bulkLookups); each
- * workflow is read once for the whole request. Only an event that depends on an earlier one (a
+ * are checked side by side, a few at a time, so that their writes share commits (on SQLite,
+ * db/group-commit.ts) or statements (on PostgreSQL, db/new-events.ts) and the subscribers they
+ * name are read together (bulkTriggerStore); each workflow is read once for the whole request. Only an event that depends on an earlier one (a
  * subscriber it gives inline) waits for it.
  */
 export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => {
-  const lookups = bulkLookups(deps.db, auth.environmentId);
+  const store = bulkTriggerStore(deps.db, auth.environmentId);
   const checked = async (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
     try {
-      return await trigger(deps, auth, event, lookups);
+      return await trigger(deps, auth, event, store);
     } catch (err) {
       if (!(err instanceof HttpError) || err.status >= 500) throw err;
       const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];

@@ -1,8 +1,8 @@
-// What a bulk trigger reads before it decides (engine/trigger.ts, bulkLookups): the workflow once,
+// What a bulk trigger reads before it decides (engine/trigger.ts, bulkTriggerStore): the workflow once,
 // and on PostgreSQL the subscribers its events name read together. A read that fails must fail the
 // events, never pass for subscribers that do not exist.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bulkLookups } from '../../src/engine/trigger.js';
+import { bulkTriggerStore } from '../../src/engine/trigger.js';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
@@ -18,10 +18,10 @@ beforeAll(async () => {
 });
 afterAll(async () => testDb.close());
 
-describe('bulkLookups', () => {
+describe('bulkTriggerStore', () => {
   it('finds the subscribers that exist among those named side by side', async () => {
-    const lookups = bulkLookups(testDb.db, environmentId);
-    const [first, second] = await Promise.all([lookups.read('no-such-workflow', ['ada', 'ghost']), lookups.read('no-such-workflow', ['ghost', 'ada'])]);
+    const store = bulkTriggerStore(testDb.db, environmentId);
+    const [first, second] = await Promise.all([store.read('no-such-workflow', ['ada', 'ghost']), store.read('no-such-workflow', ['ghost', 'ada'])]);
     expect([...first.keys]).toEqual([['ada', expect.any(String)]]);
     expect([...second.keys]).toEqual([['ada', first.keys.get('ada')]]);
     expect(first.workflow).toBeUndefined();
@@ -32,7 +32,7 @@ describe('bulkLookups', () => {
     await testDb.db
       .transaction(async (trx) => {
         await trx.schema.renameTable('subscribers', 'subscribers_away');
-        await expect(bulkLookups(trx as never, environmentId).read('no-such-workflow', ['ada'])).rejects.toThrow(/subscribers/);
+        await expect(bulkTriggerStore(trx as never, environmentId).read('no-such-workflow', ['ada'])).rejects.toThrow(/subscribers/);
         throw new Error('roll back');
       })
       .catch((err: Error) => expect(err.message).toBe('roll back'));

@@ -3,7 +3,7 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
-import { insertNewEvent } from '../../src/db/new-events.js';
+import { insertNewEventAmongOthers } from '../../src/db/new-events.js';
 import { isForeignKeyViolation } from '../../src/db/errors.js';
 import { notificationRow } from '../../src/db/repos/notifications.js';
 import { jobRow } from '../../src/db/repos/jobs.js';
@@ -64,7 +64,7 @@ describe('POST /events/trigger (triggerEvent)', () => {
       const job = jobRow({ environmentId: environmentOfJob, eventId: event.id, notificationId: notification.id as string, kind: 'step', type: 'in_app', status: 'pending', runAt: now }, now);
       return { event, notifications: [notification], jobs: [job] };
     };
-    const writes = ['alone-1', 'alone-2', 'alone-3'].map((tx) => insertNewEvent(t.db, rowsOf(tx, tx === 'alone-2' ? 'no-such-environment' : t.environments.a)));
+    const writes = ['alone-1', 'alone-2', 'alone-3'].map((tx) => insertNewEventAmongOthers(t.db, rowsOf(tx, tx === 'alone-2' ? 'no-such-environment' : t.environments.a)));
     const outcomes = await Promise.allSettled(writes);
     expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(isForeignKeyViolation((outcomes[1] as PromiseRejectedResult).reason)).toBe(true);
