@@ -219,9 +219,10 @@ function sqliteValue(value: unknown): unknown {
 
 /**
  * Runs one statement of a SQLite transaction on the transaction's own connection, prepared once
- * by its text: the rows it returns (with `reader`), else nothing. knex rewrites and checks every
- * binding of a raw statement on its way to the driver, which costs more than SQLite's own work for
- * the thousands of values of a multi-row insert, and a dozen microseconds for the smallest.
+ * by its text: the rows it returns (with `reader`), else how many rows it changed. knex rewrites
+ * and checks every binding of a raw statement on its way to the driver, which costs more than
+ * SQLite's own work for the thousands of values of a multi-row insert, and a dozen microseconds
+ * for the smallest.
  * knex's `query` events do not see these statements.
  */
 export async function runInSqliteTransaction(trx: Knex.Transaction, sql: string, bindings: readonly unknown[] = [], reader = false): Promise<unknown[] | number> {
