@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { createOrganization } from '../src/db/repos/accounts.js';
 import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../src/db/repos/workflows.js';
-import { findSubscriber, SUBSCRIBER_BY_ID } from '../src/db/repos/subscribers.js';
+import { findSubscriber, SUBSCRIBER_BY_ID, subscriberKeys } from '../src/db/repos/subscribers.js';
 import { insertRows } from '../src/db/insert-rows.js';
 import { newId } from '../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
@@ -60,6 +60,14 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
     expect(found.workflow?.workflowId).toBe('welcome');
     expect([...found.keys.keys()]).toEqual(['subscriber-7']);
 
+    const plan = await planOf(read);
+    expect(plan).not.toMatch(/Seq Scan on subscribers/);
+    expect(plan).toMatch(/Index Cond: .*subscriber_id\)::text = ANY/);
+  });
+
+  it('looks a list of subscriberIds up by their index (inList), not by scanning the environment', async () => {
+    const read = () => subscriberKeys(testDb.db, environmentId, ['subscriber-3', 'subscriber-9', 'nobody']);
+    expect([...(await read()).keys()].sort()).toEqual(['subscriber-3', 'subscriber-9']);
     const plan = await planOf(read);
     expect(plan).not.toMatch(/Seq Scan on subscribers/);
     expect(plan).toMatch(/Index Cond: .*subscriber_id\)::text = ANY/);

@@ -19,8 +19,8 @@ const BULK_EVENTS_AT_ONCE = 25;
  * Each event on its own: one that would be rejected alone is answered `error` in its place. They
  * are checked side by side, a few at a time, so that their writes share commits (on SQLite,
  * db/group-commit.ts) or statements (on PostgreSQL, db/new-events.ts) and the subscribers they
- * name are read together (bulkTriggerStore); each workflow is read once for the whole request. Only an event that depends on an earlier one (a
- * subscriber it gives inline) waits for it.
+ * name are read together (bulkTriggerStore); each workflow is read once for the whole request.
+ * Only an event that depends on an earlier one (a subscriber it gives inline) waits for it.
  */
 export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => {
   const store = bulkTriggerStore(deps.db, auth.environmentId);

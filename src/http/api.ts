@@ -39,8 +39,8 @@ class HeraldBackend extends OpenAPIBackend {
     const routes = new RouteTable(operations);
     this.router.getOperations = () => operations;
     this.router.matchOperation = ((req: { method: string; path: string }, strict?: boolean) => routes.match(this.router, req, strict)) as never;
-    this.router.parseRequest = repeatableParse(this.router, operations);
     this.requestShapes = new Map(operations.map((operation) => [operation, requestShapeOf(operation)]));
+    this.router.parseRequest = repeatableParse(this.router, this.requestShapes);
     return this;
   }
 
@@ -174,23 +174,33 @@ const OTHER_HOOKS = ['preRoutingHandler', 'postRoutingHandler', 'postSecurityHan
 type ParsedRequest = ReturnType<Router['parseRequest']>;
 type ValidationResult = Context['validation'];
 
-/** What request validation needs to know of an operation's query parameters and body, worked out once. */
+/** What parsing and validating a request need to know of an operation's query parameters and body, worked out once. */
 interface RequestShape {
   /** Query parameters whose schema is an array: a single value is made a list of one. */
   arrays: string[];
   /** Query parameters sent as JSON (`content: application/json`), checked to parse. */
   jsonParameters: string[];
+  /** Some query parameter needs openapi-backend's decoding (a `content` media type, a non-exploded array). */
+  decodedQuery: boolean;
   /** The body's only media type is JSON: a string body must parse. */
   jsonBodyOnly: boolean;
 }
 
 function requestShapeOf(operation: Operation): RequestShape {
-  const parameters = (operation.parameters ?? []) as Array<{ in?: string; name: string; schema?: { type?: unknown }; content?: Record<string, unknown>; $ref?: string }>;
+  const parameters = (operation.parameters ?? []) as Array<{
+    in?: string;
+    name: string;
+    schema?: { type?: unknown };
+    content?: Record<string, unknown>;
+    explode?: boolean;
+    $ref?: string;
+  }>;
   const inQuery = parameters.filter((parameter) => !('$ref' in parameter) && parameter.in === 'query');
   const formats = Object.keys(((operation.requestBody ?? {}) as { content?: object }).content ?? {});
   return {
     arrays: inQuery.filter((parameter) => parameter.schema?.type === 'array').map((parameter) => parameter.name),
     jsonParameters: inQuery.filter((parameter) => parameter.content?.['application/json']).map((parameter) => parameter.name),
+    decodedQuery: inQuery.some((parameter) => parameter.content !== undefined || parameter.explode === false),
     jsonBodyOnly: formats.length === 1 && formats[0] === 'application/json',
   };
 }
@@ -208,20 +218,16 @@ const { default: bath } = requireFromBackend('bath-es5') as {
  * openapi-backend's `parseRequest` without the work that gives the same answer each time (its
  * `handleRequest` ran it three or four times a request; Herald's runs it once): it compiled a path
  * template's matcher on every call, and copied an object query by serializing it first and then
- * deep-cloning it through lodash. Here each operation's matcher is made once, at init, and the query and the (already
- * lower-case, as Node gives them) headers are copied plainly. The answer is the one
- * openapi-backend's parser gives; requests with cookies or a query string, and operations whose
- * query parameters need its decoding (JSON content, non-exploded arrays), go to its own parser.
+ * deep-cloning it through lodash. Here each operation's matcher is made once, at init, and the
+ * query and the (already lower-case, as Node gives them) headers are copied plainly. The answer is
+ * the one openapi-backend's parser gives; requests with cookies or a query string, and operations
+ * whose query parameters need its decoding (RequestShape.decodedQuery), go to its own parser.
  */
-function repeatableParse(router: Router, operations: Operation[]): Router['parseRequest'] {
+function repeatableParse(router: Router, shapes: Map<Operation, RequestShape>): Router['parseRequest'] {
   const parse = router.parseRequest.bind(router);
   // Per operation: its path template's matcher, or none when its query needs openapi-backend's decoding.
   const matchers = new Map<Operation, (path: string) => Record<string, string> | null>();
-  for (const operation of operations) {
-    const parameters = (operation.parameters ?? []) as Array<{ in?: string; content?: object; explode?: boolean }>;
-    const decodesQuery = parameters.some((parameter) => parameter.in === 'query' && (parameter.content !== undefined || parameter.explode === false));
-    if (!decodesQuery) matchers.set(operation, bath(operation.path).params);
-  }
+  for (const [operation, shape] of shapes) if (!shape.decodedQuery) matchers.set(operation, bath(operation.path).params);
 
   return (req: RawRequest, operation?: Operation) => {
     const { query, headers = {}, body } = req;

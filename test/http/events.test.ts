@@ -6,6 +6,7 @@ import { recordQueries } from '../helpers/queries.js';
 import { insertNewEventAmongOthers } from '../../src/db/new-events.js';
 import { isForeignKeyViolation } from '../../src/db/errors.js';
 import { notificationRow } from '../../src/db/repos/notifications.js';
+import { eventRow, type WorkflowSnapshot } from '../../src/db/repos/events.js';
 import { jobRow } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
 
@@ -59,9 +60,11 @@ describe('POST /events/trigger (triggerEvent)', () => {
   it.runIf(testDatabaseUrl())('writes each event on its own when their shared statement fails, so that only the one at fault fails', async () => {
     const now = new Date();
     const rowsOf = (transactionId: string, environmentOfJob: string) => {
-      const event = { id: newId(now.getTime()), environment_id: t.environments.a, transaction_id: transactionId, workflow_key: 'welcome', workflow: '{}', payload: '{}', overrides: '{}', actor: null, created_at: now.toISOString() };
-      const notification = notificationRow({ environmentId: t.environments.a, eventId: event.id, transactionId, workflowKey: 'welcome', subscriberKey: 'k', subscriberId: 'ada', channels: [] }, now);
-      const job = jobRow({ environmentId: environmentOfJob, eventId: event.id, notificationId: notification.id as string, kind: 'step', type: 'in_app', status: 'pending', runAt: now }, now);
+      const workflow = { id: 'w', workflowId: 'welcome', name: 'Welcome', critical: false, preferenceSettings: { in_app: true, email: true, sms: true, chat: true, push: true }, steps: [] } satisfies WorkflowSnapshot;
+      const event = eventRow({ id: newId(now.getTime()), environmentId: t.environments.a, transactionId, workflow, payload: {}, overrides: {}, createdAt: now.toISOString() });
+      const eventId = event.id as string;
+      const notification = notificationRow({ environmentId: t.environments.a, eventId, transactionId, workflowKey: 'welcome', subscriberKey: 'k', subscriberId: 'ada', channels: [] }, now);
+      const job = jobRow({ environmentId: environmentOfJob, eventId, notificationId: notification.id as string, kind: 'step', type: 'in_app', status: 'pending', runAt: now }, now);
       return { event, notifications: [notification], jobs: [job] };
     };
     const writes = ['alone-1', 'alone-2', 'alone-3'].map((tx) => insertNewEventAmongOthers(t.db, rowsOf(tx, tx === 'alone-2' ? 'no-such-environment' : t.environments.a)));
