@@ -9,6 +9,7 @@ import * as engine from './20261122_07_engine.js';
 import * as dashboard from './20261122_20_dashboard.js';
 import * as rateLimits from './20261122_30_rate_limits.js';
 import * as idempotency from './20261122_31_idempotency.js';
+import * as jobIndexes from './20261124_40_job_indexes.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -25,6 +26,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261122_20_dashboard': dashboard,
   '20261122_30_rate_limits': rateLimits,
   '20261122_31_idempotency': idempotency,
+  '20261124_40_job_indexes': jobIndexes,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

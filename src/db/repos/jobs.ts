@@ -100,12 +100,12 @@ export async function insertJobs(trx: Runner, jobs: NewJob[], now: Date): Promis
 
 /**
  * Inserts a digest job as the open digest of its key, unless another job holds that key already:
- * then nothing is inserted and undefined comes back. The unique index on digest_key makes this
- * safe against concurrent triggers.
+ * then nothing is inserted and undefined comes back. The unique index of open digests
+ * (`jobs_open_digest`, partial: only jobs with a key) makes this safe against concurrent triggers.
  */
 export async function insertDigestLeader(trx: Runner, job: NewJob & { digestKey: string }, now: Date): Promise<string | undefined> {
   const row = jobRow(job, now);
-  const inserted = await trx('jobs').insert(row).onConflict('digest_key').ignore().returning('id');
+  const inserted = await trx('jobs').insert(row).onConflict(trx.raw('(digest_key) WHERE digest_key IS NOT NULL')).ignore().returning('id');
   return inserted.length > 0 ? row.id : undefined;
 }
 
@@ -119,7 +119,9 @@ export async function findDigestLeader(trx: Runner, digestKey: string): Promise<
 /**
  * Claims up to `limit` jobs that are due, or whose worker's lease ran out, for this worker: they
  * become `running` under a lease. On PostgreSQL, SKIP LOCKED lets many workers claim at once
- * without waiting on each other or taking the same job.
+ * without waiting on each other or taking the same job. Each kind of claimable job is read from its
+ * own partial index (`jobs_due`, `jobs_leased`) in that index's order, so the claim reads about the
+ * rows it takes, whatever the statistics say of how many jobs are due.
  */
 export async function claimDueJobs(db: Db, options: { owner: string; now: Date; leaseMs: number; limit: number }): Promise<JobRecord[]> {
   const now = options.now.toISOString();
@@ -127,14 +129,15 @@ export async function claimDueJobs(db: Db, options: { owner: string; now: Date; 
   const skipLocked = isPostgres(db) ? 'FOR UPDATE SKIP LOCKED' : '';
   const result = await preparedRaw(
     db,
-    `UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
-     WHERE id IN (
-       SELECT id FROM jobs
-       WHERE (status IN ('pending', 'queued', 'delayed') AND run_at <= ?) OR (status = 'running' AND lease_expires_at < ?)
-       ORDER BY run_at, id LIMIT ? ${skipLocked}
+    `WITH due AS (
+       SELECT id, run_at FROM jobs WHERE status IN ('pending', 'queued', 'delayed') AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}
+     ), lapsed AS (
+       SELECT id, run_at FROM jobs WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
      )
+     UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
+     WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
      RETURNING ${JOB_COLUMNS}`,
-    [options.owner, leaseEnd, now, now, now, options.limit],
+    [now, options.limit, now, options.limit, options.owner, leaseEnd, now, options.limit],
   );
   const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
   return rows.map(toRecord).sort((a, b) => (a.runAt < b.runAt ? -1 : a.runAt > b.runAt ? 1 : a.id < b.id ? -1 : 1));
