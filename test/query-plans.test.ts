@@ -10,7 +10,7 @@ import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../src/db/repos/
 import { findSubscriber, SUBSCRIBER_BY_ID, subscriberKeys } from '../src/db/repos/subscribers.js';
 import { insertRows } from '../src/db/insert-rows.js';
 import { eventRow } from '../src/db/repos/events.js';
-import { claimDueJobs, jobRow } from '../src/db/repos/jobs.js';
+import { claimDueJobs, JOBS_BY_STATUS, jobRow, queueDepth, QUEUE_DEPTH } from '../src/db/repos/jobs.js';
 import { newId } from '../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
 import { recordQueries } from './helpers/queries.js';
@@ -49,6 +49,7 @@ beforeAll(async () => {
   await db.raw('ANALYZE jobs');
   await db('jobs').update({ status: 'completed' });
 });
+afterAll(async () => testDb?.close());
 
 /** The claim a worker makes, with nothing due: answers the statement it sent. */
 async function claimNothing() {
@@ -58,7 +59,6 @@ async function claimNothing() {
   expect(sent).toHaveLength(1);
   return sent[0];
 }
-afterAll(async () => testDb?.close());
 
 /** Runs `read`, and answers the plan PostgreSQL makes for the one statement it sent. */
 async function planOf(read: () => Promise<unknown>): Promise<string> {
@@ -122,6 +122,15 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
       expect(lines).not.toMatch(/Seq Scan|Sort/);
     }
   });
+
+  it('counts the queue for /metrics from the same partial indexes', async () => {
+    // A count has no limit to stop its read early, so its plan follows the statistics: fresh ones here.
+    await testDb.db.raw('ANALYZE jobs');
+    const plan = await planOf(() => queueDepth(testDb.db, new Date()));
+    expect(plan).not.toMatch(/Seq Scan on jobs/);
+    expect(plan).toMatch(/Index Only Scan using jobs_due on jobs|Index Scan using jobs_due on jobs/);
+    expect(plan).toMatch(/Index Only Scan using jobs_leased on jobs|Index Scan using jobs_leased on jobs/);
+  });
 });
 
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('query plans on SQLite', () => {
@@ -140,5 +149,18 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('query plans on SQLite',
     expect(steps).toContainEqual(expect.stringMatching(/^SEARCH jobs USING INDEX jobs_due /));
     expect(steps).toContainEqual(expect.stringMatching(/^SEARCH jobs USING INDEX jobs_leased /));
     expect(steps.filter((step) => /^SCAN jobs\b/.test(step))).toEqual([]);
+  });
+
+  it('counts jobs for /metrics through indexes, scanning no table', async () => {
+    // A count has no limit to stop its read early, so its plan follows the statistics: fresh ones here.
+    await testDb.db.raw('ANALYZE jobs');
+    const planOfText = async (sql: string, bindings: string[]) =>
+      ((await testDb.db.raw(`EXPLAIN QUERY PLAN ${sql}`, bindings)) as Array<{ detail: string }>).map((step) => step.detail);
+    const depth = await planOfText(QUEUE_DEPTH, [new Date().toISOString()]);
+    expect(depth.filter((step) => / jobs\b/.test(step))).toEqual([
+      'SEARCH jobs USING COVERING INDEX jobs_status_run_at_index (status=? AND run_at<?)',
+      'SEARCH jobs USING COVERING INDEX jobs_status_run_at_index (status=?)',
+    ]);
+    expect(await planOfText(JOBS_BY_STATUS, [])).toContainEqual('SCAN jobs USING COVERING INDEX jobs_status_run_at_index');
   });
 });

@@ -11,10 +11,20 @@ import type { Knex } from 'knex';
 //
 // `digest_key` (set while a digest is open) and `merged_into` (set on a job a digest absorbed) are
 // null on almost every job; their indexes now leave those rows out, as does `jobs_due` every job
-// written already done (a fan-out's in-app deliveries): three index entries fewer a delivery.
+// written already done (a fan-out's in-app deliveries).
+//
+// SQLite keeps its index on (status, run_at): /metrics counts jobs by status through it (44 ms at a
+// million jobs, against 185 ms scanning the table, with the event loop blocked meanwhile). Its
+// claims name their partial indexes (INDEXED BY), which its planner would otherwise pass over for
+// that one. PostgreSQL scans the table for that count with or without it, so there it goes: three
+// index entries fewer a delivery, two on SQLite.
+
+/** knex.ts's isPostgres, which a migration cannot import: knex.ts imports the migrations. */
+const onPostgres = (knex: Knex) => knex.client.config.client === 'pg';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('jobs', (t) => {
-    t.dropIndex(['status', 'run_at']);
+    if (onPostgres(knex)) t.dropIndex(['status', 'run_at']);
     t.dropIndex(['merged_into']);
     t.dropUnique(['digest_key']);
   });
@@ -28,7 +38,7 @@ export async function up(knex: Knex): Promise<void> {
 export async function down(knex: Knex): Promise<void> {
   for (const index of ['jobs_due', 'jobs_leased', 'jobs_merged_into', 'jobs_open_digest']) await knex.raw(`DROP INDEX ${index}`);
   await knex.schema.alterTable('jobs', (t) => {
-    t.index(['status', 'run_at']);
+    if (onPostgres(knex)) t.index(['status', 'run_at']);
     t.index(['merged_into']);
     t.unique(['digest_key']);
   });

@@ -126,13 +126,16 @@ export async function findDigestLeader(trx: Runner, digestKey: string): Promise<
 export async function claimDueJobs(db: Db, options: { owner: string; now: Date; leaseMs: number; limit: number }): Promise<JobRecord[]> {
   const now = options.now.toISOString();
   const leaseEnd = new Date(options.now.getTime() + options.leaseMs).toISOString();
-  const skipLocked = isPostgres(db) ? 'FOR UPDATE SKIP LOCKED' : '';
+  const postgres = isPostgres(db);
+  const skipLocked = postgres ? 'FOR UPDATE SKIP LOCKED' : '';
+  // SQLite would rather read its (status, run_at) index and sort every due job (see the migration).
+  const from = (index: string) => (postgres ? 'jobs' : `jobs INDEXED BY ${index}`);
   const result = await preparedRaw(
     db,
     `WITH due AS (
-       SELECT id, run_at FROM jobs WHERE status IN ('pending', 'queued', 'delayed') AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}
+       SELECT id, run_at FROM ${from('jobs_due')} WHERE status IN ('pending', 'queued', 'delayed') AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}
      ), lapsed AS (
-       SELECT id, run_at FROM jobs WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
+       SELECT id, run_at FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
      )
      UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
      WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
@@ -271,18 +274,25 @@ export async function jobsOfNotification(db: Db, notificationId: string): Promis
   });
 }
 
+/** Every job, counted by status: a scan of its (status, run_at) index on SQLite, of the table on PostgreSQL. */
+export const JOBS_BY_STATUS = 'SELECT status, count(*) AS n FROM jobs GROUP BY status';
+
 /** How many jobs there are in each status (for /metrics). */
 export async function countJobsByStatus(db: Db): Promise<Array<{ status: JobStatus; count: number }>> {
-  const rows = await db('jobs').groupBy('status').select('status').count({ n: '*' });
-  return (rows as Array<{ status: JobStatus; n: number | string }>).map((row) => ({ status: row.status, count: Number(row.n) }));
+  const rows = await selectRows<{ status: JobStatus; n: number | string }>(db, JOBS_BY_STATUS, []);
+  return rows.map((row) => ({ status: row.status, count: Number(row.n) }));
 }
+
+/**
+ * Jobs due by a time and not yet taken, or taken: each count reads an index of only those jobs on
+ * PostgreSQL (`jobs_due`, `jobs_leased`, whose conditions it repeats), and its (status, run_at)
+ * index on SQLite.
+ */
+export const QUEUE_DEPTH = `SELECT (SELECT count(*) FROM jobs WHERE status IN ('pending', 'queued', 'delayed') AND run_at <= ?)
+  + (SELECT count(*) FROM jobs WHERE status = 'running') AS n`;
 
 /** Jobs due now and not yet taken, or taken: the work in front of the runners (for /metrics). */
 export async function queueDepth(db: Db, now: Date): Promise<number> {
-  const row = await db('jobs')
-    .where((q) => q.whereIn('status', ['pending', 'queued', 'delayed']).andWhere('run_at', '<=', now.toISOString()))
-    .orWhere('status', 'running')
-    .count({ n: '*' })
-    .first();
-  return Number((row as { n: number | string }).n);
+  const [row] = await selectRows<{ n: number | string }>(db, QUEUE_DEPTH, [now.toISOString()]);
+  return Number(row.n);
 }
