@@ -133,19 +133,23 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
   });
 });
 
+/** SQLite: the steps of the plan it makes for a text (EXPLAIN QUERY PLAN's details). */
+async function sqlitePlanOf(sql: string, bindings: readonly unknown[]): Promise<string[]> {
+  const plan = (await testDb.db.raw(`EXPLAIN QUERY PLAN ${sql}`, bindings as never[])) as Array<{ detail: string }>;
+  return plan.map((step) => step.detail);
+}
+
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('query plans on SQLite', () => {
   it('looks a subscriber and its channels up by their indexes, scanning and copying no table', async () => {
     expect((await findSubscriber(testDb.db, environmentId, 'subscriber-7'))?.subscriberId).toBe('subscriber-7');
-    const plan = (await testDb.db.raw(`EXPLAIN QUERY PLAN ${SUBSCRIBER_BY_ID}`, [environmentId, 'subscriber-7'])) as Array<{ detail: string }>;
-    const steps = plan.map((step) => step.detail);
+    const steps = await sqlitePlanOf(SUBSCRIBER_BY_ID, [environmentId, 'subscriber-7']);
     expect(steps.filter((step) => step.startsWith('SEARCH'))).toHaveLength(4);
     expect(steps.filter((step) => !step.startsWith('SEARCH') && step !== 'USE TEMP B-TREE FOR ORDER BY')).toEqual([]);
   });
 
   it('claims jobs from their partial indexes, scanning no table', async () => {
     const claim = await claimNothing();
-    const plan = (await testDb.db.raw(`EXPLAIN QUERY PLAN ${claim.sql}`, claim.bindings as never[])) as Array<{ detail: string }>;
-    const steps = plan.map((step) => step.detail);
+    const steps = await sqlitePlanOf(claim.sql, claim.bindings);
     expect(steps).toContainEqual(expect.stringMatching(/^SEARCH jobs USING INDEX jobs_due /));
     expect(steps).toContainEqual(expect.stringMatching(/^SEARCH jobs USING INDEX jobs_leased /));
     expect(steps.filter((step) => /^SCAN jobs\b/.test(step))).toEqual([]);
@@ -154,13 +158,11 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('query plans on SQLite',
   it('counts jobs for /metrics through indexes, scanning no table', async () => {
     // A count has no limit to stop its read early, so its plan follows the statistics: fresh ones here.
     await testDb.db.raw('ANALYZE jobs');
-    const planOfText = async (sql: string, bindings: string[]) =>
-      ((await testDb.db.raw(`EXPLAIN QUERY PLAN ${sql}`, bindings)) as Array<{ detail: string }>).map((step) => step.detail);
-    const depth = await planOfText(QUEUE_DEPTH, [new Date().toISOString()]);
+    const depth = await sqlitePlanOf(QUEUE_DEPTH, [new Date().toISOString()]);
     expect(depth.filter((step) => / jobs\b/.test(step))).toEqual([
       'SEARCH jobs USING COVERING INDEX jobs_status_run_at_index (status=? AND run_at<?)',
       'SEARCH jobs USING COVERING INDEX jobs_status_run_at_index (status=?)',
     ]);
-    expect(await planOfText(JOBS_BY_STATUS, [])).toContainEqual('SCAN jobs USING COVERING INDEX jobs_status_run_at_index');
+    expect(await sqlitePlanOf(JOBS_BY_STATUS, [])).toContainEqual('SCAN jobs USING COVERING INDEX jobs_status_run_at_index');
   });
 });

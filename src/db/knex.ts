@@ -6,6 +6,9 @@ import Database from 'better-sqlite3';
 import { migrationSource } from './migrations/index.js';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { DEFAULT_POSTGRES_POOL_MAX } from '../config.js';
+import { isPostgres } from './dialect.js';
+
+export { isPostgres };
 
 export type Db = Knex;
 
@@ -313,9 +316,6 @@ export async function migrate(db: Db): Promise<void> {
   await db.migrate.latest({ migrationSource });
 }
 
-export function isPostgres(db: Db): boolean {
-  return db.client.config.client === 'pg';
-}
 
 /** The database answers and every migration has run. */
 export async function isReady(db: Db): Promise<boolean> {

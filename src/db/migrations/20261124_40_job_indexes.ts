@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { isPostgres } from '../dialect.js';
 
 // The job queue's indexes hold only the jobs they are for.
 //
@@ -19,12 +20,9 @@ import type { Knex } from 'knex';
 // that one. PostgreSQL scans the table for that count with or without it, so there it goes: three
 // index entries fewer a delivery, two on SQLite.
 
-/** knex.ts's isPostgres, which a migration cannot import: knex.ts imports the migrations. */
-const onPostgres = (knex: Knex) => knex.client.config.client === 'pg';
-
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('jobs', (t) => {
-    if (onPostgres(knex)) t.dropIndex(['status', 'run_at']);
+    if (isPostgres(knex)) t.dropIndex(['status', 'run_at']);
     t.dropIndex(['merged_into']);
     t.dropUnique(['digest_key']);
   });
@@ -38,7 +36,7 @@ export async function up(knex: Knex): Promise<void> {
 export async function down(knex: Knex): Promise<void> {
   for (const index of ['jobs_due', 'jobs_leased', 'jobs_merged_into', 'jobs_open_digest']) await knex.raw(`DROP INDEX ${index}`);
   await knex.schema.alterTable('jobs', (t) => {
-    if (onPostgres(knex)) t.index(['status', 'run_at']);
+    if (isPostgres(knex)) t.index(['status', 'run_at']);
     t.index(['merged_into']);
     t.unique(['digest_key']);
   });
