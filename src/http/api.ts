@@ -453,8 +453,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
         ? await idempotent(deps, { environmentId: result.auth.environmentId, key, method: req.method, path: req.originalUrl.split('?')[0], body: c.request.requestBody }, run)
         : await run(deps);
       if (reply.headers) res.set(reply.headers);
-      if (reply.body === undefined) res.status(reply.status).end();
-      else res.status(reply.status).json(reply.body);
+      sendJson(res, reply.status, reply.body);
     });
   }
   await api.init();
@@ -474,6 +473,24 @@ export function precompileValidators(api: OpenAPIBackend): void {
     setImmediate(next);
   };
   setImmediate(next);
+}
+
+/**
+ * Writes an operation's answer as the contract gives it: this status and this JSON (or no body),
+ * whatever the request's conditions. Express's `res.json` hashes every body into an ETag and turns
+ * a 2xx into a bodiless 304 for a request whose If-None-Match matches it (or is `*`): a status no
+ * operation lists.
+ */
+export function sendJson(res: Response, status: number, body: unknown): void {
+  res.statusCode = status;
+  if (body === undefined) {
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
 }
 
 /** Express glue: hand each request to the backend and anything thrown to the error handler. */

@@ -68,6 +68,16 @@ describe('GET /subscribers/{subscriberId} (getSubscriber)', () => {
     expect(res.body.data.subscriberId).toBe('ada');
   });
 
+  it('answers a conditional request 200 with the subscriber: the contract lists no 304 and gives no ETag', async () => {
+    const first = await t.a.get('/v1/subscribers/ada').expect(200);
+    expect(first.headers.etag).toBeUndefined();
+    // Express would answer 304 with no body to these, the first one for any response at all.
+    for (const condition of ['*', 'W/"anything"']) {
+      const res = await t.a.get('/v1/subscribers/ada').set('If-None-Match', condition).expect(200);
+      expect(res.body).toEqual(first.body);
+    }
+  });
+
   it('answers 404 for an unknown subscriberId', async () => {
     const res = await t.a.get('/v1/subscribers/nobody').expect(404);
     expect(res.body.message).toBe('Subscriber nobody not found');
