@@ -7,7 +7,7 @@ import { requestLog } from './http/request-log.js';
 import { authentication } from './http/security.js';
 import { rateLimits } from './http/rate-limit.js';
 import { docsPage } from './http/docs.js';
-import { httpMetrics, metricsEndpoint } from './http/metrics.js';
+import { metricsEndpoint, recordHttpMetrics } from './http/metrics.js';
 import { registerEngineMetrics } from './engine/metrics.js';
 import { dashboard } from './dashboard/index.js';
 import { isReady } from './db/knex.js';
@@ -28,24 +28,23 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   if (options.precompile) precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');
-  app.use(requestLog(deps.logger));
-  app.use(httpMetrics());
+  app.use(requestLog(deps.logger, recordHttpMetrics));
   registerEngineMetrics(deps);
 
   app.get('/v1/openapi.yaml', (_req, res) => {
     res.type('application/yaml').sendFile(SPEC_PATH);
   });
   // The API comes before the other routes: it takes nearly every request, and express tries each
-  // route in turn. Each /v1 request is matched to its operation once, here: the body parser and
-  // the metrics use it.
+  // route in turn. Each /v1 request is matched to its operation once, here: the body parser, the
+  // metrics and the contract's router (apiMiddleware) use it.
   const route: RequestHandler = (req, res, next) => {
-    res.locals.operationId = api.router.matchOperation({ method: req.method, path: req.path, headers: {} })?.operationId;
+    res.locals.operation = api.router.matchOperation({ method: req.method, path: req.path, headers: {} });
     next();
   };
   // Only methods that carry a body in the contract get one parsed; a body on GET or DELETE is ignored.
   // A request that matches no operation is not read at all: its answer is the router's 404 or 405.
   const json = express.json({ limit: BODY_LIMIT });
-  const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) && res.locals.operationId ? json(req, res, next) : next());
+  const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) && res.locals.operation ? json(req, res, next) : next());
   // The rate limit comes before the body is read, so a refused request costs no parsing and every
   // answer, a body parser's 400 and 413 included, carries the RateLimit headers. The five steps are
   // one layer, so express's router strips and restores the /v1 prefix once, not five times.

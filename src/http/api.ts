@@ -63,7 +63,7 @@ class HeraldBackend extends OpenAPIBackend {
     const context = { api: this } as unknown as Context;
     let operation: Operation;
     try {
-      operation = this.router.matchOperation(req, true) as Operation;
+      operation = (req as MatchedRequest).operation ?? (this.router.matchOperation(req, true) as Operation);
     } catch (err) {
       context.request = this.router.parseRequest(req);
       const notFoundHandler = handlers['404'] ?? handlers.notFound;
@@ -207,6 +207,8 @@ function requestShapeOf(operation: Operation): RequestShape {
 
 type Router = OpenAPIBackend['router'];
 type RawRequest = Parameters<Router['parseRequest']>[0];
+/** A request its caller has already matched to an operation (apiMiddleware): it is not matched again. */
+type MatchedRequest = RawRequest & { operation?: Operation };
 
 // The path matcher openapi-backend's router uses, loaded from openapi-backend's own dependencies.
 const requireFromBackend = createRequire(createRequire(import.meta.url).resolve('openapi-backend'));
@@ -493,15 +495,17 @@ export function sendJson(res: Response, status: number, body: unknown): void {
   res.end(text);
 }
 
-/** Express glue: hand each request to the backend and anything thrown to the error handler. */
+/**
+ * Express glue: hand each request to the backend and anything thrown to the error handler. The
+ * operation the route matched (`res.locals.operation`, app.ts) goes with it; without one the
+ * backend's own matching answers the 404 or 405.
+ */
 export function apiMiddleware(api: OpenAPIBackend) {
   return (req: Request, res: Response, next: (err?: unknown) => void) => {
+    const operation = res.locals.operation as Operation | undefined;
+    const request: MatchedRequest = { method: req.method, path: req.path, body: req.body, query: req.query as never, headers: req.headers as never, operation };
     api
-      .handleRequest(
-        { method: req.method, path: req.path, body: req.body, query: req.query as never, headers: req.headers as never },
-        req,
-        res,
-      )
+      .handleRequest(request, req, res)
       .catch((err: unknown) => {
         const error = err instanceof URIError ? malformedPath() : err;
         return error instanceof HttpError ? sendError(req, res, error) : next(error);

@@ -1,4 +1,5 @@
 import type { RequestHandler } from 'express';
+import type { FinishedResponse } from './request-log.js';
 import { httpRequestDuration, httpRequests, metricsRegistry } from '../metrics.js';
 
 /** Routes outside the contract, named like operations so that every label stays a small fixed set. */
@@ -10,29 +11,25 @@ const FIXED_ROUTES: Record<string, string> = {
   '/v1/openapi.yaml': 'getOpenApiSpec',
 };
 
-/**
- * Counts and times every response under the operationId the contract's router matched for it
- * (`res.locals.operationId`, set once per /v1 request); anything the router does not know (a wrong
- * path or method) counts as `notFound`.
- */
-export function httpMetrics(): RequestHandler {
-  const operationOf = (path: string, matched: string | undefined): string => {
-    if (matched) return matched;
-    const fixed = FIXED_ROUTES[path.replace(/\/+$/, '') || '/'];
-    if (fixed) return fixed;
-    if (path === '/dashboard' || path.startsWith('/dashboard/')) return 'dashboard';
-    return 'notFound';
-  };
-  return (req, res, next) => {
-    const stopTimer = httpRequestDuration.startTimer();
-    res.on('finish', () => {
-      const labels = { operation: operationOf(req.originalUrl.split('?')[0], res.locals.operationId), status: String(res.statusCode) };
-      httpRequests.inc(labels);
-      stopTimer(labels);
-    });
-    next();
-  };
+/** An operation's label: a route outside the contract by its fixed name, anything unknown as `notFound`. */
+function operationOf(path: string, matched: string | undefined): string {
+  if (matched) return matched;
+  const fixed = FIXED_ROUTES[path.replace(/\/+$/, '') || '/'];
+  if (fixed) return fixed;
+  if (path === '/dashboard' || path.startsWith('/dashboard/')) return 'dashboard';
+  return 'notFound';
 }
+
+/**
+ * Counts and times a finished response (requestLog calls it) under the operationId the contract's
+ * router matched for it (`res.locals.operation`, set once per /v1 request); anything the router
+ * does not know (a wrong path or method) counts as `notFound`.
+ */
+export const recordHttpMetrics: FinishedResponse = (req, res, seconds) => {
+  const labels = { operation: operationOf(req.originalUrl.split('?')[0], res.locals.operation?.operationId), status: String(res.statusCode) };
+  httpRequests.inc(labels);
+  httpRequestDuration.observe(labels, seconds);
+};
 
 /** GET /metrics in Prometheus's text format. */
 export const metricsEndpoint: RequestHandler = async (_req, res) => {

@@ -1,30 +1,27 @@
 import { randomUUID } from 'node:crypto';
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { Logger } from '../logger.js';
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** Something else to do with every finished response, given the seconds it took (the HTTP metrics). */
+export type FinishedResponse = (req: Request, res: Response, seconds: number) => void;
+
 /**
  * Gives every request an id (the caller's X-Request-Id when it is a sane one), echoes it, and logs
- * one JSON line per response with it.
+ * one JSON line per response with it. `alsoOnFinish` run on the same timing, from the same
+ * listener: one clock reading and one listener a response, however many things observe it.
  */
-export function requestLog(logger: Logger): RequestHandler {
+export function requestLog(logger: Logger, ...alsoOnFinish: FinishedResponse[]): RequestHandler {
   return (req, res, next) => {
     const incoming = req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && SAFE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('X-Request-Id', requestId);
     const started = process.hrtime.bigint();
     res.on('finish', () => {
-      logger.info(
-        {
-          requestId,
-          method: req.method,
-          path: req.originalUrl.split('?')[0],
-          status: res.statusCode,
-          ms: Number(process.hrtime.bigint() - started) / 1e6,
-        },
-        'request',
-      );
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      logger.info({ requestId, method: req.method, path: req.originalUrl.split('?')[0], status: res.statusCode, ms }, 'request');
+      for (const observe of alsoOnFinish) observe(req, res, ms / 1000);
     });
     next();
   };

@@ -1,7 +1,7 @@
 import type { RequestHandler } from 'express';
 import type { Db } from '../db/knex.js';
 import type { Deps } from '../deps.js';
-import { findKeyOwner } from '../db/repos/accounts.js';
+import { findKeyOwner, type KeyOwner } from '../db/repos/accounts.js';
 import { cachedKeyOwner } from '../accounts/key-cache.js';
 import { hashApiKey, sameDigest } from '../accounts/keys.js';
 import type { Auth } from './types.js';
@@ -36,8 +36,8 @@ export async function authenticate(
     return { ok: false, reason: 'Malformed Authorization header: expected "Bearer <key>" or "ApiKey <key>"' };
   }
   const digest = hashApiKey(match[2]);
-  const owner = await cachedKeyOwner(db, digest, keyCache.ttlMs, findKeyOwner, keyCache.now);
-  if (!owner || !sameDigest(owner.keyHash, digest)) return { ok: false, scheme, reason: 'Invalid API key' };
+  const owner = await cachedKeyOwner(db, digest, keyCache.ttlMs, findMatchingKeyOwner, keyCache.now);
+  if (!owner) return { ok: false, scheme, reason: 'Invalid API key' };
   if (owner.revoked) return { ok: false, scheme, reason: 'This API key has been revoked' };
   return {
     ok: true,
@@ -45,6 +45,15 @@ export async function authenticate(
     auth: { organizationId: owner.organizationId, environmentId: owner.environmentId },
     plan: { plan: owner.plan, ratePerMinute: owner.ratePerMinute, burst: owner.burst },
   };
+}
+
+/**
+ * The owner of the key with this digest, its stored digest compared in constant time once more (a
+ * remembered owner was compared when it was read, and the cache is keyed by the exact digest).
+ */
+async function findMatchingKeyOwner(db: Db, digest: string): Promise<KeyOwner | undefined> {
+  const owner = await findKeyOwner(db, digest);
+  return owner && sameDigest(owner.keyHash, digest) ? owner : undefined;
 }
 
 /**
