@@ -1,6 +1,6 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Context } from 'openapi-backend';
-import { apiMiddleware, createBackend, SPEC_PATH, validationDetails, sendJson } from './api.js';
+import { apiMiddleware, createBackend, sendJson, SPEC_PATH, validationDetails } from './api.js';
 import { badRequest, errorHandler, HttpError, notFound, sendError, unauthorized } from './errors.js';
 import type { Logger } from '../logger.js';
 import { requestLog } from './request-log.js';

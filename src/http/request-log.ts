@@ -9,8 +9,8 @@ export type FinishedResponse = (req: Request, res: Response, seconds: number) =>
 
 /**
  * Gives every request an id (the caller's X-Request-Id when it is a sane one), echoes it, and logs
- * one JSON line per response with it. `alsoOnFinish` run on the same timing, from the same
- * listener: one clock reading and one listener a response, however many things observe it.
+ * one JSON line per response with it. Each of `alsoOnFinish` runs from the same listener, on the
+ * same timing: one listener and one clock reading a response, however many things observe it.
  */
 export function requestLog(logger: Logger, ...alsoOnFinish: FinishedResponse[]): RequestHandler {
   return (req, res, next) => {
