@@ -89,11 +89,14 @@ function startWriting(db: Db, queue: Queue): void {
 }
 
 async function write(db: Db, batch: Waiting[]): Promise<void> {
+  const alone = (waiting: Waiting) => insertNewEvent(db, waiting.rows).then(waiting.resolve, waiting.reject);
+  // A lone event's own statement is already the one to fall back on: it is not sent twice.
+  if (batch.length === 1) return alone(batch[0]);
   try {
-    const inserted = batch.length === 1 ? [await insertNewEvent(db, batch[0].rows)] : await insertTogether(db, batch.map((waiting) => waiting.rows));
+    const inserted = await insertTogether(db, batch.map((waiting) => waiting.rows));
     batch.forEach((waiting, i) => waiting.resolve(inserted[i]));
   } catch {
-    await Promise.all(batch.map((waiting) => insertNewEvent(db, waiting.rows).then(waiting.resolve, waiting.reject)));
+    await Promise.all(batch.map(alone));
   }
 }
 

@@ -72,6 +72,12 @@ describe('POST /events/trigger (triggerEvent)', () => {
     expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(isForeignKeyViolation((outcomes[1] as PromiseRejectedResult).reason)).toBe(true);
     expect((await t.db('events').whereIn('transaction_id', ['alone-1', 'alone-2', 'alone-3']).orderBy('transaction_id')).map((row) => row.transaction_id)).toEqual(['alone-1', 'alone-3']);
+
+    // An event written alone that fails is not sent a second time.
+    const recording = recordQueries(t.db, /INSERT INTO "events"/i);
+    const lone = await insertNewEventAmongOthers(t.db, rowsOf('alone-4', 'no-such-environment')).catch((err: unknown) => err);
+    expect(isForeignKeyViolation(lone)).toBe(true);
+    expect(recording.stop()).toHaveLength(1);
   });
 
   it('generates time-ordered transaction ids (UUID version 7), each after the one before', async () => {
