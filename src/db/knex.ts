@@ -316,7 +316,6 @@ export async function migrate(db: Db): Promise<void> {
   await db.migrate.latest({ migrationSource });
 }
 
-
 /** The database answers and every migration has run. */
 export async function isReady(db: Db): Promise<boolean> {
   try {
