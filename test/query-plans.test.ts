@@ -123,6 +123,16 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
     }
   });
 
+  it('plans every claim afresh, so no plan made for a smaller queue outlives it', async () => {
+    // A statement kept prepared soon runs one generic plan, made for the table as it was then: one
+    // made while the queue was nearly empty scanned every job on each claim once there were many.
+    const kept = await testDb.db.transaction(async (trx) => {
+      for (let i = 0; i < 8; i++) await claimDueJobs(trx as never, { owner: 'plans', now: new Date(), leaseMs: 60_000, limit: 500 });
+      return (await trx.raw(`SELECT name FROM pg_prepared_statements WHERE statement LIKE 'WITH due AS%'`)).rows;
+    });
+    expect(kept).toEqual([]);
+  });
+
   it('counts the queue for /metrics from the same partial indexes', async () => {
     // A count has no limit to stop its read early, so its plan follows the statistics: fresh ones here.
     await testDb.db.raw('ANALYZE jobs');

@@ -1,5 +1,5 @@
 import type { Db, Runner } from '../knex.js';
-import { changeRows, isPostgres, preparedRaw, selectRows } from '../knex.js';
+import { changeRows, isPostgres, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
@@ -130,8 +130,11 @@ export async function claimDueJobs(db: Db, options: { owner: string; now: Date; 
   const skipLocked = postgres ? 'FOR UPDATE SKIP LOCKED' : '';
   // SQLite would rather read its (status, run_at) index and sort every due job (see the migration).
   const from = (index: string) => (postgres ? 'jobs' : `jobs INDEXED BY ${index}`);
-  const result = await preparedRaw(
-    db,
+  // Planned afresh each time (not preparedRaw's kept statement): PostgreSQL soon settles a kept
+  // statement on one generic plan, made for the table as it was. One made while the queue was
+  // nearly empty scanned the whole table on every claim once it held 100,000 jobs (6–12 ms a
+  // claim, against 0.06 ms through the partial indexes); planning costs ~0.2 ms.
+  const result = await db.raw(
     `WITH due AS (
        SELECT id, run_at FROM ${from('jobs_due')} WHERE status IN ('pending', 'queued', 'delayed') AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}
      ), lapsed AS (
