@@ -12,6 +12,7 @@ import { insertRows } from '../src/db/insert-rows.js';
 import { eventRow } from '../src/db/repos/events.js';
 import { claimDueJobs, JOBS_BY_STATUS, jobRow, queueDepth, QUEUE_DEPTH } from '../src/db/repos/jobs.js';
 import { newId } from '../src/ids.js';
+import { fanoutBatch } from '../src/engine/execute.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
 import { recordQueries } from './helpers/queries.js';
 
@@ -20,6 +21,9 @@ const JOBS = 5_000;
 
 let testDb: TestDb;
 let environmentId: string;
+let topicId: string;
+/** The subscribers' internal ids, in order: a topic of all of them is walked in this order. */
+let memberKeys: string[];
 
 beforeAll(async () => {
   testDb = await createTestDb();
@@ -38,6 +42,11 @@ beforeAll(async () => {
   const rows = Array.from({ length: SUBSCRIBERS }, (_, i) => ({ id: newId(), environment_id: environmentId, subscriber_id: `subscriber-${i}`, data: '{}', created_at: at, updated_at: at }));
   await insertRows(db, 'subscribers', rows);
   await db.raw('ANALYZE subscribers');
+  topicId = newId();
+  await insertRows(db, 'topics', [{ id: topicId, environment_id: environmentId, topic_key: 'everyone', name: 'Everyone', created_at: at, updated_at: at }]);
+  await insertRows(db, 'topic_subscribers', rows.map((row) => ({ topic_id: topicId, subscriber_id: row.id, created_at: at })));
+  await db.raw('ANALYZE topic_subscribers');
+  memberKeys = rows.map((row) => row.id).sort();
 
   // A backlog of due jobs, analyzed, then all done: the statistics still say every job is due,
   // as they do on a server that analyzed the table while a backlog waited.
@@ -131,6 +140,17 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
       return (await trx.raw(`SELECT name FROM pg_prepared_statements WHERE statement LIKE 'WITH due AS%'`)).rows;
     });
     expect(kept).toEqual([]);
+  });
+
+  it("reads a fan-out batch's subscribers from the cursor on, not from the first one", async () => {
+    const cursor = memberKeys[1_499];
+    const read = () => fanoutBatch(testDb.db, { topicIds: [topicId], exclude: [], cursor });
+    expect((await read()).map((member) => member.key)).toEqual(memberKeys.slice(1_500));
+    // Every read of subscribers is bounded: by the cursor, or by the member it is joined to.
+    const lines = (await planOf(read)).split('\n');
+    const reads = lines.flatMap((line, i) => (/ on subscribers s\b/.test(line) ? [`${line}\n${lines[i + 1]}`] : []));
+    expect(reads.length).toBeGreaterThan(0);
+    for (const scan of reads) expect(scan).toMatch(/Index (Only )?Scan .*\n\s*Index Cond: /);
   });
 
   it('counts the queue for /metrics from the same partial indexes', async () => {

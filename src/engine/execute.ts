@@ -4,6 +4,7 @@
 import type { Knex } from 'knex';
 import type { Deps } from '../deps.js';
 import { writeTransaction } from '../db/group-commit.js';
+import type { Runner } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, digestFollowers, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
@@ -88,34 +89,51 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
   return { status: 'queued', runAt, detail: { status: 'failed', text: `${text}; retrying at ${runAt.toISOString()}`, raw } };
 }
 
+/** Where a topic fan-out stands: its topics, the members left out, its shard, and the last member done. */
+export interface FanoutPosition {
+  topicIds: string[];
+  exclude: string[];
+  shard?: FanoutShard;
+  cursor?: string;
+}
+
+/**
+ * The next FANOUT_BATCH members of a fan-out, in subscriber-id order after the cursor. One topic's
+ * members come straight from its (topic, subscriber) key, in order, a batch at a time; members of
+ * several topics come once (DISTINCT), which costs a sort of the members still to come. Exported
+ * for its plan's test.
+ */
+export async function fanoutBatch(db: Runner, { topicIds, exclude, shard, cursor }: FanoutPosition): Promise<Array<{ key: string; subscriberId: string }>> {
+  const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
+  const query = db('topic_subscribers as ts')
+    .join('subscribers as s', 's.id', 'ts.subscriber_id')
+    .whereIn('ts.topic_id', topicIds)
+    .orderBy('ts.subscriber_id')
+    .limit(FANOUT_BATCH);
+  if (topicIds.length > 1) query.distinct(columns);
+  else query.select(columns);
+  // The cursor bounds both sides of the join: PostgreSQL carries an equality across a join but not
+  // a range, so merge-joined subscribers were read from the first one on every batch.
+  if (cursor) query.where('ts.subscriber_id', '>', cursor).where('s.id', '>', cursor);
+  if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
+  whereInShard(query, 'ts.subscriber_id', shard);
+  return query;
+}
+
 /**
  * One batch of a topic fan-out, in one transaction with the notifications and jobs it creates. The
  * job runs again, from where the batch ended, until a batch comes back short. A batch run twice
  * (after a crash) creates nothing twice: notifications are unique per (event, subscriber).
  */
 async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
-  const { topicIds, exclude, shard, cursor } = job.state as { topicIds: string[]; exclude: string[]; shard?: FanoutShard; cursor?: string };
+  const { topicIds, exclude, shard, cursor } = job.state as unknown as FanoutPosition;
   const now = ctx.deps.clock.now();
   try {
     await ctx.deps.db.transaction(async (trx) => {
       const event = (await findEvent(trx, job.eventId, true))!;
       let change: JobUpdate = { status: 'canceled' };
       if (!event.canceledAt) {
-        // Walked in subscriber-id order, from the cursor. One topic's members come straight from its
-        // (topic, subscriber) key, in order, a batch at a time; members of several topics come once
-        // (DISTINCT), which costs a sort of the members still to come.
-        const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
-        const query = trx('topic_subscribers as ts')
-          .join('subscribers as s', 's.id', 'ts.subscriber_id')
-          .whereIn('ts.topic_id', topicIds)
-          .orderBy('ts.subscriber_id')
-          .limit(FANOUT_BATCH);
-        if (topicIds.length > 1) query.distinct(columns);
-        else query.select(columns);
-        if (cursor) query.where('ts.subscriber_id', '>', cursor);
-        if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
-        whereInShard(query, 'ts.subscriber_id', shard);
-        const batch: Array<{ key: string; subscriberId: string }> = await query;
+        const batch = await fanoutBatch(trx, { topicIds, exclude, shard, cursor });
         if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, batch, now);
         else await startNotifications(trx, event, batch, now);
         change =
