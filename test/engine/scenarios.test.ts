@@ -172,7 +172,7 @@ describe('a chat step', () => {
   });
 
   // PostgreSQL parses and plans an unnamed statement on every run: a chat job is a dozen statements.
-  it.runIf(testDatabaseUrl())('keeps every statement of a chat send prepared on PostgreSQL', async () => {
+  it.runIf(testDatabaseUrl())('keeps every statement of a chat send prepared on PostgreSQL but the claim', async () => {
     const hook = await startHttpPeer(() => ({ status: 200, body: 'ok' }));
     try {
       await t.a.post('/v1/subscribers', { subscriberId: 'prepared-chat' }).expect(201);
@@ -183,7 +183,10 @@ describe('a chat step', () => {
       const statements = recording.stop().filter((query) => !/^(BEGIN|COMMIT|ROLLBACK)\b/i.test(query.sql.trim()));
       expect((await notificationOf(tx)).status).toBe('completed');
       expect(statements.length).toBeGreaterThan(5);
-      expect(statements.filter((query) => !query.name).map((query) => query.sql)).toEqual([]);
+      // All but the claim, which is planned afresh each time (its own test in query-plans.test.ts).
+      const unnamed = statements.filter((query) => !query.name).map((query) => query.sql.trim());
+      expect(unnamed.filter((sql) => !sql.startsWith('WITH due AS'))).toEqual([]);
+      expect(unnamed.length).toBeGreaterThan(0);
     } finally {
       await hook.close();
     }
