@@ -113,7 +113,7 @@ export async function fanoutBatch(db: Runner, { topicIds, exclude, shard, cursor
   if (topicIds.length > 1) query.distinct(columns);
   else query.select(columns);
   // The cursor bounds both sides of the join: PostgreSQL carries an equality across a join but not
-  // a range, so merge-joined subscribers were read from the first one on every batch.
+  // a range, so a merge join would read subscribers from the first one on every batch.
   if (cursor) query.where('ts.subscriber_id', '>', cursor).where('s.id', '>', cursor);
   if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
   whereInShard(query, 'ts.subscriber_id', shard);
