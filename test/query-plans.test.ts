@@ -136,7 +136,7 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
     // A statement kept prepared soon runs one generic plan, made for the table as it was then: one
     // made while the queue was nearly empty scanned every job on each claim once there were many.
     const kept = await testDb.db.transaction(async (trx) => {
-      for (let i = 0; i < 8; i++) await claimDueJobs(trx as never, { owner: 'plans', now: new Date(), leaseMs: 60_000, limit: 500 });
+      for (let i = 0; i < 8; i++) await claimDueJobs(trx, { owner: 'plans', now: new Date(), leaseMs: 60_000, limit: 500 });
       return (await trx.raw(`SELECT name FROM pg_prepared_statements WHERE statement LIKE 'WITH due AS%'`)).rows;
     });
     expect(kept).toEqual([]);

@@ -126,19 +126,19 @@ export async function fanoutBatch(db: Runner, { topicIds, exclude, shard, cursor
  * (after a crash) creates nothing twice: notifications are unique per (event, subscriber).
  */
 async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
-  const { topicIds, exclude, shard, cursor } = job.state as unknown as FanoutPosition;
+  const position = job.state as unknown as FanoutPosition;
   const now = ctx.deps.clock.now();
   try {
     await ctx.deps.db.transaction(async (trx) => {
       const event = (await findEvent(trx, job.eventId, true))!;
       let change: JobUpdate = { status: 'canceled' };
       if (!event.canceledAt) {
-        const batch = await fanoutBatch(trx, { topicIds, exclude, shard, cursor });
+        const batch = await fanoutBatch(trx, position);
         if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, batch, now);
         else await startNotifications(trx, event, batch, now);
         change =
           batch.length === FANOUT_BATCH
-            ? { status: 'pending', runAt: now, state: { topicIds, exclude, shard, cursor: batch.at(-1)!.key } }
+            ? { status: 'pending', runAt: now, state: { ...position, cursor: batch.at(-1)!.key } }
             : { status: 'completed' };
       }
       if (!(await updateClaimedJob(trx, job.id, ctx.owner, change, now))) throw new LeaseLost();
