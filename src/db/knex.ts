@@ -96,10 +96,12 @@ const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?|\bRETURNING|,)\s+(?:"?\w+"?\.)
 /**
  * A raw statement that PostgreSQL parses and plans once per connection: it runs as a named
  * prepared statement (a probe: a workflow lookup 200–290 → 100–150 µs, and a third less of the
- * client's CPU). For the statements of every request and every batch, whose text carries no values.
- * A statement with many values, or any text past the first 200, runs unnamed, so texts that vary
- * cannot fill the server's memory; so does one that reads `*` (EVERY_COLUMN). SQLite runs it as any
- * raw statement.
+ * client's CPU). For the statements of every request and every batch, whose text carries no values
+ * and whose best plan does not change as a table grows (lookups by key): PostgreSQL soon runs a kept
+ * statement on one generic plan, made once, so a statement that ranges over a growing table (the
+ * worker's claim) is sent with `db.raw` and planned each time. A statement with many values, or any
+ * text past the first 200, runs unnamed, so texts that vary cannot fill the server's memory; so does
+ * one that reads `*` (EVERY_COLUMN). SQLite runs it as any raw statement.
  */
 export function preparedRaw(db: Runner, sql: string, bindings: readonly unknown[]): Knex.Raw {
   const raw = db.raw(sql, bindings as never[]);
