@@ -14,7 +14,7 @@
 //   --duration S       seconds per HTTP row (default 10)      --warmup S   seconds of warm-up (default 2)
 //   --connections N    open connections (default 50)          --threads N  wrk threads (default 1)
 //   --subscribers N    fan-out topic size (default 10,000)    --deliveries N  chat jobs (default 2,000)
-//   --profile [DIR]    run the API and the workers with --cpu-prof, profiles into DIR (bench/profiles)
+//   --profile [DIR]    run every process (API, workers, baseline, stack floor) with --cpu-prof, profiles into DIR (bench/profiles)
 //   --node-args="…"    extra Node flags for the API and worker processes, e.g. --node-args="--max-semi-space-size=4"
 //   --logs DIR         write every child process's output to DIR/<database>-<process>.log
 //   --json FILE        also write the figures as JSON
@@ -252,10 +252,12 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
   const children: NodeChild[] = [];
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-bench-run-'));
   const logOf = (name: string) => (options.logsDir ? path.join(options.logsDir, `${kind}-${name}.log`) : undefined);
-  const profileArgs = (name: string) =>
-    // One folder per process: each thread of a process writes a profile of its own
-    // (CPU.<date>.<time>.<pid>.<thread>.…; the main thread's is the largest, thread id 0).
-    [...options.nodeArgs, ...(options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(options.profileDir, `${kind}-${name}-${Date.now()}`)}`] : [])];
+  // One folder per process: each thread of a process writes a profile of its own
+  // (CPU.<date>.<time>.<pid>.<thread>.…; the main thread's is the largest, thread id 0).
+  const cpuProfileArgs = (name: string) =>
+    options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(options.profileDir, `${kind}-${name}-${Date.now()}`)}`] : [];
+  // Herald's processes run with --node-args; the baseline and the stack floor as they are.
+  const profileArgs = (name: string) => [...options.nodeArgs, ...cpuProfileArgs(name)];
   try {
     const { db } = bench;
     // Seed: an organization, a key, the subscribers and a topic of all of them.
@@ -334,7 +336,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         routes: Object.entries(specs).map(([id, spec]) => ({ method: spec.method, path: spec.basePath, status: spec.status, body: answers[id] })),
       }),
     );
-    const baseline = startNode('baseline', 'dist/bench/baseline.js', [routesFile], {}, [], logOf('baseline'));
+    const baseline = startNode('baseline', 'dist/bench/baseline.js', [routesFile], {}, cpuProfileArgs('baseline'), logOf('baseline'));
     children.push(baseline);
     await waitForHttp(baseline, `http://127.0.0.1:${baselinePort}/health`);
     await waitIdle(baseline.pid);
@@ -342,7 +344,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     const floorPort = await freePort();
     const floorRoutesFile = path.join(scratch, 'floor-routes.json');
     fs.writeFileSync(floorRoutesFile, JSON.stringify({ ...JSON.parse(fs.readFileSync(routesFile, 'utf8')), port: floorPort }));
-    const floor = startNode('stack floor', 'dist/bench/stack-floor.js', [floorRoutesFile], {}, [], logOf('stack-floor'));
+    const floor = startNode('stack floor', 'dist/bench/stack-floor.js', [floorRoutesFile], {}, cpuProfileArgs('floor'), logOf('stack-floor'));
     children.push(floor);
     await waitForHttp(floor, `http://127.0.0.1:${floorPort}/health`);
     await waitIdle(floor.pid);
