@@ -25,8 +25,8 @@ function operationOf(path: string, matched: string | undefined): string {
  * router matched for it (`res.locals.operation`, set once per /v1 request); anything the router
  * does not know (a wrong path or method) counts as `notFound`.
  */
-export const recordHttpMetrics: FinishedResponse = (req, res, seconds) => {
-  const labels = { operation: operationOf(req.originalUrl.split('?')[0], res.locals.operation?.operationId), status: String(res.statusCode) };
+export const recordHttpMetrics: FinishedResponse = (_req, res, path, seconds) => {
+  const labels = { operation: operationOf(path, res.locals.operation?.operationId), status: String(res.statusCode) };
   httpRequests.inc(labels);
   httpRequestDuration.observe(labels, seconds);
 };
