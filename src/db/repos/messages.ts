@@ -46,6 +46,9 @@ export async function insertMessages(trx: Runner, messages: NewMessage[], now: D
   );
 }
 
+/** The columns toWire reads, by name: a read of `*` is named row by row on SQLite and not kept prepared on PostgreSQL (knex.ts). */
+const MESSAGE_COLUMNS = ['id', 'subscriber_id', 'notification_id', 'transaction_id', 'workflow_key', 'subject', 'content', 'url', 'seen', 'read', 'seen_at', 'read_at', 'created_at'];
+
 function toWire(row: Record<string, unknown>): InAppMessage {
   const message: InAppMessage = {
     messageId: row.id as string,
@@ -71,10 +74,11 @@ export async function listMessages(
   page: PageRequest,
   filters: { read?: boolean; seen?: boolean },
 ): Promise<Page<InAppMessage>> {
-  const query = db('messages').where({ subscriber_key: subscriberKey }).select('*');
+  const query = db('messages').where({ subscriber_key: subscriberKey }).select(MESSAGE_COLUMNS);
   if (filters.read !== undefined) query.where('read', filters.read);
   if (filters.seen !== undefined) query.where('seen', filters.seen);
   return paginate<Record<string, unknown>, InAppMessage>(
+    db,
     query,
     page,
     [
@@ -86,7 +90,7 @@ export async function listMessages(
 }
 
 export async function findMessage(db: Db, subscriberKey: string, messageId: string): Promise<InAppMessage | undefined> {
-  const row = await db('messages').where({ subscriber_key: subscriberKey, id: messageId }).first();
+  const row = await db('messages').where({ subscriber_key: subscriberKey, id: messageId }).first(MESSAGE_COLUMNS);
   return row ? toWire(row) : undefined;
 }
 

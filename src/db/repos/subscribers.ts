@@ -75,11 +75,12 @@ function scoped(db: Db, environmentId: string) {
   return db('subscribers as s')
     .join('environments as e', 'e.id', 's.environment_id')
     .where('s.environment_id', environmentId)
-    .select('s.*', 'e.organization_id');
+    .select(db.raw(SUBSCRIBER_COLUMNS));
 }
 
 export async function listSubscribers(db: Db, environmentId: string, page: PageRequest): Promise<Page<Subscriber>> {
   return paginate<SubscriberRow, Subscriber>(
+    db,
     scoped(db, environmentId),
     page,
     [
@@ -91,7 +92,7 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
 }
 
 // SubscriberRow's columns by name (subscribers s, environments e): on PostgreSQL a statement that
-// reads `*` is not kept prepared (knex.ts).
+// reads `*` is not kept prepared, and on SQLite its rows are named one by one (knex.ts).
 const SUBSCRIBER_COLUMNS = `s.id, s.environment_id, e.organization_id, s.subscriber_id, s.email, s.first_name, s.last_name,
   s.phone, s.avatar, s.locale, s.timezone, s.data, s.created_at, s.updated_at`;
 

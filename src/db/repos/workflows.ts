@@ -90,6 +90,7 @@ export async function listWorkflows(
     query.whereRaw(`${position} > 0`, [JSON.stringify(filters.tag)]);
   }
   return paginate<WorkflowRow, Workflow>(
+    db,
     query,
     page,
     [
