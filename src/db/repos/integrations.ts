@@ -77,15 +77,16 @@ function scoped(db: Runner, environmentId: string) {
   return db('integrations as i')
     .join('environments as e', 'e.id', 'i.environment_id')
     .where('i.environment_id', environmentId)
-    .select('i.*', 'e.organization_id');
+    .select(db.raw(INTEGRATION_COLUMNS));
 }
 
-/**
- * scoped() as plain SQL, for the reads every send makes: prepared statements, not the query builder,
- * with IntegrationRow's columns named so that PostgreSQL keeps them prepared (knex.ts).
- */
-const SCOPED_SQL = `SELECT i.id, i.environment_id, e.organization_id, i.provider_id, i.channel, i.name, i.identifier, i.credentials,
-  i.active, i.primary_channel, i.created_at, i.updated_at
+// IntegrationRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared, and
+// on SQLite its rows are named one by one (knex.ts).
+const INTEGRATION_COLUMNS = `i.id, i.environment_id, e.organization_id, i.provider_id, i.channel, i.name, i.identifier, i.credentials,
+  i.active, i.primary_channel, i.created_at, i.updated_at`;
+
+/** scoped() as plain SQL, for the reads every send makes: prepared statements, not the query builder. */
+const SCOPED_SQL = `SELECT ${INTEGRATION_COLUMNS}
   FROM integrations AS i JOIN environments AS e ON e.id = i.environment_id WHERE i.environment_id = ?`;
 
 const OLDEST_FIRST = [

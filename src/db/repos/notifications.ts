@@ -100,12 +100,16 @@ function toWire(row: Record<string, unknown>): Notification {
   };
 }
 
+// The columns toWire reads, by name: on SQLite a read of `*` has its rows named one by one (knex.ts).
+const NOTIFICATION_COLUMNS = `n.id, n.environment_id, e.organization_id, n.transaction_id, n.workflow_key, n.subscriber_id,
+  n.channels, n.status, ev.payload, n.created_at, n.updated_at`;
+
 function scoped(db: Db, environmentId: string) {
   return db('notifications as n')
     .join('events as ev', 'ev.id', 'n.event_id')
     .join('environments as e', 'e.id', 'n.environment_id')
     .where('n.environment_id', environmentId)
-    .select('n.*', 'ev.payload', 'e.organization_id');
+    .select(db.raw(NOTIFICATION_COLUMNS));
 }
 
 export interface NotificationFilters {

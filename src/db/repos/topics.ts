@@ -48,11 +48,14 @@ function chunks<T>(items: T[], size: number): T[][] {
   return out;
 }
 
+// TopicRow's columns by name: on SQLite a read of `*` has its rows named one by one (knex.ts).
+const TOPIC_COLUMNS = 't.id, t.environment_id, e.organization_id, t.topic_key, t.name, t.created_at, t.updated_at';
+
 function scoped(db: Db, environmentId: string) {
   return db('topics as t')
     .join('environments as e', 'e.id', 't.environment_id')
     .where('t.environment_id', environmentId)
-    .select('t.*', 'e.organization_id');
+    .select(db.raw(TOPIC_COLUMNS));
 }
 
 /**

@@ -63,7 +63,7 @@ function scoped(db: Db, environmentId: string) {
   return db('workflows as w')
     .join('environments as e', 'e.id', 'w.environment_id')
     .where('w.environment_id', environmentId)
-    .select('w.*', 'e.organization_id');
+    .select(db.raw(WORKFLOW_COLUMNS));
 }
 
 /** LIKE wildcards in user text are matched literally. */
@@ -105,7 +105,8 @@ export async function listWorkflows(
 const ONE_WORKFLOW = `FROM workflows w JOIN environments e ON e.id = w.environment_id
   WHERE w.environment_id = ? AND w.workflow_id = ? LIMIT 1`;
 
-// WorkflowRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared (knex.ts).
+// WorkflowRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared, and on
+// SQLite its rows are named one by one (knex.ts).
 const WORKFLOW_COLUMNS = `w.id, w.environment_id, e.organization_id, w.workflow_id, w.name, w.description, w.tags, w.active,
   w.critical, w.steps, w.payload_schema, w.preference_settings, w.created_at, w.updated_at`;
 
