@@ -85,6 +85,35 @@ describe('selectRows and selectBuilt', () => {
     await db.schema.dropTable('sr_changing');
   });
 
+  it('know a star however the text is written, and follow a column dropped under it', async () => {
+    await db.schema.createTable('sr_dropping', (table) => {
+      table.string('id').primary();
+      table.integer('a');
+      table.integer('b');
+      table.integer('c');
+    });
+    await db('sr_dropping').insert({ id: 'x', a: 1, b: 2, c: 3 });
+    const texts = ['SELECT id,t.* FROM sr_dropping t WHERE id = ?', 'SELECT id, "t".* FROM sr_dropping t WHERE id = ?'];
+    for (const sql of texts) expect(await selectRows(db, sql, ['x'])).toEqual([{ id: 'x', a: 1, b: 2, c: 3 }]);
+    await db.raw('ALTER TABLE sr_dropping DROP COLUMN a');
+    for (const sql of texts) expect(await selectRows(db, sql, ['x'])).toEqual([{ id: 'x', b: 2, c: 3 }]);
+    await db.schema.dropTable('sr_dropping');
+  });
+
+  it("leave to knex a builder made in a transaction, which sees the transaction's writes, and one whose answer knex shapes", async () => {
+    const ids = async (query: ReturnType<typeof db>) => (await selectBuilt<{ id: string }>(db, query)).map((row) => row.id);
+    let seenInTransaction: string[][] = [];
+    await db.transaction(async (trx) => {
+      await trx('sr_items').insert({ id: 'c', name: 'Uncommitted' });
+      seenInTransaction = [await ids(trx('sr_items').select('id').orderBy('id')), await ids(db('sr_items').select('id').orderBy('id').transacting(trx))];
+      await trx.rollback();
+    }).catch(() => undefined);
+    expect(seenInTransaction).toEqual([['a', 'b', 'c'], ['a', 'b', 'c']]);
+    expect(await ids(db('sr_items').select('id').orderBy('id'))).toEqual(['a', 'b']);
+    expect(await selectBuilt(db, db('sr_items').where('id', 'a').first('name'))).toEqual({ name: 'Ann' });
+    expect(await selectBuilt(db, db('sr_items').orderBy('id').pluck('id'))).toEqual(['a', 'b']);
+  });
+
   it('fail, as knex would, once a column a statement names is renamed, rather than answer under the old name', async () => {
     const sql = 'SELECT id, a FROM sr_renamed WHERE id = ?';
     await db.schema.createTable('sr_renamed', (table) => {

@@ -87,13 +87,13 @@ const MAX_PREPARED_TEXTS = 200;
 const MAX_PREPARED_VALUES = 16;
 const preparedNames = new Map<string, string>();
 /**
- * A select list or RETURNING with `*` (quoted by either database's rules). PostgreSQL fixes a named
+ * A select list or RETURNING with `*` (its table quoted or not, by any rule). PostgreSQL fixes a named
  * statement's result columns when it prepares it: once a migration (another process's, in a rolling
  * upgrade) adds a column to the table, every later run on that connection fails with "cached plan
  * must not change result type". On SQLite such a statement's column names are read with each row
  * (readRows).
  */
-const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?|\bRETURNING|,)\s+(?:["`]?\w+["`]?\.)?\*/i;
+const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?\s+|\bRETURNING\s+|,\s*)(?:[["`]?\w+[\]"`]?\.)?\*/i;
 
 /**
  * A raw statement that PostgreSQL parses and plans once per connection: it runs as a named
@@ -214,13 +214,16 @@ export async function selectRows<T>(db: Runner, sql: string, bindings: readonly 
 }
 
 /**
- * The rows of a read built with knex's query builder, run as selectRows runs its statements: on
- * SQLite, outside a transaction, on the read connection, without knex's runner. Anywhere else knex
- * runs it as built; on PostgreSQL that keeps it unnamed, planned afresh each time (a page of a list
- * ranges over a table that grows, which one kept plan would not follow).
+ * The rows of a read built with knex's query builder on `db`, run as selectRows runs its
+ * statements: on SQLite, outside a transaction, on the read connection, without knex's runner.
+ * Anywhere else knex runs it as built; on PostgreSQL that keeps it unnamed, planned afresh each
+ * time (a page of a list ranges over a table that grows, which one kept plan would not follow). So
+ * does a builder made in a transaction or told `.transacting()`, which must see that transaction's
+ * writes, and one whose answer knex shapes (`.first()`, `.pluck()`).
  */
 export async function selectBuilt<T>(db: Runner, query: Knex.QueryBuilder): Promise<T[]> {
-  const read = isPostgres(db as Db) || db.isTransaction ? undefined : readConnections.get(db as Db);
+  const plainSelect = (query as unknown as { _method: string })._method === 'select' && query.client === db.client;
+  const read = !plainSelect || isPostgres(db as Db) || db.isTransaction ? undefined : readConnections.get(db as Db);
   if (!read) return (await query) as T[];
   const { sql, bindings } = query.toSQL();
   return readRows<T>(read, sql, bindings.map(sqliteValue));
