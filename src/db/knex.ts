@@ -241,7 +241,8 @@ const columnNames = new WeakMap<Database.Statement, string[] | null>();
  * arrays and named here cost a third of that (a page of 100 subscribers: 235 → 144 µs). The names
  * are read once, which holds for a text that names its columns: a change of schema cannot rename
  * them, only make the statement fail. A statement that reads `*` is prepared again by SQLite when
- * a column is added, dropped or renamed, so its rows keep better-sqlite3's own names.
+ * a column is added, dropped or renamed, so its rows keep better-sqlite3's own names. Only
+ * readRows runs the read connection's kept statements, so the raw mode it sets stays its own.
  */
 function readRows<T>(read: ReadConnection, sql: string, bindings: readonly unknown[]): T[] {
   read.connection ??= openReadConnection(read.file);
