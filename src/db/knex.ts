@@ -222,8 +222,9 @@ export async function selectRows<T>(db: Runner, sql: string, bindings: readonly 
  * writes, and one whose answer knex shapes (`.first()`, `.pluck()`).
  */
 export async function selectBuilt<T>(db: Runner, query: Knex.QueryBuilder): Promise<T[]> {
+  // Only a SQLite database itself has a read connection: a transaction or PostgreSQL has none.
   const plainSelect = (query as unknown as { _method: string })._method === 'select' && query.client === db.client;
-  const read = !plainSelect || isPostgres(db as Db) || db.isTransaction ? undefined : readConnections.get(db as Db);
+  const read = plainSelect ? readConnections.get(db as Db) : undefined;
   if (!read) return (await query) as T[];
   const { sql, bindings } = query.toSQL();
   return readRows<T>(read, sql, bindings.map(sqliteValue));
@@ -252,11 +253,11 @@ function readRows<T>(read: ReadConnection, sql: string, bindings: readonly unkno
     names = EVERY_COLUMN.test(sql) ? null : namesOf(statement.raw(true));
     columnNames.set(statement, names);
   }
-  if (!names) return statement.all(...bindings) as T[];
-  const rows = statement.all(...bindings) as unknown[][];
+  const rows = statement.all(...bindings);
+  if (!names) return rows as T[];
   const objects = new Array<Record<string, unknown>>(rows.length);
   for (let r = 0; r < rows.length; r++) {
-    const row = rows[r];
+    const row = rows[r] as unknown[];
     // Of two columns with one name the last wins, as in better-sqlite3's own objects.
     const object: Record<string, unknown> = {};
     for (let c = 0; c < names.length; c++) object[names[c]] = row[c];
