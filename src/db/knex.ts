@@ -7,6 +7,7 @@ import { migrationSource } from './migrations/index.js';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { DEFAULT_POSTGRES_POOL_MAX } from '../config.js';
 import { isPostgres } from './dialect.js';
+import { StatementCache } from './statement-cache.js';
 
 export { isPostgres };
 
@@ -34,7 +35,19 @@ interface PreparingConnection {
   prepare(sql: string): unknown;
 }
 
-const STATEMENT_CACHE_SIZE = 1000;
+/**
+ * The text each SQLite connection keeps its prepared statements for, in characters: about 9 MB
+ * prepared (statement-cache.ts). A request's statements take a tenth of it, a fan-out batch's
+ * inserts of 500 rows a fifth.
+ */
+export const STATEMENT_CACHE_CHARS = 256 * 1024;
+
+const statementCaches = new WeakMap<object, StatementCache<unknown>>();
+
+/** The statements a SQLite connection keeps (for tests). */
+export function statementCacheOf(conn: object): StatementCache<unknown> | undefined {
+  return statementCaches.get(conn);
+}
 
 /**
  * knex prepares every SQLite statement afresh, which costs more than running it for the small
@@ -43,16 +56,9 @@ const STATEMENT_CACHE_SIZE = 1000;
  */
 function cachePreparedStatements(conn: PreparingConnection): void {
   const prepare = conn.prepare.bind(conn);
-  const statements = new Map<string, unknown>();
-  conn.prepare = (sql: string) => {
-    let statement = statements.get(sql);
-    if (statement === undefined) {
-      if (statements.size >= STATEMENT_CACHE_SIZE) statements.clear();
-      statement = prepare(sql);
-      statements.set(sql, statement);
-    }
-    return statement;
-  };
+  const statements = new StatementCache<unknown>(STATEMENT_CACHE_CHARS);
+  statementCaches.set(conn, statements);
+  conn.prepare = (sql: string) => statements.get(sql, prepare);
 }
 
 interface CompilingClient {
