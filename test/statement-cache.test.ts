@@ -1,10 +1,10 @@
 // The prepared statements a SQLite connection keeps (statement-cache.ts): a text from its second
 // use on, within a budget of text, the least recently used out first. A prepared statement's memory
 // grows with its text, and texts vary with the rows an insert writes and the values an IN list
-// holds: a text used once is not kept.
+// holds: a text used once is not kept, and inList writes a dozen texts for every length.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
-import { statementCacheOf, STATEMENT_CACHE_CHARS, type Db } from '../src/db/knex.js';
+import { inList, selectRows, statementCacheOf, STATEMENT_CACHE_CHARS, type Db } from '../src/db/knex.js';
 import { insertRows } from '../src/db/insert-rows.js';
 import { StatementCache } from '../src/db/statement-cache.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
@@ -110,6 +110,18 @@ describe.skipIf(testDatabaseUrl())('the statements a SQLite connection keeps', (
     expect(cache.has(inserts[300])).toBe(true);
     expect(await db('sc_items').count({ n: '*' })).toEqual([{ n: (300 * 301) / 2 + 300 }]);
     expect(await db('sc_items').where({ id: 'r300-299' }).first()).toEqual(row('r300-299'));
+  });
+
+  it('reads IN lists of 1 to 300 values with ten texts, each matching exactly the values listed', async () => {
+    const texts = await preparedBy(async (trx) => {
+      for (let count = 1; count <= 300; count++) {
+        const ids = Array.from({ length: count }, (_, i) => `r300-${i}`);
+        const list = inList(trx, 'id', ids);
+        const rows = await selectRows<{ id: string }>(trx, `SELECT id FROM sc_items WHERE ${list.sql}`, list.bindings);
+        expect(rows.map((found) => found.id).sort()).toEqual([...ids].sort());
+      }
+    });
+    expect(new Set(texts).size).toBe(10); // 1, 2, 4, … 512 values
   });
 
   it('keeps no more text than its budget however many long texts pass through it, the last used among them', async () => {

@@ -189,7 +189,12 @@ export async function queryPostgres(db: Runner, sql: string, bindings: readonly 
  */
 export function inList(db: Runner, column: string, values: readonly string[]): { sql: string; bindings: string[] } {
   if (isPostgres(db as Db)) return { sql: `${column} = ANY (ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))`, bindings: [JSON.stringify(values)] };
-  return { sql: `${column} IN (${values.map(() => '?').join(', ')})`, bindings: [...values] };
+  // The list is made as long as the next power of two by repeating its last value, which IN does
+  // not mind: a dozen texts serve every length, each kept prepared (statement-cache.ts).
+  const bindings = [...values];
+  const length = values.length === 0 ? 0 : 2 ** Math.ceil(Math.log2(values.length));
+  while (bindings.length < length) bindings.push(values[values.length - 1]);
+  return { sql: `${column} IN (${bindings.map(() => '?').join(', ')})`, bindings };
 }
 
 /** A SQLite database's read connection, opened on first use (after the migrations). */
