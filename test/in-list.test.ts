@@ -1,5 +1,6 @@
-// inList: `column IN (…)` for a list of values. SQLite gets a placeholder a value; PostgreSQL one JSON
-// parameter, so that one text serves every length and stays a prepared statement.
+// inList: `column IN (…)` for a list of values. SQLite gets a placeholder a value, the list padded to
+// a power of two (statement-cache.test.ts counts its texts); PostgreSQL one JSON parameter, so that
+// one text serves every length and stays a prepared statement.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inList, selectRows, type Db } from '../src/db/knex.js';
 import { insertRows } from '../src/db/insert-rows.js';

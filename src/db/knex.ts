@@ -185,7 +185,8 @@ export async function queryPostgres(db: Runner, sql: string, bindings: readonly 
  * `column IN (…)` for a list of values, written as each database reads it best. PostgreSQL: the
  * list as one JSON parameter made an array, so the text is the same for any length and stays
  * prepared, and the server binds one value instead of hundreds (a read of 500 ids: 1.8 → 0.8 ms);
- * each value is still looked up in the column's index. SQLite: a placeholder a value.
+ * each value is still looked up in the column's index. SQLite: a placeholder a value, the list
+ * padded to a power of two.
  */
 export function inList(db: Runner, column: string, values: readonly string[]): { sql: string; bindings: string[] } {
   if (isPostgres(db as Db)) return { sql: `${column} = ANY (ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))`, bindings: [JSON.stringify(values)] };
