@@ -42,6 +42,12 @@ describe('inList', () => {
     expect(await idsIn(MANY)).toEqual(MANY);
   });
 
+  it('reads a list longer than SQLite could bind padded to a power of two (20,000 values)', async () => {
+    const values = [...MANY, ...Array.from({ length: 19_500 }, (_, i) => `absent-${i}`)];
+    expect(await idsIn(values)).toEqual(MANY);
+    if (!testDatabaseUrl()) expect(inList(db, 'id', values).bindings).toHaveLength(20_000);
+  });
+
   it.runIf(testDatabaseUrl())('is one prepared text on PostgreSQL, whatever the length', async () => {
     const recording = recordQueries(db, /FROM il_items/);
     await idsIn(['v001']);

@@ -48,12 +48,40 @@ describe('StatementCache', () => {
     expect(cache.has('SELECT 1')).toBe(true);
   });
 
-  it('holds no more than its budget however many texts pass through it', () => {
+  it('holds no more than its budget however many texts pass through it, the last one kept', () => {
     const { cache, get } = numbered(1000);
     for (let i = 0; i < 500; i++) {
-      keep(get, `SELECT ${'x, '.repeat(i % 97)}${i}`);
+      const sql = `SELECT ${'x, '.repeat(i % 97)}${i}`;
+      keep(get, sql);
       expect(cache.chars).toBeLessThanOrEqual(1000);
+      expect(cache.has(sql)).toBe(true);
     }
+  });
+
+  it('forgets the texts used once all together when they pass the budget', () => {
+    const { cache, get } = numbered(10);
+    get('SELECT 1');
+    get('SELECT 2'); // 16 characters seen: SELECT 1 is forgotten
+    get('SELECT 1');
+    expect(cache.has('SELECT 1')).toBe(false);
+  });
+
+  it('counts a text that is kept out of those used once', () => {
+    const { cache, get } = numbered(16);
+    keep(get, 'SELECT A'); // no longer among those used once
+    get('SELECT B');
+    get('SELECT C'); // 16 characters seen, not 24: SELECT B is remembered
+    get('SELECT B');
+    expect(cache.has('SELECT B')).toBe(true);
+  });
+
+  it('keeps a text it let go again at its next use', () => {
+    const { cache, get } = numbered(16);
+    keep(get, 'SELECT 1', 'SELECT 2', 'SELECT 3'); // SELECT 1 goes
+    expect(cache.has('SELECT 1')).toBe(false);
+    const again = get('SELECT 1');
+    expect(cache.has('SELECT 1')).toBe(true);
+    expect(get('SELECT 1')).toBe(again);
   });
 });
 

@@ -36,9 +36,9 @@ interface PreparingConnection {
 }
 
 /**
- * The text each SQLite connection keeps its prepared statements for, in characters: about 9 MB
- * prepared (statement-cache.ts). A request's statements take a tenth of it, a fan-out batch's
- * inserts of 500 rows a fifth.
+ * The text each SQLite connection keeps its prepared statements for, in characters: 7–9 MB
+ * prepared (statement-cache.ts), for each of a file's two connections. An in-app fan-out batch's
+ * four inserts of 500 rows take 80 K of it.
  */
 export const STATEMENT_CACHE_CHARS = 256 * 1024;
 
@@ -51,8 +51,9 @@ export function statementCacheOf(conn: object): StatementCache<unknown> | undefi
 
 /**
  * knex prepares every SQLite statement afresh, which costs more than running it for the small
- * queries an API request makes. Statements are kept per connection by their SQL text; knex sets
- * no per-statement mode on them (we never ask for safeIntegers), so reusing one is safe.
+ * queries an API request makes. Statements are kept per connection by their SQL text, from their
+ * second use on (StatementCache); knex sets no per-statement mode on them (we never ask for
+ * safeIntegers), so reusing one is safe.
  */
 function cachePreparedStatements(conn: PreparingConnection): void {
   const prepare = conn.prepare.bind(conn);
@@ -181,20 +182,25 @@ export async function queryPostgres(db: Runner, sql: string, bindings: readonly 
   }
 }
 
+/** The longest IN list inList pads on SQLite: callers read in batches of 500. */
+const MAX_PADDED_LIST = 1024;
+
 /**
  * `column IN (…)` for a list of values, written as each database reads it best. PostgreSQL: the
  * list as one JSON parameter made an array, so the text is the same for any length and stays
  * prepared, and the server binds one value instead of hundreds (a read of 500 ids: 1.8 → 0.8 ms);
  * each value is still looked up in the column's index. SQLite: a placeholder a value, the list
- * padded to a power of two.
+ * padded to a power of two (up to 1,024).
  */
 export function inList(db: Runner, column: string, values: readonly string[]): { sql: string; bindings: string[] } {
   if (isPostgres(db as Db)) return { sql: `${column} = ANY (ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))`, bindings: [JSON.stringify(values)] };
-  // The list is made as long as the next power of two by repeating its last value, which IN does
-  // not mind: a dozen texts serve every length, each kept prepared (statement-cache.ts).
+  // Up to MAX_PADDED_LIST values, the list is made as long as the next power of two by repeating
+  // its last value, which IN does not mind: a dozen texts serve every length, and they recur, so
+  // they are kept prepared (statement-cache.ts). A longer list is sent as it is, padded by no one
+  // past SQLite's 32,766 bound values.
   const bindings = [...values];
-  const length = values.length === 0 ? 0 : 2 ** Math.ceil(Math.log2(values.length));
-  while (bindings.length < length) bindings.push(values[values.length - 1]);
+  const padded = values.length === 0 ? 0 : 2 ** Math.ceil(Math.log2(values.length));
+  if (padded <= MAX_PADDED_LIST) while (bindings.length < padded) bindings.push(values[values.length - 1]);
   return { sql: `${column} IN (${bindings.map(() => '?').join(', ')})`, bindings };
 }
 
@@ -212,7 +218,7 @@ const readConnections = new WeakMap<Db, ReadConnection>();
  * subscriber by id) go through here.
  *
  * On SQLite, outside a transaction, the statement runs on a read-only connection of its own,
- * prepared once: no query builder, pool or promise chain (knex cost more than the lookup), and a
+ * kept prepared from its second use: no query builder, pool or promise chain (knex cost more than the lookup), and a
  * read never waits behind a transaction that holds the writing connection. That connection sees
  * what is committed, as another PostgreSQL connection would. Inside a SQLite transaction it runs
  * on the transaction's connection (`runInSqliteTransaction`); on PostgreSQL it is `queryPostgres`.
