@@ -196,8 +196,8 @@ export function inList(db: Runner, column: string, values: readonly string[]): {
   if (isPostgres(db as Db)) return { sql: `${column} = ANY (ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))`, bindings: [JSON.stringify(values)] };
   // Up to MAX_PADDED_LIST values, the list is made as long as the next power of two by repeating
   // its last value, which IN does not mind: a dozen texts serve every length, and they recur, so
-  // they are kept prepared (statement-cache.ts). A longer list is sent as it is, padded by no one
-  // past SQLite's 32,766 bound values.
+  // they are kept prepared (statement-cache.ts). A longer list is sent as it is: padded, one of
+  // more than 16,384 values would pass the 32,766 values SQLite binds.
   const bindings = [...values];
   const padded = values.length === 0 ? 0 : 2 ** Math.ceil(Math.log2(values.length));
   if (padded <= MAX_PADDED_LIST) while (bindings.length < padded) bindings.push(values[values.length - 1]);
@@ -218,8 +218,8 @@ const readConnections = new WeakMap<Db, ReadConnection>();
  * subscriber by id) go through here.
  *
  * On SQLite, outside a transaction, the statement runs on a read-only connection of its own,
- * kept prepared from its second use: no query builder, pool or promise chain (knex cost more than the lookup), and a
- * read never waits behind a transaction that holds the writing connection. That connection sees
+ * kept prepared from its second use: no query builder, pool or promise chain (knex cost more than
+ * the lookup), and a read never waits behind a transaction that holds the writing connection. That connection sees
  * what is committed, as another PostgreSQL connection would. Inside a SQLite transaction it runs
  * on the transaction's connection (`runInSqliteTransaction`); on PostgreSQL it is `queryPostgres`.
  */
