@@ -210,7 +210,11 @@ interface ReadConnection {
   connection?: Database.Database;
 }
 
-const readConnections = new WeakMap<Db, ReadConnection>();
+/**
+ * Read connections by the knex client of their database. A transaction has a client of its own,
+ * and so has a builder made in one or told `.transacting()`: none of them finds a read connection.
+ */
+const readConnections = new WeakMap<Knex.Client, ReadConnection>();
 
 /**
  * The rows of a read-only statement, written in plain SQL with `?` placeholders (the same text
@@ -219,30 +223,30 @@ const readConnections = new WeakMap<Db, ReadConnection>();
  *
  * On SQLite, outside a transaction, the statement runs on a read-only connection of its own,
  * kept prepared from its second use: no query builder, pool or promise chain (knex cost more than
- * the lookup), and a read never waits behind a transaction that holds the writing connection. That connection sees
- * what is committed, as another PostgreSQL connection would. Inside a SQLite transaction it runs
- * on the transaction's connection (`runInSqliteTransaction`); on PostgreSQL it is `queryPostgres`.
+ * the lookup), and a read never waits behind a transaction that holds the writing connection. That
+ * connection sees what is committed, as another PostgreSQL connection would. Inside a SQLite
+ * transaction it runs on the transaction's connection (`runInSqliteTransaction`); on PostgreSQL it
+ * is `queryPostgres`.
  */
 export async function selectRows<T>(db: Runner, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
   if (isPostgres(db as Db)) return (await queryPostgres(db, sql, bindings)).rows as T[];
   if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings, true)) as T[];
-  const read = readConnections.get(db as Db);
+  const read = readConnections.get(db.client);
   if (!read) return (await db.raw(sql, bindings as never[])) as T[];
   return readRows<T>(read, sql, bindings);
 }
 
 /**
- * The rows of a read built with knex's query builder on `db`, run as selectRows runs its
- * statements: on SQLite, outside a transaction, on the read connection, without knex's runner.
+ * The rows of a read built with knex's query builder, run as selectRows runs its statements: on
+ * SQLite, outside a transaction, on the read connection, without knex's runner.
  * Anywhere else knex runs it as built; on PostgreSQL that keeps it unnamed, planned afresh each
  * time (a page of a list ranges over a table that grows, which one kept plan would not follow). So
  * does a builder made in a transaction or told `.transacting()`, which must see that transaction's
  * writes, and one whose answer knex shapes (`.first()`, `.pluck()`).
  */
-export async function selectBuilt<T>(db: Runner, query: Knex.QueryBuilder): Promise<T[]> {
-  // Only a SQLite database itself has a read connection: a transaction or PostgreSQL has none.
-  const plainSelect = (query as unknown as { _method: string })._method === 'select' && query.client === db.client;
-  const read = plainSelect ? readConnections.get(db as Db) : undefined;
+export async function selectBuilt<T>(query: Knex.QueryBuilder): Promise<T[]> {
+  const plainSelect = (query as unknown as { _method: string })._method === 'select';
+  const read = plainSelect ? readConnections.get(query.client) : undefined;
   if (!read) return (await query) as T[];
   const { sql, bindings } = query.toSQL();
   return readRows<T>(read, sql, bindings.map(sqliteValue));
@@ -380,7 +384,7 @@ export function createDb(url: string, options: DbOptions = {}): Db {
   if (file !== ':memory:') {
     // A second connection to an in-memory database would be another database: reads share knex's.
     const read: ReadConnection = { file };
-    readConnections.set(db, read);
+    readConnections.set(db.client, read);
     // The read connection and the checkpoints stop with the writing connection (db.destroy()).
     const client = db.client as { destroyRawConnection(conn: unknown): Promise<void> };
     const destroyRaw = client.destroyRawConnection.bind(client);

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { selectBuilt, type Runner } from './knex.js';
+import { selectBuilt } from './knex.js';
 
 export interface PageRequest {
   page: number;
@@ -22,21 +22,20 @@ export function pageRequest(query: { page?: number; limit?: number; pageSize?: n
 }
 
 /**
- * Runs a filtered query, built on `db`, as one page plus an exact total (both read as selectBuilt
- * reads). `orderBy` must end in a unique column so that pages never overlap or skip rows. `toWire`
- * maps a whole page, so it can load related rows in one query.
+ * Runs a filtered query as one page plus an exact total (both read as selectBuilt reads).
+ * `orderBy` must end in a unique column so that pages never overlap or skip rows. `toWire` maps a
+ * whole page, so it can load related rows in one query.
  */
 export async function paginate<Row, T>(
-  db: Runner,
   query: Knex.QueryBuilder,
   { page, limit }: PageRequest,
   orderBy: Array<{ column: string; order: 'asc' | 'desc' }>,
   toWire: (rows: Row[]) => T[] | Promise<T[]>,
 ): Promise<Page<T>> {
-  const [countRow] = await selectBuilt<{ n: number | string }>(db, query.clone().clearSelect().clearOrder().count({ n: '*' }));
+  const [countRow] = await selectBuilt<{ n: number | string }>(query.clone().clearSelect().clearOrder().count({ n: '*' }));
   const totalCount = Number(countRow.n);
   const offset = page * limit;
-  const rows = offset >= totalCount ? [] : await selectBuilt<Row>(db, query.clone().orderBy(orderBy).limit(limit).offset(offset));
+  const rows = offset >= totalCount ? [] : await selectBuilt<Row>(query.clone().orderBy(orderBy).limit(limit).offset(offset));
   return {
     data: await toWire(rows),
     totalCount,

@@ -109,7 +109,7 @@ export async function listIntegrations(
   const query = scoped(db, environmentId);
   if (!filter.includeInactive) query.where('i.active', true);
   if (filter.channel) query.where('i.channel', filter.channel);
-  return paginate<IntegrationRow, Integration>(db, query, page, OLDEST_FIRST, (rows) => rows.map((row) => toWire(row, secret)));
+  return paginate<IntegrationRow, Integration>(query, page, OLDEST_FIRST, (rows) => rows.map((row) => toWire(row, secret)));
 }
 
 /** Every integration of the environment, whatever its status, oldest first. */

@@ -78,7 +78,6 @@ export async function listMessages(
   if (filters.read !== undefined) query.where('read', filters.read);
   if (filters.seen !== undefined) query.where('seen', filters.seen);
   return paginate<Record<string, unknown>, InAppMessage>(
-    db,
     query,
     page,
     [

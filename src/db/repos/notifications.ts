@@ -149,7 +149,6 @@ export async function listNotifications(db: Db, environmentId: string, page: Pag
   if (filters.createdBefore) query.where('n.created_at', '<', storedInstant(filters.createdBefore));
   if (filters.channel) query.where('n.channels', 'like', `%"${filters.channel}"%`);
   return paginate<Record<string, unknown>, Notification>(
-    db,
     query,
     page,
     [

@@ -80,7 +80,6 @@ function scoped(db: Db, environmentId: string) {
 
 export async function listSubscribers(db: Db, environmentId: string, page: PageRequest): Promise<Page<Subscriber>> {
   return paginate<SubscriberRow, Subscriber>(
-    db,
     scoped(db, environmentId),
     page,
     [

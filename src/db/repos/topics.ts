@@ -105,7 +105,6 @@ export async function listTopics(db: Db, environmentId: string, page: PageReques
   const query = scoped(db, environmentId);
   if (key !== undefined) query.where('t.topic_key', key);
   return paginate<TopicRow, Topic>(
-    db,
     query,
     page,
     [
@@ -148,7 +147,6 @@ export async function deleteTopic(db: Db, environmentId: string, topicKey: strin
 /** One page of a topic's members, oldest membership first. */
 export async function listMembers(db: Db, topicId: string, page: PageRequest): Promise<Page<TopicMember>> {
   return paginate<{ subscriber_id: string; created_at: string }, TopicMember>(
-    db,
     db('topic_subscribers as ts')
       .join('subscribers as s', 's.id', 'ts.subscriber_id')
       .where('ts.topic_id', topicId)

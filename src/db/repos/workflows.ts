@@ -90,7 +90,6 @@ export async function listWorkflows(
     query.whereRaw(`${position} > 0`, [JSON.stringify(filters.tag)]);
   }
   return paginate<WorkflowRow, Workflow>(
-    db,
     query,
     page,
     [
