@@ -8,6 +8,7 @@ import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpoi
 import { DEFAULT_POSTGRES_POOL_MAX } from '../config.js';
 import { isPostgres } from './dialect.js';
 import { StatementCache } from './statement-cache.js';
+import { BackgroundReader } from './background-reader.js';
 
 export { isPostgres };
 
@@ -208,6 +209,8 @@ export function inList(db: Runner, column: string, values: readonly string[]): {
 interface ReadConnection {
   file: string;
   connection?: Database.Database;
+  /** Reads that scan whole tables, off the event loop (selectRowsInBackground). */
+  background: BackgroundReader;
 }
 
 /**
@@ -234,6 +237,16 @@ export async function selectRows<T>(db: Runner, sql: string, bindings: readonly 
   const read = readConnections.get(db.client);
   if (!read) return (await db.raw(sql, bindings as never[])) as T[];
   return readRows<T>(read, sql, bindings);
+}
+
+/**
+ * selectRows for a read that scans a whole table (counts for /metrics and for stats): on a SQLite
+ * file, outside a transaction, it runs on a thread of its own (background-reader.ts), so the event
+ * loop goes on while SQLite scans. PostgreSQL scans on its server; the event loop only waits.
+ */
+export async function selectRowsInBackground<T>(db: Runner, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
+  const read = isPostgres(db as Db) || db.isTransaction ? undefined : readConnections.get(db.client);
+  return read ? read.background.read<T>(sql, bindings) : selectRows<T>(db, sql, bindings);
 }
 
 /**
@@ -383,14 +396,15 @@ export function createDb(url: string, options: DbOptions = {}): Db {
   inlineLimits(db.client as CompilingClient);
   if (file !== ':memory:') {
     // A second connection to an in-memory database would be another database: reads share knex's.
-    const read: ReadConnection = { file };
+    const read: ReadConnection = { file, background: new BackgroundReader(file) };
     readConnections.set(db.client, read);
-    // The read connection and the checkpoints stop with the writing connection (db.destroy()).
+    // The read connections and the checkpoints stop with the writing connection (db.destroy()).
     const client = db.client as { destroyRawConnection(conn: unknown): Promise<void> };
     const destroyRaw = client.destroyRawConnection.bind(client);
     client.destroyRawConnection = async (conn) => {
       read.connection?.close();
       read.connection = undefined;
+      await read.background.close();
       await checkpointer?.stop();
       checkpointer = undefined;
       return destroyRaw(conn);

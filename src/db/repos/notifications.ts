@@ -1,5 +1,4 @@
-import type { Knex } from 'knex';
-import { changeRows, selectRows, type Db, type Runner } from '../knex.js';
+import { changeRows, selectRows, selectRowsInBackground, type Db, type Runner } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
@@ -164,22 +163,30 @@ export async function findNotification(db: Db, environmentId: string, notificati
   return row ? toWire(row) : undefined;
 }
 
-/** The counts behind GET /notifications/stats, from the real rows. */
+const STAT_STATUSES = ['pending', 'processing', 'completed', 'failed', 'canceled'] as const;
+const STAT_CHANNELS = ['in_app', 'email', 'sms', 'chat', 'push'] as const;
+
+/**
+ * Every count GET /notifications/stats answers, in one pass over the environment's notifications:
+ * made of eight counts, each a pass of its own, the stats of a million notifications held SQLite
+ * (and the event loop) for 0.9 s. A notification's channels are a JSON array of names.
+ */
+const NOTIFICATION_STATS = `SELECT count(CASE WHEN created_at >= ? THEN 1 END) AS weekly, count(CASE WHEN created_at >= ? THEN 1 END) AS monthly,
+  ${STAT_STATUSES.map((status) => `count(CASE WHEN status = '${status}' THEN 1 END) AS "status_${status}"`).join(', ')},
+  ${STAT_CHANNELS.map((channel) => `count(CASE WHEN channels LIKE '%"${channel}"%' THEN 1 END) AS "channel_${channel}"`).join(', ')}
+  FROM notifications WHERE environment_id = ?`;
+
+/** The counts behind GET /notifications/stats, from the real rows, read off the event loop (selectRowsInBackground). */
 export async function notificationStats(db: Db, environmentId: string, now: Date) {
   const since = (days: number) => new Date(now.getTime() - days * 86_400_000).toISOString();
-  const count = async (query: Knex.QueryBuilder) => Number(((await query.count({ n: '*' }).first()) as { n: number }).n);
-  const base = () => db('notifications').where('environment_id', environmentId);
-  const [weeklySent, monthlySent] = await Promise.all([
-    count(base().where('created_at', '>=', since(7))),
-    count(base().where('created_at', '>=', since(30))),
-  ]);
-  const byStatusRows = await base().groupBy('status').select('status').count({ n: '*' });
-  const byStatus = { pending: 0, processing: 0, completed: 0, failed: 0, canceled: 0 };
-  for (const row of byStatusRows as Array<{ status: keyof typeof byStatus; n: number }>) byStatus[row.status] = Number(row.n);
-  const byChannel = { in_app: 0, email: 0, sms: 0, chat: 0, push: 0 };
-  for (const channel of Object.keys(byChannel) as Array<keyof typeof byChannel>) {
-    byChannel[channel] = await count(base().where('channels', 'like', `%"${channel}"%`));
-  }
-  return { weeklySent, monthlySent, byChannel, byStatus };
+  const [row] = await selectRowsInBackground<Record<string, number>>(db, NOTIFICATION_STATS, [since(7), since(30), environmentId]);
+  const counted = <Name extends string>(prefix: string, names: readonly Name[]) =>
+    Object.fromEntries(names.map((name) => [name, Number(row[`${prefix}${name}`])])) as Record<Name, number>;
+  return {
+    weeklySent: Number(row.weekly),
+    monthlySent: Number(row.monthly),
+    byChannel: counted('channel_', STAT_CHANNELS),
+    byStatus: counted('status_', STAT_STATUSES),
+  };
 }
 

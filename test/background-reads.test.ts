@@ -1,0 +1,69 @@
+// Reads that scan whole tables (/metrics' jobs by status, GET /notifications/stats) leave the event
+// loop free: on a SQLite file they run on a thread of their own (background-reader.ts), and on
+// PostgreSQL the server scans. Either way they read what selectRows reads.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { selectRows, selectRowsInBackground, type Db } from '../src/db/knex.js';
+import { BackgroundReader } from '../src/db/background-reader.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
+
+let testDb: TestDb;
+let db: Db;
+
+beforeAll(async () => {
+  testDb = await createTestDb();
+  db = testDb.db;
+  await db.schema.createTable('br_items', (table) => {
+    table.string('id').primary();
+    table.string('kind');
+  });
+  await db('br_items').insert(['a', 'b', 'c', 'd', 'e'].map((id, i) => ({ id, kind: i % 2 ? 'odd' : 'even' })));
+});
+afterAll(async () => {
+  await testDb?.close();
+});
+
+const BY_KIND = 'SELECT kind, count(*) AS n FROM br_items WHERE id <> ? GROUP BY kind ORDER BY kind';
+
+describe('selectRowsInBackground', () => {
+  it('reads what selectRows reads, committed writes included', async () => {
+    expect(await selectRowsInBackground(db, BY_KIND, ['e'])).toEqual([{ kind: 'even', n: 2 }, { kind: 'odd', n: 2 }]);
+    await db('br_items').insert({ id: 'f', kind: 'odd' });
+    const rows = await selectRowsInBackground<{ kind: string; n: number }>(db, BY_KIND, ['e']);
+    expect(rows).toEqual(await selectRows(db, BY_KIND, ['e']));
+    expect(rows).toEqual([{ kind: 'even', n: 2 }, { kind: 'odd', n: 3 }]);
+  });
+
+  it('names the statement when it fails', async () => {
+    await expect(selectRowsInBackground(db, 'SELECT nope FROM br_items', [])).rejects.toThrow(/SELECT nope FROM br_items/);
+  });
+
+  it.runIf(!testDatabaseUrl())('lets the event loop turn while SQLite reads', async () => {
+    // better-sqlite3 reads on the thread that calls it: run there, a read would be over before
+    // the next turn of the event loop. A million rows made by a recursive query, counted.
+    const MILLION = 'WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) SELECT count(*) AS n FROM n';
+    let turns = 0;
+    const turn = () => {
+      turns++;
+      if (!done) setImmediate(turn);
+    };
+    let done = false;
+    setImmediate(turn);
+    const rows = await selectRowsInBackground(db, MILLION, [1_000_000]);
+    done = true;
+    expect(rows).toEqual([{ n: 1_000_000 }]);
+    expect(turns).toBeGreaterThan(0);
+  });
+});
+
+describe.runIf(!testDatabaseUrl())('BackgroundReader', () => {
+  it('starts a new thread for a read after it was closed, and fails reads of a file it cannot open', async () => {
+    const reader = new BackgroundReader(testDb.url.replace(/^sqlite:/, ''));
+    expect(await reader.read('SELECT count(*) AS n FROM br_items', [])).toEqual([{ n: 6 }]);
+    await reader.close();
+    expect(await reader.read('SELECT count(*) AS n FROM br_items', [])).toEqual([{ n: 6 }]);
+    await reader.close();
+
+    const missing = new BackgroundReader('/nonexistent/herald.db');
+    await expect(missing.read('SELECT 1', [])).rejects.toThrow(/SELECT 1 - /);
+  });
+});
