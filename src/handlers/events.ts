@@ -33,15 +33,19 @@ export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ b
       return { acknowledged: true, status: 'error', error: reasons };
     }
   };
-  // In order: an event that names a subscriber an earlier event gives inline starts once that event
-  // is done, so it finds the subscriber (or, given inline again, updates it last).
-  const givenInline = new Map<string, Promise<unknown>>();
+  // In order where order shows: an event starts once the earlier events it depends on are done. It
+  // depends on the last one that gave inline a subscriber it names or gives (so it finds the
+  // subscriber, or updates it last), and on the last one with its transactionId (so the first
+  // keeps the id and the later one is refused, as two requests in turn would be).
+  const lastWith = new Map<string, Promise<unknown>>();
   const one = (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
     const { named, inline } = recipientsOf(event);
-    const given = inline.map(({ subscriber }) => subscriber.subscriberId);
-    const earlier = [...named.keys(), ...given].flatMap((id) => givenInline.get(id) ?? []);
+    const given = inline.map(({ subscriber }) => `subscriber ${subscriber.subscriberId}`);
+    const transaction = event.transactionId === undefined ? [] : [`transaction ${event.transactionId}`];
+    const dependsOn = [...[...named.keys()].map((id) => `subscriber ${id}`), ...given, ...transaction];
+    const earlier = dependsOn.flatMap((key) => lastWith.get(key) ?? []);
     const result = earlier.length > 0 ? Promise.all(earlier).then(() => checked(event)) : checked(event);
-    for (const id of given) givenInline.set(id, result.catch(() => undefined));
+    for (const key of [...given, ...transaction]) lastWith.set(key, result.catch(() => undefined));
     return result;
   };
   const results: Schemas['TriggerResult'][] = [];

@@ -240,6 +240,25 @@ describe('POST /events/trigger/bulk (triggerEventBulk)', () => {
     expect(Number(notified!.n)).toBe(3);
   });
 
+  it('gives a transactionId two events share to the first, however long its trigger takes', async () => {
+    // A topic's event takes longer to trigger than a subscriber's: run side by side, the second won the id.
+    await t.a.post('/v1/topics/team/subscribers', { subscribers: ['ada'] }).expect(200);
+    const res = await t.a
+      .post('/v1/events/trigger/bulk', {
+        events: [
+          { name: 'welcome', to: { type: 'Topic', topicKey: 'team' }, payload: { plan: 'pro' }, transactionId: 'bulk-shared' },
+          { name: 'welcome', to: 'ada', payload: { plan: 'free' }, transactionId: 'bulk-shared' },
+        ],
+      })
+      .expect(201);
+    expect(res.body.data).toEqual([
+      { acknowledged: true, status: 'processed', transactionId: 'bulk-shared' },
+      { acknowledged: true, status: 'error', error: [expect.stringContaining('bulk-shared')] },
+    ]);
+    const [event] = await t.db('events').where({ transaction_id: 'bulk-shared' });
+    expect(JSON.parse(event.payload)).toEqual({ plan: 'pro' });
+  });
+
   it.runIf(testDatabaseUrl())('reads the subscribers named by the events checked at once together on PostgreSQL', async () => {
     const ids = Array.from({ length: 40 }, (_, i) => `bulk-read-${i}`);
     await Promise.all(ids.slice(0, 30).map((subscriberId) => t.a.post('/v1/subscribers', { subscriberId }).expect(201)));
