@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { notFound } from '../http/errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
 import { cancelableJobs, setJobsStatus } from '../db/repos/jobs.js';
-import { cancelNotificationsOfEvent } from '../db/repos/notifications.js';
+import { settleCanceledNotifications } from '../db/repos/notifications.js';
 
 /**
  * Cancels every job of the event that has not started (waiting, delayed, queued for a retry, merged
@@ -37,7 +37,7 @@ export async function cancelEvent(deps: Deps, environmentId: string, transaction
         await trx('jobs').whereIn('id', others.map((job: { id: string }) => job.id)).update({ merged_into: heir.id, updated_at: now.toISOString() });
       }
     }
-    await cancelNotificationsOfEvent(trx, event.id, now);
+    await settleCanceledNotifications(trx, event.id, now);
     return jobs.length > 0;
   });
 }

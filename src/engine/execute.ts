@@ -67,7 +67,7 @@ async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also
       if (outcome.message) await insertMessages(trx, [outcome.message], now);
       const event = (await findEvent(trx, job.eventId, true))!;
       if (also) await also(trx, event);
-      if (job.kind === 'step' && ['completed', 'skipped', 'failed'].includes(outcome.status)) {
+      if (job.kind === 'step' && ['completed', 'skipped', 'failed', 'canceled'].includes(outcome.status)) {
         await continueAfter(trx, event, job, outcome.state ?? job.state, now);
       }
     });

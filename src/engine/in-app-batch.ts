@@ -189,7 +189,7 @@ export async function startWithInApp(trx: Runner, event: EventRecord, members: M
   }
   const created = await createNotifications(trx, event, members, now, (member) => ({
     id: decisions.get(member.key)!.job.notificationId!,
-    status: last ? 'completed' : 'pending',
+    status: last ? 'completed' : 'processing',
   }));
   const decided = [...created.keys()].map((subscriberKey) => decisions.get(subscriberKey)!);
   await insertJobs(

@@ -5,7 +5,14 @@ import { createHash } from 'node:crypto';
 import type { Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
 import { findDigestLeader, hasFailedJob, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
-import { insertNotifications, notificationRecipient, setNotificationStatus, type NewNotification, type NotificationStatus } from '../db/repos/notifications.js';
+import {
+  insertNotifications,
+  notificationRecipient,
+  setNotificationStatus,
+  settleCanceledNotification,
+  type NewNotification,
+  type NotificationStatus,
+} from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from './preferences.js';
@@ -148,13 +155,14 @@ async function stepJob(
 }
 
 /**
- * After a job is done: the job for the notification's next step, or, when there is none, the
- * notification's final status. A canceled event goes no further.
+ * After a job is done: the job for the notification's next step (the notification is then
+ * `processing`, if it was not yet), or, when there is none, the notification's final status. A
+ * canceled event goes no further.
  */
 export async function continueAfter(trx: Runner, event: EventRecord, job: JobRecord, state: Record<string, unknown>, now: Date): Promise<void> {
   const notificationId = job.notificationId!;
   if (event.canceledAt) {
-    await setNotificationStatus(trx, notificationId, 'canceled', now, ['pending', 'processing']);
+    await settleCanceledNotification(trx, notificationId, now);
     return;
   }
   const next = nextActiveStep(event, job.stepIndex!);
@@ -163,6 +171,7 @@ export async function continueAfter(trx: Runner, event: EventRecord, job: JobRec
     await setNotificationStatus(trx, notificationId, failed ? 'failed' : 'completed', now, ['pending', 'processing']);
     return;
   }
+  await setNotificationStatus(trx, notificationId, 'processing', now, ['pending']);
   const { subscriber_key: subscriberKey } = (await notificationRecipient(trx, notificationId))!;
   const nextJob = await stepJob(trx, event, notificationId, subscriberKey, next, state, now);
   if (nextJob) await insertJobs(trx, [nextJob], now);

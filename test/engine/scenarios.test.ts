@@ -360,6 +360,50 @@ describe('delay and cancel', () => {
     expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
   });
 
+  it('shows a notification whose first message is sent and whose next waits as processing, and completed once canceled', async () => {
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Reminded',
+        steps: [{ type: 'in_app', template: { content: 'first' } }, { type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'reminder' } }],
+      })
+      .expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'reminded' }).expect(201);
+    const tx = await trigger({ name: 'reminded', to: 'reminded' });
+    await run();
+    expect(await notificationOf(tx)).toMatchObject({ status: 'processing', jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'delayed' }] });
+
+    // Something was sent: not `canceled` ("canceled before anything was sent"), but completed.
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
+    await later(2 * 3_600_000);
+    expect((await feed('reminded')).data.map((m: { content: string }) => m.content)).toEqual(['first']);
+    expect(await notificationOf(tx)).toMatchObject({ status: 'completed', jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'canceled' }] });
+  });
+
+  it('settles the notification of a job running when its event is canceled once that job ends', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'running-at-cancel' }).expect(201);
+    const tx = await trigger({ name: 'reminded', to: 'running-at-cancel' });
+    await run();
+    // The delay's job taken by a worker that then died: cancel leaves a running job alone.
+    const [notification] = await t.db('notifications').where({ transaction_id: tx });
+    const expired = new Date(t.clock.now().getTime() - 1000).toISOString();
+    await t.db('jobs').where({ notification_id: notification.id, type: 'delay' }).update({ status: 'running', lease_owner: 'gone', lease_expires_at: expired });
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
+    expect((await notificationOf(tx)).status).toBe('processing');
+
+    await run(); // the lease is over: another worker takes the job, finds the event canceled, and ends it
+    expect(await notificationOf(tx)).toMatchObject({ status: 'completed', jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'canceled' }] });
+  });
+
+  it('shows the members of a topic whose first message is sent and whose next waits as processing', async () => {
+    await t.a.post('/v1/topics', { topicKey: 'reminded-team', name: 'Reminded team' }).expect(201);
+    await t.a.post('/v1/topics/reminded-team/subscribers', { subscribers: ['reminded', 'running-at-cancel'] }).expect(200);
+    const tx = await trigger({ name: 'reminded', to: { type: 'Topic', topicKey: 'reminded-team' } });
+    await run();
+    for (const subscriberId of ['reminded', 'running-at-cancel']) {
+      expect(await notificationOf(tx, subscriberId)).toMatchObject({ status: 'processing', jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'delayed' }] });
+    }
+  });
+
   it('answers false for an event already sent, and 404 for one never seen', async () => {
     const tx = await trigger({ name: 'newsletter', to: 'ada' });
     await run();

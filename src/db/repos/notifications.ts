@@ -75,11 +75,33 @@ export async function setNotificationStatus(
   await changeRows(trx, `UPDATE notifications SET status = ?, updated_at = ? WHERE id = ?${from}`, [status, now.toISOString(), id, ...(onlyFrom ?? [])]);
 }
 
-export async function cancelNotificationsOfEvent(trx: Runner, eventId: string, now: Date): Promise<void> {
-  await trx('notifications')
-    .where({ event_id: eventId })
-    .whereIn('status', ['pending', 'processing'])
-    .update({ status: 'canceled', updated_at: now.toISOString() });
+/**
+ * What a canceled event leaves a notification as, once none of its jobs is running: `failed` when
+ * a job of it failed, `completed` when one of its channel steps was sent, else `canceled` (canceled
+ * before anything was sent). Statuses as the contract's NotificationStatus defines them.
+ */
+const SETTLE_CANCELED = `UPDATE notifications SET updated_at = ?, status = CASE
+    WHEN EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'failed') THEN 'failed'
+    WHEN EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'completed'
+      AND jobs.kind = 'step' AND jobs.type IN ('in_app', 'email', 'sms', 'chat', 'push')) THEN 'completed'
+    ELSE 'canceled' END
+  WHERE status IN ('pending', 'processing')`;
+
+/**
+ * After an event is canceled: its notifications settled (SETTLE_CANCELED), but for those with a
+ * job still running, which settle when it ends (settleCanceledNotification).
+ */
+export async function settleCanceledNotifications(trx: Runner, eventId: string, now: Date): Promise<void> {
+  await changeRows(
+    trx,
+    `${SETTLE_CANCELED} AND event_id = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'running')`,
+    [now.toISOString(), eventId],
+  );
+}
+
+/** A notification of a canceled event whose job has ended (SETTLE_CANCELED). */
+export async function settleCanceledNotification(trx: Runner, id: string, now: Date): Promise<void> {
+  await changeRows(trx, `${SETTLE_CANCELED} AND id = ?`, [now.toISOString(), id]);
 }
 
 function toWire(row: Record<string, unknown>): Notification {
