@@ -9,8 +9,8 @@ import type { Deps } from '../deps.js';
 import { ROOT } from '../paths.js';
 import { badRequest, HttpError, notFound, sendError, unauthorized, type ErrorDetail } from './errors.js';
 import type { Authentication } from './security.js';
-import type { HandlerContext, OperationHandlers, OperationId } from './types.js';
-import { idempotencyKeyOf, idempotent } from './idempotency.js';
+import type { Auth, HandlerContext, OperationHandlers, OperationId } from './types.js';
+import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 
 const addFormats = ajvFormats.default;
 
@@ -411,6 +411,18 @@ export function unstorableInput(input: Record<string, unknown>): ErrorDetail | u
 export async function createApi(handlers: OperationHandlers, deps: Deps): Promise<OpenAPIBackend> {
   const api = createBackend();
   const authOf = (res: Response): Authentication => res.locals.authentication;
+  /**
+   * Sends what `run` answers. With an Idempotency-Key it runs in a transaction that also records
+   * its answer, a 4xx it throws included, or a repeat replays the recorded one (idempotency.ts).
+   */
+  const answer = async (c: Context, req: Request, res: Response, auth: Auth, run: (runDeps: Deps) => Promise<HandlerReply>) => {
+    const key = idempotencyKeyOf(c);
+    const reply = key
+      ? await idempotent(deps, { environmentId: auth.environmentId, key, method: req.method, path: req.originalUrl.split('?')[0], body: c.request.requestBody }, run)
+      : await run(deps);
+    if (reply.headers) res.set(reply.headers);
+    sendJson(res, reply.status, reply.body);
+  };
 
   api.register({
     notFound: (_c: Context, req: Request) => {
@@ -423,9 +435,18 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
       const result = authOf(res);
       throw unauthorized(result.ok ? 'This API key cannot be used here' : result.reason);
     },
-    validationFail: (c: Context) => {
+    validationFail: async (c: Context, req: Request, res: Response) => {
       const details = validationDetails(c.validation.errors ?? []);
-      throw badRequest(details.map((d) => `${d.field} ${d.message}`).slice(0, 5).join('; '), details);
+      const error = badRequest(details.map((d) => `${d.field} ${d.message}`).slice(0, 5).join('; '), details);
+      // Recorded under the request's Idempotency-Key like any rejection, when the key itself is
+      // valid and the request could be stored (its fingerprint reads the whole body).
+      const result = authOf(res);
+      const key = idempotencyKeyOf(c);
+      const recordable = result.ok && key !== undefined && key.length <= MAX_IDEMPOTENCY_KEY && !unstorableInput({ body: c.request.requestBody });
+      if (!recordable) throw error;
+      await answer(c, req, res, result.auth, async () => {
+        throw error;
+      });
     },
   });
   api.registerSecurityHandler('bearerAuth', (_c: Context, _req: Request, res: Response) => {
@@ -447,15 +468,9 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
       const params = c.request.params as never;
       const unstorable = unstorableInput({ path: c.request.params, query: c.request.query, body: c.request.requestBody });
       if (unstorable) throw badRequest(`${unstorable.field} ${unstorable.message}`, [unstorable]);
-      const run = (runDeps: Deps) =>
-        handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth: result.auth, deps: runDeps });
-      // With an Idempotency-Key the handler runs in a transaction that also records its answer (or replays one).
-      const key = idempotencyKeyOf(c);
-      const reply = key
-        ? await idempotent(deps, { environmentId: result.auth.environmentId, key, method: req.method, path: req.originalUrl.split('?')[0], body: c.request.requestBody }, run)
-        : await run(deps);
-      if (reply.headers) res.set(reply.headers);
-      sendJson(res, reply.status, reply.body);
+      await answer(c, req, res, result.auth, (runDeps) =>
+        handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth: result.auth, deps: runDeps }),
+      );
     });
   }
   await api.init();

@@ -8,6 +8,8 @@ import type { Context } from 'openapi-backend';
 import type { Deps } from '../deps.js';
 import { errorBody, HttpError } from './errors.js';
 
+/** The longest key the contract accepts (and the column holds). */
+export const MAX_IDEMPOTENCY_KEY = 255;
 /** How long a key and its answer are kept. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** How long a running claim holds; after that it is presumed dead (its process crashed) and can be taken over. */

@@ -58,6 +58,24 @@ describe('Idempotency-Key on a write', () => {
     expect(again.headers['idempotency-replay']).toBe('true');
   });
 
+  it('records a 400 for a body that breaks the schema: replayed, and the key not used again for another body', async () => {
+    const first = await t.a.post('/v1/events/trigger', { name: 'welcome' }).set('Idempotency-Key', 'no-to').expect(400);
+    expect(first.headers['idempotency-replay']).toBeUndefined();
+    const again = await t.a.post('/v1/events/trigger', { name: 'welcome' }).set('Idempotency-Key', 'no-to').expect(400);
+    expect(again.headers['idempotency-replay']).toBe('true');
+    expect(again.body).toEqual(first.body);
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada' }).set('Idempotency-Key', 'no-to').expect(422);
+    expect(await count('events', { transaction_id: 'no-to' })).toBe(0);
+    expect(await keyRows('no-to')).toMatchObject([{ state: 'done', response_status: 400 }]);
+  });
+
+  it('records nothing for a request refused before it is looked at: an invalid key, or a body that cannot be stored', async () => {
+    const long = 'k'.repeat(256);
+    await t.a.post('/v1/events/trigger', { name: 'welcome', to: 'ada' }).set('Idempotency-Key', long).expect(400);
+    await t.a.post('/v1/subscribers', { subscriberId: 'nul', firstName: 'a\u0000b' }).set('Idempotency-Key', 'nul').expect(400);
+    expect(await t.db('idempotency_keys').whereIn('key', [long, 'nul']).select('key')).toEqual([]);
+  });
+
   it('replays a bodiless answer (a topic deleted twice is 204 both times)', async () => {
     await t.a.post('/v1/topics', { topicKey: 'brief', name: 'Brief' }).expect(201);
     await t.a.delete('/v1/topics/brief').set('Idempotency-Key', 'del-brief').expect(204);
