@@ -1,6 +1,7 @@
-// How preference layers combine. A channel reaches a subscriber through a workflow only when every
-// layer allows it: the subscriber's global layer, and the workflow layer, where the subscriber's
-// own choice for that workflow overrides the workflow's defaults. Critical workflows skip all this.
+// How preference layers combine (product.md): the workflow's defaults, overlaid by the subscriber's
+// global layer, overlaid by the subscriber's choice for that workflow. Each setting comes from the
+// most specific layer that chose it: a channel turned off globally stays on for a workflow where the
+// subscriber turned it on. Critical workflows skip all this.
 import type { Schemas } from '../http/types.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
 
@@ -36,18 +37,24 @@ export function globalPreference(global: Layer): Required<Preference> & { channe
 
 /** The settings in force for one workflow, for the channels it uses (or all five). */
 export function effectivePreference(workflow: StoredWorkflow, global: Layer, own: Layer, allChannels = false): Preference {
-  const enabled = (global.enabled ?? true) && (own.enabled ?? true);
+  const enabled = workflowEnabled(global, own);
   const channels: Partial<Record<Channel, boolean>> = {};
-  for (const channel of allChannels ? CHANNELS : workflowChannels(workflow)) {
-    const forWorkflow = own.channels[channel] ?? workflow.preferenceSettings[channel];
-    channels[channel] = enabled && (global.channels[channel] ?? true) && forWorkflow;
-  }
+  for (const channel of allChannels ? CHANNELS : workflowChannels(workflow)) channels[channel] = enabled && channelSetting(workflow, global, own, channel);
   return { enabled, channels };
 }
 
 /** Whether a send on `channel` may go out: always for critical workflows. */
 export function allowsChannel(workflow: Pick<StoredWorkflow, 'critical' | 'preferenceSettings'>, global: Layer, own: Layer, channel: Channel): boolean {
   if (workflow.critical) return true;
-  const enabled = (global.enabled ?? true) && (own.enabled ?? true);
-  return enabled && (global.channels[channel] ?? true) && (own.channels[channel] ?? workflow.preferenceSettings[channel]);
+  return workflowEnabled(global, own) && channelSetting(workflow, global, own, channel);
+}
+
+/** The workflow on or off: the subscriber's switch for it, else their global switch. */
+function workflowEnabled(global: Layer, own: Layer): boolean {
+  return own.enabled ?? global.enabled ?? true;
+}
+
+/** One channel's setting: the subscriber's choice for the workflow, else their global choice, else the workflow's default. */
+function channelSetting(workflow: Pick<StoredWorkflow, 'preferenceSettings'>, global: Layer, own: Layer, channel: Channel): boolean {
+  return own.channels[channel] ?? global.channels[channel] ?? workflow.preferenceSettings[channel];
 }

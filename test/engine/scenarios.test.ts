@@ -303,6 +303,19 @@ describe('preferences and conditions', () => {
     expect((await feed('picky')).data.map((m: { content: string }) => m.content)).toEqual(['alert']);
   });
 
+  it("send what the subscriber's choice for a workflow turns on, though their global layer turns it off", async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'only-news' }).expect(201);
+    await t.a.patch('/v1/subscribers/only-news/preferences', { channels: { in_app: false } }).expect(200);
+    await t.a.patch('/v1/subscribers/only-news/preferences', { workflowId: 'newsletter', channels: { in_app: true } }).expect(200);
+    await t.a.post('/v1/workflows', { name: 'Promotions', steps: [{ type: 'in_app', template: { content: 'promo' } }] }).expect(201);
+    const news = await trigger({ name: 'newsletter', to: 'only-news' });
+    const promo = await trigger({ name: 'promotions', to: 'only-news' });
+    await run();
+    expect((await notificationOf(news)).jobs[0].status).toBe('completed');
+    expect((await notificationOf(promo)).jobs[0].status).toBe('skipped');
+    expect((await feed('only-news')).data.map((m: { content: string }) => m.content)).toEqual(['news']);
+  });
+
   it('skip a step whose condition does not hold, and run the next one', async () => {
     await t.a
       .post('/v1/workflows', {

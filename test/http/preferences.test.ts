@@ -97,11 +97,25 @@ describe('PATCH /subscribers/{subscriberId}/preferences (updateSubscriberPrefere
     expect(res.body.data.preference).toEqual({ enabled: true, channels: { in_app: true, email: true } });
   });
 
-  it('keeps the global layer above a workflow choice: a channel off globally stays off', async () => {
+  it("takes each setting from the most specific layer that chose it: the workflow choice, the global layer, the workflow's default", async () => {
+    // comment-added: email off by default, turned on by ada for this workflow (above).
     await t.a.patch('/v1/subscribers/ada/preferences', { channels: { email: false } }).expect(200);
-    expect((await entries())[0].preference.channels.email).toBe(false);
-    await t.a.patch('/v1/subscribers/ada/preferences', { channels: { email: true } }).expect(200);
     expect((await entries())[0].preference.channels.email).toBe(true);
+    await t.a.patch('/v1/subscribers/ada/preferences', { channels: { in_app: false } }).expect(200);
+    expect((await entries())[0].preference.channels).toEqual({ in_app: false, email: true });
+
+    const res = await t.a.patch('/v1/subscribers/ada/preferences', { workflowId: 'comment-added', channels: { in_app: true } }).expect(200);
+    expect(res.body.data.preference).toEqual({ enabled: true, channels: { in_app: true, email: true } });
+
+    // A workflow ada chose nothing for: the global layer over its default.
+    await t.a
+      .post('/v1/workflows', { name: 'Weekly mail', preferenceSettings: { email: false }, steps: [{ type: 'email', template: { subject: 's', content: 'c' } }] })
+      .expect(201);
+    const weekly = async () => (await entries()).find((e: { template: { workflowId: string } }) => e.template.workflowId === 'weekly-mail').preference.channels;
+    expect(await weekly()).toEqual({ email: false });
+    await t.a.patch('/v1/subscribers/ada/preferences', { channels: { email: true, in_app: true } }).expect(200);
+    expect(await weekly()).toEqual({ email: true });
+    await t.a.delete('/v1/workflows/weekly-mail').expect(200);
   });
 
   it('turns a whole workflow off, leaving the others', async () => {
