@@ -63,6 +63,24 @@ function cachePreparedStatements(conn: PreparingConnection): void {
   conn.prepare = (sql: string) => statements.get(sql, prepare);
 }
 
+interface FunctionDefining {
+  function(name: string, options: { deterministic: boolean }, fn: (value: unknown) => unknown): unknown;
+}
+
+/**
+ * SQL functions every SQLite connection has. SQLite's own `lower()` folds ASCII letters only
+ * (`Ü` stays `Ü`); `unicode_lower()` folds as JavaScript, and PostgreSQL's `lower()` in a UTF-8
+ * locale, do.
+ */
+function defineFunctions(conn: FunctionDefining): void {
+  conn.function('unicode_lower', { deterministic: true }, (value) => (typeof value === 'string' ? value.toLowerCase() : value));
+}
+
+/** The SQL function that lowercases any letter, on either database (defineFunctions). */
+export function lowerFunction(db: Runner): string {
+  return isPostgres(db as Db) ? 'lower' : 'unicode_lower';
+}
+
 interface CompilingClient {
   queryCompiler(builder: { _single: QueryParts }, formatter?: unknown): unknown;
 }
@@ -308,6 +326,7 @@ function namesOf(statement: Database.Statement): string[] {
 function openReadConnection(file: string): Database.Database {
   const connection = new Database(file, { readonly: true, fileMustExist: true });
   connection.pragma('busy_timeout = 5000');
+  defineFunctions(connection as unknown as FunctionDefining);
   cachePreparedStatements(connection as unknown as PreparingConnection);
   return connection;
 }
@@ -388,6 +407,7 @@ export function createDb(url: string, options: DbOptions = {}): Db {
           // The file exists, in WAL mode, once the first connection is open.
           checkpointer ??= startCheckpointer(file);
         }
+        defineFunctions(conn as unknown as FunctionDefining);
         cachePreparedStatements(conn as unknown as PreparingConnection);
         done(null, conn);
       },

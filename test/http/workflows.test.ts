@@ -247,3 +247,20 @@ describe('DELETE /workflows/{workflowId} (deleteWorkflow)', () => {
     await t.a.post('/v1/workflows', { name: 'Two emails' }).expect(201);
   });
 });
+
+describe('GET /workflows: text beyond ASCII, and tags holding quotes', () => {
+  it('finds a name by any letter, in any case, and a tag only as a whole tag', async () => {
+    await t.a.post('/v1/workflows', { workflowId: 'overview', name: 'Übersicht', tags: ['x"social', 'a,b'] }).expect(201);
+    try {
+      for (const query of ['Übersicht', 'übersicht', 'ÜBERSICHT', 'bersi']) {
+        expect((await t.a.get(`/v1/workflows?query=${encodeURIComponent(query)}`).expect(200)).body.data.map((w: { workflowId: string }) => w.workflowId)).toEqual(['overview']);
+      }
+      // The tag's JSON text is `"x\"social"`, which holds `"social"`: only the tag `social` itself may match.
+      expect((await t.a.get('/v1/workflows?tag=social').expect(200)).body.data.map((w: { workflowId: string }) => w.workflowId)).toEqual(['comment-added']);
+      expect((await t.a.get(`/v1/workflows?tag=${encodeURIComponent('x"social')}`).expect(200)).body.data.map((w: { workflowId: string }) => w.workflowId)).toEqual(['overview']);
+      expect((await t.a.get('/v1/workflows?tag=a').expect(200)).body.totalCount).toBe(0);
+    } finally {
+      await t.a.delete('/v1/workflows/overview').expect(200);
+    }
+  });
+});

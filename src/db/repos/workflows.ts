@@ -1,4 +1,4 @@
-import { isPostgres, selectRows, type Db } from '../knex.js';
+import { isPostgres, lowerFunction, selectRows, type Db } from '../knex.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
@@ -79,15 +79,17 @@ export async function listWorkflows(
 ): Promise<Page<Workflow>> {
   const query = scoped(db, environmentId);
   if (filters.query) {
+    // Lowercased on both sides, any letter (lowerFunction): SQLite's LIKE ignores the case of ASCII letters only, PostgreSQL's of none.
     const pattern = `%${likeLiteral(filters.query.toLowerCase())}%`;
+    const lower = lowerFunction(db);
     query.where((q) =>
-      q.whereRaw(`lower(w.name) like ? escape '\\'`, [pattern]).orWhereRaw(`lower(w.workflow_id) like ? escape '\\'`, [pattern]),
+      q.whereRaw(`${lower}(w.name) like ? escape '\\'`, [pattern]).orWhereRaw(`${lower}(w.workflow_id) like ? escape '\\'`, [pattern]),
     );
   }
   if (filters.tag) {
-    // Tags are a JSON array of strings; a tag's JSON form appears in it exactly when it is one of them.
-    const position = isPostgres(db) ? 'strpos(w.tags, ?)' : 'instr(w.tags, ?)';
-    query.whereRaw(`${position} > 0`, [JSON.stringify(filters.tag)]);
+    // Tags are a JSON array of strings: one of its elements must be the tag.
+    const elements = isPostgres(db) ? 'SELECT value FROM jsonb_array_elements_text(w.tags::jsonb)' : 'SELECT value FROM json_each(w.tags)';
+    query.whereRaw(`? IN (${elements})`, [filters.tag]);
   }
   return paginate<WorkflowRow, Workflow>(
     query,
