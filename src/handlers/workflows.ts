@@ -34,8 +34,8 @@ export const listWorkflows: OperationHandler<'listWorkflows'> = async ({ query, 
 export const createWorkflow: OperationHandler<'createWorkflow'> = async ({ body, auth, deps }) => {
   const workflowId = body.workflowId ?? slugify(body.name);
   if (!workflowId) {
-    throw unprocessable('name has no letters or digits to make a workflowId of; give one in workflowId', [
-      { field: 'body/workflowId', message: 'is required when name has no letters or digits' },
+    throw unprocessable('name has no letters a to z or digits (accents aside) to make a workflowId of; give one in workflowId', [
+      { field: 'body/workflowId', message: 'is required when name has no letters a to z or digits' },
     ]);
   }
   const steps = checkedContent(body);

@@ -123,8 +123,12 @@ describe('POST /workflows (createWorkflow)', () => {
     await t.a.post('/v1/workflows', { name: 'I', workflowId: 'Not A Slug' }).expect(400);
   });
 
-  it('answers 422 when the name gives no workflowId and none is chosen', async () => {
+  it('answers 422 when the name gives no workflowId and none is chosen, saying which letters make one', async () => {
     await t.a.post('/v1/workflows', { name: '!!!' }).expect(422);
+    const cyrillic = await t.a.post('/v1/workflows', { name: 'Новый комментарий' }).expect(422);
+    expect(cyrillic.body.message).toBe('name has no letters a to z or digits (accents aside) to make a workflowId of; give one in workflowId');
+    await t.a.post('/v1/workflows', { workflowId: 'new-comment', name: 'Новый комментарий' }).expect(201);
+    await t.a.delete('/v1/workflows/new-comment').expect(200);
   });
 });
 
