@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Deps } from '../deps.js';
-import { claimDueJobs, releaseJobs, type JobRecord } from '../db/repos/jobs.js';
+import { claimDueJobs, releaseJobs, renewLeases, type JobRecord } from '../db/repos/jobs.js';
 import { executeJob, type WorkerContext } from './execute.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 
@@ -127,8 +127,20 @@ export class JobRunner {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(this.options.concurrency, jobs.length) }, lane));
+    // Sends wait on the network, and a batch's last jobs wait for its first: the leases are renewed
+    // every third of their length meanwhile, so no other worker takes over a job this one will still send.
+    const renewal = queue.length > 0 ? setInterval(() => this.renewLeases(), this.options.leaseMs / 3) : undefined;
+    try {
+      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, jobs.length) }, lane));
+    } finally {
+      clearInterval(renewal);
+    }
     await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
     return jobs.length;
+  }
+
+  private renewLeases(): void {
+    const until = new Date(this.deps.clock.now().getTime() + this.options.leaseMs);
+    renewLeases(this.deps.db, this.ctx.owner, until).catch((err: unknown) => this.deps.logger.error({ err }, 'job runner: renewing leases failed'));
   }
 }

@@ -3,6 +3,7 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { claimDueJobs, updateClaimedJob } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
+import { startHttpPeer } from '../helpers/peers.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -28,6 +29,34 @@ describe('leases', () => {
     await executeJob({ deps: t.deps, owner: 'worker-b', random: () => 0.5 }, taken);
     const job = await t.db('jobs').where({ id: claimed.id }).first();
     expect(job).toMatchObject({ status: 'failed', lease_owner: null }); // no SMS integration: a permanent failure
+  });
+
+  it('stay with a worker at work however long its batch takes: no job is sent twice', async () => {
+    // Three slow sends, one at a time, under a lease shorter than the batch: the first worker's
+    // last jobs wait past the lease it claimed them with, and a second worker looks meanwhile.
+    const hook = await startHttpPeer(() => new Promise((resolve) => setTimeout(() => resolve({ status: 200, body: '{"ok":true}' }), 300)));
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
+      await t.a.post('/v1/workflows', { name: 'Slow chat', steps: [{ type: 'chat', template: { content: 'x' } }] }).expect(201);
+      const ids = ['slow-1', 'slow-2', 'slow-3'];
+      for (const subscriberId of ids) {
+        await t.a.post('/v1/subscribers', { subscriberId }).expect(201);
+        await t.a.put(`/v1/subscribers/${subscriberId}/credentials`, { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/${subscriberId}` } }).expect(200);
+      }
+      await t.a.post('/v1/events/trigger', { name: 'slow-chat', to: ids }).expect(201);
+      const first = new JobRunner(t.deps, { concurrency: 1, leaseMs: 600 });
+      const second = new JobRunner(t.deps, { leaseMs: 600 });
+      const working = first.runBatch();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      t.clock.advance(700); // the lease the first worker claimed with is over
+      await new Promise((resolve) => setTimeout(resolve, 400)); // and it has renewed it (every 200 ms)
+      expect(await second.runBatch()).toBe(0);
+      expect(await working).toBe(3);
+      expect(hook.requests.map((request) => request.path).sort()).toEqual(['/slow-1', '/slow-2', '/slow-3']);
+      expect(await t.db('jobs').where({ type: 'chat' }).select('status', 'attempts')).toEqual(ids.map(() => ({ status: 'completed', attempts: 1 })));
+    } finally {
+      await hook.close();
+    }
   });
 
   it('give back the jobs a stopping runner claimed but had not started', async () => {

@@ -181,6 +181,14 @@ export async function hasFailedJob(trx: Runner, notificationId: string): Promise
   return rows.length > 0;
 }
 
+/**
+ * Extends the lease of every job `owner` holds until `until`: a worker at work keeps the jobs it
+ * claimed however long its batch takes, so only one that stopped (crashed, or stuck) loses them.
+ */
+export async function renewLeases(db: Db, owner: string, until: Date): Promise<number> {
+  return changeRows(db, "UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND status = 'running'", [until.toISOString(), owner]);
+}
+
 /** Gives jobs a stopping worker holds back, untouched, for another worker to claim now. */
 export async function releaseJobs(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
   if (ids.length === 0) return;
