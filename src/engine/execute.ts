@@ -12,7 +12,7 @@ import { setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../http/types.js';
 import { deliver, Undeliverable } from './deliver.js';
-import { continueAfter, nextActiveStep, startNotifications } from './schedule.js';
+import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
 import { whereInShard, type FanoutShard } from './fanout-shards.js';
 
@@ -181,6 +181,11 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   if (event.canceledAt) return settle(ctx, job, { status: 'canceled' });
   await setNotificationStatus(ctx.deps.db, job.notificationId!, 'processing', ctx.deps.clock.now(), ['pending']);
   const step = event.workflow.steps[job.stepIndex!];
+  const unmet = job.state[UNMET_CONDITION];
+  if (typeof unmet === 'string') {
+    const { [UNMET_CONDITION]: _, ...state } = job.state;
+    return settle(ctx, job, { status: 'skipped', state, detail: { status: 'warning', text: unmet } });
+  }
   if (step.type === 'delay') return settle(ctx, job, { status: 'completed', detail: { status: 'success', text: 'Delay over' } });
   if (step.type === 'digest') return fireDigest(ctx, job, event);
   let outcome: Outcome;

@@ -13,9 +13,11 @@ import {
   type NewNotification,
   type NotificationStatus,
 } from '../db/repos/notifications.js';
+import { findSubscriber } from '../db/repos/subscribers.js';
 import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from './preferences.js';
+import { failedCondition } from './conditions.js';
 
 export interface Recipient {
   /** The subscriber's internal id. */
@@ -111,7 +113,7 @@ function plainStepJob(event: EventRecord, notificationId: string, index: number,
  */
 export function plannedStart(event: EventRecord, recipients: Recipient[], now: Date): { notifications: NewNotification[]; jobs: NewJob[] } | undefined {
   const first = nextActiveStep(event, -1);
-  if (event.workflow.steps[first].type === 'digest') return undefined;
+  if (event.workflow.steps[first].type === 'digest' || waitsOnConditions(event.workflow.steps[first])) return undefined;
   const channels = eventChannels(event);
   const notifications = recipients.map((r) => ({ ...notificationFor(event, r, channels), id: newId(now.getTime()) }));
   return { notifications, jobs: notifications.map((n) => plainStepJob(event, n.id!, first, {}, now)) };
@@ -133,6 +135,11 @@ async function stepJob(
 ): Promise<NewJob | undefined> {
   const step = event.workflow.steps[index];
   const job = plainStepJob(event, notificationId, index, state, now);
+  if (waitsOnConditions(step)) {
+    const unmet = await unmetCondition(trx, event, notificationId, step);
+    // Due now, not waiting: it is settled as skipped when it runs (execute.ts), and the next step follows.
+    if (unmet) return { ...job, status: 'pending', runAt: now, state: { ...state, [UNMET_CONDITION]: `Step condition not met: ${unmet}` } };
+  }
   if (step.type === 'digest') {
     const keyValue = step.digestKey ? valueAt(event.payload, step.digestKey) : null;
     const digestKey = createHash('sha256')
@@ -152,6 +159,24 @@ async function stepJob(
     throw new Error(`Could not open or join the digest ${digestKey}`);
   }
   return job;
+}
+
+/**
+ * Where a delay or digest job whose conditions did not hold when its step was reached says why, in
+ * its state. Channel steps check theirs when they run (deliver.ts); a wait cannot, as it would have
+ * waited first.
+ */
+export const UNMET_CONDITION = 'unmetCondition';
+
+/** A delay or digest step with conditions: they are checked when the step is reached, before any wait. */
+function waitsOnConditions(step: EventRecord['workflow']['steps'][number]): boolean {
+  return (step.type === 'delay' || step.type === 'digest') && (step.conditions?.length ?? 0) > 0;
+}
+
+async function unmetCondition(trx: Runner, event: EventRecord, notificationId: string, step: EventRecord['workflow']['steps'][number]): Promise<string | undefined> {
+  const { subscriber_id: subscriberId } = (await notificationRecipient(trx, notificationId))!;
+  const subscriber = await findSubscriber(trx, event.environmentId, subscriberId);
+  return failedCondition(step.conditions, { payload: event.payload, subscriber });
 }
 
 /**

@@ -316,6 +316,37 @@ describe('preferences and conditions', () => {
     expect((await feed('only-news')).data.map((m: { content: string }) => m.content)).toEqual(['news']);
   });
 
+  it('skip a delay or a digest whose condition does not hold when it is reached, without waiting', async () => {
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Maybe later',
+        steps: [
+          { type: 'delay', amount: 1, unit: 'hours', conditions: [{ field: 'payload.wait', operator: 'eq', value: true }] },
+          { type: 'digest', amount: 10, unit: 'minutes', conditions: [{ field: 'subscriber.data.digests', operator: 'eq', value: true }] },
+          { type: 'in_app', template: { content: 'now {{payload.n}}' } },
+        ],
+      })
+      .expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'impatient', data: { digests: false } }).expect(201);
+    const now = await trigger({ name: 'maybe-later', to: 'impatient', payload: { wait: false, n: 1 } });
+    await run();
+    expect((await feed('impatient')).data.map((m: { content: string }) => m.content)).toEqual(['now 1']);
+    const notification = await notificationOf(now);
+    expect(notification.status).toBe('completed');
+    expect(notification.jobs).toMatchObject([
+      { type: 'delay', status: 'skipped', executionDetails: [{ status: 'warning', detail: 'Step condition not met: payload.wait eq true' }] },
+      { type: 'digest', status: 'skipped', executionDetails: [{ status: 'warning', detail: 'Step condition not met: subscriber.data.digests eq true' }] },
+      { type: 'in_app', status: 'completed' },
+    ]);
+
+    // Conditions that hold: the delay waits its hour.
+    const waiting = await trigger({ name: 'maybe-later', to: 'impatient', payload: { wait: true, n: 2 } });
+    await run();
+    expect((await notificationOf(waiting)).jobs).toMatchObject([{ type: 'delay', status: 'delayed' }]);
+    await later(3_600_000);
+    expect((await feed('impatient')).data.map((m: { content: string }) => m.content)).toEqual(['now 2', 'now 1']);
+  });
+
   it('skip a step whose condition does not hold, and run the next one', async () => {
     await t.a
       .post('/v1/workflows', {
