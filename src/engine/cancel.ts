@@ -2,14 +2,16 @@
 import type { Deps } from '../deps.js';
 import { notFound } from '../http/errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
-import { cancelableJobs, setJobsStatus } from '../db/repos/jobs.js';
+import { cancelableJobs, handOverClosedDigests, setJobsStatus } from '../db/repos/jobs.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
+import { settleDigestRiders } from './schedule.js';
 
 /**
  * Cancels every job of the event that has not started (waiting, delayed, queued for a retry, merged
- * into a digest, or a fan-out still to come), and marks the event so no further job is created
- * for it. When a canceled job held a digest open, the oldest job that joined it takes over, so
- * the other events of the digest are still sent. Answers whether anything was canceled.
+ * into a digest still open, or a fan-out still to come), and marks the event so no further job is
+ * created for it. The other events of a digest are still sent: when a canceled job held a digest
+ * open, the oldest job that joined it takes over; when the digest had closed, the jobs after it go
+ * on for the oldest other event (handOverClosedDigests). Answers whether anything was stopped.
  */
 export async function cancelEvent(deps: Deps, environmentId: string, transactionId: string): Promise<boolean> {
   const now = deps.clock.now();
@@ -17,7 +19,9 @@ export async function cancelEvent(deps: Deps, environmentId: string, transaction
     const event = await findEventByTransaction(trx, environmentId, transactionId);
     if (!event) throw notFound(`No event with transactionId ${transactionId}`);
     await markCanceled(trx, event.id, now);
-    const jobs = await cancelableJobs(trx, event.id);
+    const cancelable = await cancelableJobs(trx, event.id);
+    const handedOver = await handOverClosedDigests(trx, cancelable, now);
+    const jobs = cancelable.filter((job) => !handedOver.has(job.id));
     const openDigests = jobs.filter((job) => job.digestKey !== null);
     await setJobsStatus(trx, jobs.map((job) => job.id), 'canceled', now);
     for (const leader of openDigests) {
@@ -38,6 +42,9 @@ export async function cancelEvent(deps: Deps, environmentId: string, transaction
       }
     }
     await settleCanceledNotifications(trx, event.id, now);
-    return jobs.length > 0;
+    // A closed digest's send canceled with nobody to take it on: its riders go with it.
+    const stopped = new Set(jobs.map((job) => job.notificationId).filter((id): id is string => id !== null));
+    for (const notificationId of stopped) await settleDigestRiders(trx, event, notificationId, now);
+    return cancelable.length > 0;
   });
 }

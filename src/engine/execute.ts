@@ -165,10 +165,11 @@ async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord
     job,
     { status: 'completed', state, detail: { status: 'success', text: `Digest closed with ${events.length} event(s)` } },
     async (trx) => {
+      // The followers' payloads now ride in this notification's send: they are settled with it (settleDigestRiders).
       const ids = followers.map((follower) => follower.notificationId!).filter(Boolean);
       const now = ctx.deps.clock.now().toISOString();
       for (let i = 0; i < ids.length; i += 500) {
-        await trx('notifications').whereIn('id', ids.slice(i, i + 500)).whereIn('status', ['pending', 'processing']).update({ status: 'completed', updated_at: now });
+        await trx('notifications').whereIn('id', ids.slice(i, i + 500)).where('status', 'pending').update({ status: 'processing', updated_at: now });
       }
     },
   );

@@ -14,7 +14,7 @@ import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER, type Layer } from './preferences.js';
 import { IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
-import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
+import { continueAfter, createNotifications, nextActiveStep, settleDigestRiders, type Recipient as Member } from './schedule.js';
 import type { WorkerContext } from './execute.js';
 import type { Step } from '../db/repos/workflows.js';
 
@@ -133,10 +133,13 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     const locked = new Map<string, EventRecord>();
     for (const eventId of new Set(mine.map((d) => d.event.id))) locked.set(eventId, (await findEvent(trx, eventId, true))!);
     const finished: string[] = [];
+    const finishedAfter = new Set<string>();
     for (const d of mine) {
       const event = locked.get(d.event.id)!;
-      if (!event.canceledAt && d.status !== 'canceled' && nextActiveStep(event, d.job.stepIndex!) === -1) finished.push(d.job.notificationId!);
-      else await continueAfter(trx, event, d.job, d.job.state, now);
+      if (!event.canceledAt && d.status !== 'canceled' && nextActiveStep(event, d.job.stepIndex!) === -1) {
+        finished.push(d.job.notificationId!);
+        finishedAfter.add(d.job.id);
+      } else await continueAfter(trx, event, d.job, d.job.state, now);
     }
     const failed = new Set<string>();
     for (const part of chunks(finished)) {
@@ -147,6 +150,9 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
       for (const part of chunks(ids)) {
         await trx('notifications').whereIn('id', part).whereIn('status', ['pending', 'processing']).update({ status, updated_at: at });
       }
+    }
+    for (const d of mine) {
+      if (finishedAfter.has(d.job.id)) await settleDigestRiders(trx, locked.get(d.event.id)!, d.job.notificationId!, now);
     }
   });
 }

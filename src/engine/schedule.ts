@@ -4,12 +4,13 @@
 import { createHash } from 'node:crypto';
 import type { Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
-import { findDigestLeader, hasFailedJob, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
+import { digestRiders, findDigestLeader, hasFailedJob, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
 import {
   insertNotifications,
   notificationRecipient,
   setNotificationStatus,
   settleCanceledNotification,
+  settleRiders,
   type NewNotification,
   type NotificationStatus,
 } from '../db/repos/notifications.js';
@@ -162,6 +163,16 @@ async function stepJob(
 }
 
 /**
+ * Once a notification that led a digest is settled, the notifications of the digest's other
+ * events, whose payloads rode in its send, take its status (they stay `processing` until then).
+ */
+export async function settleDigestRiders(trx: Runner, event: EventRecord, notificationId: string, now: Date): Promise<void> {
+  if (!event.workflow.steps.some((step) => step.type === 'digest')) return;
+  const riders = await digestRiders(trx, notificationId);
+  if (riders.length > 0) await settleRiders(trx, notificationId, riders, now);
+}
+
+/**
  * Where a delay or digest job whose conditions did not hold when its step was reached says why, in
  * its state. Channel steps check theirs when they run (deliver.ts); a wait cannot, as it would have
  * waited first.
@@ -188,12 +199,14 @@ export async function continueAfter(trx: Runner, event: EventRecord, job: JobRec
   const notificationId = job.notificationId!;
   if (event.canceledAt) {
     await settleCanceledNotification(trx, notificationId, now);
+    await settleDigestRiders(trx, event, notificationId, now);
     return;
   }
   const next = nextActiveStep(event, job.stepIndex!);
   if (next === -1) {
     const failed = await hasFailedJob(trx, notificationId);
     await setNotificationStatus(trx, notificationId, failed ? 'failed' : 'completed', now, ['pending', 'processing']);
+    await settleDigestRiders(trx, event, notificationId, now);
     return;
   }
   await setNotificationStatus(trx, notificationId, 'processing', now, ['pending']);

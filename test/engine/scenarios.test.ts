@@ -494,6 +494,34 @@ describe('digest', () => {
     expect((await notificationOf(txs[0])).status).toBe('canceled');
   });
 
+  it('still sends the others of a closed digest when its first event is canceled, and settles each notification with the send', async () => {
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Digest then wait',
+        steps: [
+          { type: 'digest', amount: 10, unit: 'minutes' },
+          { type: 'delay', amount: 1, unit: 'hours' },
+          { type: 'in_app', template: { content: '{{step.total_count}}: {{#each step.events}}{{this.text}};{{/each}} for {{payload.text}}' } },
+        ],
+      })
+      .expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'closed-digest' }).expect(201);
+    const txs: string[] = [];
+    for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'digest-then-wait', to: 'closed-digest', payload: { text } }));
+    await later(10 * 60_000); // the digest closes; its send waits an hour
+    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['processing', 'processing', 'processing']);
+
+    // The first event led the digest; its later jobs carry all three payloads.
+    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
+    // A follower whose payload is already in the closed digest has nothing left to cancel.
+    expect((await t.a.delete(`/v1/events/trigger/${txs[2]}`).expect(200)).body).toEqual({ data: false });
+    expect((await notificationOf(txs[2])).jobs).toMatchObject([{ type: 'digest', status: 'merged' }]);
+
+    await later(3_600_000);
+    expect((await feed('closed-digest')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
+    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'completed', 'completed']);
+  });
+
   it('opens a new digest for events after the window closed', async () => {
     await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p1', text: 'late' } });
     await later(10 * 60_000);

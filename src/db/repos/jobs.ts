@@ -208,10 +208,38 @@ export async function digestFollowers(trx: Runner, leaderId: string): Promise<Ar
   return rows.map((row: Record<string, unknown>) => ({ ...toRecord(row), payload: readJson(row.payload, {}) }));
 }
 
-/** Jobs of an event that have not started: the ones a cancel stops. */
+/**
+ * Jobs of an event that have not started: the ones a cancel stops. A job merged into a digest is
+ * one while the digest is open (its leader holds the digest key); once it closed, the event's
+ * payload rides in the digest's send.
+ */
 export async function cancelableJobs(trx: Runner, eventId: string): Promise<JobRecord[]> {
-  const rows = await trx('jobs').where({ event_id: eventId }).whereIn('status', ['pending', 'queued', 'delayed', 'merged']);
+  const rows = await trx('jobs')
+    .where({ event_id: eventId })
+    .where((q) =>
+      q.whereIn('status', ['pending', 'queued', 'delayed']).orWhere((merged) =>
+        merged.where('status', 'merged').whereIn('merged_into', trx('jobs').select('id').whereNotNull('digest_key')),
+      ),
+    );
   return rows.map(toRecord);
+}
+
+/**
+ * The digest job a notification's chain went through: its own (it led the digest) or the one its
+ * job was merged into. The notifications of a digest's other events ride in the send of the
+ * notification that leads it (digestRiders).
+ */
+const DIGEST_OF = `SELECT id FROM jobs WHERE notification_id = ? AND type = 'digest' AND status = 'completed'
+  UNION SELECT merged_into FROM jobs WHERE notification_id = ? AND status = 'merged'`;
+
+/** The notifications, other than `notificationId`, whose events' payloads went into the same digest. */
+export async function digestRiders(trx: Runner, notificationId: string): Promise<string[]> {
+  const rows = await selectRows<{ notification_id: string }>(
+    trx,
+    `SELECT notification_id FROM jobs WHERE status = 'merged' AND notification_id <> ? AND merged_into IN (${DIGEST_OF})`,
+    [notificationId, notificationId, notificationId],
+  );
+  return rows.map((row) => row.notification_id);
 }
 
 export async function setJobsStatus(trx: Runner, ids: string[], status: JobStatus, now: Date): Promise<void> {
@@ -305,4 +333,39 @@ export const QUEUE_DEPTH = `SELECT (SELECT count(*) FROM jobs WHERE status IN ('
 export async function queueDepth(db: Db, now: Date): Promise<number> {
   const [row] = await selectRows<{ n: number | string }>(db, QUEUE_DEPTH, [now.toISOString()]);
   return Number(row.n);
+}
+
+/**
+ * When the event that led a closed digest is canceled, its waiting jobs after the digest (which
+ * carry every event's payload) go on for the oldest other event of the digest that is not
+ * canceled, without the canceled payload: the others are still sent. Answers the jobs handed on.
+ */
+export async function handOverClosedDigests(trx: Runner, jobs: JobRecord[], now: Date): Promise<Set<string>> {
+  const handed = new Set<string>();
+  const waitingByNotification = new Map<string, JobRecord[]>();
+  for (const job of jobs) {
+    if (job.kind !== 'step' || job.status === 'merged' || !job.notificationId) continue;
+    waitingByNotification.set(job.notificationId, [...(waitingByNotification.get(job.notificationId) ?? []), job]);
+  }
+  for (const [notificationId, waiting] of waitingByNotification) {
+    const digest = await trx('jobs').where({ notification_id: notificationId, type: 'digest', status: 'completed' }).first('id', 'step_index');
+    if (!digest) continue;
+    const heir = await trx('jobs as f')
+      .join('events as e', 'e.id', 'f.event_id')
+      .where({ 'f.merged_into': digest.id, 'f.status': 'merged' })
+      .whereNull('e.canceled_at')
+      .orderBy([{ column: 'f.created_at' }, { column: 'f.id' }])
+      .first('f.event_id', 'f.notification_id');
+    if (!heir) continue;
+    for (const job of waiting.filter((waitingJob) => waitingJob.stepIndex! > digest.step_index)) {
+      // The digest's events list the leader's payload first (execute.ts, fireDigest).
+      const digested = job.state.digest as { events: unknown[]; total_count: number } | undefined;
+      const state = digested ? { ...job.state, digest: { events: digested.events.slice(1), total_count: digested.total_count - 1 } } : job.state;
+      await trx('jobs')
+        .where({ id: job.id })
+        .update({ event_id: heir.event_id, notification_id: heir.notification_id, state: writeJson(state), updated_at: now.toISOString() });
+      handed.add(job.id);
+    }
+  }
+  return handed;
 }

@@ -76,7 +76,8 @@ export async function setNotificationStatus(
 }
 
 /**
- * What a canceled event leaves a notification as, once none of its jobs is running: `failed` when
+ * What a canceled event leaves a notification as, once none of its jobs is running (and unless
+ * its payload rides in a closed digest, whose leader's outcome it takes: settleRiders): `failed` when
  * a job of it failed, `completed` when one of its channel steps was sent, else `canceled` (canceled
  * before anything was sent). Statuses as the contract's NotificationStatus defines them.
  */
@@ -85,7 +86,8 @@ const SETTLE_CANCELED = `UPDATE notifications SET updated_at = ?, status = CASE
     WHEN EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'completed'
       AND jobs.kind = 'step' AND jobs.type IN ('in_app', 'email', 'sms', 'chat', 'push')) THEN 'completed'
     ELSE 'canceled' END
-  WHERE status IN ('pending', 'processing')`;
+  WHERE status IN ('pending', 'processing')
+    AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'merged')`;
 
 /**
  * After an event is canceled: its notifications settled (SETTLE_CANCELED), but for those with a
@@ -212,3 +214,16 @@ export async function notificationStats(db: Db, environmentId: string, now: Date
   };
 }
 
+
+/** Notifications whose payloads rode in another's digest send take its status, once they are still open. */
+export async function settleRiders(trx: Runner, leaderId: string, riders: string[], now: Date): Promise<void> {
+  for (let i = 0; i < riders.length; i += 500) {
+    const part = riders.slice(i, i + 500);
+    await changeRows(
+      trx,
+      `UPDATE notifications SET status = (SELECT status FROM notifications WHERE id = ?), updated_at = ?
+        WHERE id IN (${part.map(() => '?').join(', ')}) AND status IN ('pending', 'processing')`,
+      [leaderId, now.toISOString(), ...part],
+    );
+  }
+}
