@@ -69,7 +69,11 @@ export interface paths {
          * @description Cancels every job of the event that has not started yet: jobs waiting in a delay or digest
          *     window, the jobs behind them, and jobs that a topic fan-out still in progress has not
          *     created yet. Jobs already running, completed or failed are not touched. Canceling one event
-         *     that was folded into a digest leaves the digest's other events to be delivered.
+         *     that was folded into a digest leaves the digest's other events to be delivered. Once the
+         *     digest has closed, its send holds every event it folded: canceling the event that opened it
+         *     takes that event out of the send, which goes on for the others; any other event is already
+         *     in the send, and has nothing left to cancel. The notifications of a digest's events settle
+         *     with its send.
          *
          *     Answers `data: true` when something was canceled and `data: false` when nothing was
          *     pending any more. Canceling twice is harmless.
@@ -1383,7 +1387,7 @@ export interface components {
             digestKey?: components["schemas"]["PayloadPath"];
         };
         /**
-         * @description How many units of time.
+         * @description How many units of time. A wait that would end after the year 9999 ends at its last instant.
          * @example 1
          */
         DurationAmount: number;

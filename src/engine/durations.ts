@@ -13,8 +13,16 @@ export function durationMs(amount: number, unit: Schemas['DurationUnit']): numbe
   return amount * UNIT_MS[unit];
 }
 
+/**
+ * The last instant a job may wait for. Times are stored as ISO text and compared as text, and past
+ * the year 9999 `toISOString` writes `+0YYYYY-…`, which sorts before every four-digit year: a wait
+ * of a million weeks would be over at once.
+ */
+export const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/** `date` plus `ms`, at most LAST_INSTANT. */
 export function addMs(date: Date, ms: number): Date {
-  return new Date(date.getTime() + ms);
+  return new Date(Math.min(date.getTime() + ms, LAST_INSTANT));
 }
 
 /** Reads a dotted path (`post.id`) out of an object. */

@@ -380,6 +380,15 @@ describe('delay and cancel', () => {
     expect((await feed('patient')).totalCount).toBe(1);
   });
 
+  it('waits a million weeks as long as it can: until the last instant of the year 9999', async () => {
+    await t.a.post('/v1/workflows', { name: 'Forever', steps: [{ type: 'delay', amount: 1_000_000, unit: 'weeks' }, { type: 'in_app', template: { content: 'never' } }] }).expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'forever' }).expect(201);
+    const tx = await trigger({ name: 'forever', to: 'forever' });
+    await later(365 * 86_400_000);
+    expect((await feed('forever')).totalCount).toBe(0);
+    expect((await notificationOf(tx)).jobs).toMatchObject([{ type: 'delay', status: 'delayed', runAt: '9999-12-31T23:59:59.999Z' }]);
+  });
+
   it('waits until a time in the payload', async () => {
     await t.a.post('/v1/workflows', { name: 'Scheduled', steps: [{ type: 'delay', delayPath: 'sendAt' }, { type: 'in_app', template: { content: 'on time' } }] }).expect(201);
     await t.a.post('/v1/subscribers', { subscriberId: 'scheduled' }).expect(201);
