@@ -33,6 +33,9 @@ export function retryDelayMs(attempt: number, random: () => number): number {
   return Math.round(ceiling * (0.5 + random() / 2));
 }
 
+/** The longest a provider's Retry-After holds a retry back. */
+const MAX_RETRY_AFTER_MS = 3_600_000;
+
 class LeaseLost extends Error {}
 
 interface Outcome {
@@ -85,7 +88,9 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
     const why = permanent ? text : `${text} (gave up after ${job.attempts} attempts)`;
     return { status: 'failed', detail: { status: 'failed', text: why, raw } };
   }
-  const runAt = new Date(ctx.deps.clock.now().getTime() + retryDelayMs(job.attempts, ctx.random));
+  // A provider that said how long to wait (Retry-After) is waited for, up to an hour.
+  const asked = err instanceof ProviderError ? Math.min(err.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS) : 0;
+  const runAt = new Date(ctx.deps.clock.now().getTime() + Math.max(retryDelayMs(job.attempts, ctx.random), asked));
   return { status: 'queued', runAt, detail: { status: 'failed', text: `${text}; retrying at ${runAt.toISOString()}`, raw } };
 }
 

@@ -36,7 +36,16 @@ export async function post(request: HttpRequest, delivery: Delivery): Promise<{ 
   const text = (await response.text()).slice(0, RAW_LIMIT);
   if (response.ok) return { status: response.status, text };
   const retryable = response.status === 408 || response.status === 429 || response.status >= 500;
-  throw new ProviderError(`${new URL(request.url).host} answered ${response.status}`, !retryable, `${response.status} ${text}`);
+  const retryAfterMs = retryable ? retryAfter(response.headers.get('retry-after')) : undefined;
+  throw new ProviderError(`${new URL(request.url).host} answered ${response.status}`, !retryable, `${response.status} ${text}`, retryAfterMs);
+}
+
+/** A `Retry-After` header in milliseconds from now: whole seconds, or an HTTP date. */
+function retryAfter(header: string | null): number | undefined {
+  if (!header) return undefined;
+  if (/^\d+$/.test(header.trim())) return Number(header.trim()) * 1000;
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
 function describe(err: unknown): string {

@@ -46,6 +46,8 @@ export class ProviderError extends Error {
     message: string,
     readonly permanent: boolean,
     readonly raw?: string,
+    /** How long the provider asked us to wait before trying again (its `Retry-After`), if it did. */
+    readonly retryAfterMs?: number,
   ) {
     super(message);
   }

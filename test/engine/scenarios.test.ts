@@ -221,6 +221,25 @@ describe('a chat step', () => {
     }
   });
 
+  it("waits as long as a provider's Retry-After asks before trying again", async () => {
+    const hook = await startHttpPeer((_req, index) => (index === 0 ? { status: 429, body: 'slow down', headers: { 'Retry-After': '60' } } : { status: 200, body: 'ok' }));
+    try {
+      await t.a.post('/v1/subscribers', { subscriberId: 'throttled' }).expect(201);
+      await t.a.put('/v1/subscribers/throttled/credentials', { providerId: 'slack', credentials: { webhookUrl: hook.url } }).expect(200);
+      const tx = await trigger({ name: 'chat-ping', to: 'throttled', payload: { text: 'x' } });
+      await run();
+      const [job] = (await notificationOf(tx)).jobs;
+      expect(job).toMatchObject({ status: 'queued', runAt: new Date(t.clock.now().getTime() + 60_000).toISOString() });
+      await later(59_000); // backoff alone would have retried after 1.5 s
+      expect(hook.requests).toHaveLength(1);
+      await later(1000);
+      expect(hook.requests).toHaveLength(2);
+      expect((await notificationOf(tx)).status).toBe('completed');
+    } finally {
+      await hook.close();
+    }
+  });
+
   it('fails at once when the provider refuses the request (4xx)', async () => {
     const hook = await startHttpPeer(() => ({ status: 404, body: 'no such hook' }));
     try {

@@ -13,6 +13,7 @@ export interface ReceivedRequest {
 interface Answer {
   status: number;
   body?: string;
+  headers?: Record<string, string>;
 }
 
 /**
@@ -28,7 +29,7 @@ export async function startHttpPeer(respond?: (request: ReceivedRequest, index: 
       const request: ReceivedRequest = { method: req.method!, path: req.url!, headers: req.headers, body, json: () => JSON.parse(body) };
       requests.push(request);
       void Promise.resolve(respond?.(request, requests.length - 1)).then((answer = { status: 200, body: '{"ok":true}' }) => {
-        res.writeHead(answer.status, { 'Content-Type': 'application/json' }).end(answer.body ?? '');
+        res.writeHead(answer.status, { 'Content-Type': 'application/json', ...answer.headers }).end(answer.body ?? '');
       });
     });
   });
