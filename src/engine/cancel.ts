@@ -2,7 +2,7 @@
 import type { Deps } from '../deps.js';
 import { notFound } from '../http/errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
-import { cancelableJobs, handOverClosedDigests, setJobsStatus } from '../db/repos/jobs.js';
+import { addExecutionDetail, addExecutionDetails, cancelableJobs, handOverClosedDigests, setJobsStatus } from '../db/repos/jobs.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
 import { settleDigestRiders } from './schedule.js';
 
@@ -24,6 +24,10 @@ export async function cancelEvent(deps: Deps, environmentId: string, transaction
     const jobs = cancelable.filter((job) => !handedOver.has(job.id));
     const openDigests = jobs.filter((job) => job.digestKey !== null);
     await setJobsStatus(trx, jobs.map((job) => job.id), 'canceled', now);
+    await addExecutionDetails(trx, jobs.map((job) => ({ jobId: job.id, status: 'warning', detail: `Canceled with event ${transactionId}`, isRetry: false })), now);
+    for (const job of handedOver) {
+      await addExecutionDetail(trx, { jobId: job, status: 'success', detail: `Event ${transactionId} was canceled; goes on for the digest's other events`, isRetry: false }, now);
+    }
     for (const leader of openDigests) {
       const [heir, ...others] = await trx('jobs')
         .where({ merged_into: leader.id, status: 'merged' })

@@ -4,7 +4,16 @@
 import { createHash } from 'node:crypto';
 import type { Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
-import { digestRiders, findDigestLeader, hasFailedJob, insertDigestLeader, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
+import {
+  addExecutionDetail,
+  digestRiders,
+  findDigestLeader,
+  hasFailedJob,
+  insertDigestLeader,
+  insertJobs,
+  type JobRecord,
+  type NewJob,
+} from '../db/repos/jobs.js';
 import {
   insertNotifications,
   notificationRecipient,
@@ -153,7 +162,9 @@ async function stepJob(
       if (await insertDigestLeader(trx, leader, now)) return undefined;
       const open = await findDigestLeader(trx, digestKey);
       if (open) {
-        await insertJobs(trx, [{ ...job, status: 'merged', mergedInto: open.id }], now);
+        const merged = { ...job, id: newId(now.getTime()), status: 'merged' as const, mergedInto: open.id };
+        await insertJobs(trx, [merged], now);
+        await addExecutionDetail(trx, { jobId: merged.id, status: 'success', detail: `Merged into the open digest ${open.id}`, isRetry: false }, now);
         return undefined;
       }
     }

@@ -428,7 +428,7 @@ describe('delay and cancel', () => {
     expect((await feed('canceled')).totalCount).toBe(0);
     const notification = await notificationOf(tx);
     expect(notification.status).toBe('canceled');
-    expect(notification.jobs).toMatchObject([{ type: 'delay', status: 'canceled' }]);
+    expect(notification.jobs).toMatchObject([{ type: 'delay', status: 'canceled', executionDetails: [{ status: 'warning', detail: `Canceled with event ${tx}` }] }]);
     expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
   });
 
@@ -543,7 +543,9 @@ describe('digest', () => {
     expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
     // A follower whose payload is already in the closed digest has nothing left to cancel.
     expect((await t.a.delete(`/v1/events/trigger/${txs[2]}`).expect(200)).body).toEqual({ data: false });
-    expect((await notificationOf(txs[2])).jobs).toMatchObject([{ type: 'digest', status: 'merged' }]);
+    expect((await notificationOf(txs[2])).jobs).toMatchObject([
+      { type: 'digest', status: 'merged', executionDetails: [{ status: 'success', detail: expect.stringMatching(/^Merged into the open digest /) }] },
+    ]);
 
     await later(3_600_000);
     expect((await feed('closed-digest')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
