@@ -14,6 +14,7 @@ import type { Schemas } from '../http/types.js';
 import { deliver, Undeliverable } from './deliver.js';
 import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
+import { handOverOpenDigest } from './digests.js';
 import { whereInShard, type FanoutShard } from './fanout-shards.js';
 
 export const MAX_ATTEMPTS = 5;
@@ -71,7 +72,7 @@ async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also
       const event = (await findEvent(trx, job.eventId, true))!;
       if (also) await also(trx, event);
       if (job.kind === 'step' && ['completed', 'skipped', 'failed', 'canceled'].includes(outcome.status)) {
-        await continueAfter(trx, event, job, outcome.state ?? job.state, now);
+        await continueAfter(trx, event, job, outcome.state ?? job.state, now, outcome.status === 'canceled');
       }
     });
   } catch (err) {
@@ -184,7 +185,14 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   const event = await findEvent(ctx.deps.db, job.eventId);
   if (!event) return; // Its environment was deleted, and the job with it.
   if (job.kind === 'fanout') return runFanout(ctx, job);
-  if (event.canceledAt) return settle(ctx, job, { status: 'canceled' });
+  if (event.canceledAt) {
+    // A digest still open, whose leader was claimed before the cancel could hand it over: this hands it over.
+    const leader = job.digestKey;
+    return settle(ctx, job, { status: 'canceled' }, leader === null ? undefined : async (trx) => {
+      await trx('jobs').where({ id: job.id }).update({ digest_key: null });
+      await handOverOpenDigest(trx, { id: job.id, digestKey: leader, runAt: job.runAt }, ctx.deps.clock.now());
+    });
+  }
   await setNotificationStatus(ctx.deps.db, job.notificationId!, 'processing', ctx.deps.clock.now(), ['pending']);
   const step = event.workflow.steps[job.stepIndex!];
   const unmet = job.state[UNMET_CONDITION];

@@ -14,7 +14,8 @@ import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER, type Layer } from './preferences.js';
 import { IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
-import { continueAfter, createNotifications, nextActiveStep, settleDigestRiders, type Recipient as Member } from './schedule.js';
+import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
+import { settleDigestRiders } from './digests.js';
 import type { WorkerContext } from './execute.js';
 import type { Step } from '../db/repos/workflows.js';
 
@@ -134,13 +135,20 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     for (const eventId of new Set(mine.map((d) => d.event.id))) locked.set(eventId, (await findEvent(trx, eventId, true))!);
     const finished: string[] = [];
     const finishedAfter = new Set<string>();
+    const goingOn: string[] = [];
     for (const d of mine) {
       const event = locked.get(d.event.id)!;
-      if (!event.canceledAt && d.status !== 'canceled' && nextActiveStep(event, d.job.stepIndex!) === -1) {
+      const last = nextActiveStep(event, d.job.stepIndex!) === -1;
+      if (!event.canceledAt && d.status !== 'canceled' && last) {
         finished.push(d.job.notificationId!);
         finishedAfter.add(d.job.id);
-      } else await continueAfter(trx, event, d.job, d.job.state, now);
+        continue;
+      }
+      if (!event.canceledAt && d.status !== 'canceled') goingOn.push(d.job.notificationId!);
+      await continueAfter(trx, event, d.job, d.job.state, now, d.status === 'canceled');
     }
+    // A step done and another to come: the notification is under way.
+    for (const part of chunks(goingOn)) await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: at });
     const failed = new Set<string>();
     for (const part of chunks(finished)) {
       for (const row of await trx('jobs').whereIn('notification_id', part).where('status', 'failed').distinct('notification_id')) failed.add(row.notification_id);

@@ -129,7 +129,8 @@ export class JobRunner {
     };
     // Sends wait on the network, and a batch's last jobs wait for its first: the leases are renewed
     // every third of their length meanwhile, so no other worker takes over a job this one will still send.
-    const renewal = queue.length > 0 ? setInterval(() => this.renewLeases(), this.options.leaseMs / 3) : undefined;
+    const sends = queue.map((job) => job.id);
+    const renewal = sends.length > 0 ? setInterval(() => this.renewLeases(sends), this.options.leaseMs / 3) : undefined;
     try {
       await Promise.all(Array.from({ length: Math.min(this.options.concurrency, jobs.length) }, lane));
     } finally {
@@ -139,8 +140,8 @@ export class JobRunner {
     return jobs.length;
   }
 
-  private renewLeases(): void {
+  private renewLeases(ids: string[]): void {
     const until = new Date(this.deps.clock.now().getTime() + this.options.leaseMs);
-    renewLeases(this.deps.db, this.ctx.owner, until).catch((err: unknown) => this.deps.logger.error({ err }, 'job runner: renewing leases failed'));
+    renewLeases(this.deps.db, this.ctx.owner, ids, until).catch((err: unknown) => this.deps.logger.error({ err }, 'job runner: renewing leases failed'));
   }
 }

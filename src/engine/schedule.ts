@@ -3,10 +3,8 @@
 // canceled event simply creates nothing more.
 import { createHash } from 'node:crypto';
 import type { Runner } from '../db/knex.js';
-import type { EventRecord } from '../db/repos/events.js';
 import {
   addExecutionDetail,
-  digestRiders,
   findDigestLeader,
   hasFailedJob,
   insertDigestLeader,
@@ -19,15 +17,16 @@ import {
   notificationRecipient,
   setNotificationStatus,
   settleCanceledNotification,
-  settleRiders,
   type NewNotification,
   type NotificationStatus,
 } from '../db/repos/notifications.js';
+import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { findSubscriber } from '../db/repos/subscribers.js';
 import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from './preferences.js';
 import { failedCondition } from './conditions.js';
+import { passOnClosedDigest, settleDigestRiders } from './digests.js';
 
 export interface Recipient {
   /** The subscriber's internal id. */
@@ -110,7 +109,8 @@ function plainStepJob(event: EventRecord, notificationId: string, index: number,
   };
   if (step.type === 'delay') {
     const until = step.delayPath ? parseInstant(valueAt(event.payload, step.delayPath)) : undefined;
-    const at = step.delayPath ? (until ?? now) : addMs(now, durationMs(step.amount!, step.unit!));
+    // A time in the payload is clamped like a duration (addMs): `9999-12-31T23:59-14:00` is in the year 10000.
+    const at = step.delayPath ? (until ? addMs(until, 0) : now) : addMs(now, durationMs(step.amount!, step.unit!));
     return { ...job, status: 'delayed', runAt: at > now ? at : now };
   }
   return job;
@@ -174,16 +174,6 @@ async function stepJob(
 }
 
 /**
- * Once a notification that led a digest is settled, the notifications of the digest's other
- * events, whose payloads rode in its send, take its status (they stay `processing` until then).
- */
-export async function settleDigestRiders(trx: Runner, event: EventRecord, notificationId: string, now: Date): Promise<void> {
-  if (!event.workflow.steps.some((step) => step.type === 'digest')) return;
-  const riders = await digestRiders(trx, notificationId);
-  if (riders.length > 0) await settleRiders(trx, notificationId, riders, now);
-}
-
-/**
  * Where a delay or digest job whose conditions did not hold when its step was reached says why, in
  * its state. Channel steps check theirs when they run (deliver.ts); a wait cannot, as it would have
  * waited first.
@@ -202,15 +192,50 @@ async function unmetCondition(trx: Runner, event: EventRecord, notificationId: s
 }
 
 /**
- * After a job is done: the job for the notification's next step (the notification is then
- * `processing`, if it was not yet), or, when there is none, the notification's final status. A
- * canceled event goes no further.
+ * After a job is done: the job for the notification's next step, or, when there is none, the
+ * notification's final status. A canceled event goes no further, but for a closed digest's send
+ * it carried, which goes on for another event of the digest (digests.ts): from the step after this
+ * job, or from this job's own step when it was canceled rather than run.
  */
-export async function continueAfter(trx: Runner, event: EventRecord, job: JobRecord, state: Record<string, unknown>, now: Date): Promise<void> {
+export async function continueAfter(
+  trx: Runner,
+  event: EventRecord,
+  job: JobRecord,
+  state: Record<string, unknown>,
+  now: Date,
+  jobCanceled = false,
+): Promise<void> {
   const notificationId = job.notificationId!;
   if (event.canceledAt) {
+    const from = jobCanceled ? job.stepIndex! : nextActiveStep(event, job.stepIndex!);
+    const passed =
+      from !== -1 &&
+      (await passOnClosedDigest(trx, notificationId, now, async (heir) => {
+        if (from <= heir.digestStep) return;
+        if (jobCanceled) {
+          // The step was due and taken, its wait (if any) over: the heir's runs now.
+          const again: NewJob = {
+            environmentId: job.environmentId,
+            eventId: heir.eventId,
+            notificationId: heir.notificationId,
+            kind: 'step',
+            stepIndex: job.stepIndex!,
+            stepId: job.stepId ?? undefined,
+            type: job.type,
+            status: 'pending',
+            runAt: now,
+            state: heir.strip(state),
+          };
+          await insertJobs(trx, [again], now);
+          return;
+        }
+        const heirEvent = (await findEvent(trx, heir.eventId))!;
+        const { subscriber_key: heirKey } = (await notificationRecipient(trx, heir.notificationId))!;
+        const heirJob = await stepJob(trx, heirEvent, heir.notificationId, heirKey, from, heir.strip(state), now);
+        if (heirJob) await insertJobs(trx, [heirJob], now);
+      }));
     await settleCanceledNotification(trx, notificationId, now);
-    await settleDigestRiders(trx, event, notificationId, now);
+    if (!passed) await settleDigestRiders(trx, event, notificationId, now);
     return;
   }
   const next = nextActiveStep(event, job.stepIndex!);
@@ -220,7 +245,6 @@ export async function continueAfter(trx: Runner, event: EventRecord, job: JobRec
     await settleDigestRiders(trx, event, notificationId, now);
     return;
   }
-  await setNotificationStatus(trx, notificationId, 'processing', now, ['pending']);
   const { subscriber_key: subscriberKey } = (await notificationRecipient(trx, notificationId))!;
   const nextJob = await stepJob(trx, event, notificationId, subscriberKey, next, state, now);
   if (nextJob) await insertJobs(trx, [nextJob], now);

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { claimDueJobs, updateClaimedJob } from '../../src/db/repos/jobs.js';
+import { claimDueJobs, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { startHttpPeer } from '../helpers/peers.js';
 
@@ -63,6 +63,19 @@ describe('leases', () => {
     } finally {
       await hook.close();
     }
+  });
+
+  it('renew only the jobs of the batch at work: one left running by a failure is taken over when its lease ends', async () => {
+    await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201);
+    const [orphan] = await claimDueJobs(t.db, { owner: 'renewing-worker', now: t.clock.now(), leaseMs: 30_000, limit: 1 });
+    const until = new Date(t.clock.now().getTime() + 3_600_000);
+    expect(await renewLeases(t.db, 'renewing-worker', ['some-other-job'], until)).toBe(0);
+    expect(await renewLeases(t.db, 'another-worker', [orphan.id], until)).toBe(0);
+    t.clock.advance(31_000);
+    const [taken] = await claimDueJobs(t.db, { owner: 'worker-b', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    expect(taken).toMatchObject({ id: orphan.id, attempts: 2 });
+    expect(await renewLeases(t.db, 'worker-b', [orphan.id], until)).toBe(1);
+    await executeJob({ deps: t.deps, owner: 'worker-b', random: () => 0.5 }, taken);
   });
 
   it('give back the jobs a stopping runner claimed but had not started', async () => {

@@ -6,6 +6,8 @@ import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { fanoutShards } from '../../src/engine/fanout-shards.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
+import { claimDueJobs } from '../../src/db/repos/jobs.js';
+import { executeJob } from '../../src/engine/execute.js';
 
 let t: TestApp;
 let worker: JobRunner;
@@ -408,7 +410,7 @@ describe('delay and cancel', () => {
     expect((await notificationOf(tx)).jobs).toMatchObject([{ type: 'delay', status: 'delayed', runAt: '9999-12-31T23:59:59.999Z' }]);
   });
 
-  it('waits until a time in the payload', async () => {
+  it('waits until a time in the payload, at most until the last instant of the year 9999', async () => {
     await t.a.post('/v1/workflows', { name: 'Scheduled', steps: [{ type: 'delay', delayPath: 'sendAt' }, { type: 'in_app', template: { content: 'on time' } }] }).expect(201);
     await t.a.post('/v1/subscribers', { subscriberId: 'scheduled' }).expect(201);
     const sendAt = new Date(t.clock.now().getTime() + 3 * 86_400_000).toISOString();
@@ -417,6 +419,12 @@ describe('delay and cancel', () => {
     expect((await feed('scheduled')).totalCount).toBe(0);
     await later(86_400_000);
     expect((await feed('scheduled')).totalCount).toBe(1);
+
+    // 9999-12-31T23:59:59-14:00 is in the year 10000, which would sort before any due time.
+    const far = await trigger({ name: 'scheduled', to: 'scheduled', payload: { sendAt: '9999-12-31T23:59:59-14:00' } });
+    await later(86_400_000);
+    expect((await feed('scheduled')).totalCount).toBe(1);
+    expect((await notificationOf(far)).jobs).toMatchObject([{ type: 'delay', status: 'delayed', runAt: '9999-12-31T23:59:59.999Z' }]);
   });
 
   it('sends nothing once a delayed event is canceled, and says so', async () => {
@@ -549,6 +557,50 @@ describe('digest', () => {
 
     await later(3_600_000);
     expect((await feed('closed-digest')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
+    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'completed', 'completed']);
+  });
+
+  it('passes a closed digest\'s send on again when the event that took it over is canceled too', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'twice-passed' }).expect(201);
+    const txs: string[] = [];
+    for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'digest-then-wait', to: 'twice-passed', payload: { text } }));
+    await later(10 * 60_000);
+    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
+    expect((await t.a.delete(`/v1/events/trigger/${txs[1]}`).expect(200)).body).toEqual({ data: true });
+    await later(3_600_000);
+    expect((await feed('twice-passed')).data.map((m: { content: string }) => m.content)).toEqual(['1: z; for z']);
+    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'canceled', 'completed']);
+  });
+
+  it('passes the send on when the event that carries it is canceled while its next job runs', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'mid-send' }).expect(201);
+    const txs: string[] = [];
+    for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'digest-then-wait', to: 'mid-send', payload: { text } }));
+    await later(10 * 60_000);
+    t.clock.advance(3_600_000);
+    // A worker takes the carrier's delay; the cancel finds nothing it may stop.
+    const claimed = await claimDueJobs(t.db, { owner: 'mid-send-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
+    expect(claimed.map((job) => job.type)).toEqual(['delay']);
+    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: false });
+    await executeJob({ deps: t.deps, owner: 'mid-send-worker', random: () => 0.5 }, claimed[0]);
+    await run();
+    expect((await feed('mid-send')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
+    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'completed', 'completed']);
+  });
+
+  it('hands an open digest on when its leader was already taken by a worker as its event is canceled', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'taken-leader' }).expect(201);
+    const txs: string[] = [];
+    for (const text of ['x', 'y']) txs.push(await trigger({ name: 'comments-digest', to: 'taken-leader', payload: { postId: 'p7', text } }));
+    t.clock.advance(10 * 60_000);
+    const claimed = await claimDueJobs(t.db, { owner: 'leader-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
+    expect(claimed.map((job) => job.type)).toEqual(['digest']);
+    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: false });
+    await executeJob({ deps: t.deps, owner: 'leader-worker', random: () => 0.5 }, claimed[0]);
+    // The key is free of the canceled leader: a later event joins the digest y now leads.
+    txs.push(await trigger({ name: 'comments-digest', to: 'taken-leader', payload: { postId: 'p7', text: 'w' } }));
+    await run();
+    expect((await feed('taken-leader')).data.map((m: { content: string }) => m.content)).toEqual(['2 comments on p7: y;w;']);
     expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'completed', 'completed']);
   });
 

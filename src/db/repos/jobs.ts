@@ -1,5 +1,5 @@
 import type { Db, Runner } from '../knex.js';
-import { changeRows, isPostgres, selectRows, selectRowsInBackground } from '../knex.js';
+import { changeRows, inList, isPostgres, selectRows, selectRowsInBackground } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { newId } from '../../ids.js';
@@ -182,11 +182,15 @@ export async function hasFailedJob(trx: Runner, notificationId: string): Promise
 }
 
 /**
- * Extends the lease of every job `owner` holds until `until`: a worker at work keeps the jobs it
- * claimed however long its batch takes, so only one that stopped (crashed, or stuck) loses them.
+ * Extends the lease of the jobs `owner` claimed and still holds, of those given, until `until`: a
+ * worker at work keeps its batch however long it takes, so only one that stopped (crashed, or
+ * stuck) loses it. A job left running by a failure is not among them, and is taken over when its
+ * lease ends.
  */
-export async function renewLeases(db: Db, owner: string, until: Date): Promise<number> {
-  return changeRows(db, "UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND status = 'running'", [until.toISOString(), owner]);
+export async function renewLeases(db: Db, owner: string, ids: readonly string[], until: Date): Promise<number> {
+  if (ids.length === 0) return 0;
+  const list = inList(db, 'id', ids);
+  return changeRows(db, `UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND status = 'running' AND ${list.sql}`, [until.toISOString(), owner, ...list.bindings]);
 }
 
 /** Gives jobs a stopping worker holds back, untouched, for another worker to claim now. */
@@ -225,18 +229,27 @@ export async function cancelableJobs(trx: Runner, eventId: string): Promise<JobR
 }
 
 /**
- * The digest job a notification's chain went through: its own (it led the digest) or the one its
- * job was merged into. The notifications of a digest's other events ride in the send of the
- * notification that leads it (digestRiders).
+ * The closed digest whose send a notification carries or rides in: its own digest job, once it
+ * fired, or the one its job was merged into. Each half reads the notification's jobs by their index.
  */
-const DIGEST_OF = `SELECT id FROM jobs WHERE notification_id = ? AND type = 'digest' AND status = 'completed'
-  UNION SELECT merged_into FROM jobs WHERE notification_id = ? AND status = 'merged'`;
+const CLOSED_DIGEST_OF = `SELECT id, step_index FROM jobs WHERE notification_id = ? AND type = 'digest' AND status = 'completed'
+  UNION SELECT d.id, d.step_index FROM jobs m JOIN jobs d ON d.id = m.merged_into WHERE m.notification_id = ? AND d.status = 'completed'`;
 
-/** The notifications, other than `notificationId`, whose events' payloads went into the same digest. */
+export async function closedDigestOf(trx: Runner, notificationId: string): Promise<{ id: string; step_index: number } | undefined> {
+  const [digest] = await selectRows<{ id: string; step_index: number }>(trx, CLOSED_DIGEST_OF, [notificationId, notificationId]);
+  return digest;
+}
+
+/**
+ * The notifications, other than `notificationId`, riding in the send of the closed digest it
+ * carries: their jobs are still merged into it. Read from the digest, through the index of merged
+ * jobs (CROSS JOIN keeps SQLite to that order; by status it would read every merged job ever).
+ */
 export async function digestRiders(trx: Runner, notificationId: string): Promise<string[]> {
   const rows = await selectRows<{ notification_id: string }>(
     trx,
-    `SELECT notification_id FROM jobs WHERE status = 'merged' AND notification_id <> ? AND merged_into IN (${DIGEST_OF})`,
+    `SELECT f.notification_id FROM (${CLOSED_DIGEST_OF}) AS digest CROSS JOIN jobs f
+      WHERE f.merged_into = digest.id AND f.status = 'merged' AND f.notification_id <> ?`,
     [notificationId, notificationId, notificationId],
   );
   return rows.map((row) => row.notification_id);
@@ -333,39 +346,4 @@ export const QUEUE_DEPTH = `SELECT (SELECT count(*) FROM jobs WHERE status IN ('
 export async function queueDepth(db: Db, now: Date): Promise<number> {
   const [row] = await selectRows<{ n: number | string }>(db, QUEUE_DEPTH, [now.toISOString()]);
   return Number(row.n);
-}
-
-/**
- * When the event that led a closed digest is canceled, its waiting jobs after the digest (which
- * carry every event's payload) go on for the oldest other event of the digest that is not
- * canceled, without the canceled payload: the others are still sent. Answers the jobs handed on.
- */
-export async function handOverClosedDigests(trx: Runner, jobs: JobRecord[], now: Date): Promise<Set<string>> {
-  const handed = new Set<string>();
-  const waitingByNotification = new Map<string, JobRecord[]>();
-  for (const job of jobs) {
-    if (job.kind !== 'step' || job.status === 'merged' || !job.notificationId) continue;
-    waitingByNotification.set(job.notificationId, [...(waitingByNotification.get(job.notificationId) ?? []), job]);
-  }
-  for (const [notificationId, waiting] of waitingByNotification) {
-    const digest = await trx('jobs').where({ notification_id: notificationId, type: 'digest', status: 'completed' }).first('id', 'step_index');
-    if (!digest) continue;
-    const heir = await trx('jobs as f')
-      .join('events as e', 'e.id', 'f.event_id')
-      .where({ 'f.merged_into': digest.id, 'f.status': 'merged' })
-      .whereNull('e.canceled_at')
-      .orderBy([{ column: 'f.created_at' }, { column: 'f.id' }])
-      .first('f.event_id', 'f.notification_id');
-    if (!heir) continue;
-    for (const job of waiting.filter((waitingJob) => waitingJob.stepIndex! > digest.step_index)) {
-      // The digest's events list the leader's payload first (execute.ts, fireDigest).
-      const digested = job.state.digest as { events: unknown[]; total_count: number } | undefined;
-      const state = digested ? { ...job.state, digest: { events: digested.events.slice(1), total_count: digested.total_count - 1 } } : job.state;
-      await trx('jobs')
-        .where({ id: job.id })
-        .update({ event_id: heir.event_id, notification_id: heir.notification_id, state: writeJson(state), updated_at: now.toISOString() });
-      handed.add(job.id);
-    }
-  }
-  return handed;
 }

@@ -76,8 +76,9 @@ export async function setNotificationStatus(
 }
 
 /**
- * What a canceled event leaves a notification as, once none of its jobs is running (and unless
- * its payload rides in a closed digest, whose leader's outcome it takes: settleRiders): `failed` when
+ * What a canceled event leaves a notification as, once none of its jobs is running, unless it only
+ * rides in a closed digest's send (its one job is merged into the digest), whose outcome it takes
+ * (settleRiders): `failed` when
  * a job of it failed, `completed` when one of its channel steps was sent, else `canceled` (canceled
  * before anything was sent). Statuses as the contract's NotificationStatus defines them.
  */
@@ -87,7 +88,8 @@ const SETTLE_CANCELED = `UPDATE notifications SET updated_at = ?, status = CASE
       AND jobs.kind = 'step' AND jobs.type IN ('in_app', 'email', 'sms', 'chat', 'push')) THEN 'completed'
     ELSE 'canceled' END
   WHERE status IN ('pending', 'processing')
-    AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'merged')`;
+    AND (NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'merged')
+      OR EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status <> 'merged'))`;
 
 /**
  * After an event is canceled: its notifications settled (SETTLE_CANCELED), but for those with a

@@ -1,0 +1,105 @@
+// Who carries a digest when an event of it is canceled. A digest is led by the job of the event
+// that opened it; the jobs of later events are merged into it. While it is open, a canceled
+// leader's window goes to the oldest follower (handOverOpenDigest). Once it has closed, its send
+// carries every event's payload on the jobs of one notification, its carrier: the others ride in
+// it, and take its status when it settles (settleDigestRiders). A canceled carrier's send goes on
+// for the oldest other event that is not canceled, without the canceled payload (passOnClosedDigest).
+import type { Runner } from '../db/knex.js';
+import type { EventRecord } from '../db/repos/events.js';
+import { addExecutionDetail, closedDigestOf, digestRiders, type JobRecord } from '../db/repos/jobs.js';
+import { writeJson } from '../db/json.js';
+import { settleRiders } from '../db/repos/notifications.js';
+
+/** The follower to carry a digest on: the oldest job merged into it whose event is not canceled. */
+async function heirOf(trx: Runner, digestId: string): Promise<{ id: string; event_id: string; notification_id: string } | undefined> {
+  return trx('jobs as f')
+    .join('events as e', 'e.id', 'f.event_id')
+    .where({ 'f.merged_into': digestId, 'f.status': 'merged' })
+    .whereNull('e.canceled_at')
+    .orderBy([{ column: 'f.created_at' }, { column: 'f.id' }])
+    .first('f.id', 'f.event_id', 'f.notification_id');
+}
+
+/**
+ * An open digest whose leader was canceled: its oldest live follower leads it instead, with its key
+ * and its window, and the other followers are merged into that one. The leader must no longer hold
+ * the key.
+ */
+export async function handOverOpenDigest(trx: Runner, leader: { id: string; digestKey: string; runAt: string }, now: Date): Promise<void> {
+  const heir = await heirOf(trx, leader.id);
+  if (!heir) return;
+  const at = now.toISOString();
+  await trx('jobs').where({ id: heir.id }).update({ status: 'delayed', digest_key: leader.digestKey, run_at: leader.runAt, merged_into: null, updated_at: at });
+  await trx('jobs').where({ merged_into: leader.id, status: 'merged' }).update({ merged_into: heir.id, updated_at: at });
+  await addExecutionDetail(trx, { jobId: heir.id, status: 'success', detail: 'Leads the digest: the event that opened it was canceled', isRetry: false }, now);
+}
+
+/** What the heir of a closed digest's send is given to go on with. */
+export interface Heir {
+  eventId: string;
+  notificationId: string;
+  /** The digest's state without the canceled carrier's payload. */
+  strip(state: Record<string, unknown>): Record<string, unknown>;
+  /** The digest step's index: the send is the steps after it. */
+  digestStep: number;
+}
+
+/**
+ * A canceled notification that carries a closed digest's send stops carrying it: `giveTo` hands the
+ * send on to the oldest other event of the digest not canceled (and answers true), or, with none,
+ * the send stops and its riders settle with this notification. Either way, a notification that had
+ * taken the send over from another is out of the digest (its merged job is canceled).
+ */
+export async function passOnClosedDigest(trx: Runner, notificationId: string, now: Date, giveTo: (heir: Heir) => Promise<void>): Promise<boolean> {
+  const digest = await closedDigestOf(trx, notificationId);
+  if (!digest) return false;
+  const heir = await heirOf(trx, digest.id);
+  const merged = await trx('jobs').where({ notification_id: notificationId, status: 'merged' }).select('id');
+  if (merged.length > 0) {
+    await trx('jobs').whereIn('id', merged.map((job: { id: string }) => job.id)).update({ status: 'canceled', updated_at: now.toISOString() });
+    for (const job of merged) await addExecutionDetail(trx, { jobId: job.id, status: 'warning', detail: "Taken out of the digest's send: its event was canceled", isRetry: false }, now);
+  }
+  if (!heir) return false;
+  // A carrier's own payload is the first of the digest's events (execute.ts, fireDigest; and so on down the heirs).
+  const strip = (state: Record<string, unknown>) => {
+    const digested = state.digest as { events: unknown[]; total_count: number } | undefined;
+    return digested ? { ...state, digest: { events: digested.events.slice(1), total_count: digested.total_count - 1 } } : state;
+  };
+  await giveTo({ eventId: heir.event_id, notificationId: heir.notification_id, strip, digestStep: digest.step_index });
+  return true;
+}
+
+/**
+ * Cancel's part: the jobs of a canceled event still waiting in a closed digest's send (the steps
+ * after the digest) go on for the heir. Answers the jobs handed on.
+ */
+export async function passOnWaitingSends(trx: Runner, jobs: JobRecord[], transactionId: string, now: Date): Promise<Set<string>> {
+  const handed = new Set<string>();
+  const waitingBy = new Map<string, JobRecord[]>();
+  for (const job of jobs) {
+    if (job.kind !== 'step' || job.status === 'merged' || !job.notificationId) continue;
+    waitingBy.set(job.notificationId, [...(waitingBy.get(job.notificationId) ?? []), job]);
+  }
+  for (const [notificationId, waiting] of waitingBy) {
+    await passOnClosedDigest(trx, notificationId, now, async (heir) => {
+      for (const job of waiting.filter((waitingJob) => waitingJob.stepIndex! > heir.digestStep)) {
+        await trx('jobs')
+          .where({ id: job.id })
+          .update({ event_id: heir.eventId, notification_id: heir.notificationId, state: writeJson(heir.strip(job.state)), updated_at: now.toISOString() });
+        await addExecutionDetail(trx, { jobId: job.id, status: 'success', detail: `Event ${transactionId} was canceled; goes on for the digest's other events`, isRetry: false }, now);
+        handed.add(job.id);
+      }
+    });
+  }
+  return handed;
+}
+
+/**
+ * Once the notification carrying a closed digest's send is settled, the notifications riding in it
+ * take its status (they stay `processing` until then).
+ */
+export async function settleDigestRiders(trx: Runner, event: EventRecord, notificationId: string, now: Date): Promise<void> {
+  if (!event.workflow.steps.some((step) => step.type === 'digest')) return;
+  const riders = await digestRiders(trx, notificationId);
+  if (riders.length > 0) await settleRiders(trx, notificationId, riders, now);
+}
