@@ -76,7 +76,10 @@ export interface paths {
          *     with its send.
          *
          *     Answers `data: true` when something was canceled and `data: false` when nothing was
-         *     pending any more. Canceling twice is harmless.
+         *     pending any more. A job a worker has already taken counts as canceled: it ends without
+         *     running when it finds its event canceled (unless its send has begun), with the execution
+         *     detail "Canceled with its event before it ran". Canceling twice is harmless: the second
+         *     answer is `false`.
          */
         delete: operations["cancelEvent"];
         options?: never;
@@ -1580,7 +1583,7 @@ export interface components {
         /** @description Whether anything was canceled. */
         CancelResultResponse: {
             /**
-             * @description `true` when pending jobs were canceled.
+             * @description `true` when jobs still to run were canceled.
              * @example true
              */
             data: boolean;

@@ -2,7 +2,7 @@
 import type { Deps } from '../deps.js';
 import { notFound } from '../http/errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
-import { addExecutionDetails, cancelableJobs, setJobsStatus } from '../db/repos/jobs.js';
+import { addExecutionDetails, cancelableJobs, hasRunningJob, setJobsStatus } from '../db/repos/jobs.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
 import { handOverOpenDigest, passOnWaitingSends, settleDigestRiders } from './digests.js';
 
@@ -11,14 +11,15 @@ import { handOverOpenDigest, passOnWaitingSends, settleDigestRiders } from './di
  * into a digest still open, or a fan-out still to come), and marks the event so no further job is
  * created for it. The other events of a digest are still sent: when a canceled job held a digest
  * open, the oldest job that joined it takes over; when the digest had closed, the jobs after it go
- * on for the oldest other event (digests.ts). Answers whether anything was stopped.
+ * on for the oldest other event (digests.ts). Answers whether anything was stopped, or will be: a
+ * job a worker has taken stops before it sends unless its send has begun.
  */
 export async function cancelEvent(deps: Deps, environmentId: string, transactionId: string): Promise<boolean> {
   const now = deps.clock.now();
   return deps.db.transaction(async (trx) => {
     const event = await findEventByTransaction(trx, environmentId, transactionId);
     if (!event) throw notFound(`No event with transactionId ${transactionId}`);
-    await markCanceled(trx, event.id, now);
+    const newlyCanceled = await markCanceled(trx, event.id, now);
     const cancelable = await cancelableJobs(trx, event.id);
     const handedOn = await passOnWaitingSends(trx, cancelable, transactionId, now);
     const jobs = cancelable.filter((job) => !handedOn.has(job.id));
@@ -29,6 +30,7 @@ export async function cancelEvent(deps: Deps, environmentId: string, transaction
     // A closed digest's send stopped with no other event to take it on: its riders settle with it.
     const stopped = new Set(jobs.map((job) => job.notificationId).filter((id): id is string => id !== null));
     for (const notificationId of stopped) await settleDigestRiders(trx, event, notificationId, now);
-    return cancelable.length > 0;
+    // A job a worker has taken and not yet run ends when it finds the event canceled: it counts as stopped too.
+    return cancelable.length > 0 || (newlyCanceled && (await hasRunningJob(trx, event.id)));
   });
 }

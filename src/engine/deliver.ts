@@ -103,6 +103,9 @@ export function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelSt
 
 export const IN_APP_DELIVERED = 'Message stored in the in-app feed';
 
+/** The execution detail of a job a worker had taken when it found its event canceled: it ends without running. */
+export const CANCELED_BEFORE_RUN = 'Canceled with its event before it ran';
+
 export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<Delivered> {
   const env = event.environmentId;
   const notification = (await notificationRecipient(deps.db, job.notificationId!))!;

@@ -11,7 +11,7 @@ import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../http/types.js';
-import { deliver, Undeliverable } from './deliver.js';
+import { CANCELED_BEFORE_RUN, deliver, Undeliverable } from './deliver.js';
 import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
 import { handOverOpenDigest } from './digests.js';
@@ -188,7 +188,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   if (event.canceledAt) {
     // A digest still open, whose leader was claimed before the cancel could hand it over: this hands it over.
     const leader = job.digestKey;
-    return settle(ctx, job, { status: 'canceled' }, leader === null ? undefined : async (trx) => {
+    return settle(ctx, job, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } }, leader === null ? undefined : async (trx) => {
       await trx('jobs').where({ id: job.id }).update({ digest_key: null });
       await handOverOpenDigest(trx, { id: job.id, digestKey: leader, runAt: job.runAt }, ctx.deps.clock.now());
     });

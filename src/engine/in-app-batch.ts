@@ -13,7 +13,7 @@ import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER, type Layer } from './preferences.js';
-import { IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
+import { CANCELED_BEFORE_RUN, IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
 import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
 import type { WorkerContext } from './execute.js';
@@ -62,19 +62,13 @@ function decide(job: JobRecord, event: EventRecord, recipient: Recipient): Decis
 async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promise<void> {
   await addExecutionDetails(
     trx,
-    decided.flatMap((d) =>
-      d.status === 'canceled'
-        ? []
-        : [
-            {
-              jobId: d.job.id,
-              status: d.status === 'completed' ? ('success' as const) : ('warning' as const),
-              detail: d.status === 'skipped' ? d.detail : IN_APP_DELIVERED,
-              providerId: d.status === 'completed' ? 'herald' : null,
-              isRetry: d.job.attempts > 1,
-            },
-          ],
-    ),
+    decided.map((d) => ({
+      jobId: d.job.id,
+      status: d.status === 'completed' ? ('success' as const) : ('warning' as const),
+      detail: d.status === 'skipped' ? d.detail : d.status === 'canceled' ? CANCELED_BEFORE_RUN : IN_APP_DELIVERED,
+      providerId: d.status === 'completed' ? 'herald' : null,
+      isRetry: d.job.attempts > 1,
+    })),
     now,
   );
   await insertMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);

@@ -8,6 +8,7 @@ import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 import { claimDueJobs } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
+import { executeInAppBatch } from '../../src/engine/in-app-batch.js';
 
 let t: TestApp;
 let worker: JobRunner;
@@ -467,11 +468,14 @@ describe('delay and cancel', () => {
     const [notification] = await t.db('notifications').where({ transaction_id: tx });
     const expired = new Date(t.clock.now().getTime() - 1000).toISOString();
     await t.db('jobs').where({ notification_id: notification.id, type: 'delay' }).update({ status: 'running', lease_owner: 'gone', lease_expires_at: expired });
-    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
     expect((await notificationOf(tx)).status).toBe('processing');
 
     await run(); // the lease is over: another worker takes the job, finds the event canceled, and ends it
-    expect(await notificationOf(tx)).toMatchObject({ status: 'completed', jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'canceled' }] });
+    expect(await notificationOf(tx)).toMatchObject({
+      status: 'completed',
+      jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'canceled', executionDetails: [{ status: 'warning', detail: 'Canceled with its event before it ran' }] }],
+    });
   });
 
   it('shows the members of a topic whose first message is sent and whose next waits as processing', async () => {
@@ -482,6 +486,20 @@ describe('delay and cancel', () => {
     for (const subscriberId of ['reminded', 'running-at-cancel']) {
       expect(await notificationOf(tx, subscriberId)).toMatchObject({ status: 'processing', jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'delayed' }] });
     }
+  });
+
+  it('answers true for an event whose job a worker has taken, which then ends without running, and says so', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'taken-in-app' }).expect(201);
+    const tx = await trigger({ name: 'newsletter', to: 'taken-in-app' });
+    const claimed = await claimDueJobs(t.db, { owner: 'in-app-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
+    expect(claimed.map((job) => job.type)).toEqual(['in_app']);
+    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
+    await executeInAppBatch({ deps: t.deps, owner: 'in-app-worker', random: () => 0.5 }, claimed);
+    expect((await feed('taken-in-app')).totalCount).toBe(0);
+    expect(await notificationOf(tx)).toMatchObject({
+      status: 'canceled',
+      jobs: [{ type: 'in_app', status: 'canceled', executionDetails: [{ status: 'warning', detail: 'Canceled with its event before it ran' }] }],
+    });
   });
 
   it('answers false for an event already sent, and 404 for one never seen', async () => {
@@ -578,10 +596,10 @@ describe('digest', () => {
     for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'digest-then-wait', to: 'mid-send', payload: { text } }));
     await later(10 * 60_000);
     t.clock.advance(3_600_000);
-    // A worker takes the carrier's delay; the cancel finds nothing it may stop.
+    // A worker takes the carrier's delay; the cancel leaves it to stop when it runs.
     const claimed = await claimDueJobs(t.db, { owner: 'mid-send-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
     expect(claimed.map((job) => job.type)).toEqual(['delay']);
-    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: false });
+    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
     await executeJob({ deps: t.deps, owner: 'mid-send-worker', random: () => 0.5 }, claimed[0]);
     await run();
     expect((await feed('mid-send')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
@@ -595,6 +613,7 @@ describe('digest', () => {
     t.clock.advance(10 * 60_000);
     const claimed = await claimDueJobs(t.db, { owner: 'leader-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
     expect(claimed.map((job) => job.type)).toEqual(['digest']);
+    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
     expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: false });
     await executeJob({ deps: t.deps, owner: 'leader-worker', random: () => 0.5 }, claimed[0]);
     // The key is free of the canceled leader: a later event joins the digest y now leads.

@@ -212,6 +212,11 @@ export async function digestFollowers(trx: Runner, leaderId: string): Promise<Ar
   return rows.map((row: Record<string, unknown>) => ({ ...toRecord(row), payload: readJson(row.payload, {}) }));
 }
 
+/** Whether a worker holds a job of the event. */
+export async function hasRunningJob(trx: Runner, eventId: string): Promise<boolean> {
+  return (await trx('jobs').where({ event_id: eventId, status: 'running' }).first('id')) !== undefined;
+}
+
 /**
  * Jobs of an event that have not started: the ones a cancel stops. A job merged into a digest is
  * one while the digest is open (its leader holds the digest key); once it closed, the event's
