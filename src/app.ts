@@ -2,7 +2,7 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Deps } from './deps.js';
 import { handlers } from './handlers/index.js';
 import { apiMiddleware, createApi, precompileValidators, SPEC_PATH } from './http/api.js';
-import { errorHandler, notFound, sendError } from './http/errors.js';
+import { errorHandler, HttpError, notFound, sendError } from './http/errors.js';
 import { requestLog } from './http/request-log.js';
 import { authentication } from './http/security.js';
 import { rateLimits } from './http/rate-limit.js';
@@ -34,6 +34,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   app.get('/v1/openapi.yaml', (_req, res) => {
     res.type('application/yaml').sendFile(SPEC_PATH);
   });
+  app.all('/v1/openapi.yaml', onlyGet);
   // The API comes before the other routes: it takes nearly every request, and express tries each
   // route in turn. Each /v1 request is matched to its operation once, here: the body parser, the
   // metrics and the contract's router (apiMiddleware) use it.
@@ -43,8 +44,10 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   };
   // Only methods that carry a body in the contract get one parsed; a body on GET or DELETE is ignored.
   // A request that matches no operation is not read at all: its answer is the router's 404 or 405.
+  // Nor is one without a valid key (every operation needs one): its answer is the 401, whatever it sent.
   const json = express.json({ limit: BODY_LIMIT });
-  const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) && res.locals.operation ? json(req, res, next) : next());
+  const jsonBody: RequestHandler = (req, res, next) =>
+    METHODS_WITH_BODY.has(req.method) && res.locals.operation && res.locals.authentication?.ok ? json(req, res, next) : next();
   // The rate limit comes before the body is read, so a refused request costs no parsing and every
   // answer, a body parser's 400 and 413 included, carries the RateLimit headers. The five steps are
   // one layer, so express's router strips and restores the /v1 prefix once, not five times.
@@ -58,12 +61,18 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   });
   app.get('/metrics', metricsEndpoint);
   app.get('/docs', docsPage(deps.logger, options.docsFile));
+  app.all(['/health', '/ready', '/metrics', '/docs'], onlyGet);
   app.use('/dashboard', dashboard(deps));
 
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));
   app.use(errorHandler(deps.logger));
   return app;
 }
+
+/** The paths outside the contract answer GET (and HEAD) only; any other method is a 405. */
+const onlyGet: RequestHandler = (req, res) => {
+  sendError(req, res, new HttpError(405, `${req.method} is not allowed on ${req.path}`, undefined, { Allow: 'GET, HEAD' }));
+};
 
 /**
  * Express handlers run one after another as one handler, as express runs layers: an error (passed

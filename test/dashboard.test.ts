@@ -82,6 +82,13 @@ describe('signing in to /dashboard', () => {
     expect((await visitor.get('/dashboard/settings/api-keys')).status).toBe(200);
   });
 
+  it("refuses a form over 16 KiB, or in another charset, saying what the dashboard's limit and encoding are", async () => {
+    const big = await t.http.post('/dashboard/sign-in').type('form').send({ email: 'x'.repeat(20_000) }).expect(413);
+    expect(big.body.message).toBe('The request body is larger than 16 KiB');
+    const latin1 = await t.http.post('/dashboard/sign-in').set('Content-Type', 'application/x-www-form-urlencoded; charset=latin1').send('email=x').expect(400);
+    expect(latin1.body.message).toBe('The request body must be encoded as UTF-8');
+  });
+
   it('marks the cookie Secure when the request came over HTTPS', async () => {
     const app = await createApp(t.deps);
     app.set('trust proxy', 'loopback'); // how a deployment behind a TLS proxy tells Express

@@ -46,20 +46,28 @@ export function sendError(req: Request, res: Response, error: HttpError): void {
   res.status(error.status).json(errorBody(error.status, error.message, req.originalUrl.split('?')[0], error.details));
 }
 
+/** A size in bytes as the error messages give it: `1 MiB`, `16 KiB`. */
+function sizeOf(bytes: number): string {
+  if (bytes % 1_048_576 === 0) return `${bytes / 1_048_576} MiB`;
+  if (bytes % 1024 === 0) return `${bytes / 1024} KiB`;
+  return `${bytes} bytes`;
+}
+
 /**
  * Errors from express.json (body-parser) carry a `type` that says what went wrong, except the
  * errors of the stream it reads through: a body whose Content-Encoding (gzip, deflate, br) does not
  * match its bytes fails in zlib, and arrives as a bare http-errors 400 with zlib's `code`.
  */
-function fromBodyParser(err: { type?: string; status?: number; code?: unknown }): HttpError | undefined {
+function fromBodyParser(err: { type?: string; status?: number; code?: unknown; limit?: unknown }): HttpError | undefined {
   switch (err.type) {
     case 'entity.too.large':
-      return new HttpError(413, 'The request body is larger than 1 MiB');
+      // The parser's own limit: 1 MiB for the API, 16 KiB for the dashboard's forms.
+      return new HttpError(413, `The request body is larger than ${typeof err.limit === 'number' ? sizeOf(err.limit) : 'allowed'}`);
     case 'entity.parse.failed':
       return badRequest('The request body is not valid JSON');
     case 'encoding.unsupported':
     case 'charset.unsupported':
-      return badRequest('The request body must be JSON encoded as UTF-8');
+      return badRequest('The request body must be encoded as UTF-8');
     case 'request.aborted':
     case 'request.size.invalid':
     case 'stream.encoding.set':

@@ -14,9 +14,11 @@ const FIXED_ROUTES: Record<string, string> = {
 /** An operation's label: a route outside the contract by its fixed name, anything unknown as `notFound`. */
 function operationOf(path: string, matched: string | undefined): string {
   if (matched) return matched;
-  const fixed = FIXED_ROUTES[path.replace(/\/+$/, '') || '/'];
+  // Express matches these routes in any letter case (`/HEALTH` is served): so does their label.
+  const route = path.toLowerCase().replace(/\/+$/, '') || '/';
+  const fixed = FIXED_ROUTES[route];
   if (fixed) return fixed;
-  if (path === '/dashboard' || path.startsWith('/dashboard/')) return 'dashboard';
+  if (route === '/dashboard' || route.startsWith('/dashboard/')) return 'dashboard';
   return 'notFound';
 }
 

@@ -31,6 +31,13 @@ describe('authentication', () => {
     expect(res.body.message).toContain('Authorization: Bearer <key>');
   });
 
+  it('answers 401 to a request without a valid key whatever its body: broken JSON, or too large, is not read', async () => {
+    const broken = await t.http.post('/v1/subscribers').set('Content-Type', 'application/json').send('{bad').expect(401);
+    expect(broken.body).toMatchObject({ statusCode: 401, error: 'Unauthorized' });
+    await t.http.post('/v1/subscribers').set('Authorization', 'Bearer hk_notakey').set('Content-Type', 'application/json').send('{bad').expect(401);
+    await t.http.post('/v1/subscribers').send({ subscriberId: 'big', data: { blob: 'x'.repeat(1024 * 1024) } }).expect(401);
+  });
+
   it('rejects malformed headers with 401', async () => {
     for (const header of [t.a.key, `Basic ${t.a.key}`, 'Bearer', `Bearer ${t.a.key} extra`, 'Bearer  ']) {
       const res = await t.http.get('/v1/subscribers').set('Authorization', header).expect(401);

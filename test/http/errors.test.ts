@@ -28,6 +28,13 @@ describe('errors from every layer carry the same body', () => {
     await t.a.delete('/v1/subscribers').expect(405);
   });
 
+  it('405 with Allow for a method the paths outside the contract do not accept', async () => {
+    for (const [method, path] of [['post', '/health'], ['delete', '/ready'], ['post', '/metrics'], ['put', '/v1/openapi.yaml'], ['delete', '/docs']] as const) {
+      const res = await t.http[method](path).expect(405).expect('Allow', 'GET, HEAD');
+      expect(res.body).toMatchObject({ statusCode: 405, error: 'Method Not Allowed', message: `${method.toUpperCase()} is not allowed on ${path}`, path });
+    }
+  });
+
   it('400 for a body that is not JSON', async () => {
     const res = await t.a
       .post('/v1/subscribers')
@@ -64,7 +71,7 @@ describe('errors from every layer carry the same body', () => {
   it('413 for a body over 1 MiB, before anything is stored', async () => {
     const big = { subscriberId: 'big', data: { blob: 'x'.repeat(1024 * 1024) } };
     const res = await t.a.post('/v1/subscribers', big).expect(413);
-    expect(res.body).toMatchObject({ statusCode: 413, error: 'Payload Too Large' });
+    expect(res.body).toMatchObject({ statusCode: 413, error: 'Payload Too Large', message: 'The request body is larger than 1 MiB' });
     await t.a.get('/v1/subscribers/big').expect(404);
   });
 
