@@ -21,14 +21,15 @@ async function heirOf(trx: Runner, digestId: string): Promise<{ id: string; even
 }
 
 /**
- * An open digest whose leader was canceled: its oldest live follower leads it instead, with its key
- * and its window, and the other followers are merged into that one. The leader must no longer hold
- * the key.
+ * An open digest whose leader was canceled: the leader lets go of its key, and its oldest live
+ * follower leads the digest instead, with the key and the window; the other followers are merged
+ * into that one.
  */
 export async function handOverOpenDigest(trx: Runner, leader: { id: string; digestKey: string; runAt: string }, now: Date): Promise<void> {
+  const at = now.toISOString();
+  await trx('jobs').where({ id: leader.id }).update({ digest_key: null, updated_at: at });
   const heir = await heirOf(trx, leader.id);
   if (!heir) return;
-  const at = now.toISOString();
   await trx('jobs').where({ id: heir.id }).update({ status: 'delayed', digest_key: leader.digestKey, run_at: leader.runAt, merged_into: null, updated_at: at });
   await trx('jobs').where({ merged_into: leader.id, status: 'merged' }).update({ merged_into: heir.id, updated_at: at });
   await addExecutionDetail(trx, { jobId: heir.id, status: 'success', detail: 'Leads the digest: the event that opened it was canceled', isRetry: false }, now);

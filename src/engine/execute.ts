@@ -187,11 +187,9 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   if (job.kind === 'fanout') return runFanout(ctx, job);
   if (event.canceledAt) {
     // A digest still open, whose leader was claimed before the cancel could hand it over: this hands it over.
-    const leader = job.digestKey;
-    return settle(ctx, job, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } }, leader === null ? undefined : async (trx) => {
-      await trx('jobs').where({ id: job.id }).update({ digest_key: null });
-      await handOverOpenDigest(trx, { id: job.id, digestKey: leader, runAt: job.runAt }, ctx.deps.clock.now());
-    });
+    const digestKey = job.digestKey;
+    const handOver = digestKey === null ? undefined : (trx: Knex.Transaction) => handOverOpenDigest(trx, { id: job.id, digestKey, runAt: job.runAt }, ctx.deps.clock.now());
+    return settle(ctx, job, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } }, handOver);
   }
   await setNotificationStatus(ctx.deps.db, job.notificationId!, 'processing', ctx.deps.clock.now(), ['pending']);
   const step = event.workflow.steps[job.stepIndex!];

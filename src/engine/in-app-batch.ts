@@ -127,35 +127,33 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     // anything else goes through the same path as a single job.
     const locked = new Map<string, EventRecord>();
     for (const eventId of new Set(mine.map((d) => d.event.id))) locked.set(eventId, (await findEvent(trx, eventId, true))!);
-    const finished: string[] = [];
-    const finishedAfter = new Set<string>();
+    const finished: Array<{ event: EventRecord; notificationId: string }> = [];
     const goingOn: string[] = [];
     for (const d of mine) {
       const event = locked.get(d.event.id)!;
-      const last = nextActiveStep(event, d.job.stepIndex!) === -1;
-      if (!event.canceledAt && d.status !== 'canceled' && last) {
-        finished.push(d.job.notificationId!);
-        finishedAfter.add(d.job.id);
+      const notificationId = d.job.notificationId!;
+      const goesOn = !event.canceledAt && d.status !== 'canceled';
+      if (goesOn && nextActiveStep(event, d.job.stepIndex!) === -1) {
+        finished.push({ event, notificationId });
         continue;
       }
-      if (!event.canceledAt && d.status !== 'canceled') goingOn.push(d.job.notificationId!);
+      if (goesOn) goingOn.push(notificationId);
       await continueAfter(trx, event, d.job, d.job.state, now, d.status === 'canceled');
     }
     // A step done and another to come: the notification is under way.
     for (const part of chunks(goingOn)) await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: at });
+    const finishedIds = finished.map((f) => f.notificationId);
     const failed = new Set<string>();
-    for (const part of chunks(finished)) {
+    for (const part of chunks(finishedIds)) {
       for (const row of await trx('jobs').whereIn('notification_id', part).where('status', 'failed').distinct('notification_id')) failed.add(row.notification_id);
     }
     for (const status of ['completed', 'failed'] as const) {
-      const ids = finished.filter((id) => failed.has(id) === (status === 'failed'));
+      const ids = finishedIds.filter((id) => failed.has(id) === (status === 'failed'));
       for (const part of chunks(ids)) {
         await trx('notifications').whereIn('id', part).whereIn('status', ['pending', 'processing']).update({ status, updated_at: at });
       }
     }
-    for (const d of mine) {
-      if (finishedAfter.has(d.job.id)) await settleDigestRiders(trx, locked.get(d.event.id)!, d.job.notificationId!, now);
-    }
+    for (const { event, notificationId } of finished) await settleDigestRiders(trx, event, notificationId, now);
   });
 }
 

@@ -26,7 +26,7 @@ import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from './preferences.js';
 import { failedCondition } from './conditions.js';
-import { passOnClosedDigest, settleDigestRiders } from './digests.js';
+import { passOnClosedDigest, settleDigestRiders, type Heir } from './digests.js';
 
 export interface Recipient {
   /** The subscriber's internal id. */
@@ -192,6 +192,24 @@ async function unmetCondition(trx: Runner, event: EventRecord, notificationId: s
 }
 
 /**
+ * The heir of a closed digest's send goes on with it from step `from`: the step after the one the
+ * canceled carrier ran, or, when `rerun`, the step it was taken for and did not run, whose wait (if
+ * any) was over, so it is due now.
+ */
+async function continueForHeir(trx: Runner, heir: Heir, from: number, rerun: boolean, state: Record<string, unknown>, now: Date): Promise<void> {
+  if (from <= heir.digestStep) return;
+  const event = (await findEvent(trx, heir.eventId))!;
+  const carried = heir.strip(state);
+  if (rerun) {
+    await insertJobs(trx, [{ ...plainStepJob(event, heir.notificationId, from, carried, now), status: 'pending', runAt: now }], now);
+    return;
+  }
+  const { subscriber_key: subscriberKey } = (await notificationRecipient(trx, heir.notificationId))!;
+  const next = await stepJob(trx, event, heir.notificationId, subscriberKey, from, carried, now);
+  if (next) await insertJobs(trx, [next], now);
+}
+
+/**
  * After a job is done: the job for the notification's next step, or, when there is none, the
  * notification's final status. A canceled event goes no further, but for a closed digest's send
  * it carried, which goes on for another event of the digest (digests.ts): from the step after this
@@ -208,32 +226,7 @@ export async function continueAfter(
   const notificationId = job.notificationId!;
   if (event.canceledAt) {
     const from = jobCanceled ? job.stepIndex! : nextActiveStep(event, job.stepIndex!);
-    const passed =
-      from !== -1 &&
-      (await passOnClosedDigest(trx, notificationId, now, async (heir) => {
-        if (from <= heir.digestStep) return;
-        if (jobCanceled) {
-          // The step was due and taken, its wait (if any) over: the heir's runs now.
-          const again: NewJob = {
-            environmentId: job.environmentId,
-            eventId: heir.eventId,
-            notificationId: heir.notificationId,
-            kind: 'step',
-            stepIndex: job.stepIndex!,
-            stepId: job.stepId ?? undefined,
-            type: job.type,
-            status: 'pending',
-            runAt: now,
-            state: heir.strip(state),
-          };
-          await insertJobs(trx, [again], now);
-          return;
-        }
-        const heirEvent = (await findEvent(trx, heir.eventId))!;
-        const { subscriber_key: heirKey } = (await notificationRecipient(trx, heir.notificationId))!;
-        const heirJob = await stepJob(trx, heirEvent, heir.notificationId, heirKey, from, heir.strip(state), now);
-        if (heirJob) await insertJobs(trx, [heirJob], now);
-      }));
+    const passed = from !== -1 && (await passOnClosedDigest(trx, notificationId, now, (heir) => continueForHeir(trx, heir, from, jobCanceled, state, now)));
     await settleCanceledNotification(trx, notificationId, now);
     if (!passed) await settleDigestRiders(trx, event, notificationId, now);
     return;

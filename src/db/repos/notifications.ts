@@ -1,4 +1,5 @@
-import { changeRows, selectRows, selectRowsInBackground, type Db, type Runner } from '../knex.js';
+import { changeRows, inList, selectRows, selectRowsInBackground, type Db, type Runner } from '../knex.js';
+import { CHANNELS } from '../../engine/preferences.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../http/types.js';
 import { readJson, writeJson } from '../json.js';
@@ -76,16 +77,16 @@ export async function setNotificationStatus(
 }
 
 /**
- * What a canceled event leaves a notification as, once none of its jobs is running, unless it only
- * rides in a closed digest's send (its one job is merged into the digest), whose outcome it takes
- * (settleRiders): `failed` when
+ * What a canceled event leaves a notification as, once none of its jobs is running: `failed` when
  * a job of it failed, `completed` when one of its channel steps was sent, else `canceled` (canceled
- * before anything was sent). Statuses as the contract's NotificationStatus defines them.
+ * before anything was sent), as the contract's NotificationStatus defines them. A notification that
+ * only rides in a closed digest's send (its one job is merged into the digest) is left to take the
+ * send's outcome (settleRiders).
  */
 const SETTLE_CANCELED = `UPDATE notifications SET updated_at = ?, status = CASE
     WHEN EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'failed') THEN 'failed'
     WHEN EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'completed'
-      AND jobs.kind = 'step' AND jobs.type IN ('in_app', 'email', 'sms', 'chat', 'push')) THEN 'completed'
+      AND jobs.kind = 'step' AND jobs.type IN (${CHANNELS.map((channel) => `'${channel}'`).join(', ')})) THEN 'completed'
     ELSE 'canceled' END
   WHERE status IN ('pending', 'processing')
     AND (NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'merged')
@@ -190,7 +191,6 @@ export async function findNotification(db: Db, environmentId: string, notificati
 }
 
 const STAT_STATUSES = ['pending', 'processing', 'completed', 'failed', 'canceled'] as const;
-const STAT_CHANNELS = ['in_app', 'email', 'sms', 'chat', 'push'] as const;
 
 /**
  * Every count GET /notifications/stats answers, in one pass over the environment's notifications:
@@ -199,7 +199,7 @@ const STAT_CHANNELS = ['in_app', 'email', 'sms', 'chat', 'push'] as const;
  */
 const NOTIFICATION_STATS = `SELECT count(CASE WHEN created_at >= ? THEN 1 END) AS weekly, count(CASE WHEN created_at >= ? THEN 1 END) AS monthly,
   ${STAT_STATUSES.map((status) => `count(CASE WHEN status = '${status}' THEN 1 END) AS "status_${status}"`).join(', ')},
-  ${STAT_CHANNELS.map((channel) => `count(CASE WHEN channels LIKE '%"${channel}"%' THEN 1 END) AS "channel_${channel}"`).join(', ')}
+  ${CHANNELS.map((channel) => `count(CASE WHEN channels LIKE '%"${channel}"%' THEN 1 END) AS "channel_${channel}"`).join(', ')}
   FROM notifications WHERE environment_id = ?`;
 
 /** The counts behind GET /notifications/stats, from the real rows, read off the event loop (selectRowsInBackground). */
@@ -211,21 +211,20 @@ export async function notificationStats(db: Db, environmentId: string, now: Date
   return {
     weeklySent: Number(row.weekly),
     monthlySent: Number(row.monthly),
-    byChannel: counted('channel_', STAT_CHANNELS),
+    byChannel: counted('channel_', CHANNELS),
     byStatus: counted('status_', STAT_STATUSES),
   };
 }
 
-
 /** Notifications whose payloads rode in another's digest send take its status, once they are still open. */
 export async function settleRiders(trx: Runner, leaderId: string, riders: string[], now: Date): Promise<void> {
   for (let i = 0; i < riders.length; i += 500) {
-    const part = riders.slice(i, i + 500);
+    const list = inList(trx, 'id', riders.slice(i, i + 500));
     await changeRows(
       trx,
       `UPDATE notifications SET status = (SELECT status FROM notifications WHERE id = ?), updated_at = ?
-        WHERE id IN (${part.map(() => '?').join(', ')}) AND status IN ('pending', 'processing')`,
-      [leaderId, now.toISOString(), ...part],
+        WHERE ${list.sql} AND status IN ('pending', 'processing')`,
+      [leaderId, now.toISOString(), ...list.bindings],
     );
   }
 }
