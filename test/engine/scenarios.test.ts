@@ -512,7 +512,27 @@ describe('delay and cancel', () => {
 });
 
 describe('digest', () => {
+  /** A new subscriber sent x, y and z in one window of `digest-then-wait`: the digest has closed, and its send waits an hour. */
+  async function closedDigestOfThree(subscriberId: string): Promise<string[]> {
+    await t.a.post('/v1/subscribers', { subscriberId }).expect(201);
+    const txs: string[] = [];
+    for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'digest-then-wait', to: subscriberId, payload: { text } }));
+    await later(10 * 60_000);
+    return txs;
+  }
+  const statusesOf = async (txs: string[]) => (await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status);
+
   beforeAll(async () => {
+    await t.a
+      .post('/v1/workflows', {
+        name: 'Digest then wait',
+        steps: [
+          { type: 'digest', amount: 10, unit: 'minutes' },
+          { type: 'delay', amount: 1, unit: 'hours' },
+          { type: 'in_app', template: { content: '{{step.total_count}}: {{#each step.events}}{{this.text}};{{/each}} for {{payload.text}}' } },
+        ],
+      })
+      .expect(201);
     await t.a
       .post('/v1/workflows', {
         name: 'Comments digest',
@@ -549,21 +569,8 @@ describe('digest', () => {
   });
 
   it('still sends the others of a closed digest when its first event is canceled, and settles each notification with the send', async () => {
-    await t.a
-      .post('/v1/workflows', {
-        name: 'Digest then wait',
-        steps: [
-          { type: 'digest', amount: 10, unit: 'minutes' },
-          { type: 'delay', amount: 1, unit: 'hours' },
-          { type: 'in_app', template: { content: '{{step.total_count}}: {{#each step.events}}{{this.text}};{{/each}} for {{payload.text}}' } },
-        ],
-      })
-      .expect(201);
-    await t.a.post('/v1/subscribers', { subscriberId: 'closed-digest' }).expect(201);
-    const txs: string[] = [];
-    for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'digest-then-wait', to: 'closed-digest', payload: { text } }));
-    await later(10 * 60_000); // the digest closes; its send waits an hour
-    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['processing', 'processing', 'processing']);
+    const txs = await closedDigestOfThree('closed-digest');
+    expect(await statusesOf(txs)).toEqual(['processing', 'processing', 'processing']);
 
     // The first event led the digest; its later jobs carry all three payloads.
     expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
@@ -575,26 +582,20 @@ describe('digest', () => {
 
     await later(3_600_000);
     expect((await feed('closed-digest')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
-    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'completed', 'completed']);
+    expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
   });
 
   it('passes a closed digest\'s send on again when the event that took it over is canceled too', async () => {
-    await t.a.post('/v1/subscribers', { subscriberId: 'twice-passed' }).expect(201);
-    const txs: string[] = [];
-    for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'digest-then-wait', to: 'twice-passed', payload: { text } }));
-    await later(10 * 60_000);
+    const txs = await closedDigestOfThree('twice-passed');
     expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
     expect((await t.a.delete(`/v1/events/trigger/${txs[1]}`).expect(200)).body).toEqual({ data: true });
     await later(3_600_000);
     expect((await feed('twice-passed')).data.map((m: { content: string }) => m.content)).toEqual(['1: z; for z']);
-    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'canceled', 'completed']);
+    expect(await statusesOf(txs)).toEqual(['canceled', 'canceled', 'completed']);
   });
 
   it('passes the send on when the event that carries it is canceled while its next job runs', async () => {
-    await t.a.post('/v1/subscribers', { subscriberId: 'mid-send' }).expect(201);
-    const txs: string[] = [];
-    for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'digest-then-wait', to: 'mid-send', payload: { text } }));
-    await later(10 * 60_000);
+    const txs = await closedDigestOfThree('mid-send');
     t.clock.advance(3_600_000);
     // A worker takes the carrier's delay; the cancel leaves it to stop when it runs.
     const claimed = await claimDueJobs(t.db, { owner: 'mid-send-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
@@ -603,7 +604,7 @@ describe('digest', () => {
     await executeJob({ deps: t.deps, owner: 'mid-send-worker', random: () => 0.5 }, claimed[0]);
     await run();
     expect((await feed('mid-send')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
-    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'completed', 'completed']);
+    expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
   });
 
   it('hands an open digest on when its leader was already taken by a worker as its event is canceled', async () => {
@@ -620,7 +621,7 @@ describe('digest', () => {
     txs.push(await trigger({ name: 'comments-digest', to: 'taken-leader', payload: { postId: 'p7', text: 'w' } }));
     await run();
     expect((await feed('taken-leader')).data.map((m: { content: string }) => m.content)).toEqual(['2 comments on p7: y;w;']);
-    expect((await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status)).toEqual(['canceled', 'completed', 'completed']);
+    expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
   });
 
   it('opens a new digest for events after the window closed', async () => {
