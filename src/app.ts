@@ -2,7 +2,8 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Deps } from './deps.js';
 import { handlers } from './handlers/index.js';
 import { apiMiddleware, createApi, precompileValidators, SPEC_PATH } from './http/api.js';
-import { errorHandler, HttpError, notFound, sendError } from './http/errors.js';
+import { errorHandler, sendError } from './http/errors.js';
+import { ApiError, notFound } from './errors.js';
 import { requestLog } from './http/request-log.js';
 import { authentication } from './http/security.js';
 import { rateLimits } from './http/rate-limit.js';
@@ -71,7 +72,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
 
 /** The paths outside the contract answer GET (and HEAD) only; any other method is a 405. */
 const onlyGet: RequestHandler = (req, res) => {
-  sendError(req, res, new HttpError(405, `${req.method} is not allowed on ${req.path}`, undefined, { Allow: 'GET, HEAD' }));
+  sendError(req, res, new ApiError(405, `${req.method} is not allowed on ${req.path}`, undefined, { Allow: 'GET, HEAD' }));
 };
 
 /**

@@ -8,6 +8,8 @@ import { createDb, migrate } from './db/knex.js';
 import { bootstrap } from './accounts/bootstrap.js';
 import { systemClock } from './clock.js';
 import { JobRunner } from './engine/runner.js';
+import type { Deps } from './deps.js';
+import { WorkSignal } from './work-signal.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
 
@@ -36,7 +38,7 @@ async function main(): Promise<void> {
   // A process that runs jobs writes in batches: its SQLite checkpoints run beside them.
   const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax });
   await migrate(db);
-  const deps = { db, clock: systemClock, config, logger };
+  const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
   const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });
   runner?.start();
 

@@ -10,6 +10,7 @@ import { loadSpec, operationsOf } from '../scripts/docs.js';
 import { ManualClock } from './helpers/app.js';
 import { createTestDb, type TestDb } from './helpers/db.js';
 import { launchChromium, listen, stayOffline } from './helpers/browser.js';
+import { WorkSignal } from '../src/work-signal.js';
 
 // The footer's "API docs by Redocly" logo is the one thing Redoc's page asks the network for.
 const REDOC_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini-full.svg';
@@ -28,7 +29,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     testDb = await createTestDb();
     workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-browser-'));
     docsFile = path.join(workDir, 'docs', 'index.html');
-    const deps = { db: testDb.db, clock: new ManualClock(), config: loadConfig({}), logger: createLogger('silent') };
+    const deps = { db: testDb.db, clock: new ManualClock(), config: loadConfig({}), logger: createLogger('silent'), workQueued: new WorkSignal() };
     server = await listen(await createApp(deps, { docsFile }));
     browser = await launchChromium();
   });

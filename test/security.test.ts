@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { createApp } from '../src/app.js';
 import { createLogger } from '../src/logger.js';
 import { authenticate } from '../src/http/security.js';
-import { hashApiKey, keyPrefix, sameDigest } from '../src/accounts/keys.js';
+import { hashApiKey, keyPrefix, sameDigest } from '../src/api-keys.js';
 import { createApiKey, revokeApiKey } from '../src/db/repos/accounts.js';
 import { contractRecorder } from './helpers/contract.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
@@ -20,8 +20,8 @@ vi.mock('node:crypto', async (importOriginal) => {
   const actual = await importOriginal<typeof import('node:crypto')>();
   return { ...actual, default: actual, timingSafeEqual: vi.fn(actual.timingSafeEqual) };
 });
-vi.mock('../src/accounts/keys.js', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('../src/accounts/keys.js')>();
+vi.mock('../src/api-keys.js', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('../src/api-keys.js')>();
   return { ...actual, sameDigest: vi.fn(actual.sameDigest) };
 });
 

@@ -1,6 +1,6 @@
 import type { Db } from '../db/knex.js';
 import type { Plan } from '../config.js';
-import { hashApiKey } from './keys.js';
+import { hashApiKey } from '../api-keys.js';
 import { countOrganizations, createApiKey, createOrganization, defaultEnvironmentId, findKeyOwner } from '../db/repos/accounts.js';
 
 export const DEFAULT_ENVIRONMENTS = ['development', 'production'];

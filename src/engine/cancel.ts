@@ -1,6 +1,6 @@
 // DELETE /events/trigger/:transactionId: stops everything of an event that has not started.
 import type { Deps } from '../deps.js';
-import { notFound } from '../http/errors.js';
+import { notFound } from '../errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
 import { addExecutionDetails, cancelableJobs, hasRunningJob, setJobsStatus } from '../db/repos/jobs.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';

@@ -1,4 +1,4 @@
-import type { Schemas } from '../http/types.js';
+import type { Schemas } from '../contract.js';
 import { valueAt } from './durations.js';
 
 type Condition = Schemas['StepCondition'];

@@ -11,7 +11,9 @@ import { notificationRecipient } from '../db/repos/notifications.js';
 import { PROVIDERS, type IntegrationCredentials, type ProviderId } from '../providers/catalogue.js';
 import { senders } from '../providers/index.js';
 import type { Step } from '../db/repos/workflows.js';
-import { allowsChannel, type Channel, type Layer } from './preferences.js';
+import { allowsChannel } from './preferences.js';
+import type { Channel } from '../contract.js';
+import type { Layer } from '../db/repos/preferences.js';
 import { failedCondition } from './conditions.js';
 import { render } from './templates.js';
 

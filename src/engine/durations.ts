@@ -1,4 +1,4 @@
-import type { Schemas } from '../http/types.js';
+import type { Schemas } from '../contract.js';
 
 const UNIT_MS: Record<Schemas['DurationUnit'], number> = {
   seconds: 1000,

@@ -2,7 +2,6 @@
 // (the next step's job, the in-app message, the notification's status), and only while this worker
 // still holds the job's lease: a worker that lost it changes nothing.
 import type { Knex } from 'knex';
-import type { Deps } from '../deps.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { Runner } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
@@ -10,23 +9,17 @@ import { addExecutionDetail, digestFollowers, updateClaimedJob, type JobRecord, 
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
-import type { Schemas } from '../http/types.js';
+import type { Schemas } from '../contract.js';
 import { CANCELED_BEFORE_RUN, deliver, Undeliverable } from './deliver.js';
 import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
 import { handOverOpenDigest } from './digests.js';
 import { whereInShard, type FanoutShard } from './fanout-shards.js';
+import type { WorkerContext } from './worker-context.js';
 
 export const MAX_ATTEMPTS = 5;
 const FANOUT_BATCH = 500;
 
-export interface WorkerContext {
-  deps: Deps;
-  /** This worker's name on the leases it holds. */
-  owner: string;
-  /** 0 ≤ x < 1; injected so that tests can pin the retry jitter. */
-  random: () => number;
-}
 
 /** Exponential backoff with jitter: about 2 s, 4 s, 8 s, 16 s…, capped at 5 minutes. */
 export function retryDelayMs(attempt: number, random: () => number): number {

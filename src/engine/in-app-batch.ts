@@ -12,11 +12,12 @@ import { newId } from '../ids.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
-import { EMPTY_LAYER, type Layer } from './preferences.js';
+import { EMPTY_LAYER } from './preferences.js';
+import type { Layer } from '../db/repos/preferences.js';
 import { CANCELED_BEFORE_RUN, IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
 import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
-import type { WorkerContext } from './execute.js';
+import type { WorkerContext } from './worker-context.js';
 import type { Step } from '../db/repos/workflows.js';
 
 type ChannelStep = Extract<Step, { template: unknown }>;

@@ -2,17 +2,10 @@
 // global layer, overlaid by the subscriber's choice for that workflow. Each setting comes from the
 // most specific layer that chose it: a channel turned off globally stays on for a workflow where the
 // subscriber turned it on. Critical workflows skip all this.
-import type { Schemas } from '../http/types.js';
+import { CHANNELS, type Channel } from '../contract.js';
+import type { Layer } from '../db/repos/preferences.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
 
-export type Channel = Schemas['ChannelType'];
-export const CHANNELS: readonly Channel[] = ['in_app', 'email', 'sms', 'chat', 'push'];
-
-/** What a subscriber chose in one layer; anything left out defers to the layer below. */
-export interface Layer {
-  enabled?: boolean;
-  channels: Partial<Record<Channel, boolean>>;
-}
 
 export const EMPTY_LAYER: Layer = { channels: {} };
 

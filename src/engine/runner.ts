@@ -2,7 +2,8 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { claimDueJobs, releaseJobs, renewLeases, type JobRecord } from '../db/repos/jobs.js';
-import { executeJob, type WorkerContext } from './execute.js';
+import { executeJob } from './execute.js';
+import type { WorkerContext } from './worker-context.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 
 export interface RunnerOptions {
@@ -17,17 +18,6 @@ export interface RunnerOptions {
   random?: () => number;
 }
 
-/** The runners of this process, woken when this process queues jobs that are due now. */
-const runners = new Set<JobRunner>();
-
-/**
- * Work was queued for now (a trigger committed): the runners of this process look at once instead
- * of at their next idle poll. Runners in other processes find it at theirs (at most `maxIdleMs`).
- */
-export function jobsQueued(): void {
-  for (const runner of runners) runner.wakeUp();
-}
-
 /**
  * The job runner: claims due jobs under a lease and runs them. It runs in the API process by
  * default, or alone with `--role worker`; any number of runners can share one PostgreSQL database.
@@ -38,6 +28,7 @@ export class JobRunner {
   private stopping = false;
   private loop?: Promise<void>;
   private wake?: () => void;
+  private stopListening?: () => void;
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
     this.options = { batchSize: 500, concurrency: 16, leaseMs: 60_000, maxIdleMs: 100, ...options };
@@ -46,7 +37,7 @@ export class JobRunner {
 
   start(): void {
     this.stopping = false;
-    runners.add(this);
+    this.stopListening ??= this.deps.workQueued.listen(() => this.wakeUp());
     this.loop ??= this.run();
   }
 
@@ -58,7 +49,8 @@ export class JobRunner {
   /** Stops claiming, lets the jobs under way finish, and gives back claimed jobs not yet started. */
   async stop(): Promise<void> {
     this.stopping = true;
-    runners.delete(this);
+    this.stopListening?.();
+    this.stopListening = undefined;
     this.wake?.();
     await this.loop;
     this.loop = undefined;

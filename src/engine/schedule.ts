@@ -24,7 +24,7 @@ import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { findSubscriber } from '../db/repos/subscribers.js';
 import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
-import { CHANNELS } from './preferences.js';
+import { CHANNELS } from '../contract.js';
 import { failedCondition } from './conditions.js';
 import { passOnClosedDigest, settleDigestRiders, type Heir } from './digests.js';
 

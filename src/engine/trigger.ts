@@ -6,9 +6,10 @@ import { v7 as timeOrderedUuid } from 'uuid';
 import DataLoader from 'dataloader';
 import type { ValidateFunction } from 'ajv';
 import type { Deps } from '../deps.js';
-import type { Auth, Schemas } from '../http/types.js';
-import { conflict, unprocessable, type ErrorDetail } from '../http/errors.js';
-import { createAjv } from '../http/api.js';
+import type { Auth, Schemas } from '../contract.js';
+import { conflict, unprocessable } from '../errors.js';
+import type { ErrorDetail } from '../contract.js';
+import { createAjv } from '../json-schema.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { isPostgres } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
@@ -21,7 +22,6 @@ import { insertNewEvent, insertNewEventAmongOthers, type NewEventRows } from '..
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
 import { plannedStart, startNotifications, type Recipient } from './schedule.js';
-import { jobsQueued } from './runner.js';
 import { fanoutShards } from './fanout-shards.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
@@ -255,6 +255,6 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, s
     if (isUniqueViolation(err)) throw transactionIdTaken();
     throw err;
   }
-  jobsQueued();
+  deps.workQueued.notify();
   return { acknowledged: true, status: 'processed', transactionId };
 }

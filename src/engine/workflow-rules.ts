@@ -1,7 +1,7 @@
 // The rules a workflow must satisfy beyond its schema, checked when it is saved so that a broken
 // workflow is a 422 on save rather than a failed send later.
-import type { ErrorDetail } from '../http/errors.js';
-import { createAjv } from '../http/api.js';
+import type { ErrorDetail } from '../contract.js';
+import { createAjv } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
 import safeRegex from 'safe-regex2';
 import { templateProblem } from './templates.js';

@@ -1,5 +1,6 @@
-import type { OperationHandler, Schemas } from '../http/types.js';
-import { HttpError } from '../http/errors.js';
+import type { OperationHandler } from '../http/types.js';
+import type { Schemas } from '../contract.js';
+import { ApiError } from '../errors.js';
 import { bulkTriggerStore, recipientsOf, trigger } from '../engine/trigger.js';
 import { cancelEvent as cancel } from '../engine/cancel.js';
 
@@ -28,7 +29,7 @@ export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ b
     try {
       return await trigger(deps, auth, event, store);
     } catch (err) {
-      if (!(err instanceof HttpError) || err.status >= 500) throw err;
+      if (!(err instanceof ApiError) || err.status >= 500) throw err;
       const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];
       return { acknowledged: true, status: 'error', error: reasons };
     }

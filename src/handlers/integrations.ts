@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Deps } from '../deps.js';
 import type { OperationHandler } from '../http/types.js';
-import { conflict, notFound, unprocessable } from '../http/errors.js';
+import { conflict, notFound, unprocessable } from '../errors.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { readBool } from '../db/json.js';
 import { pageRequest } from '../db/paginate.js';

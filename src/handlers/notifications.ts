@@ -1,5 +1,5 @@
 import type { OperationHandler } from '../http/types.js';
-import { notFound } from '../http/errors.js';
+import { notFound } from '../errors.js';
 import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/notifications.js';
 import { jobsOfNotification } from '../db/repos/jobs.js';

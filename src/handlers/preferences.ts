@@ -1,9 +1,11 @@
-import type { OperationHandler, Schemas } from '../http/types.js';
-import { badRequest, notFound } from '../http/errors.js';
+import type { OperationHandler } from '../http/types.js';
+import type { Schemas } from '../contract.js';
+import { badRequest, notFound } from '../errors.js';
 import { subscriberKey } from '../db/repos/subscribers.js';
 import { activeWorkflows, findWorkflow, type StoredWorkflow } from '../db/repos/workflows.js';
 import * as repo from '../db/repos/preferences.js';
-import { effectivePreference, globalPreference, type Layer } from '../engine/preferences.js';
+import { effectivePreference, globalPreference } from '../engine/preferences.js';
+import type { Layer } from '../db/repos/preferences.js';
 import type { Deps } from '../deps.js';
 
 /** Novu's `triggers[].variables` names the payload fields; ours come from the payloadSchema. */

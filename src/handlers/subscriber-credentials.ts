@@ -1,5 +1,5 @@
 import type { OperationHandler } from '../http/types.js';
-import { notFound, unprocessable } from '../http/errors.js';
+import { notFound, unprocessable } from '../errors.js';
 import { readBool } from '../db/json.js';
 import { findIntegrationByIdentifier, activeIntegrationOf } from '../db/repos/integrations.js';
 import { upsertSubscriberChannel } from '../db/repos/subscriber-channels.js';

@@ -1,5 +1,5 @@
 import type { OperationHandler } from '../http/types.js';
-import { conflict, notFound, unprocessable } from '../http/errors.js';
+import { conflict, notFound, unprocessable } from '../errors.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/subscribers.js';

@@ -1,6 +1,6 @@
 import type { OperationHandler } from '../http/types.js';
 import type { Db } from '../db/knex.js';
-import { conflict, notFound } from '../http/errors.js';
+import { conflict, notFound } from '../errors.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/topics.js';

@@ -1,6 +1,7 @@
 import type { OperationHandler } from '../http/types.js';
 import type { Db } from '../db/knex.js';
-import { conflict, notFound, unprocessable, type ErrorDetail } from '../http/errors.js';
+import { conflict, notFound, unprocessable } from '../errors.js';
+import type { ErrorDetail } from '../contract.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/workflows.js';

@@ -2,26 +2,19 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Request, Response } from 'express';
 import { OpenAPIBackend, type Context } from 'openapi-backend';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import ajvFormats from 'ajv-formats';
+import { createAjv } from '../json-schema.js';
 import type { ErrorObject } from 'ajv';
 import type { Deps } from '../deps.js';
 import { ROOT } from '../paths.js';
-import { badRequest, HttpError, notFound, sendError, unauthorized, type ErrorDetail } from './errors.js';
+import { badRequest, ApiError, notFound, unauthorized } from '../errors.js';
+import { sendError } from './errors.js';
+import type { ErrorDetail } from '../contract.js';
 import type { Authentication } from './security.js';
-import type { Auth, HandlerContext, OperationHandlers, OperationId } from './types.js';
+import type { Auth, OperationId } from '../contract.js';
+import type { HandlerContext, OperationHandlers } from './types.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 
-const addFormats = ajvFormats.default;
-
 export const SPEC_PATH = path.join(ROOT, 'openapi', 'v1.yaml');
-
-/** JSON Schema 2020-12 (OpenAPI 3.1's dialect) with formats, every error, and discriminated steps. */
-export function createAjv(options: object = {}): Ajv2020 {
-  const ajv = new Ajv2020({ ...options, strict: false, allErrors: true, discriminator: true });
-  addFormats(ajv);
-  return ajv;
-}
 
 /**
  * Ajv's discriminator support finds each branch by its `type` const and refuses an explicit
@@ -429,7 +422,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
       throw notFound(`No route matches ${req.method} ${req.originalUrl.split('?')[0]}`);
     },
     methodNotAllowed: (_c: Context, req: Request) => {
-      throw new HttpError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
+      throw new ApiError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
     },
     unauthorizedHandler: (_c: Context, _req: Request, res: Response) => {
       const result = authOf(res);
@@ -523,7 +516,7 @@ export function apiMiddleware(api: OpenAPIBackend) {
       .handleRequest(request, req, res)
       .catch((err: unknown) => {
         const error = err instanceof URIError ? malformedPath() : err;
-        return error instanceof HttpError ? sendError(req, res, error) : next(error);
+        return error instanceof ApiError ? sendError(req, res, error) : next(error);
       });
   };
 }

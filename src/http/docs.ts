@@ -6,7 +6,8 @@ import type { RequestHandler } from 'express';
 import type { Logger } from '../logger.js';
 import { ROOT } from '../paths.js';
 import { SPEC_PATH } from './api.js';
-import { HttpError, sendError } from './errors.js';
+import { ApiError } from '../errors.js';
+import { sendError } from './errors.js';
 
 export const DOCS_HTML_PATH = path.join(ROOT, 'dist', 'docs', 'index.html');
 const DOCS_SCRIPT = path.join(ROOT, 'scripts', 'docs.ts');
@@ -43,7 +44,7 @@ export function docsPage(logger: Logger, file: string = DOCS_HTML_PATH): Request
       (err: unknown) => {
         built = undefined; // the next request tries again
         logger.error({ err }, 'could not build the API reference');
-        sendError(req, res, new HttpError(503, 'The API reference could not be built; run `npm run docs` on the server'));
+        sendError(req, res, new ApiError(503, 'The API reference could not be built; run `npm run docs` on the server'));
       },
     );
   };

@@ -1,29 +1,9 @@
 import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, Request, Response } from 'express';
-import type { components } from '../../generated/v1.js';
+import type { ErrorBody, ErrorDetail } from '../contract.js';
+import { ApiError, conflict, badRequest } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isForeignKeyViolation, isUniqueViolation } from '../db/errors.js';
-
-export type ErrorBody = components['schemas']['Error'];
-export type ErrorDetail = components['schemas']['ErrorDetail'];
-
-/** An error meant for the caller: its status and message go out as they are. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly details?: ErrorDetail[],
-    readonly headers?: Record<string, string>,
-  ) {
-    super(message);
-  }
-}
-
-export const badRequest = (message: string, details?: ErrorDetail[]) => new HttpError(400, message, details);
-export const unauthorized = (message: string) => new HttpError(401, message);
-export const notFound = (message: string) => new HttpError(404, message);
-export const conflict = (message: string) => new HttpError(409, message);
-export const unprocessable = (message: string, details?: ErrorDetail[]) => new HttpError(422, message, details);
 
 /** "Unprocessable Entity" rather than Node's "Unprocessable Content", as Novu and the docs say. */
 function statusName(status: number): string {
@@ -41,7 +21,7 @@ export function errorBody(status: number, message: string, path: string, details
   };
 }
 
-export function sendError(req: Request, res: Response, error: HttpError): void {
+export function sendError(req: Request, res: Response, error: ApiError): void {
   if (error.headers) res.set(error.headers);
   res.status(error.status).json(errorBody(error.status, error.message, req.originalUrl.split('?')[0], error.details));
 }
@@ -58,11 +38,11 @@ function sizeOf(bytes: number): string {
  * errors of the stream it reads through: a body whose Content-Encoding (gzip, deflate, br) does not
  * match its bytes fails in zlib, and arrives as a bare http-errors 400 with zlib's `code`.
  */
-function fromBodyParser(err: { type?: string; status?: number; code?: unknown; limit?: unknown }): HttpError | undefined {
+function fromBodyParser(err: { type?: string; status?: number; code?: unknown; limit?: unknown }): ApiError | undefined {
   switch (err.type) {
     case 'entity.too.large':
       // The parser's own limit: 1 MiB for the API, 16 KiB for the dashboard's forms.
-      return new HttpError(413, `The request body is larger than ${typeof err.limit === 'number' ? sizeOf(err.limit) : 'allowed'}`);
+      return new ApiError(413, `The request body is larger than ${typeof err.limit === 'number' ? sizeOf(err.limit) : 'allowed'}`);
     case 'entity.parse.failed':
       return badRequest('The request body is not valid JSON');
     case 'encoding.unsupported':
@@ -118,15 +98,15 @@ export function loggableError(err: unknown): unknown {
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, next) => {
     if (res.headersSent) return next(err);
-    let error: HttpError | undefined;
-    if (err instanceof HttpError) error = err;
+    let error: ApiError | undefined;
+    if (err instanceof ApiError) error = err;
     else if (isBodyParserError(err)) error = fromBodyParser(err);
     else if (isUniqueViolation(err)) error = conflict('The resource already exists');
     else if (isForeignKeyViolation(err)) error = conflict('A resource this request refers to was deleted meanwhile; retry it');
     if (!error) {
       const requestId = res.getHeader('X-Request-Id');
       logger.error({ err: loggableError(err), requestId, method: req.method, path: req.originalUrl }, 'request failed');
-      error = new HttpError(500, `Something went wrong on our side; request id ${requestId}`);
+      error = new ApiError(500, `Something went wrong on our side; request id ${requestId}`);
     }
     sendError(req, res, error);
   };

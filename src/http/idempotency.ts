@@ -6,7 +6,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Context } from 'openapi-backend';
 import type { Deps } from '../deps.js';
-import { errorBody, HttpError } from './errors.js';
+import { errorBody } from './errors.js';
+import { ApiError } from '../errors.js';
 
 /** The longest key the contract accepts (and the column holds). */
 export const MAX_IDEMPOTENCY_KEY = 255;
@@ -88,12 +89,12 @@ export function requestFingerprint(request: Pick<IdempotentRequest, 'method' | '
 }
 
 const stillRunning = (key: string) =>
-  new HttpError(409, `A request with Idempotency-Key "${key}" is still being processed; retry after ${RETRY_AFTER_SECONDS} second`, undefined, {
+  new ApiError(409, `A request with Idempotency-Key "${key}" is still being processed; retry after ${RETRY_AFTER_SECONDS} second`, undefined, {
     'Retry-After': String(RETRY_AFTER_SECONDS),
   });
 
 const reusedKey = (key: string) =>
-  new HttpError(422, `Idempotency-Key "${key}" was already used for a different request (method, path or body); use a new key`, [
+  new ApiError(422, `Idempotency-Key "${key}" was already used for a different request (method, path or body); use a new key`, [
     { field: 'header/Idempotency-Key', message: 'was already used for a different request' },
   ]);
 
@@ -120,7 +121,7 @@ export async function idempotent(deps: Deps, request: IdempotentRequest, run: (d
         // (on PostgreSQL a failed statement would otherwise abort it) to record the rejection.
         reply = await trx.transaction((inner) => run({ ...deps, db: inner }));
       } catch (err) {
-        if (!(err instanceof HttpError) || err.status >= 500) throw err;
+        if (!(err instanceof ApiError) || err.status >= 500) throw err;
         reply = { status: err.status, body: errorBody(err.status, err.message, request.path, err.details), headers: err.headers };
       }
       const recorded = await trx(TABLE)

@@ -1,7 +1,8 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Context } from 'openapi-backend';
 import { apiMiddleware, createBackend, sendJson, SPEC_PATH, validationDetails } from './api.js';
-import { badRequest, errorHandler, HttpError, notFound, sendError, unauthorized } from './errors.js';
+import { badRequest, ApiError, notFound, unauthorized } from '../errors.js';
+import { errorHandler, sendError } from './errors.js';
 import type { Logger } from '../logger.js';
 import { requestLog } from './request-log.js';
 
@@ -33,7 +34,7 @@ export async function createMockApp(logger: Logger): Promise<Express> {
       throw notFound(`No route matches ${req.method} ${req.originalUrl.split('?')[0]}`);
     },
     methodNotAllowed: (_c: Context, req: Request) => {
-      throw new HttpError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
+      throw new ApiError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
     },
     unauthorizedHandler: () => {
       throw unauthorized('Missing API key: send the header "Authorization: Bearer <key>"');

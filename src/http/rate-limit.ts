@@ -7,7 +7,8 @@ import type { Plan } from '../config.js';
 import { isPostgres, preparedRaw, type Db } from '../db/knex.js';
 import type { Deps } from '../deps.js';
 import type { Logger } from '../logger.js';
-import { HttpError, sendError } from './errors.js';
+import { ApiError } from '../errors.js';
+import { sendError } from './errors.js';
 import type { Authentication, KeyPlan } from './security.js';
 
 /**
@@ -298,7 +299,7 @@ function limiterFor(policy: RatePolicy, buckets: Buckets, deps: Deps): RequestHa
     retryAfter: (req: Request) => retryAfterSeconds((req as Request & { rateLimit?: RateLimitInfo }).rateLimit?.resetTime, policy),
     handler: (req: Request, res: Response) => {
       const seconds = Number(res.getHeader('Retry-After'));
-      sendError(req, res, new HttpError(429, `Rate limit exceeded; retry in ${seconds} second${seconds === 1 ? '' : 's'}`));
+      sendError(req, res, new ApiError(429, `Rate limit exceeded; retry in ${seconds} second${seconds === 1 ? '' : 's'}`));
     },
     // Enterprise limiters are made on first use, inside a request: that is intended here.
     validate: { creationStack: false },

@@ -2,9 +2,9 @@ import type { RequestHandler } from 'express';
 import type { Db } from '../db/knex.js';
 import type { Deps } from '../deps.js';
 import { findKeyOwner, type KeyOwner } from '../db/repos/accounts.js';
-import { cachedKeyOwner } from '../accounts/key-cache.js';
-import { hashApiKey, sameDigest } from '../accounts/keys.js';
-import type { Auth } from './types.js';
+import { cachedKeyOwner } from '../db/key-owner-cache.js';
+import { hashApiKey, sameDigest } from '../api-keys.js';
+import type { Auth } from '../contract.js';
 import type { Plan } from '../config.js';
 
 export type Scheme = 'bearer' | 'apikey';

@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
 import type { Deps } from '../../src/deps.js';
+import { WorkSignal } from '../../src/work-signal.js';
 import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
 import { contractRecorder } from './contract.js';
 import { createTestDb, type TestDb } from './db.js';
@@ -78,7 +79,7 @@ export async function startTestApp(): Promise<TestApp> {
   const testDb = await createTestDb();
   const { db } = testDb;
   const clock = new ManualClock();
-  const deps: Deps = { db, clock, config: loadConfig({}), logger: createLogger('silent') };
+  const deps: Deps = { db, clock, config: loadConfig({}), logger: createLogger('silent'), workQueued: new WorkSignal() };
   const violations: string[] = [];
   const pending = new Set<Promise<void>>();
   const app = express();

@@ -1,6 +1,7 @@
 import type { OpenAPIBackend, Operation } from 'openapi-backend';
 import type { RequestHandler } from 'express';
-import { createAjv, createBackend } from '../../src/http/api.js';
+import { createBackend } from '../../src/http/api.js';
+import { createAjv } from '../../src/json-schema.js';
 
 let backendPromise: Promise<OpenAPIBackend> | undefined;
 function contract(): Promise<OpenAPIBackend> {

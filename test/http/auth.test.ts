@@ -1,8 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createApiKey, revokeApiKey } from '../../src/db/repos/accounts.js';
-import { cachedKeyOwner, forgetKeyOwners } from '../../src/accounts/key-cache.js';
-import { hashApiKey, keyPrefix } from '../../src/accounts/keys.js';
+import { cachedKeyOwner, forgetKeyOwners } from '../../src/db/key-owner-cache.js';
+import { hashApiKey, keyPrefix } from '../../src/api-keys.js';
 import type { Db } from '../../src/db/knex.js';
 
 let t: TestApp;

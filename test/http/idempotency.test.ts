@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { IDEMPOTENCY_LEASE_MS, IDEMPOTENCY_TTL_MS, idempotent, requestFingerprint } from '../../src/http/idempotency.js';
-import { HttpError } from '../../src/http/errors.js';
+import { ApiError } from '../../src/errors.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -232,7 +232,7 @@ describe('idempotent()', () => {
       await deps.db
         .transaction(async (trx) => {
           await insertTopic(trx, 'unit-nested-2');
-          throw new HttpError(409, 'inner');
+          throw new ApiError(409, 'inner');
         })
         .catch(() => undefined);
       return { status: 200, body: {} };

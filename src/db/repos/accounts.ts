@@ -1,8 +1,8 @@
 import type { Db } from '../knex.js';
 import type { Plan } from '../../config.js';
 import { newId } from '../../ids.js';
-import { generateApiKey, hashApiKey, keyPrefix } from '../../accounts/keys.js';
-import { forgetKeyOwners } from '../../accounts/key-cache.js';
+import { generateApiKey, hashApiKey, keyPrefix } from '../../api-keys.js';
+import { forgetKeyOwners } from '../key-owner-cache.js';
 
 export interface Organization {
   id: string;

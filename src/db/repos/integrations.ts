@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { selectRows, type Db, type Runner } from '../knex.js';
-import type { Schemas } from '../../http/types.js';
+import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { open, sealIfSecret } from '../../crypto.js';
 import { isSecretCredential, type ChannelType, type IntegrationCredentials, type ProviderId } from '../../providers/catalogue.js';

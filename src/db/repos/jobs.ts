@@ -1,7 +1,7 @@
 import type { Db, Runner } from '../knex.js';
 import { changeRows, inList, isPostgres, selectRows, selectRowsInBackground } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
-import type { Schemas } from '../../http/types.js';
+import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 

@@ -1,6 +1,6 @@
 import type { Db, Runner } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
-import type { Schemas } from '../../http/types.js';
+import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';

@@ -1,7 +1,7 @@
 import { changeRows, inList, selectRows, selectRowsInBackground, type Db, type Runner } from '../knex.js';
-import { CHANNELS } from '../../engine/preferences.js';
+import { CHANNELS } from '../../contract.js';
 import { insertRows } from '../insert-rows.js';
-import type { Schemas } from '../../http/types.js';
+import type { Schemas } from '../../contract.js';
 import { readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 import { newId } from '../../ids.js';

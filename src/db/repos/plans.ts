@@ -1,7 +1,7 @@
 import type { Db } from '../knex.js';
 import type { Plan } from '../../config.js';
 import type { Organization } from './accounts.js';
-import { forgetKeyOwners } from '../../accounts/key-cache.js';
+import { forgetKeyOwners } from '../key-owner-cache.js';
 
 /** Every organization with its plan and stored numbers, oldest first. */
 export async function listOrganizations(db: Db): Promise<Organization[]> {

@@ -1,6 +1,12 @@
 import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import { readJson, writeJson } from '../json.js';
-import type { Layer } from '../../engine/preferences.js';
+import type { Channel } from '../../contract.js';
+
+/** What a subscriber chose in one layer; anything left out defers to the layer below. */
+export interface Layer {
+  enabled?: boolean;
+  channels: Partial<Record<Channel, boolean>>;
+}
 
 interface LayerRow {
   enabled: unknown;

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { inList, selectRows, type Db, type Runner } from '../knex.js';
-import type { Schemas } from '../../http/types.js';
+import type { Schemas } from '../../contract.js';
 import { readJson, writeJson } from '../json.js';
 
 export type SubscriberChannel = Schemas['SubscriberChannel'];

@@ -1,5 +1,5 @@
 import { inList, selectRows, type Db, type Runner } from '../knex.js';
-import type { Schemas } from '../../http/types.js';
+import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';

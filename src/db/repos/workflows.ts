@@ -1,5 +1,5 @@
 import { isPostgres, lowerFunction, selectRows, type Db } from '../knex.js';
-import type { Schemas } from '../../http/types.js';
+import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';

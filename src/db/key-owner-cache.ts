@@ -1,11 +1,10 @@
-import type { Db } from '../db/knex.js';
-import type { KeyOwner } from '../db/repos/accounts.js';
+import type { Db } from './knex.js';
 
 /** Keys remembered per database; unknown keys count too, so that a flood of random keys stays bounded. */
 const MAX_ENTRIES = 10_000;
 
 interface Entry {
-  owner: KeyOwner | undefined;
+  owner: unknown;
   expiresAt: number;
 }
 
@@ -18,18 +17,18 @@ const caches = new WeakMap<Db, Map<string, Entry>>();
  * on each. A key revoked or a plan changed through this process (`forgetKeyOwners`) counts at once;
  * through another process, within `ttlMs`. A `ttlMs` of 0 reads the database every time.
  */
-export async function cachedKeyOwner(
+export async function cachedKeyOwner<Owner>(
   db: Db,
   keyHash: string,
   ttlMs: number,
-  read: (db: Db, keyHash: string) => Promise<KeyOwner | undefined>,
+  read: (db: Db, keyHash: string) => Promise<Owner | undefined>,
   now: number,
-): Promise<KeyOwner | undefined> {
+): Promise<Owner | undefined> {
   if (ttlMs <= 0) return read(db, keyHash);
   let cache = caches.get(db);
   if (!cache) caches.set(db, (cache = new Map()));
   const hit = cache.get(keyHash);
-  if (hit && hit.expiresAt > now) return hit.owner;
+  if (hit && hit.expiresAt > now) return hit.owner as Owner | undefined;
   const owner = await read(db, keyHash);
   cache.delete(keyHash);
   // Oldest first: Map keeps insertion order, so the first key is the one stored longest ago.

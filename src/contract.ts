@@ -1,0 +1,32 @@
+// Wire types, derived from the generated contract and never written by hand: the bottom layer that
+// every other room may import. A handler's reply must be one of its operation's documented success
+// statuses with exactly that status's body, so `tsc` fails when code and contract drift apart.
+import type { components, operations } from '../generated/v1.js';
+
+export type Schemas = components['schemas'];
+export type OperationId = keyof operations;
+
+type Responses<K extends OperationId> = operations[K]['responses'];
+type SuccessStatus<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 204>;
+type JsonOf<T> = T extends { content: { 'application/json': infer B } } ? B : undefined;
+
+export type Body<K extends OperationId> = JsonOf<NonNullable<operations[K]['requestBody']>>;
+export type PathParams<K extends OperationId> = NonNullable<operations[K]['parameters']['path']>;
+export type QueryParams<K extends OperationId> = NonNullable<operations[K]['parameters']['query']>;
+
+export type Reply<K extends OperationId, S extends SuccessStatus<K> = SuccessStatus<K>> = {
+  [Status in S]: { status: Status; body: JsonOf<Responses<K>[Status]>; headers?: Record<string, string> };
+}[S];
+
+export type ErrorBody = Schemas['Error'];
+export type ErrorDetail = Schemas['ErrorDetail'];
+
+export type Channel = Schemas['ChannelType'];
+/** Every channel, in the order the contract and the preferences list them. */
+export const CHANNELS: readonly Channel[] = ['in_app', 'email', 'sms', 'chat', 'push'];
+
+/** The key's owner: every query made for a request is scoped to this environment. */
+export interface Auth {
+  organizationId: string;
+  environmentId: string;
+}
