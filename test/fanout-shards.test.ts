@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/db/knex.js';
 import { isPostgres } from '../src/db/knex.js';
-import { fanoutShards, whereInShard } from '../src/engine/fanout-shards.js';
+import { fanoutShards, whereInShard } from '../src/db/fanout-shards.js';
 import { createTestDb, type TestDb } from './helpers/db.js';
 
 let testDb: TestDb;

@@ -12,7 +12,7 @@ import { insertRows } from '../src/db/insert-rows.js';
 import { eventRow } from '../src/db/repos/events.js';
 import { claimDueJobs, JOBS_BY_STATUS, jobRow, queueDepth, QUEUE_DEPTH } from '../src/db/repos/jobs.js';
 import { newId } from '../src/ids.js';
-import { fanoutBatch } from '../src/engine/execute.js';
+import { fanoutBatch } from '../src/db/repos/topics.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
 import { recordQueries } from './helpers/queries.js';
 

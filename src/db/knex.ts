@@ -17,6 +17,9 @@ export type Db = Knex;
 /** Where a repository runs its queries: the database, or a transaction on it (itself a Knex). */
 export type Runner = Db | Knex.Transaction;
 
+/** A transaction on the database: what `db.transaction(work)` hands `work`. */
+export type Transaction = Knex.Transaction;
+
 // PostgreSQL's bigint (COUNT(*) among them) arrives as a string; every count we read fits a number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
 

@@ -6,19 +6,19 @@
 // for the oldest other event that is not canceled, without the canceled payload (passOnClosedDigest).
 import type { Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
-import { addExecutionDetail, closedDigestOf, digestRiders, type JobRecord } from '../db/repos/jobs.js';
-import { writeJson } from '../db/json.js';
+import {
+  addExecutionDetail,
+  cancelJobs,
+  closedDigestOf,
+  digestHeirOf,
+  digestRiders,
+  dropDigestKey,
+  handDigestLeadTo,
+  mergedJobIdsOf,
+  moveJob,
+  type JobRecord,
+} from '../db/repos/jobs.js';
 import { settleRiders } from '../db/repos/notifications.js';
-
-/** The follower to carry a digest on: the oldest job merged into it whose event is not canceled. */
-async function heirOf(trx: Runner, digestId: string): Promise<{ id: string; event_id: string; notification_id: string } | undefined> {
-  return trx('jobs as f')
-    .join('events as e', 'e.id', 'f.event_id')
-    .where({ 'f.merged_into': digestId, 'f.status': 'merged' })
-    .whereNull('e.canceled_at')
-    .orderBy([{ column: 'f.created_at' }, { column: 'f.id' }])
-    .first('f.id', 'f.event_id', 'f.notification_id');
-}
 
 /**
  * An open digest whose leader was canceled: the leader lets go of its key, and its oldest live
@@ -26,12 +26,10 @@ async function heirOf(trx: Runner, digestId: string): Promise<{ id: string; even
  * into that one.
  */
 export async function handOverOpenDigest(trx: Runner, leader: { id: string; digestKey: string; runAt: string }, now: Date): Promise<void> {
-  const at = now.toISOString();
-  await trx('jobs').where({ id: leader.id }).update({ digest_key: null, updated_at: at });
-  const heir = await heirOf(trx, leader.id);
+  await dropDigestKey(trx, leader.id, now);
+  const heir = await digestHeirOf(trx, leader.id);
   if (!heir) return;
-  await trx('jobs').where({ id: heir.id }).update({ status: 'delayed', digest_key: leader.digestKey, run_at: leader.runAt, merged_into: null, updated_at: at });
-  await trx('jobs').where({ merged_into: leader.id, status: 'merged' }).update({ merged_into: heir.id, updated_at: at });
+  await handDigestLeadTo(trx, heir.id, leader, now);
   await addExecutionDetail(trx, { jobId: heir.id, status: 'success', detail: 'Leads the digest: the event that opened it was canceled', isRetry: false }, now);
 }
 
@@ -54,12 +52,10 @@ export interface Heir {
 export async function passOnClosedDigest(trx: Runner, notificationId: string, now: Date, giveTo: (heir: Heir) => Promise<void>): Promise<boolean> {
   const digest = await closedDigestOf(trx, notificationId);
   if (!digest) return false;
-  const heir = await heirOf(trx, digest.id);
-  const merged = await trx('jobs').where({ notification_id: notificationId, status: 'merged' }).select('id');
-  if (merged.length > 0) {
-    await trx('jobs').whereIn('id', merged.map((job: { id: string }) => job.id)).update({ status: 'canceled', updated_at: now.toISOString() });
-    for (const job of merged) await addExecutionDetail(trx, { jobId: job.id, status: 'warning', detail: "Taken out of the digest's send: its event was canceled", isRetry: false }, now);
-  }
+  const heir = await digestHeirOf(trx, digest.id);
+  const merged = await mergedJobIdsOf(trx, notificationId);
+  await cancelJobs(trx, merged, now);
+  for (const jobId of merged) await addExecutionDetail(trx, { jobId, status: 'warning', detail: "Taken out of the digest's send: its event was canceled", isRetry: false }, now);
   if (!heir) return false;
   // A carrier's own payload is the first of the digest's events (execute.ts, fireDigest; and so on down the heirs).
   const strip = (state: Record<string, unknown>) => {
@@ -84,9 +80,7 @@ export async function passOnWaitingSends(trx: Runner, jobs: JobRecord[], transac
   for (const [notificationId, waiting] of waitingBy) {
     await passOnClosedDigest(trx, notificationId, now, async (heir) => {
       for (const job of waiting.filter((waitingJob) => waitingJob.stepIndex! > heir.digestStep)) {
-        await trx('jobs')
-          .where({ id: job.id })
-          .update({ event_id: heir.eventId, notification_id: heir.notificationId, state: writeJson(heir.strip(job.state)), updated_at: now.toISOString() });
+        await moveJob(trx, job.id, { eventId: heir.eventId, notificationId: heir.notificationId, state: heir.strip(job.state) }, now);
         await addExecutionDetail(trx, { jobId: job.id, status: 'success', detail: `Event ${transactionId} was canceled; goes on for the digest's other events`, isRetry: false }, now);
         handed.add(job.id);
       }

@@ -1,24 +1,22 @@
 // Running one claimed job. Each outcome is written in one transaction with what follows from it
 // (the next step's job, the in-app message, the notification's status), and only while this worker
 // still holds the job's lease: a worker that lost it changes nothing.
-import type { Knex } from 'knex';
 import { writeTransaction } from '../db/group-commit.js';
-import type { Runner } from '../db/knex.js';
+import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetail, digestFollowers, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { addExecutionDetail, closeDigest, digestFollowers, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
-import { setNotificationStatus } from '../db/repos/notifications.js';
+import { markNotificationsProcessing, setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../contract.js';
 import { CANCELED_BEFORE_RUN, deliver, Undeliverable } from './deliver.js';
 import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
 import { handOverOpenDigest } from './digests.js';
-import { whereInShard, type FanoutShard } from './fanout-shards.js';
+import { FANOUT_BATCH, fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
 import type { WorkerContext } from './worker-context.js';
 
 export const MAX_ATTEMPTS = 5;
-const FANOUT_BATCH = 500;
 
 
 /** Exponential backoff with jitter: about 2 s, 4 s, 8 s, 16 s…, capped at 5 minutes. */
@@ -41,7 +39,7 @@ interface Outcome {
   message?: NewMessage;
 }
 
-async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also?: (trx: Knex.Transaction, event: EventRecord) => Promise<void>): Promise<void> {
+async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also?: (trx: Transaction, event: EventRecord) => Promise<void>): Promise<void> {
   const now = ctx.deps.clock.now();
   try {
     // On SQLite the outcomes of the jobs running side by side share a commit (group-commit.ts).
@@ -88,37 +86,6 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
   return { status: 'queued', runAt, detail: { status: 'failed', text: `${text}; retrying at ${runAt.toISOString()}`, raw } };
 }
 
-/** Where a topic fan-out stands: its topics, the members left out, its shard, and the last member done. */
-export interface FanoutPosition {
-  topicIds: string[];
-  exclude: string[];
-  shard?: FanoutShard;
-  cursor?: string;
-}
-
-/**
- * The next FANOUT_BATCH members of a fan-out, in subscriber-id order after the cursor. One topic's
- * members come straight from its (topic, subscriber) key, in order, a batch at a time; members of
- * several topics come once (DISTINCT), which costs a sort of the members still to come. Exported
- * for its plan's test.
- */
-export async function fanoutBatch(db: Runner, { topicIds, exclude, shard, cursor }: FanoutPosition): Promise<Array<{ key: string; subscriberId: string }>> {
-  const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
-  const query = db('topic_subscribers as ts')
-    .join('subscribers as s', 's.id', 'ts.subscriber_id')
-    .whereIn('ts.topic_id', topicIds)
-    .orderBy('ts.subscriber_id')
-    .limit(FANOUT_BATCH);
-  if (topicIds.length > 1) query.distinct(columns);
-  else query.select(columns);
-  // The cursor bounds both sides of the join: PostgreSQL carries an equality across a join but not
-  // a range, so a merge join would read subscribers from the first one on every batch.
-  if (cursor) query.where('ts.subscriber_id', '>', cursor).where('s.id', '>', cursor);
-  if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
-  whereInShard(query, 'ts.subscriber_id', shard);
-  return query;
-}
-
 /**
  * One batch of a topic fan-out, in one transaction with the notifications and jobs it creates. The
  * job runs again, from where the batch ended, until a batch comes back short. A batch run twice
@@ -153,8 +120,7 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
 async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord): Promise<void> {
   const followers = await ctx.deps.db.transaction(async (trx) => {
     // Close the digest first: a trigger joining now waits for this (row lock) and then opens a new one.
-    const closed = await trx('jobs').where({ id: job.id, lease_owner: ctx.owner, status: 'running' }).update({ digest_key: null });
-    return closed ? digestFollowers(trx, job.id) : undefined;
+    return (await closeDigest(trx, job.id, ctx.owner)) ? digestFollowers(trx, job.id) : undefined;
   });
   if (!followers) return;
   const events = [event.payload, ...followers.map((follower) => follower.payload)];
@@ -166,10 +132,7 @@ async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord
     async (trx) => {
       // The followers' payloads now ride in this notification's send: they are settled with it (settleDigestRiders).
       const ids = followers.map((follower) => follower.notificationId!).filter(Boolean);
-      const now = ctx.deps.clock.now().toISOString();
-      for (let i = 0; i < ids.length; i += 500) {
-        await trx('notifications').whereIn('id', ids.slice(i, i + 500)).where('status', 'pending').update({ status: 'processing', updated_at: now });
-      }
+      await markNotificationsProcessing(trx, ids, ctx.deps.clock.now());
     },
   );
 }
@@ -181,7 +144,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   if (event.canceledAt) {
     // A digest still open, whose leader was claimed before the cancel could hand it over: this hands it over.
     const digestKey = job.digestKey;
-    const handOver = digestKey === null ? undefined : (trx: Knex.Transaction) => handOverOpenDigest(trx, { id: job.id, digestKey, runAt: job.runAt }, ctx.deps.clock.now());
+    const handOver = digestKey === null ? undefined : (trx: Transaction) => handOverOpenDigest(trx, { id: job.id, digestKey, runAt: job.runAt }, ctx.deps.clock.now());
     return settle(ctx, job, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } }, handOver);
   }
   await setNotificationStatus(ctx.deps.db, job.notificationId!, 'processing', ctx.deps.clock.now(), ['pending']);

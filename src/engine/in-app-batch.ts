@@ -4,10 +4,10 @@
 // (`suppression`, `inAppMessage`); only the reading and writing are batched. A fan-out batch whose
 // workflow starts with an in-app step goes further and delivers it as it creates the notifications
 // (`startWithInApp`).
-import type { Knex } from 'knex';
-import { isPostgres, type Db, type Runner } from '../db/knex.js';
+import type { Runner, Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetails, insertJobs, type JobRecord } from '../db/repos/jobs.js';
+import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, notificationsWithFailedJobs, type JobRecord } from '../db/repos/jobs.js';
+import { markNotificationsProcessing, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
@@ -21,13 +21,6 @@ import type { WorkerContext } from './worker-context.js';
 import type { Step } from '../db/repos/workflows.js';
 
 type ChannelStep = Extract<Step, { template: unknown }>;
-const CHUNK = 500;
-
-function chunks<T>(items: T[], size = CHUNK): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
-}
 
 type Decision =
   | { job: JobRecord; event: EventRecord; status: 'canceled' }
@@ -82,17 +75,13 @@ export function isInAppJob(job: JobRecord): boolean {
 export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): Promise<void> {
   const { db } = ctx.deps;
   const now = ctx.deps.clock.now();
-  const at = now.toISOString();
 
   const events = new Map<string, EventRecord>();
   for (const eventId of new Set(jobs.map((job) => job.eventId))) {
     const event = await findEvent(db, eventId);
     if (event) events.set(eventId, event);
   }
-  const notifications = new Map<string, { subscriber_id: string; subscriber_key: string }>();
-  for (const ids of chunks(jobs.map((job) => job.notificationId!))) {
-    for (const row of await db('notifications').whereIn('id', ids).select('id', 'subscriber_id', 'subscriber_key')) notifications.set(row.id, row);
-  }
+  const notifications = await notificationRecipients(db, jobs.map((job) => job.notificationId!));
   const keys = [...new Set([...notifications.values()].map((n) => n.subscriber_key))];
   const audience = await audienceOf(db, keys, [...events.values()].map((event) => event.workflow.id));
 
@@ -105,22 +94,12 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     return [decide(job, event, audience.recipient(event, notification.subscriber_key, notification.subscriber_id))];
   });
 
-  await db.transaction(async (trx: Knex.Transaction) => {
+  await db.transaction(async (trx: Transaction) => {
     // Only the jobs this worker still holds: one whose lease ran out belongs to someone else now.
-    const held = new Set<string>();
-    for (const ids of chunks(decided.map((d) => d.job.id))) {
-      const query = trx('jobs').whereIn('id', ids).where({ lease_owner: ctx.owner, status: 'running' }).select('id');
-      if (isPostgres(db)) query.forUpdate();
-      for (const row of await query) held.add(row.id);
-    }
+    const held = await heldJobIds(trx, decided.map((d) => d.job.id), ctx.owner);
     const mine = decided.filter((d) => held.has(d.job.id));
     for (const status of ['completed', 'skipped', 'canceled'] as const) {
-      const ids = mine.filter((d) => d.status === status).map((d) => d.job.id);
-      for (const part of chunks(ids)) {
-        await trx('jobs')
-          .whereIn('id', part)
-          .update({ status, lease_owner: null, lease_expires_at: null, provider_id: status === 'completed' ? 'herald' : null, updated_at: at });
-      }
+      await finishInAppJobs(trx, mine.filter((d) => d.status === status).map((d) => d.job.id), status, now);
     }
     await writeOutcomes(trx, mine, now);
 
@@ -142,17 +121,11 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
       await continueAfter(trx, event, d.job, d.job.state, now, d.status === 'canceled');
     }
     // A step done and another to come: the notification is under way.
-    for (const part of chunks(goingOn)) await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: at });
+    await markNotificationsProcessing(trx, goingOn, now);
     const finishedIds = finished.map((f) => f.notificationId);
-    const failed = new Set<string>();
-    for (const part of chunks(finishedIds)) {
-      for (const row of await trx('jobs').whereIn('notification_id', part).where('status', 'failed').distinct('notification_id')) failed.add(row.notification_id);
-    }
+    const failed = await notificationsWithFailedJobs(trx, finishedIds);
     for (const status of ['completed', 'failed'] as const) {
-      const ids = finishedIds.filter((id) => failed.has(id) === (status === 'failed'));
-      for (const part of chunks(ids)) {
-        await trx('notifications').whereIn('id', part).whereIn('status', ['pending', 'processing']).update({ status, updated_at: at });
-      }
+      await settleNotifications(trx, finishedIds.filter((id) => failed.has(id) === (status === 'failed')), status, now);
     }
     for (const { event, notificationId } of finished) await settleDigestRiders(trx, event, notificationId, now);
   });

@@ -3,7 +3,6 @@
 // trigger is never lost, a rejected one leaves nothing behind. On SQLite, triggers that arrive
 // together are committed together (db/group-commit.ts), each still answered only once committed.
 import { v7 as timeOrderedUuid } from 'uuid';
-import DataLoader from 'dataloader';
 import type { ValidateFunction } from 'ajv';
 import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../contract.js';
@@ -11,18 +10,18 @@ import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
 import { createAjv } from '../json-schema.js';
 import { isUniqueViolation } from '../db/errors.js';
-import { isPostgres } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
-import { findWorkflow, findWorkflowWithSubscriberKeys, type StoredWorkflow } from '../db/repos/workflows.js';
+import type { StoredWorkflow } from '../db/repos/workflows.js';
 import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/subscribers.js';
+import { topicIdsByKey } from '../db/repos/topics.js';
+import { loneTriggerStore, type TriggerStore } from '../db/trigger-store.js';
 import { eventRow, insertEvent, type EventRecord } from '../db/repos/events.js';
 import { insertJobs, jobRow } from '../db/repos/jobs.js';
 import { notificationRow } from '../db/repos/notifications.js';
-import { insertNewEvent, insertNewEventAmongOthers, type NewEventRows } from '../db/new-events.js';
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
 import { plannedStart, startNotifications, type Recipient } from './schedule.js';
-import { fanoutShards } from './fanout-shards.js';
+import { fanoutShards } from '../db/fanout-shards.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
 type TriggerResult = Schemas['TriggerResult'];
@@ -64,69 +63,6 @@ function timezoneProblem(subscriber: InlineSubscriber, field: string): ErrorDeta
   } catch {
     return { field: `${field}/timezone`, message: `${subscriber.timezone} is not an IANA time zone` };
   }
-}
-
-/**
- * Where a trigger reads what it decides on (its workflow, and the internal keys of the subscribers
- * it names that exist) and, in the common case, writes the event it makes.
- */
-export interface TriggerStore {
-  read(workflowId: string, subscriberIds: string[]): Promise<{ workflow?: StoredWorkflow; keys: Map<string, string> }>;
-  /** The new event and the rows that start it; false when its transactionId is taken. */
-  write(rows: NewEventRows): Promise<boolean>;
-}
-
-/** A lone trigger's reads, on PostgreSQL one round trip, on SQLite two in-process reads; its write on its own. */
-function loneTriggerStore(db: Deps['db'], environmentId: string): TriggerStore {
-  return {
-    read: isPostgres(db)
-      ? (workflowId, subscriberIds) => findWorkflowWithSubscriberKeys(db, environmentId, workflowId, subscriberIds)
-      : async (workflowId, subscriberIds) => ({
-          workflow: await findWorkflow(db, environmentId, workflowId),
-          keys: await subscriberKeys(db, environmentId, subscriberIds),
-        }),
-    write: (rows) => insertNewEvent(db, rows),
-  };
-}
-
-/**
- * Reads and writes for one bulk request: each workflow is read once, and on PostgreSQL the
- * subscribers named by the events that reach their read in the same turn are read in one query, a
- * round trip each saved (SQLite's reads are in-process: batching them only costs), and the events
- * that reach their write together are written by one statement (db/new-events.ts). Nothing is
- * remembered between turns, so an event that waits for an earlier one reads what that one wrote.
- */
-export function bulkTriggerStore(db: Deps['db'], environmentId: string): TriggerStore {
-  const workflows = new Map<string, Promise<StoredWorkflow | undefined>>();
-  const workflow = (workflowId: string) => {
-    let found = workflows.get(workflowId);
-    if (!found) workflows.set(workflowId, (found = findWorkflow(db, environmentId, workflowId)));
-    return found;
-  };
-  const keys = isPostgres(db) ? keysReadTogether(db, environmentId) : (subscriberIds: string[]) => subscriberKeys(db, environmentId, subscriberIds);
-  return {
-    read: async (workflowId, subscriberIds) => {
-      const [found, existing] = await Promise.all([workflow(workflowId), keys(subscriberIds)]);
-      return { workflow: found, keys: existing };
-    },
-    write: (rows) => insertNewEventAmongOthers(db, rows),
-  };
-}
-
-/** subscriberKeys, with the ids asked for in the same turn read in one query (no cache across turns). */
-function keysReadTogether(db: Deps['db'], environmentId: string): (subscriberIds: string[]) => Promise<Map<string, string>> {
-  const loader = new DataLoader<string, string | undefined>(
-    async (ids) => {
-      const found = await subscriberKeys(db, environmentId, [...ids]);
-      return ids.map((id) => found.get(id));
-    },
-    { cache: false, maxBatchSize: 1000 },
-  );
-  return async (subscriberIds) => {
-    // load, not loadMany: loadMany answers a failed read as Error values, which would read as "not found".
-    const found = await Promise.all(subscriberIds.map((id) => loader.load(id)));
-    return new Map(subscriberIds.flatMap((id, i) => (found[i] === undefined ? [] : [[id, found[i]!]])));
-  };
 }
 
 /**
@@ -177,11 +113,8 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, s
     if (problem) problems.push(problem);
   }
   for (const id of mustExist) if (!existing.has(id)) problems.push({ field: named.get(id)!, message: `subscriber ${id} not found` });
-  const topics = topicKeys.size
-    ? await db('topics').where('environment_id', env).whereIn('topic_key', [...topicKeys.keys()]).select('id', 'topic_key')
-    : [];
-  const foundTopics = new Set(topics.map((t: { topic_key: string }) => t.topic_key));
-  for (const [key, field] of topicKeys) if (!foundTopics.has(key)) problems.push({ field, message: `topic ${key} not found` });
+  const topics = await topicIdsByKey(db, env, [...topicKeys.keys()]);
+  for (const [key, field] of topicKeys) if (!topics.has(key)) problems.push({ field, message: `topic ${key} not found` });
   if (problems.length > 0) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).slice(0, 5).join('; '), problems);
 
   // Time-ordered, so that a new event's entry lands where the last one did in the transaction-id
@@ -212,7 +145,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, s
   try {
     // The common trigger (named subscribers, no topic, no digest first) is rows known in advance:
     // written all at once, in one statement on PostgreSQL.
-    const event = inline.size === 0 && topics.length === 0 ? eventOf(actorId ? await findSubscriber(db, env, actorId) : undefined) : undefined;
+    const event = inline.size === 0 && topics.size === 0 ? eventOf(actorId ? await findSubscriber(db, env, actorId) : undefined) : undefined;
     const plan = event && plannedStart(event, directRecipients(existing), now);
     if (event && plan) {
       const written = await write({
@@ -229,11 +162,11 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, s
         await insertEvent(trx, event);
         const direct = directRecipients(keys);
         await startNotifications(trx, event, direct, now);
-        if (topics.length > 0) {
+        if (topics.size > 0) {
           // Members are notified by the worker in batches; those named directly, and the actor, are left out.
           const exclude = direct.map((r) => r.key);
           if (actorId && keys.get(actorId)) exclude.push(keys.get(actorId)!);
-          const topicIds = topics.map((t: { id: string }) => t.id);
+          const topicIds = [...topics.values()];
           await insertJobs(
             trx,
             fanoutShards(db).map((shard) => ({

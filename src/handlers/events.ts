@@ -1,7 +1,8 @@
 import type { OperationHandler } from '../http/types.js';
 import type { Schemas } from '../contract.js';
 import { ApiError } from '../errors.js';
-import { bulkTriggerStore, recipientsOf, trigger } from '../engine/trigger.js';
+import { recipientsOf, trigger } from '../engine/trigger.js';
+import { bulkTriggerStore } from '../db/trigger-store.js';
 import { cancelEvent as cancel } from '../engine/cancel.js';
 
 export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, auth, deps }) => ({

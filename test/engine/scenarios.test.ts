@@ -3,7 +3,7 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
-import { fanoutShards } from '../../src/engine/fanout-shards.js';
+import { fanoutShards } from '../../src/db/fanout-shards.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 import { claimDueJobs } from '../../src/db/repos/jobs.js';

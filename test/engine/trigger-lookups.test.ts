@@ -1,8 +1,8 @@
-// What a bulk trigger reads before it decides (engine/trigger.ts, bulkTriggerStore): the workflow once,
+// What a bulk trigger reads before it decides (db/trigger-store.ts, bulkTriggerStore): the workflow once,
 // and on PostgreSQL the subscribers its events name read together. A read that fails must fail the
 // events, never pass for subscribers that do not exist.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bulkTriggerStore } from '../../src/engine/trigger.js';
+import { bulkTriggerStore } from '../../src/db/trigger-store.js';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';

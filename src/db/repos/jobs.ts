@@ -4,6 +4,7 @@ import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
+import { chunks } from '../chunks.js';
 
 export type JobStatus = Schemas['JobStatus'];
 export type Job = Schemas['Job'];
@@ -261,9 +262,88 @@ export async function digestRiders(trx: Runner, notificationId: string): Promise
 }
 
 export async function setJobsStatus(trx: Runner, ids: string[], status: JobStatus, now: Date): Promise<void> {
-  for (let i = 0; i < ids.length; i += 500) {
-    await trx('jobs').whereIn('id', ids.slice(i, i + 500)).update({ status, digest_key: null, updated_at: now.toISOString() });
+  for (const part of chunks(ids)) await trx('jobs').whereIn('id', part).update({ status, digest_key: null, updated_at: now.toISOString() });
+}
+
+/** The follower to carry a digest on: the oldest job merged into it whose event is not canceled. */
+export async function digestHeirOf(trx: Runner, digestId: string): Promise<{ id: string; event_id: string; notification_id: string } | undefined> {
+  return trx('jobs as f')
+    .join('events as e', 'e.id', 'f.event_id')
+    .where({ 'f.merged_into': digestId, 'f.status': 'merged' })
+    .whereNull('e.canceled_at')
+    .orderBy([{ column: 'f.created_at' }, { column: 'f.id' }])
+    .first('f.id', 'f.event_id', 'f.notification_id');
+}
+
+/** An open digest's leader lets go of its key (its event was canceled). */
+export async function dropDigestKey(trx: Runner, leaderId: string, now: Date): Promise<void> {
+  await trx('jobs').where({ id: leaderId }).update({ digest_key: null, updated_at: now.toISOString() });
+}
+
+/** `heirId` leads the open digest `leader` led, with its key and window; the other followers merge into it. */
+export async function handDigestLeadTo(trx: Runner, heirId: string, leader: { id: string; digestKey: string; runAt: string }, now: Date): Promise<void> {
+  const at = now.toISOString();
+  await trx('jobs').where({ id: heirId }).update({ status: 'delayed', digest_key: leader.digestKey, run_at: leader.runAt, merged_into: null, updated_at: at });
+  await trx('jobs').where({ merged_into: leader.id, status: 'merged' }).update({ merged_into: heirId, updated_at: at });
+}
+
+/** The ids of a notification's jobs merged into a digest. */
+export async function mergedJobIdsOf(trx: Runner, notificationId: string): Promise<string[]> {
+  const rows: Array<{ id: string }> = await trx('jobs').where({ notification_id: notificationId, status: 'merged' }).select('id');
+  return rows.map((row) => row.id);
+}
+
+/** Cancels jobs, leaving any digest key they hold as it is. */
+export async function cancelJobs(trx: Runner, ids: string[], now: Date): Promise<void> {
+  for (const part of chunks(ids)) await trx('jobs').whereIn('id', part).update({ status: 'canceled', updated_at: now.toISOString() });
+}
+
+/** A waiting job goes on for another event and notification, with the state it is given. */
+export async function moveJob(trx: Runner, jobId: string, to: { eventId: string; notificationId: string; state: Record<string, unknown> }, now: Date): Promise<void> {
+  await trx('jobs')
+    .where({ id: jobId })
+    .update({ event_id: to.eventId, notification_id: to.notificationId, state: writeJson(to.state), updated_at: now.toISOString() });
+}
+
+/**
+ * Closes a digest a worker holds (its key is dropped, so a trigger joining now opens a new one);
+ * false when the worker no longer holds it.
+ */
+export async function closeDigest(trx: Runner, jobId: string, owner: string): Promise<boolean> {
+  return (await trx('jobs').where({ id: jobId, lease_owner: owner, status: 'running' }).update({ digest_key: null })) > 0;
+}
+
+/**
+ * Of the given jobs, those `owner` still holds. On PostgreSQL they are locked until the transaction
+ * ends, so no other worker's takeover slips in between this read and their update.
+ */
+export async function heldJobIds(trx: Runner, ids: string[], owner: string): Promise<Set<string>> {
+  const held = new Set<string>();
+  for (const part of chunks(ids)) {
+    const query = trx('jobs').whereIn('id', part).where({ lease_owner: owner, status: 'running' }).select('id');
+    if (isPostgres(trx as Db)) query.forUpdate();
+    for (const row of (await query) as Array<{ id: string }>) held.add(row.id);
   }
+  return held;
+}
+
+/** Held jobs reach their end: in-app jobs, whose provider is Herald itself when they completed. */
+export async function finishInAppJobs(trx: Runner, ids: string[], status: 'completed' | 'skipped' | 'canceled', now: Date): Promise<void> {
+  for (const part of chunks(ids)) {
+    await trx('jobs')
+      .whereIn('id', part)
+      .update({ status, lease_owner: null, lease_expires_at: null, provider_id: status === 'completed' ? 'herald' : null, updated_at: now.toISOString() });
+  }
+}
+
+/** Of the given notifications, those with a failed job. */
+export async function notificationsWithFailedJobs(trx: Runner, notificationIds: string[]): Promise<Set<string>> {
+  const failed = new Set<string>();
+  for (const part of chunks(notificationIds)) {
+    const rows: Array<{ notification_id: string }> = await trx('jobs').whereIn('notification_id', part).where('status', 'failed').distinct('notification_id');
+    for (const row of rows) failed.add(row.notification_id);
+  }
+  return failed;
 }
 
 export interface NewExecutionDetail {

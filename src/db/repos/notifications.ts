@@ -3,6 +3,7 @@ import { CHANNELS } from '../../contract.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { readJson, writeJson } from '../json.js';
+import { chunks } from '../chunks.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 import { newId } from '../../ids.js';
 
@@ -226,5 +227,27 @@ export async function settleRiders(trx: Runner, leaderId: string, riders: string
         WHERE ${list.sql} AND status IN ('pending', 'processing')`,
       [leaderId, now.toISOString(), ...list.bindings],
     );
+  }
+}
+
+/** The subscribers of notifications, by notification id. */
+export async function notificationRecipients(db: Runner, ids: string[]): Promise<Map<string, { subscriber_id: string; subscriber_key: string }>> {
+  const recipients = new Map<string, { subscriber_id: string; subscriber_key: string }>();
+  for (const part of chunks(ids)) {
+    const rows: Array<{ id: string; subscriber_id: string; subscriber_key: string }> = await db('notifications').whereIn('id', part).select('id', 'subscriber_id', 'subscriber_key');
+    for (const row of rows) recipients.set(row.id, row);
+  }
+  return recipients;
+}
+
+/** A step done and another to come: pending notifications are under way. */
+export async function markNotificationsProcessing(trx: Runner, ids: string[], now: Date): Promise<void> {
+  for (const part of chunks(ids)) await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: now.toISOString() });
+}
+
+/** Notifications not yet settled end with `status`. */
+export async function settleNotifications(trx: Runner, ids: string[], status: 'completed' | 'failed', now: Date): Promise<void> {
+  for (const part of chunks(ids)) {
+    await trx('notifications').whereIn('id', part).whereIn('status', ['pending', 'processing']).update({ status, updated_at: now.toISOString() });
   }
 }

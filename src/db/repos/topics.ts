@@ -1,15 +1,15 @@
-import type { Db } from '../knex.js';
+import type { Db, Runner } from '../knex.js';
+import { whereInShard, type FanoutShard } from '../fanout-shards.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
+import { chunks, ID_CHUNK } from '../chunks.js';
 
 export type Topic = Schemas['Topic'];
 export type TopicMember = Schemas['TopicMember'];
 
 /** How many member ids a topic shows inline (GET and list); the rest are paged. */
 export const INLINE_MEMBERS = 100;
-/** Ids per `whereIn`: well under SQLite's and PostgreSQL's bound-variable limits. */
-const ID_CHUNK = 500;
 /** Membership rows per INSERT (3 variables each, so under SQLite's historical 999 limit). */
 const INSERT_BATCH = 250;
 
@@ -40,12 +40,6 @@ function toWire(row: TopicRow, members: Members): Topic {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
-}
-
-function chunks<T>(items: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
 }
 
 // TopicRow's columns by name: on SQLite a read of `*` has its rows named one by one (knex.ts).
@@ -207,4 +201,47 @@ export async function removeMembers(db: Db, topicId: string, subscriberKeys: str
     }
     await trx('topics').where('id', topicId).update({ updated_at: now.toISOString() });
   });
+}
+
+/** Members a fan-out notifies per batch (and transaction). */
+export const FANOUT_BATCH = 500;
+
+/** Where a topic fan-out stands: its topics, the members left out, its shard, and the last member done. */
+export interface FanoutPosition {
+  topicIds: string[];
+  exclude: string[];
+  shard?: FanoutShard;
+  cursor?: string;
+}
+
+/**
+ * The next FANOUT_BATCH members of a fan-out, in subscriber-id order after the cursor. One topic's
+ * members come straight from its (topic, subscriber) key, in order, a batch at a time; members of
+ * several topics come once (DISTINCT), which costs a sort of the members still to come.
+ */
+export async function fanoutBatch(db: Runner, { topicIds, exclude, shard, cursor }: FanoutPosition): Promise<Array<{ key: string; subscriberId: string }>> {
+  const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
+  const query = db('topic_subscribers as ts')
+    .join('subscribers as s', 's.id', 'ts.subscriber_id')
+    .whereIn('ts.topic_id', topicIds)
+    .orderBy('ts.subscriber_id')
+    .limit(FANOUT_BATCH);
+  if (topicIds.length > 1) query.distinct(columns);
+  else query.select(columns);
+  // The cursor bounds both sides of the join: PostgreSQL carries an equality across a join but not
+  // a range, so a merge join would read subscribers from the first one on every batch.
+  if (cursor) query.where('ts.subscriber_id', '>', cursor).where('s.id', '>', cursor);
+  if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
+  whereInShard(query, 'ts.subscriber_id', shard);
+  return query;
+}
+
+/** The internal ids of the environment's topics among `topicKeys`, by key. */
+export async function topicIdsByKey(db: Runner, environmentId: string, topicKeys: string[]): Promise<Map<string, string>> {
+  const found = new Map<string, string>();
+  for (const part of chunks(topicKeys)) {
+    const rows: Array<{ id: string; topic_key: string }> = await db('topics').where('environment_id', environmentId).whereIn('topic_key', part).select('id', 'topic_key');
+    for (const row of rows) found.set(row.topic_key, row.id);
+  }
+  return found;
 }

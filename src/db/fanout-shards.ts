@@ -4,7 +4,7 @@
 // builds the rows of the other, and the server uses both cores. SQLite has one writer, so there a
 // fan-out stays one job.
 import type { Knex } from 'knex';
-import { isPostgres, type Db } from '../db/knex.js';
+import { isPostgres, type Db } from './knex.js';
 
 export interface FanoutShard {
   index: number;
