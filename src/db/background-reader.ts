@@ -3,34 +3,8 @@
 // better-sqlite3 runs a statement on the thread that calls it: the event loop, and every request
 // in flight with it, would wait that long. Such reads run here instead, on a thread of their own
 // with a read-only connection to the same file, and the event loop goes on meanwhile.
-import { Worker } from 'node:worker_threads';
-import { createRequire } from 'node:module';
-
-// The thread's code, kept as text: it runs as it is, whether Herald runs from src/ or from the build.
-const THREAD = `
-const { workerData, parentPort } = require('node:worker_threads');
-const Database = require(workerData.driver);
-const db = new Database(workerData.file, { readonly: true, fileMustExist: true });
-db.pragma('busy_timeout = 5000');
-const statements = new Map();
-parentPort.on('message', (message) => {
-  if (message === 'stop') {
-    db.close();
-    parentPort.close();
-    return;
-  }
-  try {
-    let statement = statements.get(message.sql);
-    if (!statement) {
-      statement = db.prepare(message.sql);
-      if (statements.size < 50) statements.set(message.sql, statement);
-    }
-    parentPort.postMessage({ id: message.id, rows: statement.all(...message.bindings) });
-  } catch (err) {
-    parentPort.postMessage({ id: message.id, error: err instanceof Error ? err.message : String(err) });
-  }
-});
-`;
+import type { Worker } from 'node:worker_threads';
+import { startThread } from './threads.js';
 
 type Binding = string | number | null;
 
@@ -82,8 +56,7 @@ export class BackgroundReader {
   }
 
   private start(): Thread {
-    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: this.file } });
+    const worker = startThread(new URL('./background-reader-thread', import.meta.url), { workerData: { file: this.file } });
     const thread: Thread = { worker, pending: new Map() };
     worker.unref();
     worker.on('message', ({ id, rows, error }: Reply) => {
