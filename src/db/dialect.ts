@@ -1,9 +1,34 @@
 import type { Knex } from 'knex';
 
+/** Where a repository runs its queries: the database, or a transaction on it (itself a Knex). */
+export type Runner = Knex | Knex.Transaction;
+
+type Binding = string | number | null;
+
+/**
+ * What differs between SQLite and PostgreSQL, behind one interface: repos write their plain SQL
+ * with `?` placeholders once, and each dialect runs it the way its database runs it fastest
+ * (sqlite.ts, postgres.ts). Each answers exactly as knex's plain query would.
+ */
+export interface Dialect {
+  /** The SQL function that lowercases any letter (SQLite's own `lower()` folds ASCII only). */
+  lower: string;
+  /** `column IN (…)` for a list of values, as this database reads it best. */
+  inList(column: string, values: readonly string[]): { sql: string; bindings: string[] };
+  /** The rows of a read-only statement. */
+  selectRows(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
+  /** selectRows for a read that scans a whole table, without holding the event loop. */
+  selectRowsInBackground(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
+  /** The rows of a read built with knex's query builder. */
+  selectBuilt(query: Knex.QueryBuilder): Promise<unknown[]>;
+  /** Runs an UPDATE or DELETE and answers how many rows it changed. */
+  changeRows(db: Runner, sql: string, bindings: readonly Binding[]): Promise<number>;
+}
+
 /**
  * Whether a knex instance (or a transaction, or a migration's) talks to PostgreSQL rather than
- * SQLite. On its own so that migrations can ask it: knex.ts imports the migrations.
+ * SQLite. Only src/db/ asks: everything above it goes through the Dialect.
  */
-export function isPostgres(db: Knex): boolean {
+export function isPostgres(db: Runner): boolean {
   return db.client.config.client === 'pg';
 }

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
-import { isPostgres, runInSqliteTransaction, type Db } from './knex.js';
+import { isPostgres, type Db } from './knex.js';
+import { runInSqliteTransaction } from './sqlite.js';
 
 type Work<T> = (trx: Knex.Transaction) => Promise<T>;
 

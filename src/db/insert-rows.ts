@@ -1,5 +1,7 @@
 import type { Knex } from 'knex';
-import { isPostgres, queryPostgres, runInSqliteTransaction, type Db, type Runner } from './knex.js';
+import { isPostgres, type Db, type Runner } from './knex.js';
+import { queryPostgres } from './postgres.js';
+import { runInSqliteTransaction } from './sqlite.js';
 import { writeTransaction } from './group-commit.js';
 
 /** SQLite: comfortably under its limit of 32,766 bound variables a statement. */

@@ -1,4 +1,5 @@
-import { isPostgres, queryPostgres, type Db } from './knex.js';
+import { isPostgres, type Db } from './knex.js';
+import { queryPostgres } from './postgres.js';
 import { insertAll, jsonInsertOf } from './insert-rows.js';
 import { isUniqueViolation } from './errors.js';
 

@@ -1,0 +1,281 @@
+// SQLite's side of the database interface (dialect.ts). better-sqlite3 runs each statement on the
+// calling thread, so what costs here is knex's own work around it: statements are kept prepared,
+// reads outside a transaction go to a read-only connection of their own without knex's runner,
+// whole-table reads go to a thread, and the write-ahead log is checkpointed on another.
+import fs from 'node:fs';
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import Database from 'better-sqlite3';
+import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
+import { StatementCache } from './statement-cache.js';
+import { BackgroundReader } from './background-reader.js';
+import type { Dialect, Runner } from './dialect.js';
+import { EVERY_COLUMN } from './statements.js';
+
+interface PreparingConnection {
+  prepare(sql: string): unknown;
+}
+
+/**
+ * The text each SQLite connection keeps its prepared statements for, in characters: 7–9 MB
+ * prepared (statement-cache.ts), for each of a file's two connections. An in-app fan-out batch's
+ * four inserts of 500 rows take 80 K of it.
+ */
+export const STATEMENT_CACHE_CHARS = 256 * 1024;
+
+const statementCaches = new WeakMap<object, StatementCache<unknown>>();
+
+/** The statements a SQLite connection keeps (for tests). */
+export function statementCacheOf(conn: object): StatementCache<unknown> | undefined {
+  return statementCaches.get(conn);
+}
+
+/**
+ * knex prepares every SQLite statement afresh, which costs more than running it for the small
+ * queries an API request makes. Statements are kept per connection by their SQL text, from their
+ * second use on (StatementCache); knex sets no per-statement mode on them (we never ask for
+ * safeIntegers), so reusing one is safe.
+ */
+function cachePreparedStatements(conn: PreparingConnection): void {
+  const prepare = conn.prepare.bind(conn);
+  const statements = new StatementCache<unknown>(STATEMENT_CACHE_CHARS);
+  statementCaches.set(conn, statements);
+  conn.prepare = (sql: string) => statements.get(sql, prepare);
+}
+
+interface FunctionDefining {
+  function(name: string, options: { deterministic: boolean }, fn: (value: unknown) => unknown): unknown;
+}
+
+/**
+ * SQL functions every SQLite connection has. SQLite's own `lower()` folds ASCII letters only
+ * (`Ü` stays `Ü`); `unicode_lower()` folds as JavaScript, and PostgreSQL's `lower()` in a UTF-8
+ * locale, do.
+ */
+function defineFunctions(conn: FunctionDefining): void {
+  conn.function('unicode_lower', { deterministic: true }, (value) => (typeof value === 'string' ? value.toLowerCase() : value));
+}
+
+
+interface CompilingClient {
+  queryCompiler(builder: { _single: QueryParts }, formatter?: unknown): unknown;
+}
+
+interface QueryParts {
+  limit?: unknown;
+  offset?: unknown;
+  skipBinding: Record<string, boolean>;
+}
+
+/**
+ * SQLite plans a statement whose LIMIT or OFFSET is a bound parameter again on every run, which
+ * makes `.first()` four times slower than the lookup itself (50 µs instead of 13 µs). knex has
+ * checked them to be whole numbers (limit, offset): they are written into the SQL instead.
+ */
+function inlineLimits(client: CompilingClient): void {
+  const compile = client.queryCompiler.bind(client);
+  client.queryCompiler = (builder, formatter) => {
+    const single = builder._single;
+    if (Number.isInteger(single.limit) || Number.isInteger(single.offset)) {
+      single.skipBinding = { ...single.skipBinding, limit: single.limit === undefined || Number.isInteger(single.limit), offset: Number.isInteger(single.offset) };
+    }
+    return compile(builder, formatter);
+  };
+}
+
+/** A SQLite database's read connection, opened on first use (after the migrations). */
+interface ReadConnection {
+  file: string;
+  connection?: Database.Database;
+  /** Reads that scan whole tables, off the event loop (selectRowsInBackground). */
+  background: BackgroundReader;
+}
+
+/**
+ * Read connections by the knex client of their database. A transaction has a client of its own,
+ * and so has a builder made in one or told `.transacting()`: none of them finds a read connection.
+ */
+const readConnections = new WeakMap<Knex.Client, ReadConnection>();
+
+/**
+ * Each read statement's column names when its text names every column it reads, read once; null
+ * for a statement that reads `*`, whose columns are the table's as it is now.
+ */
+const columnNames = new WeakMap<Database.Statement, string[] | null>();
+
+/**
+ * A read on SQLite's read connection, its rows as objects by column name. better-sqlite3 makes a
+ * row's object by looking each column's name up again, ~0.9 µs a row of 15 columns; rows read as
+ * arrays and named here cost a third of that (a page of 100 subscribers: 235 → 144 µs). The names
+ * are read once, which holds for a text that names its columns: a change of schema cannot rename
+ * them, only make the statement fail. A statement that reads `*` is prepared again by SQLite when
+ * a column is added, dropped or renamed, so its rows keep better-sqlite3's own names. Only
+ * readRows runs the read connection's kept statements, so the raw mode it sets stays its own.
+ */
+function readRows<T>(read: ReadConnection, sql: string, bindings: readonly unknown[]): T[] {
+  read.connection ??= openReadConnection(read.file);
+  const statement = read.connection.prepare(sql);
+  let names = columnNames.get(statement);
+  if (names === undefined) {
+    names = EVERY_COLUMN.test(sql) ? null : namesOf(statement.raw(true));
+    columnNames.set(statement, names);
+  }
+  const rows = statement.all(...bindings);
+  if (!names) return rows as T[];
+  const objects = new Array<Record<string, unknown>>(rows.length);
+  for (let r = 0; r < rows.length; r++) {
+    const row = rows[r] as unknown[];
+    // Of two columns with one name the last wins, as in better-sqlite3's own objects.
+    const object: Record<string, unknown> = {};
+    for (let c = 0; c < names.length; c++) object[names[c]] = row[c];
+    objects[r] = object;
+  }
+  return objects as T[];
+}
+
+function namesOf(statement: Database.Statement): string[] {
+  return statement.columns().map((column) => column.name);
+}
+
+function openReadConnection(file: string): Database.Database {
+  const connection = new Database(file, { readonly: true, fileMustExist: true });
+  connection.pragma('busy_timeout = 5000');
+  defineFunctions(connection as unknown as FunctionDefining);
+  cachePreparedStatements(connection as unknown as PreparingConnection);
+  return connection;
+}
+
+/** A value better-sqlite3 can bind, made the way knex makes it: a Date as its time, a boolean as 0 or 1, nothing as NULL. */
+function sqliteValue(value: unknown): unknown {
+  if (value === undefined) return null;
+  if (typeof value === 'boolean') return Number(value);
+  if (value instanceof Date) return value.valueOf();
+  return value;
+}
+
+/**
+ * Runs one statement of a SQLite transaction on the transaction's own connection, prepared once
+ * by its text: the rows it returns (with `reader`), else how many rows it changed. knex rewrites
+ * and checks every binding of a raw statement on its way to the driver, which costs more than
+ * SQLite's own work for the thousands of values of a multi-row insert, and a dozen microseconds
+ * for the smallest.
+ * knex's `query` events do not see these statements.
+ */
+export async function runInSqliteTransaction(trx: Knex.Transaction, sql: string, bindings: readonly unknown[] = [], reader = false): Promise<unknown[] | number> {
+  const connection = (await trx.client.acquireConnection()) as Database.Database;
+  const statement = connection.prepare(sql);
+  const values = bindings.map(sqliteValue);
+  if (reader) return statement.all(...values);
+  return statement.run(...values).changes;
+}
+
+/** The longest IN list inList pads: callers read in batches of 500. */
+const MAX_PADDED_LIST = 1024;
+
+/**
+ * `column IN (…)` on SQLite: a placeholder a value, the list padded to a power of two (up to
+ * 1,024) by repeating its last value, which IN does not mind: a dozen texts serve every length,
+ * and they recur, so they are kept prepared (statement-cache.ts). A longer list is sent as it is:
+ * padded, one of more than 16,384 values would pass the 32,766 values SQLite binds.
+ */
+function inList(column: string, values: readonly string[]): { sql: string; bindings: string[] } {
+  const bindings = [...values];
+  const padded = values.length === 0 ? 0 : 2 ** Math.ceil(Math.log2(values.length));
+  if (padded <= MAX_PADDED_LIST) while (bindings.length < padded) bindings.push(values[values.length - 1]);
+  return { sql: `${column} IN (${bindings.map(() => '?').join(', ')})`, bindings };
+}
+
+/**
+ * Outside a transaction a read runs on the read connection, kept prepared from its second use: no
+ * query builder, pool or promise chain (knex cost more than the lookup), and a read never waits
+ * behind a transaction that holds the writing connection. That connection sees what is committed,
+ * as another PostgreSQL connection would. Inside a transaction it runs on the transaction's own.
+ */
+async function selectRows(db: Runner, sql: string, bindings: readonly unknown[]): Promise<unknown[]> {
+  if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings, true)) as unknown[];
+  const read = readConnections.get(db.client);
+  if (!read) return (await db.raw(sql, bindings as never[])) as unknown[];
+  return readRows(read, sql, bindings);
+}
+
+/** SQLite behind the interface of dialect.ts. */
+export const sqlite: Dialect = {
+  lower: 'unicode_lower',
+  inList,
+  selectRows,
+  async selectRowsInBackground(db, sql, bindings) {
+    const read = db.isTransaction ? undefined : readConnections.get(db.client);
+    return read ? read.background.read(sql, bindings) : selectRows(db, sql, bindings);
+  },
+  // A builder made in a transaction or told `.transacting()` has a client of its own, and must see
+  // that transaction's writes; one whose answer knex shapes (`.first()`, `.pluck()`) is not a plain select.
+  async selectBuilt(query) {
+    const plainSelect = (query as unknown as { _method: string })._method === 'select';
+    const read = plainSelect ? readConnections.get(query.client) : undefined;
+    if (!read) return (await query) as unknown[];
+    const { sql, bindings } = query.toSQL();
+    return readRows(read, sql, bindings.map(sqliteValue));
+  },
+  async changeRows(db, sql, bindings) {
+    if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings)) as number;
+    return ((await db.raw(sql, bindings as never[])) as { changes: number }).changes;
+  },
+};
+
+/**
+ * A knex instance on a SQLite file (or `:memory:`): one writing connection, and for a file a
+ * read-only one and a background reader beside it, which stop with it (`db.destroy()`). With
+ * `checkpointInBackground` (processes that run jobs) a thread checkpoints the log; it costs about 10 MB.
+ */
+export function createSqliteDb(url: string, options: { checkpointInBackground?: boolean }): Knex {
+  const file = url.replace(/^sqlite:/, '');
+  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  const inBackground = options.checkpointInBackground === true && file !== ':memory:';
+  let checkpointer: Checkpointer | undefined;
+  const db = knexFactory({
+    client: 'better-sqlite3',
+    connection: { filename: file },
+    useNullAsDefault: true,
+    pool: {
+      // better-sqlite3 is synchronous: one connection, used by one query at a time.
+      min: 1,
+      max: 1,
+      afterCreate(conn: { pragma(sql: string): unknown }, done: (err: Error | null, conn: unknown) => void) {
+        conn.pragma('journal_mode = WAL');
+        conn.pragma('synchronous = NORMAL');
+        conn.pragma('foreign_keys = ON');
+        conn.pragma('busy_timeout = 5000');
+        // A group commit (group-commit.ts) keeps each request's writes in a savepoint, whose undo
+        // copy of every page it changes goes to a temporary file once past 64 KiB: a file written
+        // and truncated per savepoint. Kept in memory, a trigger's write costs a third less CPU.
+        conn.pragma('temp_store = MEMORY');
+        if (inBackground) {
+          conn.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
+          // The file exists, in WAL mode, once the first connection is open.
+          checkpointer ??= startCheckpointer(file);
+        }
+        defineFunctions(conn as unknown as FunctionDefining);
+        cachePreparedStatements(conn as unknown as PreparingConnection);
+        done(null, conn);
+      },
+    },
+  });
+  inlineLimits(db.client as CompilingClient);
+  if (file !== ':memory:') {
+    // A second connection to an in-memory database would be another database: reads share knex's.
+    const read: ReadConnection = { file, background: new BackgroundReader(file) };
+    readConnections.set(db.client, read);
+    // The read connections and the checkpoints stop with the writing connection (db.destroy()).
+    const client = db.client as { destroyRawConnection(conn: unknown): Promise<void> };
+    const destroyRaw = client.destroyRawConnection.bind(client);
+    client.destroyRawConnection = async (conn) => {
+      read.connection?.close();
+      read.connection = undefined;
+      await read.background.close();
+      await checkpointer?.stop();
+      checkpointer = undefined;
+      return destroyRaw(conn);
+    };
+  }
+  return db;
+}
