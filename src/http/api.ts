@@ -14,7 +14,7 @@ import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } 
 
 const addFormats = ajvFormats.default;
 
-export const SPEC_PATH = path.join(ROOT, 'openapi', 'v1.yaml');
+export const SPEC_PATH = path.join(ROOT, 'generated', 'openapi.yaml');
 
 /** JSON Schema 2020-12 (OpenAPI 3.1's dialect) with formats, every error, and discriminated steps. */
 export function createAjv(options: object = {}): Ajv2020 {
