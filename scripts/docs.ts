@@ -3,8 +3,8 @@
 // The API reference as one self-contained page (dist/docs/index.html by default). Every operation
 // gets a curl and a TypeScript sample (`x-codeSamples`) derived from its own examples, so the
 // samples change with the contract and never drift from it. They are added to a copy of the
-// contract, never to openapi/v1.yaml, and that copy is rendered by Redocly with its scripts
-// inlined: the page works offline.
+// contract's bundle (generated/openapi.yaml), never to the contract itself, and that copy is
+// rendered by Redocly with its scripts inlined: the page works offline.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';

@@ -11,7 +11,7 @@ import { SPEC_PATH } from '../src/http/api.js';
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('npm run docs', () => {
   it('builds one self-contained page that documents every tag and operation', () => {
     const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-')), 'index.html');
-    execFileSync('npx', ['--no-install', 'redocly', 'build-docs', 'openapi/v1.yaml', '--inlineBundle', '-o', out], {
+    execFileSync('npx', ['--no-install', 'redocly', 'build-docs', SPEC_PATH, '--inlineBundle', '-o', out], {
       cwd: ROOT,
       stdio: 'pipe',
       env: { ...process.env, REDOCLY_TELEMETRY: 'off' },

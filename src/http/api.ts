@@ -14,7 +14,7 @@ import type { Auth, OperationId } from '../contract.js';
 import type { HandlerContext, OperationHandlers } from './types.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 
-export const SPEC_PATH = path.join(ROOT, 'openapi', 'v1.yaml');
+export const SPEC_PATH = path.join(ROOT, 'generated', 'openapi.yaml');
 
 /**
  * Ajv's discriminator support finds each branch by its `type` const and refuses an explicit

@@ -111,5 +111,8 @@ describe('the service endpoints need no key', () => {
   it('serves the contract at /v1/openapi.yaml', async () => {
     const res = await t.http.get('/v1/openapi.yaml').expect(200).expect('Content-Type', /yaml/);
     expect(res.text).toContain('openapi: 3.1.0');
+    // The bundle, not the split sources: one self-contained document, every $ref inside it.
+    expect(res.text).toMatch(/\$ref: '#\//);
+    expect(res.text).not.toMatch(/\$ref: '?[^'#\s]/);
   });
 });
