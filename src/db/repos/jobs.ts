@@ -4,6 +4,7 @@ import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
+import { chunks } from '../chunks.js';
 
 export type JobStatus = Schemas['JobStatus'];
 export type Job = Schemas['Job'];
@@ -261,8 +262,8 @@ export async function digestRiders(trx: Runner, notificationId: string): Promise
 }
 
 export async function setJobsStatus(trx: Runner, ids: string[], status: JobStatus, now: Date): Promise<void> {
-  for (let i = 0; i < ids.length; i += 500) {
-    await trx('jobs').whereIn('id', ids.slice(i, i + 500)).update({ status, digest_key: null, updated_at: now.toISOString() });
+  for (const part of chunks(ids)) {
+    await trx('jobs').whereIn('id', part).update({ status, digest_key: null, updated_at: now.toISOString() });
   }
 }
 

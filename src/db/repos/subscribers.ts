@@ -4,6 +4,7 @@ import { newId } from '../../ids.js';
 import { readJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 import { channelOf, channelsBySubscriber, type ChannelRow } from './subscriber-channels.js';
+import { chunks } from '../chunks.js';
 
 export type Subscriber = Schemas['Subscriber'];
 export type SubscriberInput = Schemas['SubscriberCreate'];
@@ -184,8 +185,8 @@ export async function upsertSubscriber(db: Db, environmentId: string, input: Sub
 /** Internal ids of the given subscriberIds that exist in the environment. */
 export async function subscriberKeys(db: Db, environmentId: string, subscriberIds: string[]): Promise<Map<string, string>> {
   const keys = new Map<string, string>();
-  for (let i = 0; i < subscriberIds.length; i += 500) {
-    const ids = inList(db, 'subscriber_id', subscriberIds.slice(i, i + 500));
+  for (const part of chunks(subscriberIds)) {
+    const ids = inList(db, 'subscriber_id', part);
     const rows = await selectRows<{ id: string; subscriber_id: string }>(
       db,
       `SELECT id, subscriber_id FROM subscribers WHERE environment_id = ? AND ${ids.sql}`,
@@ -210,8 +211,8 @@ export async function topicKeysOf(db: Db, environmentId: string, subscriberId: s
 /** Subscribers by internal id, with their channels, in a fixed number of queries. */
 export async function subscribersByKey(db: Runner, keys: string[]): Promise<Map<string, Subscriber>> {
   const rows: SubscriberRow[] = [];
-  for (let i = 0; i < keys.length; i += 500) {
-    const ids = inList(db, 's.id', keys.slice(i, i + 500));
+  for (const part of chunks(keys)) {
+    const ids = inList(db, 's.id', part);
     const sql = `SELECT ${SUBSCRIBER_COLUMNS} FROM subscribers s JOIN environments e ON e.id = s.environment_id WHERE ${ids.sql}`;
     rows.push(...(await selectRows<SubscriberRow>(db, sql, ids.bindings)));
   }

@@ -2,14 +2,13 @@ import type { Db } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
+import { chunks, ID_CHUNK } from '../chunks.js';
 
 export type Topic = Schemas['Topic'];
 export type TopicMember = Schemas['TopicMember'];
 
 /** How many member ids a topic shows inline (GET and list); the rest are paged. */
 export const INLINE_MEMBERS = 100;
-/** Ids per `whereIn`: well under SQLite's and PostgreSQL's bound-variable limits. */
-const ID_CHUNK = 500;
 /** Membership rows per INSERT (3 variables each, so under SQLite's historical 999 limit). */
 const INSERT_BATCH = 250;
 
@@ -40,12 +39,6 @@ function toWire(row: TopicRow, members: Members): Topic {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
-}
-
-function chunks<T>(items: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
 }
 
 // TopicRow's columns by name: on SQLite a read of `*` has its rows named one by one (knex.ts).
