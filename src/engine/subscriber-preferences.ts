@@ -3,12 +3,13 @@
 // template.
 import type { Deps } from '../deps.js';
 import type { Body, Schemas } from '../contract.js';
-import { badRequest, notFound } from '../errors.js';
+import { badRequest } from '../errors.js';
 import { activeWorkflows, findWorkflow, type StoredWorkflow } from '../db/repos/workflows.js';
 import * as repo from '../db/repos/preferences.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { effectivePreference, globalPreference } from './preferences.js';
 import { existingSubscriberKey } from './subscribers.js';
+import { workflowNotFound } from './workflows.js';
 
 type WorkflowPreference = Schemas['WorkflowPreference'];
 
@@ -81,7 +82,7 @@ export async function updatePreferences(deps: Deps, environmentId: string, subsc
     return { preference: globalPreference(global) };
   }
   const workflow = await findWorkflow(deps.db, environmentId, body.workflowId);
-  if (!workflow) throw notFound(`Workflow ${body.workflowId} not found`);
+  if (!workflow) throw workflowNotFound(body.workflowId);
   const own = await repo.saveWorkflowLayer(deps.db, key, workflow.id, change, now);
   const preference = effectivePreference(workflow, await repo.globalLayer(deps.db, key), own);
   return { template: template(workflow), preference };
