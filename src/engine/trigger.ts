@@ -20,6 +20,7 @@ import { insertJobs, jobRow } from '../db/repos/jobs.js';
 import { notificationRow } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
+import { timezoneProblem } from './subscribers.js';
 import { plannedStart, startNotifications, type Recipient } from './schedule.js';
 import { fanoutShards } from '../db/fanout-shards.js';
 
@@ -53,16 +54,6 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
     }
   }
   return problems;
-}
-
-function timezoneProblem(subscriber: InlineSubscriber, field: string): ErrorDetail | undefined {
-  if (!subscriber.timezone) return undefined;
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: subscriber.timezone });
-    return undefined;
-  } catch {
-    return { field: `${field}/timezone`, message: `${subscriber.timezone} is not an IANA time zone` };
-  }
 }
 
 /**
@@ -109,7 +100,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, s
   const problems = payloadProblems(workflow, payload);
 
   for (const { subscriber, field } of given) {
-    const problem = timezoneProblem(subscriber, field);
+    const problem = timezoneProblem(subscriber.timezone, field);
     if (problem) problems.push(problem);
   }
   for (const id of mustExist) if (!existing.has(id)) problems.push({ field: named.get(id)!, message: `subscriber ${id} not found` });

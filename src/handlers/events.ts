@@ -1,8 +1,6 @@
 import type { OperationHandler } from '../http/types.js';
-import type { Schemas } from '../contract.js';
-import { ApiError } from '../errors.js';
-import { recipientsOf, trigger } from '../engine/trigger.js';
-import { bulkTriggerStore } from '../db/trigger-store.js';
+import { trigger } from '../engine/trigger.js';
+import { triggerBulk } from '../engine/bulk-trigger.js';
 import { cancelEvent as cancel } from '../engine/cancel.js';
 
 export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, auth, deps }) => ({
@@ -10,52 +8,10 @@ export const triggerEvent: OperationHandler<'triggerEvent'> = async ({ body, aut
   body: { data: await trigger(deps, auth, body) },
 });
 
-/**
- * Events of one bulk request in progress at once: a quarter of the largest request. Commits are
- * shared across requests, so 50 requests in flight still commit together (bench: as many events a
- * second as with 50 at once), while holding a quarter of their events in memory (peak RSS -14 MB).
- */
-const BULK_EVENTS_AT_ONCE = 25;
-
-/**
- * Each event on its own: one that would be rejected alone is answered `error` in its place. They
- * are checked side by side, a few at a time, so that their writes share commits (on SQLite,
- * db/group-commit.ts) or statements (on PostgreSQL, db/new-events.ts) and the subscribers they
- * name are read together (bulkTriggerStore); each workflow is read once for the whole request.
- * Only an event that depends on an earlier one (a subscriber it gives inline) waits for it.
- */
-export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => {
-  const store = bulkTriggerStore(deps.db, auth.environmentId);
-  const checked = async (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
-    try {
-      return await trigger(deps, auth, event, store);
-    } catch (err) {
-      if (!(err instanceof ApiError) || err.status >= 500) throw err;
-      const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];
-      return { acknowledged: true, status: 'error', error: reasons };
-    }
-  };
-  // In order where order shows: an event starts once the earlier events it depends on are done. It
-  // depends on the last one that gave inline a subscriber it names or gives (so it finds the
-  // subscriber, or updates it last), and on the last one with its transactionId (so the first
-  // keeps the id and the later one is refused, as two requests in turn would be).
-  const lastWith = new Map<string, Promise<unknown>>();
-  const one = (event: Schemas['TriggerRequest']): Promise<Schemas['TriggerResult']> => {
-    const { named, inline } = recipientsOf(event);
-    const given = inline.map(({ subscriber }) => `subscriber ${subscriber.subscriberId}`);
-    const transaction = event.transactionId === undefined ? [] : [`transaction ${event.transactionId}`];
-    const dependsOn = [...[...named.keys()].map((id) => `subscriber ${id}`), ...given, ...transaction];
-    const earlier = dependsOn.flatMap((key) => lastWith.get(key) ?? []);
-    const result = earlier.length > 0 ? Promise.all(earlier).then(() => checked(event)) : checked(event);
-    for (const key of [...given, ...transaction]) lastWith.set(key, result.catch(() => undefined));
-    return result;
-  };
-  const results: Schemas['TriggerResult'][] = [];
-  for (let i = 0; i < body.events.length; i += BULK_EVENTS_AT_ONCE) {
-    results.push(...(await Promise.all(body.events.slice(i, i + BULK_EVENTS_AT_ONCE).map(one))));
-  }
-  return { status: 201, body: { data: results } };
-};
+export const triggerEventBulk: OperationHandler<'triggerEventBulk'> = async ({ body, auth, deps }) => ({
+  status: 201,
+  body: { data: await triggerBulk(deps, auth, body.events) },
+});
 
 export const cancelEvent: OperationHandler<'cancelEvent'> = async ({ params, auth, deps }) => ({
   status: 200,

@@ -1,85 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import type { Knex } from 'knex';
-import type { Deps } from '../deps.js';
 import type { OperationHandler } from '../http/types.js';
-import { conflict, notFound, unprocessable } from '../errors.js';
-import { isUniqueViolation } from '../db/errors.js';
-import { readBool } from '../db/json.js';
 import { pageRequest } from '../db/paginate.js';
-import { isSealed } from '../crypto.js';
 import * as repo from '../db/repos/integrations.js';
-import {
-  checkIntegrationCredentials,
-  providerEntry,
-  type IntegrationCredentials,
-  type ProviderId,
-} from '../providers/catalogue.js';
-
-const missing = (integrationId: string) => notFound(`Integration ${integrationId} not found`);
-const identifierClash = (identifier: string) => conflict(`Integration identifier ${identifier} already exists`);
-const inactivePrimary = () =>
-  unprocessable('An inactive integration cannot be primary', [{ field: 'body/primary', message: 'cannot be true while active is false' }]);
-
-/** 422 naming each credential the provider needs and lacks, or does not take. Values are never quoted. */
-function checkCredentials(providerId: ProviderId, credentials: IntegrationCredentials | undefined): void {
-  const problems = checkIntegrationCredentials(providerId, credentials);
-  if (problems.length === 0) return;
-  const summary = problems.map((p) => `${p.field.slice('body/credentials/'.length)} ${p.message}`).join('; ');
-  throw unprocessable(`The credentials do not fit ${providerId}: ${summary}`, problems);
-}
-
-/**
- * Runs integration writes of one environment in a transaction that holds the environment's lock,
- * so the one-primary-per-channel and unique-identifier checks cannot race. A duplicate identifier
- * that still slips through surfaces as the same 409.
- */
-async function writing<T>(deps: Deps, environmentId: string, identifier: string | undefined, work: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
-  try {
-    return await deps.db.transaction(async (trx) => {
-      await repo.lockIntegrations(trx, environmentId);
-      return work(trx);
-    });
-  } catch (err) {
-    if (identifier !== undefined && isUniqueViolation(err)) throw identifierClash(identifier);
-    throw err;
-  }
-}
-
-async function freeIdentifier(trx: Knex.Transaction, environmentId: string, providerId: ProviderId): Promise<string> {
-  for (;;) {
-    const identifier = `${providerId}-${randomBytes(3).toString('hex')}`;
-    if (!(await repo.identifierTaken(trx, environmentId, identifier))) return identifier;
-  }
-}
-
-/**
- * The primary rules, applied after an integration's status or flag changed: an inactive
- * integration is never primary, and when it loses the flag the oldest other active one of its
- * channel takes it; `primary: true` takes the flag from the channel's previous primary;
- * `primary: false` hands it on the same way; an integration that becomes active is made primary
- * when its channel has none.
- */
-async function applyPrimaryRules(
-  trx: Knex.Transaction,
-  environmentId: string,
-  row: Pick<repo.IntegrationRow, 'id' | 'channel'>,
-  change: { wasActive: boolean; active: boolean; primary?: boolean },
-  now: Date,
-): Promise<void> {
-  const { id, channel } = row;
-  if (!change.active || change.primary === false) {
-    if (await repo.clearPrimary(trx, environmentId, id, now)) await repo.promoteOldestActive(trx, environmentId, channel, id, now);
-  } else if (change.primary === true) {
-    await repo.setPrimary(trx, environmentId, id, channel, now);
-  } else if (!change.wasActive && !(await repo.primaryOf(trx, environmentId, channel))) {
-    await repo.setPrimary(trx, environmentId, id, channel, now);
-  }
-}
-
-/** Rows written before the server had a secret are sealed on their next write. */
-function resealed(row: repo.IntegrationRow, secret: string | undefined): IntegrationCredentials | undefined {
-  return secret && !isSealed(String(row.credentials)) ? repo.readCredentials(row, secret) : undefined;
-}
+import * as integrations from '../engine/integrations.js';
 
 export const listIntegrations: OperationHandler<'listIntegrations'> = async ({ query, auth, deps }) => ({
   status: 200,
@@ -92,95 +14,22 @@ export const listIntegrations: OperationHandler<'listIntegrations'> = async ({ q
   ),
 });
 
-export const createIntegration: OperationHandler<'createIntegration'> = async ({ body, auth, deps }) => {
-  const provider = providerEntry(body.providerId);
-  if (body.channel !== undefined && body.channel !== provider.channel) {
-    throw unprocessable(`${provider.id} delivers ${provider.channel}, not ${body.channel}`, [
-      { field: 'body/channel', message: `must be ${provider.channel} for ${provider.id}` },
-    ]);
-  }
-  const active = body.active ?? true;
-  if (body.primary === true && !active) throw inactivePrimary();
-  checkCredentials(provider.id, body.credentials);
+export const createIntegration: OperationHandler<'createIntegration'> = async ({ body, auth, deps }) => ({
+  status: 201,
+  body: { data: await integrations.createIntegration(deps, auth.environmentId, body) },
+});
 
-  const now = deps.clock.now();
-  const secret = deps.config.secret;
-  const environmentId = auth.environmentId;
-  const created = await writing(deps, environmentId, body.identifier, async (trx) => {
-    if (body.identifier !== undefined && (await repo.identifierTaken(trx, environmentId, body.identifier))) {
-      throw identifierClash(body.identifier);
-    }
-    const input: repo.IntegrationInsert = {
-      providerId: provider.id,
-      channel: provider.channel,
-      name: body.name ?? provider.displayName,
-      identifier: body.identifier ?? (await freeIdentifier(trx, environmentId, provider.id)),
-      credentials: body.credentials ?? {},
-      active,
-    };
-    const id = await repo.insertIntegration(trx, environmentId, input, now, secret);
-    await applyPrimaryRules(trx, environmentId, { id, channel: provider.channel }, { wasActive: false, active, primary: body.primary }, now);
-    return (await repo.findIntegration(trx, environmentId, id, secret))!;
-  });
-  return { status: 201, body: { data: created } };
-};
+export const updateIntegration: OperationHandler<'updateIntegration'> = async ({ params, body, auth, deps }) => ({
+  status: 200,
+  body: { data: await integrations.updateIntegration(deps, auth.environmentId, params.integrationId, body) },
+});
 
-export const updateIntegration: OperationHandler<'updateIntegration'> = async ({ params, body, auth, deps }) => {
-  const now = deps.clock.now();
-  const secret = deps.config.secret;
-  const environmentId = auth.environmentId;
-  const updated = await writing(deps, environmentId, body.identifier, async (trx) => {
-    const row = await repo.findIntegrationRow(trx, environmentId, params.integrationId);
-    if (!row) throw missing(params.integrationId);
-    const wasActive = readBool(row.active);
-    const active = body.active ?? wasActive;
-    if (body.primary === true && !active) throw inactivePrimary();
-    if (body.credentials !== undefined) checkCredentials(row.provider_id, body.credentials);
-    if (body.identifier !== undefined && (await repo.identifierTaken(trx, environmentId, body.identifier, row.id))) {
-      throw identifierClash(body.identifier);
-    }
-    await repo.updateIntegrationRow(
-      trx,
-      environmentId,
-      row.id,
-      { name: body.name, identifier: body.identifier, active: body.active, credentials: body.credentials ?? resealed(row, secret) },
-      now,
-      secret,
-    );
-    await applyPrimaryRules(trx, environmentId, row, { wasActive, active, primary: body.primary }, now);
-    return (await repo.findIntegration(trx, environmentId, row.id, secret))!;
-  });
-  return { status: 200, body: { data: updated } };
-};
+export const updateIntegrationStatus: OperationHandler<'updateIntegrationStatus'> = async ({ params, body, auth, deps }) => ({
+  status: 200,
+  body: { data: await integrations.setIntegrationStatus(deps, auth.environmentId, params.integrationId, body.active) },
+});
 
-export const updateIntegrationStatus: OperationHandler<'updateIntegrationStatus'> = async ({ params, body, auth, deps }) => {
-  const now = deps.clock.now();
-  const secret = deps.config.secret;
-  const environmentId = auth.environmentId;
-  const integration = await writing(deps, environmentId, undefined, async (trx) => {
-    const row = await repo.findIntegrationRow(trx, environmentId, params.integrationId);
-    if (!row) throw missing(params.integrationId);
-    const wasActive = readBool(row.active);
-    // The same status again changes nothing, not even updatedAt.
-    if (wasActive !== body.active) {
-      await repo.updateIntegrationRow(trx, environmentId, row.id, { active: body.active, credentials: resealed(row, secret) }, now, secret);
-      await applyPrimaryRules(trx, environmentId, row, { wasActive, active: body.active }, now);
-    }
-    return (await repo.findIntegration(trx, environmentId, row.id, secret))!;
-  });
-  return { status: 200, body: { data: integration } };
-};
-
-export const deleteIntegration: OperationHandler<'deleteIntegration'> = async ({ params, auth, deps }) => {
-  const now = deps.clock.now();
-  const secret = deps.config.secret;
-  const environmentId = auth.environmentId;
-  const remaining = await writing(deps, environmentId, undefined, async (trx) => {
-    const row = await repo.findIntegrationRow(trx, environmentId, params.integrationId);
-    if (!row) throw missing(params.integrationId);
-    await repo.deleteIntegrationRow(trx, environmentId, row.id);
-    if (row.primary_channel !== null) await repo.promoteOldestActive(trx, environmentId, row.channel, row.id, now);
-    return repo.allIntegrations(trx, environmentId, secret);
-  });
-  return { status: 200, body: { data: remaining } };
-};
+export const deleteIntegration: OperationHandler<'deleteIntegration'> = async ({ params, auth, deps }) => ({
+  status: 200,
+  body: { data: await integrations.deleteIntegration(deps, auth.environmentId, params.integrationId) },
+});

@@ -1,8 +1,7 @@
 import type { OperationHandler } from '../http/types.js';
-import { notFound } from '../errors.js';
 import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/notifications.js';
-import { jobsOfNotification } from '../db/repos/jobs.js';
+import { notificationWithJobs } from '../engine/notifications.js';
 
 export const listNotifications: OperationHandler<'listNotifications'> = async ({ query, auth, deps }) => ({
   status: 200,
@@ -14,8 +13,7 @@ export const getNotificationStats: OperationHandler<'getNotificationStats'> = as
   body: { data: await repo.notificationStats(deps.db, auth.environmentId, deps.clock.now()) },
 });
 
-export const getNotification: OperationHandler<'getNotification'> = async ({ params, auth, deps }) => {
-  const notification = await repo.findNotification(deps.db, auth.environmentId, params.notificationId);
-  if (!notification) throw notFound(`Notification ${params.notificationId} not found`);
-  return { status: 200, body: { data: { ...notification, jobs: await jobsOfNotification(deps.db, notification.notificationId) } } };
-};
+export const getNotification: OperationHandler<'getNotification'> = async ({ params, auth, deps }) => ({
+  status: 200,
+  body: { data: await notificationWithJobs(deps, auth.environmentId, params.notificationId) },
+});

@@ -219,8 +219,8 @@ export async function notificationStats(db: Db, environmentId: string, now: Date
 
 /** Notifications whose payloads rode in another's digest send take its status, once they are still open. */
 export async function settleRiders(trx: Runner, leaderId: string, riders: string[], now: Date): Promise<void> {
-  for (let i = 0; i < riders.length; i += 500) {
-    const list = inList(trx, 'id', riders.slice(i, i + 500));
+  for (const part of chunks(riders)) {
+    const list = inList(trx, 'id', part);
     await changeRows(
       trx,
       `UPDATE notifications SET status = (SELECT status FROM notifications WHERE id = ?), updated_at = ?

@@ -1,6 +1,7 @@
 import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import { readJson, writeJson } from '../json.js';
 import type { Channel } from '../../contract.js';
+import { chunks } from '../chunks.js';
 
 /** What a subscriber chose in one layer; anything left out defers to the layer below. */
 export interface Layer {
@@ -75,8 +76,7 @@ export async function saveWorkflowLayer(db: Db, subscriberKey: string, workflowK
 /** The global layers of several subscribers, by subscriber key. */
 export async function globalLayers(db: Runner, subscriberKeys: string[]): Promise<Map<string, Layer>> {
   const layers = new Map<string, Layer>();
-  for (let i = 0; i < subscriberKeys.length; i += 500) {
-    const part = subscriberKeys.slice(i, i + 500);
+  for (const part of chunks(subscriberKeys)) {
     const ids = inList(db, 'subscriber_id', part);
     const sql = `SELECT subscriber_id, enabled, channels FROM subscriber_global_preferences WHERE ${ids.sql}`;
     for (const row of await selectRows<LayerRow & { subscriber_id: string }>(db, sql, ids.bindings)) layers.set(row.subscriber_id, toLayer(row));
@@ -87,8 +87,7 @@ export async function globalLayers(db: Runner, subscriberKeys: string[]): Promis
 /** Several subscribers' own layers for one workflow, by subscriber key. */
 export async function workflowLayersOf(db: Runner, workflowKey: string, subscriberKeys: string[]): Promise<Map<string, Layer>> {
   const layers = new Map<string, Layer>();
-  for (let i = 0; i < subscriberKeys.length; i += 500) {
-    const part = subscriberKeys.slice(i, i + 500);
+  for (const part of chunks(subscriberKeys)) {
     const ids = inList(db, 'subscriber_id', part);
     const sql = `SELECT subscriber_id, enabled, channels FROM subscriber_workflow_preferences WHERE workflow_id = ? AND ${ids.sql}`;
     for (const row of await selectRows<LayerRow & { subscriber_id: string }>(db, sql, [workflowKey, ...ids.bindings])) layers.set(row.subscriber_id, toLayer(row));

@@ -1,0 +1,55 @@
+// POST /events/trigger/bulk: many triggers in one request, each answered on its own.
+import type { Deps } from '../deps.js';
+import type { Auth, Schemas } from '../contract.js';
+import { ApiError } from '../errors.js';
+import { chunks } from '../db/chunks.js';
+import { recipientsOf, trigger } from './trigger.js';
+import { bulkTriggerStore } from '../db/trigger-store.js';
+
+type TriggerRequest = Schemas['TriggerRequest'];
+type TriggerResult = Schemas['TriggerResult'];
+
+/**
+ * Events of one bulk request in progress at once: a quarter of the largest request. Commits are
+ * shared across requests, so many requests in flight still commit together, while each holds only
+ * a quarter of its events in memory.
+ */
+const BULK_EVENTS_AT_ONCE = 25;
+
+/**
+ * Each event on its own: one that would be rejected alone is answered `error` in its place. They
+ * are checked side by side, a few at a time, so that their writes share commits (on SQLite,
+ * db/group-commit.ts) or statements (on PostgreSQL, db/new-events.ts) and the subscribers they
+ * name are read together (bulkTriggerStore); each workflow is read once for the whole request.
+ * Only an event that depends on an earlier one (a subscriber it gives inline) waits for it.
+ */
+export async function triggerBulk(deps: Deps, auth: Auth, events: TriggerRequest[]): Promise<TriggerResult[]> {
+  const store = bulkTriggerStore(deps.db, auth.environmentId);
+  const checked = async (event: TriggerRequest): Promise<TriggerResult> => {
+    try {
+      return await trigger(deps, auth, event, store);
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status >= 500) throw err;
+      const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];
+      return { acknowledged: true, status: 'error', error: reasons };
+    }
+  };
+  // In order where order shows: an event starts once the earlier events it depends on are done. It
+  // depends on the last one that gave inline a subscriber it names or gives (so it finds the
+  // subscriber, or updates it last), and on the last one with its transactionId (so the first
+  // keeps the id and the later one is refused, as two requests in turn would be).
+  const lastWith = new Map<string, Promise<unknown>>();
+  const one = (event: TriggerRequest): Promise<TriggerResult> => {
+    const { named, inline } = recipientsOf(event);
+    const given = inline.map(({ subscriber }) => `subscriber ${subscriber.subscriberId}`);
+    const transaction = event.transactionId === undefined ? [] : [`transaction ${event.transactionId}`];
+    const dependsOn = [...[...named.keys()].map((id) => `subscriber ${id}`), ...given, ...transaction];
+    const earlier = dependsOn.flatMap((key) => lastWith.get(key) ?? []);
+    const result = earlier.length > 0 ? Promise.all(earlier).then(() => checked(event)) : checked(event);
+    for (const key of [...given, ...transaction]) lastWith.set(key, result.catch(() => undefined));
+    return result;
+  };
+  const results: TriggerResult[] = [];
+  for (const part of chunks(events, BULK_EVENTS_AT_ONCE)) results.push(...(await Promise.all(part.map(one))));
+  return results;
+}
