@@ -24,8 +24,8 @@ export interface Config {
 }
 
 /**
- * Connections a process opens to PostgreSQL at most. On the bench's two cores (API, PostgreSQL and
- * load together) 20 carried a fifth more triggers a second than 10, and 30 or 50 fewer than 20.
+ * Connections a process opens to PostgreSQL at most. On a small machine (API, PostgreSQL and load
+ * sharing its cores) more connections only add contention; `npm run bench` picked this one.
  */
 export const DEFAULT_POSTGRES_POOL_MAX = 20;
 

@@ -14,9 +14,9 @@ import { WorkSignal } from './work-signal.js';
 const SHUTDOWN_GRACE_MS = 30_000;
 
 // V8 lets the old generation grow to up to four times what survived its last full collection
-// before it collects again: with 50 requests in flight that took the API past 220 MB for ~30 MB
-// of live data. Growing by half keeps it near 160 MB for no measurable CPU (a full collection of
-// this heap takes ~10 ms, incremental). A --heap-growing-percent given to node wins.
+// before it collects again: under load that let the API grow to several times its live data.
+// Growing by half keeps the process small for no measurable CPU (a full collection of this heap
+// is short, and incremental). A --heap-growing-percent given to node wins.
 const HEAP_GROWING_PERCENT = 50;
 if (!process.execArgv.some((arg) => arg.startsWith('--heap-growing-percent') || arg.startsWith('--heap_growing_percent'))) {
   v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);

@@ -31,8 +31,8 @@ export const jsonInsertOf = (table: string, rows: Array<Record<string, unknown>>
  * fan-out batch.
  * knex writes SQLite's multi-row inserts as `SELECT … UNION ALL SELECT …`, which costs more to
  * build than to run and runs slower; SQLite gets a plain `VALUES` list instead. PostgreSQL parses
- * and plans thousands of bound values slowly (40 µs a row here): it gets the rows as one JSON
- * parameter, unpacked by `json_populate_recordset` into the table's own column types (11–19 µs).
+ * and plans thousands of bound values slowly: it gets the rows as one JSON parameter, unpacked by
+ * `json_populate_recordset` into the table's own column types.
  * Every row has the first row's columns, which come from our code, never from a request.
  */
 export async function insertRows<T = Record<string, unknown>>(

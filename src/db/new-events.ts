@@ -62,8 +62,8 @@ export async function insertNewEvent(db: Db, { event, notifications, jobs }: New
  * each. An event whose transactionId is taken (by an earlier event, or by another of the same
  * statement) is skipped with its rows. Should the statement fail as a whole (an environment
  * deleted meanwhile, say), each event is written again on its own, so that only the event at fault
- * fails. A lone trigger does not wait for others: on the trigger row (bench, 50 connections) that
- * left the throughput within its noise and took the p99 from 44–61 ms to 68–200 ms.
+ * fails. A lone trigger does not wait for others: waiting gained it no throughput and lengthened
+ * its tail latency (`npm run bench`, the trigger row).
  */
 export function insertNewEventAmongOthers(db: Db, rows: NewEventRows): Promise<boolean> {
   if (!isPostgres(db)) return insertNewEvent(db, rows);
