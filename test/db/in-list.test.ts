@@ -2,10 +2,10 @@
 // a power of two (statement-cache.test.ts counts its texts); PostgreSQL one JSON parameter, so that
 // one text serves every length and stays a prepared statement.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inList, selectRows, type Db } from '../src/db/knex.js';
-import { insertRows } from '../src/db/insert-rows.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
-import { recordQueries } from './helpers/queries.js';
+import { inList, selectRows, type Db } from '../../src/db/knex.js';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { recordQueries } from '../helpers/queries.js';
 
 let testDb: TestDb;
 let db: Db;

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { registerGauge } from '../src/metrics.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
-import { JobRunner } from '../src/engine/runner.js';
+import { registerGauge } from '../../src/metrics.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { JobRunner } from '../../src/engine/runner.js';
 
 let t: TestApp;
 beforeAll(async () => {

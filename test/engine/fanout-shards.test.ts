@@ -1,9 +1,9 @@
 // The shards of a fan-out: together they hold every member once, whatever its id ends in.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../src/db/knex.js';
-import { isPostgres } from '../src/db/knex.js';
-import { fanoutShards, whereInShard } from '../src/engine/fanout-shards.js';
-import { createTestDb, type TestDb } from './helpers/db.js';
+import type { Db } from '../../src/db/knex.js';
+import { isPostgres } from '../../src/db/knex.js';
+import { fanoutShards, whereInShard } from '../../src/engine/fanout-shards.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
 
 let testDb: TestDb;
 let db: Db;

@@ -4,11 +4,11 @@ import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { apiBaseUrl, createHeraldClient } from '../src/client/index.js';
-import { codeSamples, loadSpec, operationsOf } from '../scripts/docs.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
-import { listen } from './helpers/browser.js';
-import { ROOT } from './helpers/process.js';
+import { apiBaseUrl, createHeraldClient } from '../../src/client/index.js';
+import { codeSamples, loadSpec, operationsOf } from '../../scripts/docs.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { listen } from '../helpers/browser.js';
+import { ROOT } from '../helpers/process.js';
 
 const run = promisify(execFile);
 

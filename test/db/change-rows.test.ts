@@ -2,8 +2,8 @@
 // (on SQLite the transaction's own connection, on PostgreSQL straight on its connection), answering
 // how many rows it changed; inside a transaction the change is the transaction's, undone with it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeRows, type Db } from '../src/db/knex.js';
-import { createTestDb, type TestDb } from './helpers/db.js';
+import { changeRows, type Db } from '../../src/db/knex.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
 
 let testDb: TestDb;
 let db: Db;

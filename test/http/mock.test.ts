@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import supertest from 'supertest';
-import { createMockApp } from '../src/http/mock.js';
-import { createLogger } from '../src/logger.js';
-import { exampleRequest, exampleUrl, loadSpec, operationsOf } from '../scripts/docs.js';
-import { contractViolations } from './helpers/contract.js';
-import { startScript } from './helpers/process.js';
+import { createMockApp } from '../../src/http/mock.js';
+import { createLogger } from '../../src/logger.js';
+import { exampleRequest, exampleUrl, loadSpec, operationsOf } from '../../scripts/docs.js';
+import { contractViolations } from '../helpers/contract.js';
+import { startScript } from '../helpers/process.js';
 
 // The contract read as plain YAML data.
 type Node = Record<string, any>;

@@ -2,10 +2,10 @@
 // transaction, they run on the read connection, whose statements are kept and whose rows are read
 // as arrays and named from each statement's columns (knex.ts, readRows).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { selectBuilt, selectRows, type Db } from '../src/db/knex.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
-import { createOrganization } from '../src/db/repos/accounts.js';
-import { listSubscribers, insertSubscriber } from '../src/db/repos/subscribers.js';
+import { selectBuilt, selectRows, type Db } from '../../src/db/knex.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { createOrganization } from '../../src/db/repos/accounts.js';
+import { listSubscribers, insertSubscriber } from '../../src/db/repos/subscribers.js';
 
 let testDb: TestDb;
 let db: Db;

@@ -3,9 +3,9 @@
 // Values come back as they went in, a column a row lacks is NULL, conflicts can be skipped, and
 // more rows than one statement can bind are split across statements.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../src/db/knex.js';
-import { insertAll, insertRows } from '../src/db/insert-rows.js';
-import { createTestDb, type TestDb } from './helpers/db.js';
+import type { Db } from '../../src/db/knex.js';
+import { insertAll, insertRows } from '../../src/db/insert-rows.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
 
 let testDb: TestDb;
 let db: Db;

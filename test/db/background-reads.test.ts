@@ -2,9 +2,9 @@
 // loop free: on a SQLite file they run on a thread of their own (background-reader.ts), and on
 // PostgreSQL the server scans. Either way they read what selectRows reads.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { selectRows, selectRowsInBackground, type Db } from '../src/db/knex.js';
-import { BackgroundReader } from '../src/db/background-reader.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
+import { selectRows, selectRowsInBackground, type Db } from '../../src/db/knex.js';
+import { BackgroundReader } from '../../src/db/background-reader.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 
 let testDb: TestDb;
 let db: Db;
