@@ -1,0 +1,77 @@
+// herald/client as a user meets it: the README example and the docs' TypeScript samples compiled
+// by tsc, and the README example run by node against a listening server.
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { codeSamples, loadSpec, operationsOf } from '../../scripts/docs.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { listen } from '../helpers/browser.js';
+import { ROOT } from '../helpers/process.js';
+
+const run = promisify(execFile);
+
+/** The README's client example: the code block right after its marker comment. */
+function readmeExample(): string {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const block = /<!-- client-example[^>]*-->\s*```ts\n([\s\S]*?)```/.exec(readme);
+  if (!block) throw new Error('README.md has no client example after <!-- client-example --> ');
+  return block[1];
+}
+
+let t: TestApp;
+let server: Awaited<ReturnType<typeof listen>>;
+// Inside the package, so that `import … from 'herald/client'` resolves as it does for a user
+// (a package may import itself by name through its `exports`).
+let workDir: string;
+beforeAll(async () => {
+  t = await startTestApp();
+  server = await listen(t.app);
+  workDir = path.join(ROOT, '.vitest-tmp', `client-${randomBytes(4).toString('hex')}`);
+  fs.mkdirSync(workDir, { recursive: true });
+  fs.writeFileSync(path.join(workDir, 'readme-example.ts'), readmeExample());
+});
+afterEach(async () => t.assertContract());
+afterAll(async () => {
+  if (workDir) fs.rmSync(workDir, { recursive: true, force: true });
+  await server?.close();
+  await t?.close();
+});
+
+describe('herald/client', () => {
+  // Compiling does not depend on the database: once is enough.
+  it.runIf(process.env.HERALD_TEST_DB === 'sqlite')(
+    'compiles the README example and the TypeScript sample of every operation in the docs',
+    { timeout: 60_000 },
+    async () => {
+      const spec = loadSpec();
+      const samples = operationsOf(spec).map(({ path: apiPath, method, operationId }) => {
+        const file = `sample-${operationId}.ts`;
+        fs.writeFileSync(path.join(workDir, file), codeSamples(spec, apiPath, method).find((s) => s.lang === 'TypeScript')!.source);
+        return file;
+      });
+      fs.writeFileSync(
+        path.join(workDir, 'tsconfig.json'),
+        JSON.stringify({ extends: '../../tsconfig.json', compilerOptions: { noEmit: true }, include: [], files: ['readme-example.ts', ...samples] }),
+      );
+      const tsc = path.join(ROOT, 'node_modules', '.bin', 'tsc');
+      const result = await run(tsc, ['-p', path.join(workDir, 'tsconfig.json')], { cwd: ROOT }).then(
+        () => '',
+        (err: { stdout?: string }) => err.stdout ?? String(err),
+      );
+      expect(result).toBe('');
+      expect(samples.length).toBe(operationsOf(spec).length);
+    },
+  );
+
+  it('runs the README example against a real server: it creates a subscriber and lists it', { timeout: 30_000 }, async () => {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(workDir, 'readme-example.ts')], {
+      cwd: ROOT,
+      env: { ...process.env, HERALD_URL: server.url, HERALD_API_KEY: t.a.key },
+    });
+    expect(stdout.trim()).toBe('1 subscriber(s): ada');
+    expect((await t.a.get('/v1/subscribers/ada').expect(200)).body.data).toMatchObject({ email: 'ada@example.com', firstName: 'Ada' });
+  });
+});
