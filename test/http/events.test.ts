@@ -13,6 +13,10 @@ import { newId } from '../../src/ids.js';
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada' }).expect(201);
   await t.a.post('/v1/topics', { topicKey: 'team', name: 'Team' }).expect(201);
   await t.a

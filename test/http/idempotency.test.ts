@@ -6,6 +6,10 @@ import { HttpError } from '../../src/http/errors.js';
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   await t.a.post('/v1/workflows', { name: 'Welcome', steps: [{ type: 'in_app', template: { content: 'Hi {{subscriber.firstName}}' } }] }).expect(201);
   await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada' }).expect(201);
 });

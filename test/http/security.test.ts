@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import * as crypto from 'node:crypto';
 import express from 'express';
 import supertest from 'supertest';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createApp } from '../../src/app.js';
 import { createLogger } from '../../src/logger.js';
 import { authenticate } from '../../src/http/security.js';
@@ -28,6 +28,10 @@ vi.mock('../../src/accounts/keys.js', async (importOriginal) => {
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
 });
 afterEach(async () => t.assertContract());
 afterAll(async () => t?.close());

@@ -1,10 +1,14 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type Client, type TestApp } from '../helpers/app.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   // Subscribers created one second apart, so their internal ids (and so their order) are distinct.
   for (const subscriberId of ['ada', 'grace', 'alan', 'edsger', 'barbara']) {
     t.clock.advance(1000);

@@ -5,6 +5,10 @@ let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
 });
+// Each test starts from organizations of its own: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
+});
 // Each test happens a second after the one before, so creation order is observable.
 beforeEach(() => t.clock.advance(1000));
 afterEach(async () => t.assertContract());

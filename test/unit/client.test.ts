@@ -1,5 +1,5 @@
 // herald/client in-process: the key it sends and the base URL it builds, against a listening app.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { apiBaseUrl, createHeraldClient } from '../../src/client/index.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { listen } from '../helpers/browser.js';
@@ -9,6 +9,10 @@ let server: Awaited<ReturnType<typeof listen>>;
 beforeAll(async () => {
   t = await startTestApp();
   server = await listen(t.app);
+});
+// Each test starts from organizations of its own: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
 });
 afterEach(async () => t.assertContract());
 afterAll(async () => {
