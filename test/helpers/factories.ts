@@ -50,12 +50,14 @@ export const step = {
 };
 
 /**
- * POST /v1/workflows: a workflow with a unique workflowId (unless the body names one) and one in-app
- * step (unless it gives `steps`). Returns the workflow; trigger it by its `workflowId`.
+ * POST /v1/workflows: one in-app step unless the body gives `steps`. A body with a `name` and no
+ * `workflowId` gets the id the server derives from the name (`Chat ping` → `chat-ping`), as an API
+ * user's would; a body with neither gets a unique one. Returns the workflow: trigger it by its
+ * `workflowId`.
  */
 export async function createWorkflow(client: Client, body: Data = {}): Promise<Data> {
-  const workflowId = body.workflowId ?? uniqueId('workflow');
-  const res = await client.post('/v1/workflows', { workflowId, name: `Workflow ${workflowId}`, steps: [step.inApp()], ...body }).expect(201);
+  const workflowId = body.workflowId ?? (body.name ? undefined : uniqueId('workflow'));
+  const res = await client.post('/v1/workflows', { name: `Workflow ${workflowId}`, steps: [step.inApp()], ...(workflowId ? { workflowId } : {}), ...body }).expect(201);
   return res.body.data;
 }
 
