@@ -2,7 +2,7 @@
 // names a resource, a key of another organization, and a key of the same organization's other
 // environment, get 404 and change nothing; the owning environment's key is served. The operations
 // come from openapi/v1.yaml, so a new one is swept as soon as it is in the contract.
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type Client, type TestApp } from '../helpers/app.js';
 import {
   ensureFixture,
@@ -25,12 +25,10 @@ const lists = operations.filter((op) => op.pathParams.length === 0 && op.method 
 
 let t: TestApp;
 let fixture: Fixture;
+// One fixture for the file: tests only read it, and the one that changes it (serves the owning
+// environment's key: a delete, an update) puts it back, so any test may run alone or in any order.
 beforeAll(async () => {
   t = await startTestApp();
-});
-// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
-beforeEach(async () => {
-  await t.renew();
   fixture = await seedFixture(t);
 });
 afterEach(async () => t.assertContract());
