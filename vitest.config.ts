@@ -2,19 +2,38 @@ import { defineConfig } from 'vitest/config';
 
 // The suite runs once per database: always on SQLite, and on PostgreSQL too when TEST_POSTGRES_URL
 // names a server (CI starts one). Each test file gets its own SQLite file or PostgreSQL schema.
+//
+// Each database has two projects: the fast one (`sqlite`, `postgres`: everything in-process, under
+// test/http, test/engine, test/db, test/providers, test/unit) and the end-to-end one (`sqlite-e2e`,
+// `postgres-e2e`: test/e2e, the tests that launch Chromium, spawn processes, run the built server or
+// fuzz). `npm test` runs every project; `npm run test:fast` only `sqlite`.
 const databases: Array<{ name: string; url: string }> = [{ name: 'sqlite', url: 'sqlite' }];
 if (process.env.TEST_POSTGRES_URL) databases.push({ name: 'postgres', url: process.env.TEST_POSTGRES_URL });
 
+const E2E = 'test/e2e/**/*.test.ts';
+
 export default defineConfig({
   test: {
-    projects: databases.map(({ name, url }) => ({
-      test: {
-        name,
-        include: ['test/**/*.test.ts'],
-        env: { HERALD_TEST_DB: url },
-        testTimeout: 30_000,
-        hookTimeout: 60_000,
+    projects: databases.flatMap(({ name, url }) => [
+      {
+        test: {
+          name,
+          include: ['test/**/*.test.ts'],
+          exclude: [E2E],
+          env: { HERALD_TEST_DB: url },
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+        },
       },
-    })),
+      {
+        test: {
+          name: `${name}-e2e`,
+          include: [E2E],
+          env: { HERALD_TEST_DB: url },
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+        },
+      },
+    ]),
   },
 });

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { claimDueJobs, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
@@ -8,6 +8,10 @@ import { startHttpPeer } from '../helpers/peers.js';
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   await t.a.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
   await t.a.post('/v1/workflows', { name: 'Note', steps: [{ type: 'sms', template: { content: 'x' } }] }).expect(201);
 });

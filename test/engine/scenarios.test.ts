@@ -1,5 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
+import { createIntegration, createSubscriber, createWorkflow } from '../helpers/factories.js';
 import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
@@ -16,6 +17,11 @@ beforeAll(async () => {
   t = await startTestApp();
   worker = new JobRunner(t.deps, { random: () => 0.5 });
 });
+// Each test starts from organizations of its own, where ada is the one subscriber.
+beforeEach(async () => {
+  await t.renew();
+  await createSubscriber(t.a, { subscriberId: 'ada', firstName: 'Ada', email: 'ada@example.com' });
+});
 afterEach(async () => t.assertContract());
 afterAll(async () => t?.close());
 
@@ -23,6 +29,23 @@ const run = () => worker.runUntilIdle();
 const later = async (ms: number) => {
   t.clock.advance(ms);
   await run();
+};
+
+/** The workflows more than one test triggers: each such test makes the ones it needs. */
+const WORKFLOWS = {
+  welcome: {
+    name: 'Welcome',
+    steps: [{ type: 'in_app', template: { subject: 'Hi {{subscriber.firstName}}', content: 'Welcome, {{subscriber.firstName}}: {{payload.what}}', url: '/p/{{payload.id}}' } }],
+  },
+  commentMail: { name: 'Comment mail', steps: [{ type: 'email', template: { subject: 'New comment for {{subscriber.firstName}}', content: '<p>{{payload.comment}}</p>' } }] },
+  chatPing: { name: 'Chat ping', steps: [{ type: 'chat', template: { content: '{{payload.text}} & more' } }] },
+  newsletter: { name: 'Newsletter', steps: [{ type: 'in_app', template: { content: 'news' } }] },
+  later: { name: 'Later', steps: [{ type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'later' } }] },
+  reminded: {
+    name: 'Reminded',
+    steps: [{ type: 'in_app', template: { content: 'first' } }, { type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'reminder' } }],
+  },
+  broadcast: { name: 'Broadcast', steps: [{ type: 'in_app', template: { content: 'hello' } }] },
 };
 
 async function trigger(body: object): Promise<string> {
@@ -42,14 +65,11 @@ async function feed(subscriberId: string) {
 }
 
 describe('an in-app step', () => {
+  beforeEach(async () => {
+    await createWorkflow(t.a, WORKFLOWS.welcome);
+  });
+
   it('stores the rendered message in the feed, where it can be read and marked', async () => {
-    await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada', email: 'ada@example.com' }).expect(201);
-    await t.a
-      .post('/v1/workflows', {
-        name: 'Welcome',
-        steps: [{ type: 'in_app', template: { subject: 'Hi {{subscriber.firstName}}', content: 'Welcome, {{subscriber.firstName}}: {{payload.what}}', url: '/p/{{payload.id}}' } }],
-      })
-      .expect(201);
     const tx = await trigger({ name: 'welcome', to: 'ada', payload: { what: '<b>news</b>', id: 7 } });
     expect((await notificationOf(tx)).status).toBe('pending');
 
@@ -68,6 +88,9 @@ describe('an in-app step', () => {
   });
 
   it('runs once even when the runner is asked again', async () => {
+    await trigger({ name: 'welcome', to: 'ada', payload: { what: 'news', id: 7 } });
+    await run();
+    expect((await feed('ada')).totalCount).toBe(1);
     await run();
     expect((await feed('ada')).totalCount).toBe(1);
   });
@@ -78,9 +101,7 @@ describe('an email step', () => {
     const smtp = await startSmtpPeer();
     try {
       await t.a.post('/v1/integrations', { providerId: 'smtp', credentials: { host: '127.0.0.1', port: smtp.port, from: 'herald@example.com', senderName: 'Herald' } }).expect(201);
-      await t.a
-        .post('/v1/workflows', { name: 'Comment mail', steps: [{ type: 'email', template: { subject: 'New comment for {{subscriber.firstName}}', content: '<p>{{payload.comment}}</p>' } }] })
-        .expect(201);
+      await createWorkflow(t.a, WORKFLOWS.commentMail);
       const tx = await trigger({ name: 'comment-mail', to: 'ada', payload: { comment: '<script>alert(1)</script>' } });
       await run();
       expect(smtp.mails).toHaveLength(1);
@@ -94,6 +115,9 @@ describe('an email step', () => {
   });
 
   it('fails at once, with the reason, when the subscriber has no email address', async () => {
+    // An SMTP integration whose server is gone: the send fails before it is tried.
+    await createIntegration(t.a, { providerId: 'smtp', credentials: { host: '127.0.0.1', port: 1, from: 'herald@example.com', senderName: 'Herald' } });
+    await createWorkflow(t.a, WORKFLOWS.commentMail);
     await t.a.post('/v1/subscribers', { subscriberId: 'no-mail' }).expect(201);
     const tx = await trigger({ name: 'comment-mail', to: 'no-mail', payload: { comment: 'x' } });
     await run();
@@ -105,12 +129,15 @@ describe('an email step', () => {
 });
 
 describe('a chat step', () => {
+  beforeEach(async () => {
+    await createIntegration(t.a, { providerId: 'slack' });
+    await createWorkflow(t.a, WORKFLOWS.chatPing);
+  });
+
   it('posts to the subscriber’s webhook exactly once, with a stable delivery id', async () => {
     const hook = await startHttpPeer();
     try {
-      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
       await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/hook` } }).expect(200);
-      await t.a.post('/v1/workflows', { name: 'Chat ping', steps: [{ type: 'chat', template: { content: '{{payload.text}} & more' } }] }).expect(201);
       const tx = await trigger({ name: 'chat-ping', to: 'ada', payload: { text: 'Deploy done' } });
       await run();
       await run();
@@ -305,7 +332,7 @@ describe('preferences and conditions', () => {
   it('skip a send the subscriber turned off, with the reason, unless the workflow is critical', async () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'quiet' }).expect(201);
     await t.a.patch('/v1/subscribers/quiet/preferences', { channels: { in_app: false } }).expect(200);
-    await t.a.post('/v1/workflows', { name: 'Newsletter', steps: [{ type: 'in_app', template: { content: 'news' } }] }).expect(201);
+    await createWorkflow(t.a, WORKFLOWS.newsletter);
     await t.a.post('/v1/workflows', { name: 'Security', critical: true, steps: [{ type: 'in_app', template: { content: 'alert' } }] }).expect(201);
     const news = await trigger({ name: 'newsletter', to: 'quiet' });
     await trigger({ name: 'security', to: 'quiet' });
@@ -326,6 +353,7 @@ describe('preferences and conditions', () => {
   });
 
   it("send what the subscriber's choice for a workflow turns on, though their global layer turns it off", async () => {
+    await createWorkflow(t.a, WORKFLOWS.newsletter);
     await t.a.post('/v1/subscribers', { subscriberId: 'only-news' }).expect(201);
     await t.a.patch('/v1/subscribers/only-news/preferences', { channels: { in_app: false } }).expect(200);
     await t.a.patch('/v1/subscribers/only-news/preferences', { workflowId: 'newsletter', channels: { in_app: true } }).expect(200);
@@ -391,7 +419,7 @@ describe('preferences and conditions', () => {
 
 describe('delay and cancel', () => {
   it('holds the next step for the delay, then sends it', async () => {
-    await t.a.post('/v1/workflows', { name: 'Later', steps: [{ type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'later' } }] }).expect(201);
+    await createWorkflow(t.a, WORKFLOWS.later);
     await t.a.post('/v1/subscribers', { subscriberId: 'patient' }).expect(201);
     const tx = await trigger({ name: 'later', to: 'patient' });
     await run();
@@ -429,6 +457,7 @@ describe('delay and cancel', () => {
   });
 
   it('sends nothing once a delayed event is canceled, and says so', async () => {
+    await createWorkflow(t.a, WORKFLOWS.later);
     await t.a.post('/v1/subscribers', { subscriberId: 'canceled' }).expect(201);
     const tx = await trigger({ name: 'later', to: 'canceled' });
     await run();
@@ -442,12 +471,7 @@ describe('delay and cancel', () => {
   });
 
   it('shows a notification whose first message is sent and whose next waits as processing, and completed once canceled', async () => {
-    await t.a
-      .post('/v1/workflows', {
-        name: 'Reminded',
-        steps: [{ type: 'in_app', template: { content: 'first' } }, { type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'reminder' } }],
-      })
-      .expect(201);
+    await createWorkflow(t.a, WORKFLOWS.reminded);
     await t.a.post('/v1/subscribers', { subscriberId: 'reminded' }).expect(201);
     const tx = await trigger({ name: 'reminded', to: 'reminded' });
     await run();
@@ -461,6 +485,7 @@ describe('delay and cancel', () => {
   });
 
   it('settles the notification of a job running when its event is canceled once that job ends', async () => {
+    await createWorkflow(t.a, WORKFLOWS.reminded);
     await t.a.post('/v1/subscribers', { subscriberId: 'running-at-cancel' }).expect(201);
     const tx = await trigger({ name: 'reminded', to: 'running-at-cancel' });
     await run();
@@ -479,6 +504,8 @@ describe('delay and cancel', () => {
   });
 
   it('shows the members of a topic whose first message is sent and whose next waits as processing', async () => {
+    await createWorkflow(t.a, WORKFLOWS.reminded);
+    for (const subscriberId of ['reminded', 'running-at-cancel']) await createSubscriber(t.a, { subscriberId });
     await t.a.post('/v1/topics', { topicKey: 'reminded-team', name: 'Reminded team' }).expect(201);
     await t.a.post('/v1/topics/reminded-team/subscribers', { subscribers: ['reminded', 'running-at-cancel'] }).expect(200);
     const tx = await trigger({ name: 'reminded', to: { type: 'Topic', topicKey: 'reminded-team' } });
@@ -489,6 +516,7 @@ describe('delay and cancel', () => {
   });
 
   it('answers true for an event whose job a worker has taken, which then ends without running, and says so', async () => {
+    await createWorkflow(t.a, WORKFLOWS.newsletter);
     await t.a.post('/v1/subscribers', { subscriberId: 'taken-in-app' }).expect(201);
     const tx = await trigger({ name: 'newsletter', to: 'taken-in-app' });
     const claimed = await claimDueJobs(t.db, { owner: 'in-app-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
@@ -503,6 +531,7 @@ describe('delay and cancel', () => {
   });
 
   it('answers false for an event already sent, and 404 for one never seen', async () => {
+    await createWorkflow(t.a, WORKFLOWS.newsletter);
     const tx = await trigger({ name: 'newsletter', to: 'ada' });
     await run();
     expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
@@ -522,7 +551,7 @@ describe('digest', () => {
   }
   const statusesOf = async (txs: string[]) => (await Promise.all(txs.map((tx) => notificationOf(tx)))).map((n) => n.status);
 
-  beforeAll(async () => {
+  beforeEach(async () => {
     await t.a
       .post('/v1/workflows', {
         name: 'Digest then wait',
@@ -625,6 +654,10 @@ describe('digest', () => {
   });
 
   it('opens a new digest for events after the window closed', async () => {
+    await createSubscriber(t.a, { subscriberId: 'digested' });
+    await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p1', text: 'a' } });
+    await later(10 * 60_000);
+    expect((await feed('digested')).data.map((m: { content: string }) => m.content)).toEqual(['1 comments on p1: a;']);
     await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p1', text: 'late' } });
     await later(10 * 60_000);
     expect((await feed('digested')).data[0].content).toBe('1 comments on p1: late;');
@@ -640,7 +673,7 @@ describe('topic fan-out', () => {
     await t.a.post('/v1/topics/everyone/subscribers', { subscribers: ids }).expect(200);
     await t.a.post('/v1/topics', { topicKey: 'some', name: 'Some' }).expect(201);
     await t.a.post('/v1/topics/some/subscribers', { subscribers: [...ids.slice(0, 10), 'ada'] }).expect(200);
-    await t.a.post('/v1/workflows', { name: 'Broadcast', steps: [{ type: 'in_app', template: { content: 'hello' } }] }).expect(201);
+    await createWorkflow(t.a, WORKFLOWS.broadcast);
 
     const tx = await trigger({
       name: 'broadcast',
@@ -696,9 +729,13 @@ describe('topic fan-out', () => {
   it('stops creating notifications for a fan-out that is canceled midway', async () => {
     // 2,000 members: on PostgreSQL each of the two jobs a fan-out runs as has about 1,000.
     const now = t.clock.now();
-    const more = Array.from({ length: 1000 }, (_, i) => `member-${1000 + i}`);
-    for (const subscriberId of more) await insertSubscriber(t.db, t.environments.a, { subscriberId }, now);
-    await t.a.post('/v1/topics/everyone/subscribers', { subscribers: more }).expect(200);
+    await createWorkflow(t.a, WORKFLOWS.broadcast);
+    await t.a.post('/v1/topics', { topicKey: 'everyone', name: 'Everyone' }).expect(201);
+    for (const first of [0, 1000]) {
+      const more = Array.from({ length: 1000 }, (_, i) => `member-${first + i}`);
+      for (const subscriberId of more) await insertSubscriber(t.db, t.environments.a, { subscriberId }, now);
+      await t.a.post('/v1/topics/everyone/subscribers', { subscribers: more }).expect(200);
+    }
     const firstBatches = 500 * fanoutShards(t.db).length;
 
     const tx = await trigger({ name: 'broadcast', to: [{ type: 'Topic', topicKey: 'everyone' }] });

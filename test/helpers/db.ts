@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { createDb, isPostgresUrl, migrate, type Db } from '../../src/db/knex.js';
 
 /** Which database this test run uses: the vitest project sets HERALD_TEST_DB. */
@@ -60,4 +61,40 @@ export function processDatabaseUrl(testDb: TestDb): string {
   if (!testDb.schema) return testDb.url;
   const separator = testDb.url.includes('?') ? '&' : '?';
   return `${testDb.url}${separator}options=${encodeURIComponent(`-c search_path=${testDb.schema}`)}`;
+}
+
+/**
+ * The setup the dialect tests share: one fresh database for the file (created before its first
+ * test, closed after its last), with the file's own tables made once by `tables`, and `rows` written
+ * again before EACH test after emptying those tables, so that no test sees what another changed.
+ * Read `db` and `testDb` inside hooks and tests, not at the top of the file.
+ */
+export function useTestDb(setup: { tables?: (db: Db) => Promise<unknown>; rows?: (db: Db) => Promise<unknown>; emptied?: string[] } = {}): {
+  readonly db: Db;
+  readonly testDb: TestDb;
+} {
+  let testDb: TestDb | undefined;
+  beforeAll(async () => {
+    testDb = await createTestDb();
+    await setup.tables?.(testDb.db);
+  });
+  beforeEach(async () => {
+    if (!testDb) return;
+    // Children before parents: the tables are emptied in the reverse of the order they are listed.
+    for (const table of [...(setup.emptied ?? [])].reverse()) await testDb.db(table).delete();
+    await setup.rows?.(testDb.db);
+  });
+  afterAll(async () => {
+    await testDb?.close();
+  });
+  return {
+    get db() {
+      if (!testDb) throw new Error('useTestDb: the database exists only inside hooks and tests');
+      return testDb.db;
+    },
+    get testDb() {
+      if (!testDb) throw new Error('useTestDb: the database exists only inside hooks and tests');
+      return testDb;
+    },
+  };
 }

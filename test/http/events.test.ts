@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
+import { createWorkflow } from '../helpers/factories.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
@@ -13,6 +14,10 @@ import { newId } from '../../src/ids.js';
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada' }).expect(201);
   await t.a.post('/v1/topics', { topicKey: 'team', name: 'Team' }).expect(201);
   await t.a
@@ -188,6 +193,7 @@ describe('POST /events/trigger (triggerEvent)', () => {
 
 describe('POST /events/trigger/bulk (triggerEventBulk)', () => {
   it('answers every event in order, one bad event not sinking the others', async () => {
+    await createWorkflow(t.a, { workflowId: 'off', name: 'Off', active: false, steps: [{ type: 'sms', template: { content: 'x' } }] });
     const res = await t.a
       .post('/v1/events/trigger/bulk', {
         events: [

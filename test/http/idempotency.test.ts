@@ -6,6 +6,10 @@ import { ApiError } from '../../src/errors.js';
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   await t.a.post('/v1/workflows', { name: 'Welcome', steps: [{ type: 'in_app', template: { content: 'Hi {{subscriber.firstName}}' } }] }).expect(201);
   await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada' }).expect(201);
 });
@@ -131,6 +135,10 @@ describe('Idempotency-Key on a write', () => {
   });
 
   it('forgets a key after 24 hours, deleting the expired record', async () => {
+    // Records an earlier day left: one of this environment, one of another organization's.
+    await t.a.post('/v1/subscribers', { subscriberId: 'grace', firstName: 'Grace' }).set('Idempotency-Key', 'create-grace').expect(201);
+    await t.b.post('/v1/subscribers', { subscriberId: 'env-1' }).set('Idempotency-Key', 'shared').expect(201);
+    t.clock.advance(1000);
     await t.a.post('/v1/subscribers', { subscriberId: 'day-1' }).set('Idempotency-Key', 'daily').expect(201);
     t.clock.advance(IDEMPOTENCY_TTL_MS - 2000);
     await t.a.post('/v1/subscribers', { subscriberId: 'day-1' }).set('Idempotency-Key', 'daily').expect(201);
@@ -143,7 +151,7 @@ describe('Idempotency-Key on a write', () => {
     const expired = () => t.db('idempotency_keys').where('expires_at', '<=', t.clock.now().toISOString());
     expect(await expired().where({ environment_id: t.environments.a })).toHaveLength(0);
     expect(await expired().where({ environment_id: t.environments.b })).toHaveLength(1);
-    expect(await keyRows('create-grace')).toHaveLength(0);
+    expect(await keyRows('create-grace').where({ environment_id: t.environments.a })).toHaveLength(0);
   });
 
   it('is ignored on GET', async () => {

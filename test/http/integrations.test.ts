@@ -5,6 +5,10 @@ let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
 });
+// Each test starts from organizations of its own: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
+});
 // Every test starts from an environment without integrations (their subscriber credentials cascade).
 beforeEach(async () => {
   await t.db('integrations').delete();

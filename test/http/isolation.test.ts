@@ -25,6 +25,8 @@ const lists = operations.filter((op) => op.pathParams.length === 0 && op.method 
 
 let t: TestApp;
 let fixture: Fixture;
+// One fixture for the file: tests only read it, and the one that changes it (serves the owning
+// environment's key: a delete, an update) puts it back, so any test may run alone or in any order.
 beforeAll(async () => {
   t = await startTestApp();
   fixture = await seedFixture(t);

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 
@@ -6,6 +6,10 @@ let t: TestApp;
 const tx: Record<string, string> = {};
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   for (const id of ['ada', 'grace']) await t.a.post('/v1/subscribers', { subscriberId: id }).expect(201);
   await t.a.post('/v1/workflows', { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'Hello {{payload.n}}' } }] }).expect(201);
   await t.a.post('/v1/workflows', { name: 'Mail', steps: [{ type: 'email', template: { subject: 's', content: 'c' } }] }).expect(201);

@@ -4,6 +4,10 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   await t.a.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
   t.clock.advance(1000);
   await t.a
@@ -98,7 +102,8 @@ describe('PATCH /subscribers/{subscriberId}/preferences (updateSubscriberPrefere
   });
 
   it("takes each setting from the most specific layer that chose it: the workflow choice, the global layer, the workflow's default", async () => {
-    // comment-added: email off by default, turned on by ada for this workflow (above).
+    // comment-added: email off by default, turned on by ada for this workflow.
+    await t.a.patch('/v1/subscribers/ada/preferences', { workflowId: 'comment-added', channels: { email: true } }).expect(200);
     await t.a.patch('/v1/subscribers/ada/preferences', { channels: { email: false } }).expect(200);
     expect((await entries())[0].preference.channels.email).toBe(true);
     await t.a.patch('/v1/subscribers/ada/preferences', { channels: { in_app: false } }).expect(200);
@@ -147,6 +152,7 @@ describe('PATCH /subscribers/{subscriberId}/preferences (updateSubscriberPrefere
   });
 
   it("cannot touch another environment's subscriber or use its workflows", async () => {
+    await t.a.patch('/v1/subscribers/ada/preferences', { workflowId: 'comment-added', enabled: false }).expect(200);
     await t.b.patch('/v1/subscribers/ada/preferences', { enabled: false }).expect(404);
     await t.b.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
     await t.b.patch('/v1/subscribers/ada/preferences', { workflowId: 'comment-added', enabled: false }).expect(404);
@@ -154,10 +160,17 @@ describe('PATCH /subscribers/{subscriberId}/preferences (updateSubscriberPrefere
   });
 
   it("forgets a workflow's layer when the workflow is deleted, and the subscriber's layers when it is", async () => {
+    await t.a.patch('/v1/subscribers/ada/preferences', { workflowId: 'comment-added', enabled: false }).expect(200);
+    await t.a.patch('/v1/subscribers/ada/preferences', { channels: { in_app: false } }).expect(200);
+    // This test's ada: other tests' subscribers keep their own layers.
+    const { id: adaKey } = await t.db('subscribers').where({ environment_id: t.environments.a, subscriber_id: 'ada' }).first();
+    const layers = (table: string) => t.db(table).where({ subscriber_id: adaKey }).count({ n: '*' }).first();
+    expect(await layers('subscriber_workflow_preferences')).toMatchObject({ n: 1 });
     await t.a.delete('/v1/workflows/comment-added').expect(200);
     expect((await entries()).map((e: { template: { workflowId: string } }) => e.template.workflowId)).toEqual(['security-alert']);
-    expect(await t.db('subscriber_workflow_preferences').count({ n: '*' }).first()).toMatchObject({ n: 0 });
+    expect(await layers('subscriber_workflow_preferences')).toMatchObject({ n: 0 });
+    expect(await layers('subscriber_global_preferences')).toMatchObject({ n: 1 });
     await t.a.delete('/v1/subscribers/ada').expect(200);
-    expect(await t.db('subscriber_global_preferences').count({ n: '*' }).first()).toMatchObject({ n: 0 });
+    expect(await layers('subscriber_global_preferences')).toMatchObject({ n: 0 });
   });
 });

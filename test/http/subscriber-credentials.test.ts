@@ -4,6 +4,10 @@ import { startTestApp, type Client, type TestApp } from '../helpers/app.js';
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada' }).expect(201);
   await t.aProduction.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
   await t.b.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);

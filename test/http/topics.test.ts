@@ -1,10 +1,14 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type Client, type TestApp } from '../helpers/app.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
   // Subscribers created one second apart, so their internal ids (and so their order) are distinct.
   for (const subscriberId of ['ada', 'grace', 'alan', 'edsger', 'barbara']) {
     t.clock.advance(1000);
@@ -50,6 +54,7 @@ describe('POST /topics (createTopic)', () => {
   });
 
   it('rejects a key that already exists with 409, under either name, and leaves the first topic unchanged', async () => {
+    await t.a.post('/v1/topics', { topicKey: 'watchers', name: 'Watchers' }).expect(201);
     let res = await t.a.post('/v1/topics', { topicKey: 'watchers', name: 'Impostor' }).expect(409);
     expect(res.body.message).toBe('Topic watchers already exists');
     res = await t.a.post('/v1/topics', { key: 'watchers', name: 'Impostor' }).expect(409);
@@ -75,6 +80,7 @@ describe('POST /topics (createTopic)', () => {
   });
 
   it('accepts the same key in another environment and in another organization', async () => {
+    await t.a.post('/v1/topics', { topicKey: 'watchers', name: 'Watchers' }).expect(201);
     const production = await t.aProduction.post('/v1/topics', { topicKey: 'watchers', name: 'Production watchers' }).expect(201);
     expect(production.body.data._environmentId).toBe(t.environments.aProduction);
     const other = await t.b.post('/v1/topics', { topicKey: 'watchers', name: 'B watchers' }).expect(201);
@@ -84,7 +90,7 @@ describe('POST /topics (createTopic)', () => {
 });
 
 describe('GET /topics/{topicKey} (getTopic)', () => {
-  beforeAll(async () => {
+  beforeEach(async () => {
     await createTopic(t.a, 'get-me', ['grace', 'ada']);
     t.clock.advance(1000);
     await t.a.post('/v1/topics/get-me/subscribers', { subscribers: ['alan'] }).expect(200);
@@ -111,6 +117,9 @@ describe('GET /topics/{topicKey} (getTopic)', () => {
   });
 
   it('shows each environment its own topic under a shared key', async () => {
+    await t.a.post('/v1/topics', { topicKey: 'watchers', name: 'Watchers' }).expect(201);
+    await t.aProduction.post('/v1/topics', { topicKey: 'watchers', name: 'Production watchers' }).expect(201);
+    await t.b.post('/v1/topics', { topicKey: 'watchers', name: 'B watchers' }).expect(201);
     expect((await t.aProduction.get('/v1/topics/watchers').expect(200)).body.data.name).toBe('Production watchers');
     expect((await t.b.get('/v1/topics/watchers').expect(200)).body.data.name).toBe('B watchers');
   });
@@ -130,6 +139,7 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
   });
 
   it('answers 404 the second time', async () => {
+    await createTopic(t.a, 'short-lived');
     await t.a.delete('/v1/topics/short-lived').expect(204);
     const res = await t.a.delete('/v1/topics/short-lived').expect(404);
     expect(res.body.message).toBe('Topic short-lived not found');
@@ -147,6 +157,7 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
   });
 
   it('deletes only the topic of its own environment when keys are shared', async () => {
+    for (const client of [t.a, t.aProduction, t.b]) await createTopic(client, 'watchers');
     await t.b.delete('/v1/topics/watchers').expect(204);
     await t.a.get('/v1/topics/watchers').expect(200);
     await t.aProduction.get('/v1/topics/watchers').expect(200);
@@ -155,7 +166,7 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
 
 describe('GET /topics/{topicKey}/subscribers (listTopicSubscribers)', () => {
   let addedAt: string[];
-  beforeAll(async () => {
+  beforeEach(async () => {
     t.clock.advance(1000);
     await createTopic(t.a, 'members', ['barbara', 'alan']);
     const first = t.clock.now().toISOString();
@@ -212,9 +223,13 @@ describe('GET /topics/{topicKey}/subscribers (listTopicSubscribers)', () => {
 });
 
 describe('POST /topics/{topicKey}/subscribers (addTopicSubscribers)', () => {
-  beforeAll(async () => {
+  beforeEach(async () => {
     await createTopic(t.a, 'adding');
   });
+  /** Adds the members the tests before this one had added, in their order. */
+  const addEarlierMembers = async (subscribers: string[]) => {
+    for (const id of subscribers) await t.a.post('/v1/topics/adding/subscribers', { subscribers: [id] }).expect(200);
+  };
 
   it('adds known subscribers, reports unknown ids in failed.notFound, and counts a repeated id once', async () => {
     t.clock.advance(60_000);
@@ -227,6 +242,7 @@ describe('POST /topics/{topicKey}/subscribers (addTopicSubscribers)', () => {
   });
 
   it('is harmless to repeat: existing members are listed in succeeded and keep their place', async () => {
+    await addEarlierMembers(['ada', 'grace']);
     t.clock.advance(1000);
     const res = await t.a.post('/v1/topics/adding/subscribers', { subscribers: ['alan', 'ada'] }).expect(200);
     expect(res.body).toEqual({ data: { succeeded: ['alan', 'ada'], failed: { notFound: [] } } });
@@ -244,6 +260,7 @@ describe('POST /topics/{topicKey}/subscribers (addTopicSubscribers)', () => {
   });
 
   it('treats subscribers of another environment as not found', async () => {
+    await addEarlierMembers(['ada', 'grace', 'alan']);
     const res = await t.a.post('/v1/topics/adding/subscribers', { subscribers: ['only-in-production', 'only-in-b', 'edsger'] }).expect(200);
     expect(res.body).toEqual({ data: { succeeded: ['edsger'], failed: { notFound: ['only-in-production', 'only-in-b'] } } });
     expect((await t.a.get('/v1/topics/adding').expect(200)).body.data.subscriberCount).toBe(4);
@@ -262,12 +279,14 @@ describe('POST /topics/{topicKey}/subscribers (addTopicSubscribers)', () => {
   });
 
   it("gives a key of another environment 404 for this environment's topic, and adds nothing", async () => {
+    await addEarlierMembers(['ada', 'grace', 'alan', 'edsger']);
     await t.aProduction.post('/v1/topics/adding/subscribers', { subscribers: ['only-in-production'] }).expect(404);
     await t.b.post('/v1/topics/adding/subscribers', { subscribers: ['only-in-b'] }).expect(404);
     expect((await t.a.get('/v1/topics/adding').expect(200)).body.data.subscriberCount).toBe(4);
   });
 
   it('rejects an empty list, more than 1,000 ids, an empty id, a non-string id, unknown fields and no body with 400', async () => {
+    await addEarlierMembers(['ada', 'grace', 'alan', 'edsger']);
     let res = await t.a.post('/v1/topics/adding/subscribers', { subscribers: [] }).expect(400);
     expect(res.body.details[0].field).toBe('body/subscribers');
     res = await t.a.post('/v1/topics/adding/subscribers', { subscribers: Array.from({ length: 1001 }, (_, i) => `s${i}`) }).expect(400);
@@ -282,10 +301,12 @@ describe('POST /topics/{topicKey}/subscribers (addTopicSubscribers)', () => {
 });
 
 describe('POST /topics/{topicKey}/subscribers/removal (removeTopicSubscribers)', () => {
-  beforeAll(async () => {
+  beforeEach(async () => {
     await createTopic(t.a, 'removing', ['ada', 'grace', 'alan']);
     await createTopic(t.aProduction, 'removing', ['ada']);
   });
+  /** Removes the members the tests before this one had removed. */
+  const removeEarlierMembers = (subscribers: string[]) => t.a.post('/v1/topics/removing/subscribers/removal', { subscribers }).expect(200);
 
   it('removes members, lists known non-members in succeeded too, and unknown ids in failed.notFound', async () => {
     t.clock.advance(60_000);
@@ -300,12 +321,14 @@ describe('POST /topics/{topicKey}/subscribers/removal (removeTopicSubscribers)',
   });
 
   it('is harmless to repeat', async () => {
+    await removeEarlierMembers(['grace']);
     const res = await t.a.post('/v1/topics/removing/subscribers/removal', { subscribers: ['grace'] }).expect(200);
     expect(res.body).toEqual({ data: { succeeded: ['grace'], failed: { notFound: [] } } });
     expect((await t.a.get('/v1/topics/removing').expect(200)).body.data.subscriberCount).toBe(2);
   });
 
   it("treats subscribers of another environment as not found, and leaves that environment's topic alone", async () => {
+    await removeEarlierMembers(['grace']);
     const res = await t.a.post('/v1/topics/removing/subscribers/removal', { subscribers: ['only-in-production'] }).expect(200);
     expect(res.body).toEqual({ data: { succeeded: [], failed: { notFound: ['only-in-production'] } } });
     await t.a.post('/v1/topics/removing/subscribers/removal', { subscribers: ['ada'] }).expect(200);
@@ -319,11 +342,13 @@ describe('POST /topics/{topicKey}/subscribers/removal (removeTopicSubscribers)',
   });
 
   it("gives a key of another organization 404 for this environment's topic, and removes nothing", async () => {
+    await removeEarlierMembers(['grace', 'ada']);
     await t.b.post('/v1/topics/removing/subscribers/removal', { subscribers: ['alan'] }).expect(404);
     expect((await t.a.get('/v1/topics/removing').expect(200)).body.data.subscribers).toEqual(['alan']);
   });
 
   it('rejects an empty list, more than 1,000 ids and no body with 400', async () => {
+    await removeEarlierMembers(['grace', 'ada']);
     await t.a.post('/v1/topics/removing/subscribers/removal', { subscribers: [] }).expect(400);
     await t.a.post('/v1/topics/removing/subscribers/removal', { subscribers: Array.from({ length: 1001 }, (_, i) => `s${i}`) }).expect(400);
     await t.a.post('/v1/topics/removing/subscribers/removal').expect(400);

@@ -5,6 +5,10 @@ let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
 });
+// Each test starts from organizations of its own: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
+});
 // Each test happens a second after the one before, so creation order is observable.
 beforeEach(() => t.clock.advance(1000));
 afterEach(async () => t.assertContract());
@@ -24,6 +28,16 @@ const commentAdded = {
   ],
   payloadSchema: { type: 'object', required: ['postTitle'], properties: { postTitle: { type: 'string' } } },
 };
+
+/** The three workflows the create tests make, in the same order, for the tests that read or change them. */
+async function createTheThree(): Promise<void> {
+  await t.a.post('/v1/workflows', commentAdded).expect(201);
+  t.clock.advance(1000);
+  await t.a.post('/v1/workflows', { workflowId: 'password-reset', name: 'Reset', critical: true, active: false, preferenceSettings: { sms: false } }).expect(201);
+  t.clock.advance(1000);
+  await t.a.post('/v1/workflows', { name: 'Two emails', steps: [1, 2].map((n) => ({ type: 'sms', template: { content: `#${n}` } })) }).expect(201);
+  t.clock.advance(1000);
+}
 
 describe('POST /workflows (createWorkflow)', () => {
   it('creates a workflow, deriving its workflowId from the name and an id for every step', async () => {
@@ -59,6 +73,7 @@ describe('POST /workflows (createWorkflow)', () => {
   });
 
   it('rejects a workflowId that already exists with 409', async () => {
+    await t.a.post('/v1/workflows', commentAdded).expect(201);
     const res = await t.a.post('/v1/workflows', { name: 'Comment added!' }).expect(409);
     expect(res.body.message).toBe('Workflow comment-added already exists');
   });
@@ -133,6 +148,8 @@ describe('POST /workflows (createWorkflow)', () => {
 });
 
 describe('GET /workflows/{workflowId} (getWorkflow)', () => {
+  beforeEach(createTheThree);
+
   it('returns the workflow with its steps', async () => {
     const res = await t.a.get('/v1/workflows/comment-added').expect(200);
     expect(res.body.data.steps).toHaveLength(6);
@@ -147,6 +164,8 @@ describe('GET /workflows/{workflowId} (getWorkflow)', () => {
 });
 
 describe('PUT /workflows/{workflowId} (updateWorkflow)', () => {
+  beforeEach(createTheThree);
+
   it('changes the given fields, replaces the steps, and merges channel defaults', async () => {
     const res = await t.a
       .put('/v1/workflows/comment-added', {
@@ -162,6 +181,7 @@ describe('PUT /workflows/{workflowId} (updateWorkflow)', () => {
   });
 
   it('removes the payloadSchema when given null', async () => {
+    expect((await t.a.get('/v1/workflows/comment-added').expect(200)).body.data).toHaveProperty('payloadSchema');
     const res = await t.a.put('/v1/workflows/comment-added', { payloadSchema: null }).expect(200);
     expect(res.body.data).not.toHaveProperty('payloadSchema');
   });
@@ -169,7 +189,7 @@ describe('PUT /workflows/{workflowId} (updateWorkflow)', () => {
   it('rejects a broken template or schema with 422 and changes nothing', async () => {
     await t.a.put('/v1/workflows/comment-added', { name: 'X', steps: [{ type: 'sms', template: { content: '{{' } }] }).expect(422);
     await t.a.put('/v1/workflows/comment-added', { name: 'X', payloadSchema: { type: 1 } }).expect(422);
-    expect((await t.a.get('/v1/workflows/comment-added')).body.data.name).toBe('Comment on your post');
+    expect((await t.a.get('/v1/workflows/comment-added')).body.data.name).toBe('Comment added');
   });
 
   it('rejects an empty body, a workflowId and an active flag with 400', async () => {
@@ -185,6 +205,8 @@ describe('PUT /workflows/{workflowId} (updateWorkflow)', () => {
 });
 
 describe('PUT /workflows/{workflowId}/status (updateWorkflowStatus)', () => {
+  beforeEach(createTheThree);
+
   it('deactivates and activates the workflow, harmlessly when unchanged', async () => {
     expect((await t.a.put('/v1/workflows/comment-added/status', { active: false }).expect(200)).body.data.active).toBe(false);
     expect((await t.a.put('/v1/workflows/comment-added/status', { active: false }).expect(200)).body.data.active).toBe(false);
@@ -204,6 +226,8 @@ describe('PUT /workflows/{workflowId}/status (updateWorkflowStatus)', () => {
 });
 
 describe('GET /workflows (listWorkflows)', () => {
+  beforeEach(createTheThree);
+
   it('lists the workflows oldest first with the exact total', async () => {
     const res = await t.a.get('/v1/workflows').expect(200);
     expect(res.body.data.map((w: { workflowId: string }) => w.workflowId)).toEqual(['comment-added', 'password-reset', 'two-emails']);
@@ -236,6 +260,8 @@ describe('GET /workflows (listWorkflows)', () => {
 });
 
 describe('DELETE /workflows/{workflowId} (deleteWorkflow)', () => {
+  beforeEach(createTheThree);
+
   it("answers 404 for another environment's workflow and leaves it", async () => {
     await t.b.delete('/v1/workflows/two-emails').expect(404);
     await t.a.get('/v1/workflows/two-emails').expect(200);
@@ -248,11 +274,14 @@ describe('DELETE /workflows/{workflowId} (deleteWorkflow)', () => {
   });
 
   it('frees the workflowId for a new workflow', async () => {
+    await t.a.delete('/v1/workflows/two-emails').expect(200);
     await t.a.post('/v1/workflows', { name: 'Two emails' }).expect(201);
   });
 });
 
 describe('GET /workflows: text beyond ASCII, and tags holding quotes', () => {
+  beforeEach(createTheThree);
+
   it('finds a name by any letter, in any case, and a tag only as a whole tag', async () => {
     await t.a.post('/v1/workflows', { workflowId: 'overview', name: 'Übersicht', tags: ['x"social', 'a,b'] }).expect(201);
     try {

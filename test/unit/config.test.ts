@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_POSTGRES_POOL_MAX, loadConfig } from '../src/config.js';
-import { createDb } from '../src/db/knex.js';
+import { DEFAULT_POSTGRES_POOL_MAX, loadConfig } from '../../src/config.js';
+import { createDb } from '../../src/db/knex.js';
 
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_POOL_MAX', () => {
   it('sets the most connections a process opens to PostgreSQL, 20 when unset', async () => {

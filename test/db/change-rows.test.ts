@@ -1,28 +1,30 @@
 // changeRows: a plain-SQL UPDATE or DELETE on either database, outside a transaction or inside one
 // (on SQLite the transaction's own connection, on PostgreSQL straight on its connection), answering
 // how many rows it changed; inside a transaction the change is the transaction's, undone with it.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeRows, type Db } from '../src/db/knex.js';
-import { createTestDb, type TestDb } from './helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { changeRows, type Db } from '../../src/db/knex.js';
+import { useTestDb } from '../helpers/db.js';
 
-let testDb: TestDb;
 let db: Db;
-
-beforeAll(async () => {
-  testDb = await createTestDb();
-  db = testDb.db;
-  await db.schema.createTable('cr_items', (table) => {
-    table.string('id').primary();
-    table.string('status').notNullable();
-  });
-  await db('cr_items').insert([
-    { id: 'a', status: 'new' },
-    { id: 'b', status: 'new' },
-    { id: 'c', status: 'done' },
-  ]);
+const database = useTestDb({
+  tables: async (db) => {
+    await db.schema.createTable('cr_items', (table) => {
+      table.string('id').primary();
+      table.string('status').notNullable();
+    });
+  },
+  // Written again before each test: no test sees another's changes.
+  rows: async (db) => {
+    await db('cr_items').insert([
+      { id: 'a', status: 'new' },
+      { id: 'b', status: 'new' },
+      { id: 'c', status: 'done' },
+    ]);
+  },
+  emptied: ['cr_items'],
 });
-afterAll(async () => {
-  await testDb?.close();
+beforeAll(() => {
+  db = database.db;
 });
 
 const statuses = async () => Object.fromEntries((await db('cr_items').orderBy('id')).map((row: { id: string; status: string }) => [row.id, row.status]));
@@ -42,7 +44,7 @@ describe('changeRows', () => {
       return count;
     });
     expect(changed).toBe(2);
-    expect(await statuses()).toEqual({ a: 'kept', b: 'seen', c: 'kept' });
+    expect(await statuses()).toEqual({ a: 'kept', b: 'new', c: 'kept' });
   });
 
   it('undoes its change with the transaction', async () => {
@@ -52,6 +54,6 @@ describe('changeRows', () => {
         throw new Error('changed my mind');
       }),
     ).rejects.toThrow('changed my mind');
-    expect(await statuses()).toEqual({ a: 'kept', b: 'seen', c: 'kept' });
+    expect(await statuses()).toEqual({ a: 'new', b: 'new', c: 'done' });
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isSealed, open, seal, SealError, SEALED_PREFIX, sealIfSecret } from '../src/crypto.js';
+import { isSealed, open, seal, SealError, SEALED_PREFIX, sealIfSecret } from '../../src/crypto.js';
 
 const secret = 'a-long-and-random-herald-secret';
 const plain = JSON.stringify({ host: 'smtp.example.com', password: 's3cr3t-passw0rd' });

@@ -1,33 +1,31 @@
 // selectRows and selectBuilt: the same rows as knex reads, on either database. On SQLite, outside a
 // transaction, they run on the read connection, whose statements are kept and whose rows are read
 // as arrays and named from each statement's columns (knex.ts, readRows).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { selectBuilt, selectRows, type Db } from '../src/db/knex.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
-import { createOrganization } from '../src/db/repos/accounts.js';
-import { listSubscribers, insertSubscriber } from '../src/db/repos/subscribers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { selectBuilt, selectRows, type Db } from '../../src/db/knex.js';
+import { testDatabaseUrl, useTestDb } from '../helpers/db.js';
+import { createOrganization } from '../../src/db/repos/accounts.js';
+import { listSubscribers, insertSubscriber } from '../../src/db/repos/subscribers.js';
 
-let testDb: TestDb;
 let db: Db;
-
-beforeAll(async () => {
-  testDb = await createTestDb();
-  db = testDb.db;
-  await db.schema.createTable('sr_items', (table) => {
-    table.string('id').primary();
-    table.string('name');
-    table.integer('rank');
-    table.float('score');
-    table.boolean('active');
-    table.bigInteger('at_ms');
-  });
-  await db('sr_items').insert([
-    { id: 'a', name: 'Ann', rank: 1, score: 1.5, active: true, at_ms: 1000 },
-    { id: 'b', name: null, rank: 2, score: null, active: false, at_ms: 2000 },
-  ]);
+const database = useTestDb({
+  tables: async (db) => {
+    await db.schema.createTable('sr_items', (table) => {
+      table.string('id').primary();
+      table.string('name');
+      table.integer('rank');
+      table.float('score');
+      table.boolean('active');
+      table.bigInteger('at_ms');
+    });
+    await db('sr_items').insert([
+      { id: 'a', name: 'Ann', rank: 1, score: 1.5, active: true, at_ms: 1000 },
+      { id: 'b', name: null, rank: 2, score: null, active: false, at_ms: 2000 },
+    ]);
+  },
 });
-afterAll(async () => {
-  await testDb?.close();
+beforeAll(() => {
+  db = database.db;
 });
 
 describe('selectRows and selectBuilt', () => {

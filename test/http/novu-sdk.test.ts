@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { Novu } from '@novu/api';
 import { ErrorDto, SDKError, SDKValidationError } from '@novu/api/models/errors/index.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
+import { createIntegration, createSubscriber, createTopic, createWorkflow } from '../helpers/factories.js';
 
 let t: TestApp;
 let server: Server;
@@ -70,6 +71,10 @@ beforeAll(async () => {
     server.once('error', reject);
   });
   serverURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+// Each test starts from organizations of its own, with a client of its own: it makes what it reads.
+beforeEach(async () => {
+  await t.renew();
   novu = sdk(t.a.key);
 });
 beforeEach(() => t.clock.advance(1000));
@@ -81,6 +86,21 @@ afterAll(async () => {
   }
   await t?.close();
 });
+
+/** Ada as the first subscribers test creates her (`firstName` overridable). */
+const createAda = (overrides: Record<string, unknown> = {}) =>
+  createSubscriber(t.a, {
+    subscriberId: 'ada',
+    email: 'ada@example.com',
+    firstName: 'Ada',
+    lastName: 'Lovelace',
+    phone: '+447700900123',
+    locale: 'en-GB',
+    data: { plan: 'pro' },
+    ...overrides,
+  });
+/** The Slack integration the first integrations test creates. */
+const createTeamSlack = () => createIntegration(t.a, { providerId: 'slack', channel: 'chat', name: 'Team Slack', identifier: 'team-slack', active: true });
 
 describe('transport', () => {
   it('sends Authorization: ApiKey <key>, which Herald accepts', async () => {
@@ -98,6 +118,7 @@ describe('transport', () => {
   });
 
   it('gets a typed ErrorDto 401 for an unknown key, since the error body has timestamp and path', async () => {
+    await createSubscriber(t.a, { subscriberId: 'transport-check' });
     const err = await failure(sdk('hk_not-a-key').subscribers.retrieve('transport-check'));
     expect(err).toBeInstanceOf(ErrorDto);
     expect(err).toMatchObject({ statusCode: 401, message: 'Invalid API key', path: '/v1/subscribers/transport-check' });
@@ -136,6 +157,7 @@ describe('subscribers', () => {
   });
 
   it('create: a duplicate subscriberId is an ErrorDto 409, at once because retries are off', async () => {
+    await createAda();
     const err = await failure(novu.subscribers.create({ subscriberId: 'ada' }));
     expect(err).toBeInstanceOf(ErrorDto);
     expect(err).toMatchObject({ statusCode: 409, message: 'Subscriber ada already exists', path: '/v1/subscribers' });
@@ -153,6 +175,10 @@ describe('subscribers', () => {
   });
 
   it('list: sends page and limit, and the SDK returns the page', async () => {
+    await createSubscriber(t.a, { subscriberId: 'transport-check' });
+    t.clock.advance(1000);
+    await createAda();
+    t.clock.advance(1000);
     await novu.subscribers.create({ subscriberId: 'bob' });
     const res = await novu.subscribers.list(0, 2);
     expect(res.result).toEqual({
@@ -171,12 +197,15 @@ describe('subscribers', () => {
 
   it("list: the SDK's page iterator stops after the first page, even with hasMore (an SDK bug)", async () => {
     // subscribersList.js looks for the items under `data.resultArray`, which no server sends.
+    await createAda();
+    await createSubscriber(t.a, { subscriberId: 'bob' });
     const res = await novu.subscribers.list(0, 1);
     expect(res.result.hasMore).toBe(true);
     expect(res.next()).toBeNull();
   });
 
   it('retrieve: returns the subscriber', async () => {
+    await createAda();
     const res = await novu.subscribers.retrieve('ada');
     expect(res.result).toMatchObject({ subscriberId: 'ada', email: 'ada@example.com', firstName: 'Ada', deleted: false });
   });
@@ -188,11 +217,13 @@ describe('subscribers', () => {
   });
 
   it('retrieve with includeTopics lists the keys of the subscriber’s topics', async () => {
+    await createAda();
     const res = await novu.subscribers.retrieve('ada', true);
     expect(res.result).toMatchObject({ subscriberId: 'ada', topics: [] });
   });
 
   it('update: sends PUT with only the given fields, and returns the updated subscriber', async () => {
+    await createAda();
     const updatedAt = now();
     const seen = await requestsDuring(async () => {
       const res = await novu.subscribers.update({ firstName: 'Augusta' }, 'ada');
@@ -202,6 +233,7 @@ describe('subscribers', () => {
   });
 
   it("delete: returns Novu's acknowledgement", async () => {
+    await createSubscriber(t.a, { subscriberId: 'bob' });
     const res = await novu.subscribers.delete('bob');
     expect(res.result).toEqual({ acknowledged: true, status: 'deleted' });
     expect((await failure(novu.subscribers.retrieve('bob'))) as ErrorDto).toMatchObject({ statusCode: 404 });
@@ -235,6 +267,7 @@ describe('integrations', () => {
   });
 
   it('list fails: every Herald list is the paginated envelope, the SDK wants a plain array (SDKValidationError)', async () => {
+    await createTeamSlack();
     const err = await failure(novu.integrations.list());
     expect(err).toBeInstanceOf(SDKValidationError);
     const validation = err as SDKValidationError;
@@ -251,12 +284,14 @@ describe('integrations', () => {
   });
 
   it('update: sends PUT and returns the updated integration', async () => {
+    await createTeamSlack();
     const id = await integrationIdOf('team-slack');
     const res = await novu.integrations.update({ name: 'Company Slack' }, id);
     expect(res.result).toMatchObject({ identifier: 'team-slack', name: 'Company Slack', active: true, primary: true });
   });
 
   it('update with active:false deactivates it (the SDK has no status call; this is how Novu toggles one)', async () => {
+    await createTeamSlack();
     await novu.integrations.create({ providerId: 'discord', channel: 'chat', identifier: 'team-discord' });
     const id = await integrationIdOf('team-discord');
     const res = await novu.integrations.update({ active: false }, id);
@@ -264,6 +299,8 @@ describe('integrations', () => {
   });
 
   it('delete: returns the integrations that remain, as a plain array', async () => {
+    await createTeamSlack();
+    await createIntegration(t.a, { providerId: 'discord', channel: 'chat', identifier: 'team-discord', active: false });
     const id = await integrationIdOf('team-discord');
     const res = await novu.integrations.delete(id);
     expect(res.result).toEqual([expect.objectContaining({ identifier: 'team-slack', providerId: 'slack', active: true, primary: true })]);
@@ -271,6 +308,12 @@ describe('integrations', () => {
 });
 
 describe('subscriber credentials', () => {
+  beforeEach(async () => {
+    // As the subscribers tests leave her: renamed Augusta.
+    await createAda({ firstName: 'Augusta' });
+    await createTeamSlack();
+  });
+
   it('update: sets a Slack webhook (with an active slack integration) and returns the subscriber with its channel', async () => {
     const integrationId = await integrationIdOf('team-slack');
     const res = await novu.subscribers.credentials.update({ providerId: 'slack', credentials: { webhookUrl: SLACK_URL } }, 'ada');
@@ -292,7 +335,8 @@ describe('subscriber credentials', () => {
 });
 
 describe('preferences', () => {
-  beforeAll(async () => {
+  beforeEach(async () => {
+    await createAda();
     await t.a
       .post('/v1/workflows', {
         name: 'Comment added',
@@ -334,18 +378,26 @@ describe('preferences', () => {
 });
 
 describe('topics', () => {
+  /** Watchers as the first topics test creates it, with `members` assigned. */
+  const createWatchers = (members: string[] = []) => createTopic(t.a, { topicKey: 'watchers', name: 'Watchers' }, members);
+  beforeEach(async () => {
+    await createAda();
+  });
+
   it('create: answers 201 and the SDK returns the key', async () => {
     const res = await novu.topics.create({ key: 'watchers', name: 'Watchers' });
     expect(res.result).toEqual({ key: 'watchers' });
   });
 
   it('create: a duplicate key is an ErrorDto 409', async () => {
+    await createWatchers();
     const err = await failure(novu.topics.create({ key: 'watchers', name: 'Again' }));
     expect(err).toBeInstanceOf(ErrorDto);
     expect(err).toMatchObject({ statusCode: 409, message: 'Topic watchers already exists' });
   });
 
   it('list: sends pageSize (accepted as an alias of limit) and returns the page', async () => {
+    await createWatchers();
     await novu.topics.create({ key: 'editors', name: 'Editors' });
     const seen = await requestsDuring(async () => {
       const res = await novu.topics.list({ page: 0, pageSize: 1 });
@@ -362,11 +414,13 @@ describe('topics', () => {
   });
 
   it('subscribers.assign: answers 200 with succeeded and failed.notFound', async () => {
+    await createWatchers();
     const res = await novu.topics.subscribers.assign({ subscribers: ['ada', 'ghost'] }, 'watchers');
     expect(res.result).toEqual({ succeeded: ['ada'], failed: { notFound: ['ghost'] } });
   });
 
   it('retrieve: returns the topic with its members', async () => {
+    await createWatchers(['ada']);
     const res = await novu.topics.retrieve('watchers');
     expect(res.result).toEqual({
       organizationId: expect.any(String),
@@ -378,6 +432,7 @@ describe('topics', () => {
   });
 
   it('subscribers.remove fails in the SDK: Herald answers 200 with {succeeded, failed}, the SDK accepts only 204 (SDKError)', async () => {
+    await createWatchers(['ada']);
     const err = await failure(novu.topics.subscribers.remove({ subscribers: ['ada', 'ghost'] }, 'watchers'));
     expect(err).toBeInstanceOf(SDKError);
     const sdkError = err as SDKError;
@@ -390,6 +445,7 @@ describe('topics', () => {
   });
 
   it('delete: answers 204, which the SDK accepts', async () => {
+    await createWatchers();
     await novu.topics.subscribers.assign({ subscribers: ['ada'] }, 'watchers');
     const res = await novu.topics.delete('watchers');
     expect(res).toEqual({ headers: expect.objectContaining({ 'x-request-id': [expect.any(String)] }) });
@@ -400,9 +456,9 @@ describe('topics', () => {
 });
 
 describe('events', () => {
-  beforeAll(async () => {
-    await t.a.post('/v1/subscribers', { subscriberId: 'eve' }).expect(201);
-    await t.a.post('/v1/workflows', { name: 'Ping', steps: [{ type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'ping' } }] }).expect(201);
+  beforeEach(async () => {
+    await createSubscriber(t.a, { subscriberId: 'eve' });
+    await createWorkflow(t.a, { name: 'Ping', steps: [{ type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'ping' } }] });
   });
 
   it('trigger: answers 201 and the SDK returns the acknowledgement with the transactionId', async () => {

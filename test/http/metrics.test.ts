@@ -1,11 +1,15 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { registerGauge } from '../src/metrics.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
-import { JobRunner } from '../src/engine/runner.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { registerGauge } from '../../src/metrics.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { JobRunner } from '../../src/engine/runner.js';
 
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
+});
+// Each test starts from organizations of its own: none sees what another made.
+beforeEach(async () => {
+  await t.renew();
 });
 afterEach(async () => t.assertContract());
 afterAll(async () => t?.close());

@@ -5,14 +5,14 @@ import { spawn } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import supertest from 'supertest';
 import type { Browser } from 'playwright-core';
-import { createApp } from '../src/app.js';
-import { hashPassword } from '../src/accounts/passwords.js';
-import { saveOwner } from '../src/db/repos/owners.js';
-import { createApiKey } from '../src/db/repos/accounts.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
-import { launchChromium, listen } from './helpers/browser.js';
-import { processDatabaseUrl } from './helpers/db.js';
-import { ROOT, runScript } from './helpers/process.js';
+import { createApp } from '../../src/app.js';
+import { hashPassword } from '../../src/accounts/passwords.js';
+import { saveOwner } from '../../src/db/repos/owners.js';
+import { createApiKey } from '../../src/db/repos/accounts.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { launchChromium, listen } from '../helpers/browser.js';
+import { processDatabaseUrl } from '../helpers/db.js';
+import { ROOT, runScript } from '../helpers/process.js';
 
 const PASSWORD = 'correct horse battery';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newId } from '../src/ids.js';
+import { newId } from '../../src/ids.js';
 
 describe('newId', () => {
   it('makes 24 hex digits that start with the time', () => {

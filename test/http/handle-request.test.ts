@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { OpenAPIBackend, type Context, type Request } from 'openapi-backend';
-import { createBackend } from '../src/http/api.js';
-import { requestsFor } from './helpers/requests.js';
+import { createBackend } from '../../src/http/api.js';
+import { requestsFor } from '../helpers/requests.js';
 
 // Herald's backend handles a request parsing it once (api.ts, HeraldBackend.handleRequest). Whatever
 // it skips, every hook must be called as openapi-backend's own handleRequest calls it: the same

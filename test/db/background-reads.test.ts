@@ -1,25 +1,27 @@
 // Reads that scan whole tables (/metrics' jobs by status, GET /notifications/stats) leave the event
 // loop free: on a SQLite file they run on a thread of their own (background-reader.ts), and on
 // PostgreSQL the server scans. Either way they read what selectRows reads.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { selectRows, selectRowsInBackground, type Db } from '../src/db/knex.js';
-import { BackgroundReader } from '../src/db/background-reader.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { selectRows, selectRowsInBackground, type Db } from '../../src/db/knex.js';
+import { BackgroundReader } from '../../src/db/background-reader.js';
+import { testDatabaseUrl, useTestDb } from '../helpers/db.js';
 
-let testDb: TestDb;
 let db: Db;
-
-beforeAll(async () => {
-  testDb = await createTestDb();
-  db = testDb.db;
-  await db.schema.createTable('br_items', (table) => {
-    table.string('id').primary();
-    table.string('kind');
-  });
-  await db('br_items').insert(['a', 'b', 'c', 'd', 'e'].map((id, i) => ({ id, kind: i % 2 ? 'odd' : 'even' })));
+const database = useTestDb({
+  tables: async (db) => {
+    await db.schema.createTable('br_items', (table) => {
+      table.string('id').primary();
+      table.string('kind');
+    });
+  },
+  // Written again before each test: no test sees another's changes.
+  rows: async (db) => {
+    await db('br_items').insert(['a', 'b', 'c', 'd', 'e'].map((id, i) => ({ id, kind: i % 2 ? 'odd' : 'even' })));
+  },
+  emptied: ['br_items'],
 });
-afterAll(async () => {
-  await testDb?.close();
+beforeAll(() => {
+  db = database.db;
 });
 
 const BY_KIND = 'SELECT kind, count(*) AS n FROM br_items WHERE id <> ? GROUP BY kind ORDER BY kind';
@@ -57,10 +59,10 @@ describe('selectRowsInBackground', () => {
 
 describe.runIf(!testDatabaseUrl())('BackgroundReader', () => {
   it('starts a new thread for a read after it was closed, and fails reads of a file it cannot open', async () => {
-    const reader = new BackgroundReader(testDb.url.replace(/^sqlite:/, ''));
-    expect(await reader.read('SELECT count(*) AS n FROM br_items', [])).toEqual([{ n: 6 }]);
+    const reader = new BackgroundReader(database.testDb.url.replace(/^sqlite:/, ''));
+    expect(await reader.read('SELECT count(*) AS n FROM br_items', [])).toEqual([{ n: 5 }]);
     await reader.close();
-    expect(await reader.read('SELECT count(*) AS n FROM br_items', [])).toEqual([{ n: 6 }]);
+    expect(await reader.read('SELECT count(*) AS n FROM br_items', [])).toEqual([{ n: 5 }]);
     await reader.close();
 
     const missing = new BackgroundReader('/nonexistent/herald.db');

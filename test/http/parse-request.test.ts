@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { OpenAPIBackend, Operation, Request } from 'openapi-backend';
-import { createBackend } from '../src/http/api.js';
-import { requestsFor } from './helpers/requests.js';
+import { createBackend } from '../../src/http/api.js';
+import { requestsFor } from '../helpers/requests.js';
 
 // Herald's backend parses a request without openapi-backend's repeated work (api.ts,
 // repeatableParse). Whatever it skips, its answer must be the one openapi-backend's own parser gives.

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDb, processDatabaseUrl, type TestDb } from './helpers/db.js';
+import { createTestDb, processDatabaseUrl, type TestDb } from '../helpers/db.js';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, buildServer, runScript, startScript } from './helpers/process.js';
-import { startSlowWebhook } from './helpers/webhook.js';
-import { createApiKey, createOrganization } from '../src/db/repos/accounts.js';
+import { ROOT, buildServer, runScript, startScript } from '../helpers/process.js';
+import { startSlowWebhook } from '../helpers/webhook.js';
+import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
 
 // The real entry points, as a new user runs them: `npm start` and `npm run keys`.
 let testDb: TestDb;

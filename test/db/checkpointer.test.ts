@@ -5,8 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createDb, type Db } from '../src/db/knex.js';
-import { testDatabaseUrl } from './helpers/db.js';
+import { createDb, type Db } from '../../src/db/knex.js';
+import { testDatabaseUrl } from '../helpers/db.js';
 
 const dirs: string[] = [];
 afterEach(() => {

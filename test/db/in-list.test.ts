@@ -1,28 +1,27 @@
 // inList: `column IN (…)` for a list of values. SQLite gets a placeholder a value, the list padded to
 // a power of two (statement-cache.test.ts counts its texts); PostgreSQL one JSON parameter, so that
 // one text serves every length and stays a prepared statement.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inList, selectRows, type Db } from '../src/db/knex.js';
-import { insertRows } from '../src/db/insert-rows.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
-import { recordQueries } from './helpers/queries.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { inList, selectRows, type Db } from '../../src/db/knex.js';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { testDatabaseUrl, useTestDb } from '../helpers/db.js';
+import { recordQueries } from '../helpers/queries.js';
 
-let testDb: TestDb;
 let db: Db;
 
 const ODD_VALUES = ["it's", 'a "quoted" one', 'back\\slash', 'ünïcødé ✓', '[1,2]', ''];
 const MANY = Array.from({ length: 500 }, (_, i) => `v${String(i).padStart(3, '0')}`);
 
-beforeAll(async () => {
-  testDb = await createTestDb();
-  db = testDb.db;
-  await db.schema.createTable('il_items', (table) => {
-    table.string('id').primary();
-  });
-  await insertRows(db, 'il_items', [...ODD_VALUES, ...MANY].map((id) => ({ id })));
+const database = useTestDb({
+  tables: async (db) => {
+    await db.schema.createTable('il_items', (table) => {
+      table.string('id').primary();
+    });
+    await insertRows(db, 'il_items', [...ODD_VALUES, ...MANY].map((id) => ({ id })));
+  },
 });
-afterAll(async () => {
-  await testDb?.close();
+beforeAll(() => {
+  db = database.db;
 });
 
 const idsIn = async (values: string[]) => {

@@ -5,11 +5,11 @@
 // connection or on the transaction's own: the same statements, errors and query events.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
-import { createDb, selectRows, type Db } from '../src/db/knex.js';
-import { isUniqueViolation } from '../src/db/errors.js';
-import { insertAll } from '../src/db/insert-rows.js';
-import { createTestDb, processDatabaseUrl, testDatabaseUrl, type TestDb } from './helpers/db.js';
-import { recordQueries } from './helpers/queries.js';
+import { createDb, selectRows, type Db } from '../../src/db/knex.js';
+import { isUniqueViolation } from '../../src/db/errors.js';
+import { insertAll } from '../../src/db/insert-rows.js';
+import { createTestDb, processDatabaseUrl, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { recordQueries } from '../helpers/queries.js';
 
 let testDb: TestDb;
 beforeAll(async () => {

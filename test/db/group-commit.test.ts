@@ -2,10 +2,10 @@
 // each answered only once committed; on PostgreSQL each is an ordinary transaction. Either way a
 // work that fails is undone alone, and a commit that fails fails every work it held.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, isPostgres, type Db } from '../src/db/knex.js';
-import { writeTransaction } from '../src/db/group-commit.js';
-import { createTestDb, processDatabaseUrl, type TestDb } from './helpers/db.js';
-import { recordQueries } from './helpers/queries.js';
+import { createDb, isPostgres, type Db } from '../../src/db/knex.js';
+import { writeTransaction } from '../../src/db/group-commit.js';
+import { createTestDb, processDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { recordQueries } from '../helpers/queries.js';
 
 let testDb: TestDb;
 let db: Db;

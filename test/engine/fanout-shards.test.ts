@@ -1,22 +1,21 @@
 // The shards of a fan-out: together they hold every member once, whatever its id ends in.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../src/db/knex.js';
-import { isPostgres } from '../src/db/knex.js';
-import { fanoutShards, whereInShard } from '../src/db/fanout-shards.js';
-import { createTestDb, type TestDb } from './helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/knex.js';
+import { isPostgres } from '../../src/db/knex.js';
+import { fanoutShards, whereInShard } from '../../src/db/fanout-shards.js';
+import { useTestDb } from '../helpers/db.js';
 
-let testDb: TestDb;
 let db: Db;
 const IDS = [...'0123456789abcdef', 'z', 'G', '-'].map((last, i) => `01a2${String(i).padStart(19, '0')}${last}`);
 
-beforeAll(async () => {
-  testDb = await createTestDb();
-  db = testDb.db;
-  await db.schema.createTable('shard_members', (table) => table.string('id').primary());
-  await db('shard_members').insert(IDS.map((id) => ({ id })));
+const database = useTestDb({
+  tables: async (db) => {
+    await db.schema.createTable('shard_members', (table) => table.string('id').primary());
+    await db('shard_members').insert(IDS.map((id) => ({ id })));
+  },
 });
-afterAll(async () => {
-  await testDb?.close();
+beforeAll(() => {
+  db = database.db;
 });
 
 async function membersOf(shard: { index: number; of: number } | undefined): Promise<string[]> {

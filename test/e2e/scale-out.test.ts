@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
-import { createTestDb, processDatabaseUrl, testDatabaseUrl, type TestDb } from './helpers/db.js';
-import { startScript } from './helpers/process.js';
-import { startSlowWebhook } from './helpers/webhook.js';
-import { createApiKey, createOrganization } from '../src/db/repos/accounts.js';
-import { insertSubscriber } from '../src/db/repos/subscribers.js';
+import { createTestDb, processDatabaseUrl, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { startScript } from '../helpers/process.js';
+import { startSlowWebhook } from '../helpers/webhook.js';
+import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
+import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 
 // The scale-out scenario of a production deployment: two API processes and two workers on one
 // PostgreSQL, 2,000 notifications each with a chat send and an in-app message, and one worker

@@ -4,11 +4,11 @@
 // holds: a text used once is not kept, and inList writes a dozen texts for every length.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
-import { inList, selectRows, type Db } from '../src/db/knex.js';
-import { statementCacheOf, STATEMENT_CACHE_CHARS } from '../src/db/sqlite.js';
-import { insertRows } from '../src/db/insert-rows.js';
-import { StatementCache } from '../src/db/statement-cache.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
+import { inList, selectRows, type Db } from '../../src/db/knex.js';
+import { statementCacheOf, STATEMENT_CACHE_CHARS } from '../../src/db/sqlite.js';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { StatementCache } from '../../src/db/statement-cache.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 
 describe('StatementCache', () => {
   /** A cache of `budget` characters whose statements are numbered in the order they were prepared. */

@@ -3,14 +3,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Locator } from 'playwright-core';
-import { createApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
-import { loadSpec, operationsOf } from '../scripts/docs.js';
-import { ManualClock } from './helpers/app.js';
-import { createTestDb, type TestDb } from './helpers/db.js';
-import { launchChromium, listen, stayOffline } from './helpers/browser.js';
-import { WorkSignal } from '../src/work-signal.js';
+import { createApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { loadSpec, operationsOf } from '../../scripts/docs.js';
+import { ManualClock } from '../helpers/app.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { launchChromium, listen, stayOffline } from '../helpers/browser.js';
+import { WorkSignal } from '../../src/work-signal.js';
 
 // The footer's "API docs by Redocly" logo is the one thing Redoc's page asks the network for.
 const REDOC_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini-full.svg';

@@ -1,26 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import supertest from 'supertest';
-import { createMockApp } from '../src/http/mock.js';
-import { createLogger } from '../src/logger.js';
-import { exampleRequest, exampleUrl, loadSpec, operationsOf } from '../scripts/docs.js';
-import { contractViolations } from './helpers/contract.js';
-import { startScript } from './helpers/process.js';
-
-// The contract read as plain YAML data.
-type Node = Record<string, any>;
-
-const spec = loadSpec();
-const resolve = (node: Node): Node =>
-  node?.$ref ? resolve((node.$ref as string).slice(2).split('/').reduce<Node>((at, key) => at[key], spec)) : node;
-
-/** What the contract documents as an operation's answer: its first 2xx status and that status's first example. */
-function documentedAnswer(apiPath: string, method: string): { status: number; body: unknown } {
-  const responses = spec.paths[apiPath][method].responses as Record<string, Node>;
-  const status = Object.keys(responses).find((code) => /^2\d\d$/.test(code))!;
-  const media = resolve(responses[status]).content?.['application/json'];
-  const firstExample = media && (media.example ?? resolve(Object.values(media.examples ?? {})[0] as Node)?.value);
-  return { status: Number(status), body: firstExample };
-}
+import { createMockApp } from '../../src/http/mock.js';
+import { createLogger } from '../../src/logger.js';
+import { exampleRequest, exampleUrl, operationsOf } from '../../scripts/docs.js';
+import { contractViolations } from '../helpers/contract.js';
+import { documentedAnswer, spec } from '../helpers/spec.js';
 
 // The mock as a frontend uses it: the contract's own router and validation, examples for answers.
 // It does not touch the database, so it runs once.
@@ -88,21 +72,5 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('npm run mock', () => {
     );
     expect(inactive.status).toBe(201);
     expect(inactive.body).toEqual({ data: { acknowledged: true, status: 'trigger_not_active' } });
-  });
-
-  it('starts from the command line on PORT and answers over HTTP', async () => {
-    const mock = await startScript('scripts/mock.ts', {
-      env: { PORT: '0', HOST: '127.0.0.1' },
-      ready: [/"msg":"Herald mock server is listening"/],
-    });
-    try {
-      const port = Number(/"port":(\d+)/.exec(mock.output())?.[1]);
-      const res = await fetch(`http://127.0.0.1:${port}/v1/subscribers/user-123`, { headers: { Authorization: 'Bearer hk_anything' } });
-      expect(res.status).toBe(200);
-      expect(await res.json()).toEqual(documentedAnswer('/subscribers/{subscriberId}', 'get').body);
-    } finally {
-      mock.child.kill('SIGTERM');
-    }
-    expect(await mock.exited).toBe(0);
   });
 });

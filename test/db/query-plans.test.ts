@@ -5,16 +5,16 @@
 // depend on the text more than on the rows: its test reads the plan of the text the code keeps.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
-import { createOrganization } from '../src/db/repos/accounts.js';
-import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../src/db/repos/workflows.js';
-import { findSubscriber, SUBSCRIBER_BY_ID, subscriberKeys } from '../src/db/repos/subscribers.js';
-import { insertRows } from '../src/db/insert-rows.js';
-import { eventRow } from '../src/db/repos/events.js';
-import { claimDueJobs, JOBS_BY_STATUS, jobRow, queueDepth, QUEUE_DEPTH } from '../src/db/repos/jobs.js';
-import { newId } from '../src/ids.js';
-import { fanoutBatch } from '../src/db/repos/topics.js';
-import { createTestDb, testDatabaseUrl, type TestDb } from './helpers/db.js';
-import { recordQueries } from './helpers/queries.js';
+import { createOrganization } from '../../src/db/repos/accounts.js';
+import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../../src/db/repos/workflows.js';
+import { findSubscriber, SUBSCRIBER_BY_ID, subscriberKeys } from '../../src/db/repos/subscribers.js';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { eventRow } from '../../src/db/repos/events.js';
+import { claimDueJobs, JOBS_BY_STATUS, jobRow, queueDepth, QUEUE_DEPTH } from '../../src/db/repos/jobs.js';
+import { newId } from '../../src/ids.js';
+import { fanoutBatch } from '../../src/db/repos/topics.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { recordQueries } from '../helpers/queries.js';
 
 const SUBSCRIBERS = 2_000;
 const JOBS = 5_000;

@@ -2,31 +2,29 @@
 // transaction's own connection, or through knex outside one) and PostgreSQL (one JSON parameter).
 // Values come back as they went in, a column a row lacks is NULL, conflicts can be skipped, and
 // more rows than one statement can bind are split across statements.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../src/db/knex.js';
-import { insertAll, insertRows } from '../src/db/insert-rows.js';
-import { createTestDb, type TestDb } from './helpers/db.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/knex.js';
+import { insertAll, insertRows } from '../../src/db/insert-rows.js';
+import { useTestDb } from '../helpers/db.js';
 
-let testDb: TestDb;
 let db: Db;
-
-beforeAll(async () => {
-  testDb = await createTestDb();
-  db = testDb.db;
-  await db.schema.createTable('ir_items', (table) => {
-    table.string('id').primary();
-    table.string('name');
-    table.integer('size');
-    table.boolean('flag');
-    table.text('note');
-  });
-  await db.schema.createTable('ir_parts', (table) => {
-    table.string('id').primary();
-    table.string('item_id').notNullable().references('ir_items.id');
-  });
+const database = useTestDb({
+  tables: async (db) => {
+    await db.schema.createTable('ir_items', (table) => {
+      table.string('id').primary();
+      table.string('name');
+      table.integer('size');
+      table.boolean('flag');
+      table.text('note');
+    });
+    await db.schema.createTable('ir_parts', (table) => {
+      table.string('id').primary();
+      table.string('item_id').notNullable().references('ir_items.id');
+    });
+  },
 });
-afterAll(async () => {
-  await testDb?.close();
+beforeAll(() => {
+  db = database.db;
 });
 
 interface Item {
