@@ -4,7 +4,7 @@
 import type { Knex } from 'knex';
 import { migrationSource } from './migrations/index.js';
 import { isPostgres, type Dialect, type Runner } from './dialect.js';
-import { createPostgresDb, postgres, preparedRaw as preparedOnPostgres } from './postgres.js';
+import { createPostgresDb, postgres } from './postgres.js';
 import { createSqliteDb, sqlite } from './sqlite.js';
 
 export { isPostgres, type Runner };
@@ -29,14 +29,6 @@ export interface DbOptions {
 }
 
 const dialectOf = (db: Runner): Dialect => (isPostgres(db) ? postgres : sqlite);
-
-/**
- * A raw statement that PostgreSQL parses and plans once per connection (postgres.ts, preparedRaw),
- * for statements whose text carries no values; on SQLite, knex's raw statement.
- */
-export function preparedRaw(db: Runner, sql: string, bindings: readonly unknown[]): Knex.Raw {
-  return isPostgres(db) ? preparedOnPostgres(db, sql, bindings) : db.raw(sql, bindings as never[]);
-}
 
 /** The SQL function that lowercases any letter, on either database. */
 export function lowerFunction(db: Runner): string {

@@ -10,7 +10,6 @@ import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpoi
 import { StatementCache } from './statement-cache.js';
 import { BackgroundReader } from './background-reader.js';
 import type { Dialect, Runner } from './dialect.js';
-import { EVERY_COLUMN } from './statements.js';
 
 interface PreparingConnection {
   prepare(sql: string): unknown;
@@ -103,6 +102,9 @@ const readConnections = new WeakMap<Knex.Client, ReadConnection>();
  */
 const columnNames = new WeakMap<Database.Statement, string[] | null>();
 
+/** A select list with `*` (its table quoted or not, by any rule): its columns are read with each row. */
+const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?\s+|\bRETURNING\s+|,\s*)(?:[["`]?\w+[\]"`]?\.)?\*/i;
+
 /**
  * A read on SQLite's read connection, its rows as objects by column name. better-sqlite3 makes a
  * row's object by looking each column's name up again, ~0.9 µs a row of 15 columns; rows read as
@@ -169,20 +171,9 @@ export async function runInSqliteTransaction(trx: Knex.Transaction, sql: string,
   return statement.run(...values).changes;
 }
 
-/** The longest IN list inList pads: callers read in batches of 500. */
-const MAX_PADDED_LIST = 1024;
-
-/**
- * `column IN (…)` on SQLite: a placeholder a value, the list padded to a power of two (up to
- * 1,024) by repeating its last value, which IN does not mind: a dozen texts serve every length,
- * and they recur, so they are kept prepared (statement-cache.ts). A longer list is sent as it is:
- * padded, one of more than 16,384 values would pass the 32,766 values SQLite binds.
- */
+/** `column IN (…)` on SQLite: a placeholder a value. */
 function inList(column: string, values: readonly string[]): { sql: string; bindings: string[] } {
-  const bindings = [...values];
-  const padded = values.length === 0 ? 0 : 2 ** Math.ceil(Math.log2(values.length));
-  if (padded <= MAX_PADDED_LIST) while (bindings.length < padded) bindings.push(values[values.length - 1]);
-  return { sql: `${column} IN (${bindings.map(() => '?').join(', ')})`, bindings };
+  return { sql: `${column} IN (${values.map(() => '?').join(', ')})`, bindings: [...values] };
 }
 
 /**
@@ -210,10 +201,10 @@ export const sqlite: Dialect = {
   // A builder made in a transaction or told `.transacting()` has a client of its own, and must see
   // that transaction's writes; one whose answer knex shapes (`.first()`, `.pluck()`) is not a plain select.
   async selectBuilt(query) {
-    const plainSelect = (query as unknown as { _method: string })._method === 'select';
-    const read = plainSelect ? readConnections.get(query.client) : undefined;
+    const read = readConnections.get(query.client);
     if (!read) return (await query) as unknown[];
-    const { sql, bindings } = query.toSQL();
+    const { method, sql, bindings } = query.toSQL();
+    if (method !== 'select') return (await query) as unknown[];
     return readRows(read, sql, bindings.map(sqliteValue));
   },
   async changeRows(db, sql, bindings) {
@@ -265,17 +256,18 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
     // A second connection to an in-memory database would be another database: reads share knex's.
     const read: ReadConnection = { file, background: new BackgroundReader(file) };
     readConnections.set(db.client, read);
-    // The read connections and the checkpoints stop with the writing connection (db.destroy()).
-    const client = db.client as { destroyRawConnection(conn: unknown): Promise<void> };
-    const destroyRaw = client.destroyRawConnection.bind(client);
-    client.destroyRawConnection = async (conn) => {
+    // The read connections and the checkpoints stop with the writing connection.
+    const destroy = db.destroy.bind(db);
+    const destroyAll = async (callback?: (err?: unknown) => void) => {
       read.connection?.close();
       read.connection = undefined;
       await read.background.close();
       await checkpointer?.stop();
       checkpointer = undefined;
-      return destroyRaw(conn);
+      return destroy(callback as never);
     };
+    // knex's own `destroy` is read-only: this instance gets its own, which closes ours first.
+    Object.defineProperty(db, 'destroy', { value: destroyAll, configurable: true });
   }
   return db;
 }

@@ -4,7 +4,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator, rateLimit, type ClientRateLimitInfo, type RateLimitInfo, type Store } from 'express-rate-limit';
 import type { Clock } from '../clock.js';
 import type { Plan } from '../config.js';
-import { isPostgres, preparedRaw, type Db } from '../db/knex.js';
+import { isPostgres, type Db } from '../db/knex.js';
 import type { Deps } from '../deps.js';
 import type { Logger } from '../logger.js';
 import { ApiError } from '../errors.js';
@@ -165,8 +165,7 @@ export class PostgresBuckets implements Buckets {
     // appears twice (the new value and the condition); it is the same expression.
     const refilled = `LEAST(CAST(EXCLUDED.burst AS bigint) * ${UNITS_PER_TOKEN},
       b.token_units + GREATEST(0, EXCLUDED.refilled_at - b.refilled_at) * EXCLUDED.rate_per_minute)`;
-    const { rows } = await preparedRaw(
-      this.db,
+    const { rows } = await this.db.raw(
       `WITH taken AS (
          INSERT INTO rate_limit_buckets AS b (key, token_units, refilled_at, rate_per_minute, burst)
          VALUES (?, ?, ?, ?, ?)

@@ -1,6 +1,5 @@
-// inList: `column IN (…)` for a list of values. SQLite gets a placeholder a value, the list padded to
-// a power of two (statement-cache.test.ts counts its texts); PostgreSQL one JSON parameter, so that
-// one text serves every length and stays a prepared statement.
+// inList: `column IN (…)` for a list of values. SQLite gets a placeholder a value; PostgreSQL one
+// JSON parameter, so that one text serves every length.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { inList, selectRows, type Db } from '../../src/db/knex.js';
 import { insertRows } from '../../src/db/insert-rows.js';
@@ -41,20 +40,19 @@ describe('inList', () => {
     expect(await idsIn(MANY)).toEqual(MANY);
   });
 
-  it('reads a list longer than SQLite could bind padded to a power of two (20,000 values)', async () => {
+  it('reads a list of 20,000 values, each bound once', async () => {
     const values = [...MANY, ...Array.from({ length: 19_500 }, (_, i) => `absent-${i}`)];
     expect(await idsIn(values)).toEqual(MANY);
     if (!testDatabaseUrl()) expect(inList(db, 'id', values).bindings).toHaveLength(20_000);
   });
 
-  it.runIf(testDatabaseUrl())('is one prepared text on PostgreSQL, whatever the length', async () => {
+  it.runIf(testDatabaseUrl())('is one text on PostgreSQL, whatever the length', async () => {
     const recording = recordQueries(db, /FROM il_items/);
     await idsIn(['v001']);
     await idsIn(MANY);
     const statements = recording.stop();
     expect(statements).toHaveLength(2);
     expect(statements[0].sql).toBe(statements[1].sql);
-    expect(statements.map((statement) => statement.name)).toEqual([expect.any(String), statements[0].name]);
   });
 });
 

@@ -202,26 +202,6 @@ describe('a chat step', () => {
   });
 
   // PostgreSQL parses and plans an unnamed statement on every run: a chat job is a dozen statements.
-  it.runIf(testDatabaseUrl())('keeps every statement of a chat send prepared on PostgreSQL but the claim', async () => {
-    const hook = await startHttpPeer(() => ({ status: 200, body: 'ok' }));
-    try {
-      await t.a.post('/v1/subscribers', { subscriberId: 'prepared-chat' }).expect(201);
-      await t.a.put('/v1/subscribers/prepared-chat/credentials', { providerId: 'slack', credentials: { webhookUrl: hook.url } }).expect(200);
-      const tx = await trigger({ name: 'chat-ping', to: 'prepared-chat', payload: { text: 'x' } });
-      const recording = recordQueries(t.db, /./);
-      await run();
-      const statements = recording.stop().filter((query) => !/^(BEGIN|COMMIT|ROLLBACK)\b/i.test(query.sql.trim()));
-      expect((await notificationOf(tx)).status).toBe('completed');
-      expect(statements.length).toBeGreaterThan(5);
-      // All but the claim, which is planned afresh each time (its own test in query-plans.test.ts).
-      const unnamed = statements.filter((query) => !query.name).map((query) => query.sql.trim());
-      expect(unnamed.filter((sql) => !sql.startsWith('WITH due AS'))).toEqual([]);
-      expect(unnamed.length).toBeGreaterThan(0);
-    } finally {
-      await hook.close();
-    }
-  });
-
   it('retries a failing provider with backoff and delivers on the third attempt', async () => {
     const hook = await startHttpPeer((_req, index) => (index < 2 ? { status: 503, body: 'busy' } : { status: 200, body: 'ok' }));
     try {

@@ -3,8 +3,6 @@ import type { Db } from '../../src/db/knex.js';
 export interface RecordedQuery {
   sql: string;
   bindings: unknown[];
-  /** PostgreSQL: the name the statement is kept prepared under, if it is. */
-  name?: string;
 }
 
 /**
@@ -14,8 +12,8 @@ export interface RecordedQuery {
  */
 export function recordQueries(db: Db, pattern: RegExp): { stop(): RecordedQuery[] } {
   const seen: RecordedQuery[] = [];
-  const record = (query: RecordedQuery & { options?: { name?: string } }) => {
-    if (pattern.test(query.sql.trim())) seen.push({ sql: query.sql, bindings: query.bindings, name: query.options?.name });
+  const record = (query: RecordedQuery) => {
+    if (pattern.test(query.sql.trim())) seen.push({ sql: query.sql, bindings: query.bindings });
   };
   db.on('query', record);
   return {

@@ -131,9 +131,9 @@ export async function claimDueJobs(db: Db, options: { owner: string; now: Date; 
   const skipLocked = postgres ? 'FOR UPDATE SKIP LOCKED' : '';
   // SQLite would rather read its (status, run_at) index and sort every due job (see the migration).
   const from = (index: string) => (postgres ? 'jobs' : `jobs INDEXED BY ${index}`);
-  // Planned afresh each time, not kept prepared (preparedRaw): a generic plan made while the queue
-  // was nearly empty scanned the whole table on every claim once the table grew, where the partial
-  // indexes read only the claimable jobs; planning each claim costs far less than that scan.
+  // Planned afresh each time (never a kept statement): a generic plan made while the queue was
+  // nearly empty would scan the whole table once it grew, where the partial indexes read only the
+  // claimable jobs.
   const result = await db.raw(
     `WITH due AS (
        SELECT id, run_at FROM ${from('jobs_due')} WHERE status IN ('pending', 'queued', 'delayed') AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}
