@@ -88,7 +88,7 @@ class HeraldBackend extends OpenAPIBackend {
       await handlers.postSecurityHandler(context, ...handlerArgs);
       // It may have read the body (api.ts does): validation and the handler take the request as it
       // is now, the 401 and 400 hooks the context as it left it, as openapi-backend's own does.
-      parsed = this.router.parseRequest(req, operation);
+      if (req.body !== parsed.body) parsed = this.router.parseRequest(req, operation);
     }
     if (!authorized && requirements.length > 0) return unauthorized(context, ...handlerArgs);
 
