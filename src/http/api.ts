@@ -1,4 +1,3 @@
-export { createBackend, SPEC_PATH } from './backend.js';
 import express, { type Request, type Response } from 'express';
 import type { Context, Handler, OpenAPIBackend } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
@@ -11,6 +10,9 @@ import type { Authentication, Scheme } from './security.js';
 import type { Auth, OperationId } from '../contract.js';
 import type { HandlerContext, OperationHandlers } from './types.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
+
+// The backend itself (Herald's fork of openapi-backend's request handling) is backend.ts's.
+export { createBackend, SPEC_PATH } from './backend.js';
 
 /** The largest JSON body the API reads. */
 export const BODY_LIMIT = '1mb';
