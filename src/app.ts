@@ -13,9 +13,6 @@ import { registerEngineMetrics } from './engine/metrics.js';
 import { dashboard } from './dashboard/index.js';
 import { isReady } from './db/knex.js';
 
-export const BODY_LIMIT = '1mb';
-const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
-
 export interface AppOptions {
   /** Compile every request validator in the background now rather than on each first use. */
   precompile?: boolean;
@@ -23,7 +20,7 @@ export interface AppOptions {
   docsFile?: string;
 }
 
-/** The HTTP application: request id and log → JSON body → API key → contract router → errors. */
+/** The HTTP application: request id and log → API key → rate limit → contract router (key check, JSON body, validation) → errors. */
 export async function createApp(deps: Deps, options: AppOptions = {}): Promise<Express> {
   const api = await createApi(handlers, deps);
   if (options.precompile) precompileValidators(api);
@@ -37,22 +34,18 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   });
   app.all('/v1/openapi.yaml', onlyGet);
   // The API comes before the other routes: it takes nearly every request, and express tries each
-  // route in turn. Each /v1 request is matched to its operation once, here: the body parser, the
-  // metrics and the contract's router (apiMiddleware) use it.
+  // route in turn. Each /v1 request is matched to its operation once, here: the metrics (a 429 is
+  // counted under its operation too) and the contract's router (apiMiddleware) use it.
   const route: RequestHandler = (req, res, next) => {
     res.locals.operation = api.router.matchOperation({ method: req.method, path: req.path, headers: {} });
     next();
   };
-  // Only methods that carry a body in the contract get one parsed; a body on GET or DELETE is ignored.
-  // A request that matches no operation is not read at all: its answer is the router's 404 or 405.
-  // Nor is one without a valid key (every operation needs one): its answer is the 401, whatever it sent.
-  const json = express.json({ limit: BODY_LIMIT });
-  const jsonBody: RequestHandler = (req, res, next) =>
-    METHODS_WITH_BODY.has(req.method) && res.locals.operation && res.locals.authentication?.ok ? json(req, res, next) : next();
-  // The rate limit comes before the body is read, so a refused request costs no parsing and every
-  // answer, a body parser's 400 and 413 included, carries the RateLimit headers. The five steps are
-  // one layer, so express's router strips and restores the /v1 prefix once, not five times.
-  app.use('/v1', inSequence(route, authentication(deps), rateLimits(deps), jsonBody, apiMiddleware(api)));
+  // The key is read and the rate limit spent before the backend begins, so a refused request costs
+  // no parsing and every answer, a body parser's 400 and 413 included, carries the RateLimit
+  // headers. Whether the key authorizes the request is the backend's decision, and the body is read
+  // only once it has (api.ts, securityHandler). The four steps are one layer, so express's router
+  // strips and restores the /v1 prefix once, not four times.
+  app.use('/v1', inSequence(route, authentication(deps), rateLimits(deps), apiMiddleware(api)));
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });

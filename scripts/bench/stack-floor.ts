@@ -11,7 +11,7 @@ import { createBackend } from '../../src/http/api.js';
 import { readRoutes, serve } from './routes.js';
 
 const config = readRoutes();
-const api = createBackend();
+const api = await createBackend();
 api.register({
   notFound: (_c: Context, _req: Request, res: Response) => res.status(404).end(),
   methodNotAllowed: (_c: Context, _req: Request, res: Response) => res.status(405).end(),
@@ -19,7 +19,6 @@ api.register({
   unauthorizedHandler: (_c: Context, _req: Request, res: Response) => res.status(401).end(),
 });
 for (const scheme of ['bearerAuth', 'apiKeyAuth']) api.registerSecurityHandler(scheme, () => true);
-await api.init();
 for (const route of config.routes) {
   const operation = api.router.matchOperation({ method: route.method, path: route.path.replace(/^\/v1/, ''), headers: {} });
   if (!operation?.operationId) throw new Error(`No operation for ${route.method} ${route.path}`);

@@ -1,11 +1,24 @@
 // Idempotency-Key: a write sent twice with one key acts once. The key is claimed first (a row in
-// `idempotency_keys`, unique per environment and key), then the operation runs in a transaction
-// that also records its answer, so the write and the record commit or roll back together. A repeat
-// replays the recorded answer; a repeat while the first still runs is a 409; a repeat with another
-// request is a 422. A 5xx or a crash records nothing and frees the key, so a retry runs afresh.
+// `idempotency_keys`, unique per environment and key: db/repos/idempotency-keys.ts), then the
+// operation runs in a write transaction that also records its answer, so the write and the record
+// commit or roll back together. That transaction is `writeTransaction`'s, as for a request without
+// a key: on SQLite it shares a group commit with the writes that arrive with it. A repeat replays
+// the recorded answer; a repeat while the first still runs is a 409; a repeat with another request
+// is a 422. A 5xx or a crash records nothing and frees the key, so a retry runs afresh.
 import { createHash, randomUUID } from 'node:crypto';
 import type { Context } from 'openapi-backend';
 import type { Deps } from '../deps.js';
+import { writeTransaction } from '../db/group-commit.js';
+import {
+  deleteExpiredKeys,
+  findKey,
+  insertKeyIfAbsent,
+  recordAnswer,
+  releaseKey,
+  takeOverKey,
+  type KeyClaim,
+  type KeyId,
+} from '../db/repos/idempotency-keys.js';
 import { errorBody } from './errors.js';
 import { ApiError } from '../errors.js';
 
@@ -17,7 +30,6 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export const IDEMPOTENCY_LEASE_MS = 2 * 60 * 1000;
 /** What a 409 tells the caller: the first request is nearly always done within a second. */
 const RETRY_AFTER_SECONDS = 1;
-const TABLE = 'idempotency_keys';
 
 export interface HandlerReply {
   status: number;
@@ -32,20 +44,6 @@ export interface IdempotentRequest {
   /** The request path as sent (`/v1/...`): part of the fingerprint, and the `path` of an error body. */
   path: string;
   body: unknown;
-}
-
-interface KeyRow {
-  environment_id: string;
-  key: string;
-  fingerprint: string;
-  token: string;
-  state: 'running' | 'done';
-  response_status: number | null;
-  response_headers: string | null;
-  response_body: string | null;
-  created_at: string;
-  locked_until: string | null;
-  expires_at: string;
 }
 
 const declares = new Map<string, boolean>();
@@ -109,12 +107,14 @@ const at = (now: Date, ms: number) => new Date(now.getTime() + ms).toISOString()
  */
 export async function idempotent(deps: Deps, request: IdempotentRequest, run: (deps: Deps) => Promise<HandlerReply>): Promise<HandlerReply> {
   const fingerprint = requestFingerprint(request);
-  const claim = await claimKey(deps, request, fingerprint);
+  const id: KeyId = { environmentId: request.environmentId, key: request.key };
+  const claim = await claimKey(deps, id, fingerprint);
   if ('replay' in claim) return claim.replay;
 
-  const where = { environment_id: request.environmentId, key: request.key, token: claim.token, state: 'running' };
   try {
-    return await deps.db.transaction(async (trx) => {
+    // The write path every write takes (on SQLite, a group commit shared with the writes that
+    // arrive with this one), the operation's writes and the answer's record in one transaction.
+    return await writeTransaction(deps.db, async (trx) => {
       let reply: HandlerReply;
       try {
         // A savepoint: a rejected operation leaves nothing behind, and the transaction stays usable
@@ -124,38 +124,31 @@ export async function idempotent(deps: Deps, request: IdempotentRequest, run: (d
         if (!(err instanceof ApiError) || err.status >= 500) throw err;
         reply = { status: err.status, body: errorBody(err.status, err.message, request.path, err.details), headers: err.headers };
       }
-      const recorded = await trx(TABLE)
-        .where(where)
-        .update({
-          state: 'done',
-          response_status: reply.status,
-          response_headers: reply.headers ? JSON.stringify(reply.headers) : null,
-          response_body: reply.body === undefined ? null : JSON.stringify(reply.body),
-          locked_until: null,
-        });
+      const answer = {
+        status: reply.status,
+        headers: reply.headers ? JSON.stringify(reply.headers) : null,
+        body: reply.body === undefined ? null : JSON.stringify(reply.body),
+      };
       // Our claim ran out and another request took the key over: it does the work, not us.
-      if (recorded !== 1) throw stillRunning(request.key);
+      if (!(await recordAnswer(trx, id, claim.token, answer))) throw stillRunning(request.key);
       return reply;
     });
   } catch (err) {
     // Nothing was committed: free the key (if it is still ours) so a retry runs the request again.
-    await deps.db(TABLE)
-      .where(where)
-      .delete()
-      .catch((releaseErr: unknown) => deps.logger.warn({ err: releaseErr }, 'could not release an idempotency key'));
+    await releaseKey(deps.db, id, claim.token).catch((releaseErr: unknown) => deps.logger.warn({ err: releaseErr }, 'could not release an idempotency key'));
     throw err;
   }
 }
 
 type Claim = { token: string } | { replay: HandlerReply };
 
-async function claimKey(deps: Deps, request: IdempotentRequest, fingerprint: string): Promise<Claim> {
+async function claimKey(deps: Deps, id: KeyId, fingerprint: string): Promise<Claim> {
   const { db } = deps;
   const now = deps.clock.now();
   const nowIso = now.toISOString();
-  await sweepExpired(deps, request.environmentId, nowIso);
+  await sweepExpired(deps, id.environmentId, nowIso);
 
-  const fresh = () => ({
+  const fresh = (): KeyClaim => ({
     fingerprint,
     token: randomUUID(),
     state: 'running',
@@ -166,31 +159,24 @@ async function claimKey(deps: Deps, request: IdempotentRequest, fingerprint: str
     locked_until: at(now, IDEMPOTENCY_LEASE_MS),
     expires_at: at(now, IDEMPOTENCY_TTL_MS),
   });
-  const id = { environment_id: request.environmentId, key: request.key };
 
   // Each step is one atomic statement (insert-if-absent, compare-and-set), so concurrent requests
   // with one key, in one process or many, never both hold it. A few rounds cover a row that
   // disappears or changes between two statements.
   for (let round = 0; round < 5; round++) {
-    const row = fresh();
-    const inserted = await db(TABLE)
-      .insert({ ...id, ...row })
-      .onConflict(['environment_id', 'key'])
-      .ignore()
-      .returning('token');
-    if (inserted.length === 1) return { token: row.token };
+    const claim = fresh();
+    if (await insertKeyIfAbsent(db, id, claim)) return { token: claim.token };
 
-    const existing = (await db(TABLE).where(id).first()) as KeyRow | undefined;
+    const existing = await findKey(db, id);
     if (!existing) continue; // freed meanwhile: claim it afresh
     const expired = existing.expires_at <= nowIso;
     const abandoned = existing.state === 'running' && (existing.locked_until ?? '') <= nowIso;
     if (expired || abandoned) {
-      const taken = await db(TABLE).where({ ...id, token: existing.token, state: existing.state }).update(row);
-      if (taken === 1) return { token: row.token };
+      if (await takeOverKey(db, id, { token: existing.token, state: existing.state }, claim)) return { token: claim.token };
       continue; // someone else got there first: look again
     }
-    if (existing.fingerprint !== fingerprint) throw reusedKey(request.key);
-    if (existing.state === 'running') throw stillRunning(request.key);
+    if (existing.fingerprint !== fingerprint) throw reusedKey(id.key);
+    if (existing.state === 'running') throw stillRunning(id.key);
     return {
       replay: {
         status: existing.response_status!,
@@ -199,13 +185,13 @@ async function claimKey(deps: Deps, request: IdempotentRequest, fingerprint: str
       },
     };
   }
-  throw stillRunning(request.key);
+  throw stillRunning(id.key);
 }
 
 /** Expired keys go lazily, when a key of the same environment is claimed; best effort, no timers. */
 async function sweepExpired(deps: Deps, environmentId: string, nowIso: string): Promise<void> {
   try {
-    await deps.db(TABLE).where('environment_id', environmentId).where('expires_at', '<=', nowIso).delete();
+    await deleteExpiredKeys(deps.db, environmentId, nowIso);
   } catch (err) {
     deps.logger.warn({ err }, 'could not delete expired idempotency keys');
   }

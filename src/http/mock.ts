@@ -1,12 +1,10 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Context } from 'openapi-backend';
-import { apiMiddleware, createBackend, sendJson, SPEC_PATH, validationDetails } from './api.js';
+import { apiMiddleware, BODY_LIMIT, createBackend, METHODS_WITH_BODY, sendJson, SPEC_PATH, validationDetails } from './api.js';
 import { badRequest, ApiError, notFound, unauthorized } from '../errors.js';
 import { errorHandler, sendError } from './errors.js';
 import type { Logger } from '../logger.js';
 import { requestLog } from './request-log.js';
-
-const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
 
 /**
  * `Prefer: code=409` or `Prefer: example=inactive` picks another documented response or example,
@@ -28,7 +26,7 @@ const hasScheme = (req: Request, scheme: string) => new RegExp(`^${scheme}\\s+\\
  * error body.
  */
 export async function createMockApp(logger: Logger): Promise<Express> {
-  const api = createBackend();
+  const api = await createBackend();
   api.register({
     notFound: (_c: Context, req: Request) => {
       throw notFound(`No route matches ${req.method} ${req.originalUrl.split('?')[0]}`);
@@ -51,7 +49,6 @@ export async function createMockApp(logger: Logger): Promise<Express> {
   });
   api.registerSecurityHandler('bearerAuth', (_c: Context, req: Request) => hasScheme(req, 'Bearer'));
   api.registerSecurityHandler('apiKeyAuth', (_c: Context, req: Request) => hasScheme(req, 'ApiKey'));
-  await api.init();
 
   const app = express();
   app.disable('x-powered-by');
@@ -62,7 +59,7 @@ export async function createMockApp(logger: Logger): Promise<Express> {
   app.get('/v1/openapi.yaml', (_req, res) => {
     res.type('application/yaml').sendFile(SPEC_PATH);
   });
-  const json = express.json({ limit: '1mb' });
+  const json = express.json({ limit: BODY_LIMIT });
   const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());
   app.use('/v1', jsonBody, apiMiddleware(api));
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));

@@ -4,7 +4,8 @@ import type { Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator, rateLimit, type ClientRateLimitInfo, type RateLimitInfo, type Store } from 'express-rate-limit';
 import type { Clock } from '../clock.js';
 import type { Plan } from '../config.js';
-import { isPostgres, type Db } from '../db/knex.js';
+import type { Db } from '../db/knex.js';
+import { bucketsInDatabase, deleteBucket, deleteFullBuckets, findBucket, giveTokenBack, takeToken, UNITS_PER_TOKEN } from '../db/repos/rate-limits.js';
 import type { Deps } from '../deps.js';
 import type { Logger } from '../logger.js';
 import { ApiError } from '../errors.js';
@@ -40,11 +41,9 @@ export function policyFor(plan: KeyPlan): RatePolicy | undefined {
 
 // ---- The bucket arithmetic ----------------------------------------------------------------------
 
-/**
- * One token is 60,000 units, so a rate of N tokens per minute is exactly N units per millisecond
- * and every step below is integer arithmetic: no rounding drift, on either store.
- */
-export const UNITS_PER_TOKEN = 60_000;
+// One token is UNITS_PER_TOKEN units (db/repos/rate-limits.ts): a rate of N tokens per minute is
+// exactly N units per millisecond, and every step below is integer arithmetic.
+export { UNITS_PER_TOKEN };
 
 export interface Bucket {
   units: number;
@@ -145,12 +144,10 @@ export class MemoryBuckets implements Buckets {
 }
 
 /**
- * Several API processes on one PostgreSQL: buckets in `rate_limit_buckets`, each request one
- * statement. The upsert takes a token under the row's lock, from the latest committed version of
- * the row, so two processes never both spend the last token. An empty bucket is not written to;
- * its state is read back (same statement) to say when the next token comes.
+ * Several API processes on one PostgreSQL: buckets in the database (db/repos/rate-limits.ts), each
+ * request one statement that takes a token under the row's lock.
  */
-export class PostgresBuckets implements Buckets {
+export class DatabaseBuckets implements Buckets {
   private lastSweep = 0;
 
   constructor(
@@ -160,70 +157,33 @@ export class PostgresBuckets implements Buckets {
 
   async take(key: string, policy: RatePolicy, now: number): Promise<Decision> {
     this.sweep(now);
-    const capacity = policy.burst * UNITS_PER_TOKEN;
-    // EXCLUDED carries this request's policy and time into the update. The refilled level
-    // appears twice (the new value and the condition); it is the same expression.
-    const refilled = `LEAST(CAST(EXCLUDED.burst AS bigint) * ${UNITS_PER_TOKEN},
-      b.token_units + GREATEST(0, EXCLUDED.refilled_at - b.refilled_at) * EXCLUDED.rate_per_minute)`;
-    const { rows } = await this.db.raw(
-      `WITH taken AS (
-         INSERT INTO rate_limit_buckets AS b (key, token_units, refilled_at, rate_per_minute, burst)
-         VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (key) DO UPDATE SET
-           token_units = ${refilled} - ${UNITS_PER_TOKEN},
-           refilled_at = GREATEST(b.refilled_at, EXCLUDED.refilled_at),
-           rate_per_minute = EXCLUDED.rate_per_minute,
-           burst = EXCLUDED.burst
-         WHERE ${refilled} >= ${UNITS_PER_TOKEN}
-         RETURNING token_units, refilled_at
-       )
-       SELECT true AS allowed, token_units, refilled_at FROM taken
-       UNION ALL
-       SELECT false AS allowed, token_units, refilled_at FROM rate_limit_buckets
-        WHERE key = ? AND NOT EXISTS (SELECT 1 FROM taken)`,
-      [key, capacity - UNITS_PER_TOKEN, now, policy.ratePerMinute, policy.burst, key],
-    );
-    const row = rows[0] as { allowed: boolean; token_units: number; refilled_at: number } | undefined;
-    if (row?.allowed) return { allowed: true, bucket: { units: Number(row.token_units), refilledAt: Number(row.refilled_at) } };
-    // Refused. The row read back is the statement's snapshot; in the rare race where another
-    // process created the row after that snapshot it is not visible: call the bucket empty.
-    const stored = row ? { units: Number(row.token_units), refilledAt: Number(row.refilled_at) } : { units: 0, refilledAt: now };
-    return { allowed: false, bucket: refill(stored, policy, now) };
+    const { allowed, bucket } = await takeToken(this.db, key, policy, now);
+    if (allowed) return { allowed: true, bucket: bucket! };
+    // Refused. In the rare race where another process created the row after the statement's
+    // snapshot it is not visible: call the bucket empty.
+    return { allowed: false, bucket: refill(bucket ?? { units: 0, refilledAt: now }, policy, now) };
   }
 
   async giveBack(key: string, policy: RatePolicy, now: number): Promise<void> {
     const bucket = await this.peek(key, policy, now);
     if (!bucket) return;
-    await this.db('rate_limit_buckets')
-      .where({ key })
-      .update({
-        token_units: this.db.raw(`LEAST(CAST(burst AS bigint) * ${UNITS_PER_TOKEN}, token_units + ${UNITS_PER_TOKEN})`),
-      });
+    await giveTokenBack(this.db, key);
   }
 
   async peek(key: string, policy: RatePolicy, now: number): Promise<Bucket | undefined> {
-    const row = await this.db('rate_limit_buckets').where({ key }).first('token_units', 'refilled_at');
-    return row && refill({ units: Number(row.token_units), refilledAt: Number(row.refilled_at) }, policy, now);
+    const stored = await findBucket(this.db, key);
+    return stored && refill(stored, policy, now);
   }
 
   async reset(key: string): Promise<void> {
-    await this.db('rate_limit_buckets').where({ key }).delete();
+    await deleteBucket(this.db, key);
   }
 
   /** Drops full buckets (the same as none) now and then, so per-address rows do not pile up. */
   private sweep(now: number): void {
     if (now - this.lastSweep < SWEEP_EVERY_MS) return;
     this.lastSweep = now;
-    this.db
-      .raw(
-        `DELETE FROM rate_limit_buckets
-          WHERE token_units + GREATEST(0, ? - refilled_at) * rate_per_minute >= CAST(burst AS bigint) * ${UNITS_PER_TOKEN}`,
-        [now],
-      )
-      .then(
-        () => undefined,
-        (err: unknown) => this.logger?.warn({ err }, 'could not sweep full rate-limit buckets'),
-      );
+    deleteFullBuckets(this.db, now).catch((err: unknown) => this.logger?.warn({ err }, 'could not sweep full rate-limit buckets'));
   }
 }
 
@@ -312,11 +272,11 @@ function limiterFor(policy: RatePolicy, buckets: Buckets, deps: Deps): RequestHa
  * bucket (they still get their 401 while it lasts). Every limited response carries `RateLimit`
  * and `RateLimit-Policy`; an organization without a limit gets neither.
  *
- * Buckets live in memory on SQLite (one process) and in the database on PostgreSQL (shared by
- * every API process): no query per request on SQLite, one on PostgreSQL.
+ * Buckets live in the process on SQLite (one process) and in the database on PostgreSQL (shared by
+ * every API process; db/repos/rate-limits.ts chooses): no query per request on SQLite, one on PostgreSQL.
  */
 export function rateLimits(deps: Deps): RequestHandler {
-  const buckets: Buckets = isPostgres(deps.db) ? new PostgresBuckets(deps.db, deps.logger) : new MemoryBuckets();
+  const buckets: Buckets = bucketsInDatabase(deps.db) ? new DatabaseBuckets(deps.db, deps.logger) : new MemoryBuckets();
   const limiters = new Map<string, RequestHandler>();
 
   return (req, res, next) => {

@@ -57,9 +57,10 @@ async function findMatchingKeyOwner(db: Db, digest: string): Promise<KeyOwner | 
 }
 
 /**
- * Reads the key once per request, before routing, so that later layers (rate limits, the spec's
- * security handlers) can use the environment. It rejects nothing itself: whether an operation
- * needs a key is the contract's business. Owners are remembered for HERALD_KEY_CACHE_MS (key-cache.ts).
+ * Reads the key once per request, before routing, so that later layers (the rate limit, the
+ * contract's security handlers) can use it. It rejects nothing itself: the request is authorized,
+ * or refused with a 401, in one place, the security handlers of api.ts. Owners are remembered for
+ * HERALD_KEY_CACHE_MS (key-owner-cache.ts).
  */
 export function authentication({ db, clock, config }: Deps): RequestHandler {
   return (req, res, next) => {

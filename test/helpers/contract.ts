@@ -6,8 +6,7 @@ import { createAjv } from '../../src/json-schema.js';
 let backendPromise: Promise<OpenAPIBackend> | undefined;
 function contract(): Promise<OpenAPIBackend> {
   backendPromise ??= (async () => {
-    const backend = createBackend();
-    await backend.init();
+    const backend = await createBackend();
     return backend;
   })();
   return backendPromise;

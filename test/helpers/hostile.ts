@@ -35,7 +35,7 @@ export interface SpecOperation {
 
 let backendPromise: Promise<OpenAPIBackend> | undefined;
 function backend(): Promise<OpenAPIBackend> {
-  backendPromise ??= createBackend().init();
+  backendPromise ??= createBackend();
   return backendPromise;
 }
 

@@ -2,6 +2,9 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { IDEMPOTENCY_LEASE_MS, IDEMPOTENCY_TTL_MS, idempotent, requestFingerprint } from '../../src/http/idempotency.js';
 import { ApiError } from '../../src/errors.js';
+import { writeTransaction } from '../../src/db/group-commit.js';
+import { isPostgres } from '../../src/db/knex.js';
+import { recordQueries } from '../helpers/queries.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -259,5 +262,29 @@ describe('idempotent()', () => {
       }),
     ).rejects.toMatchObject({ status: 409 });
     expect(await t.db('topics').where({ topic_key: 'unit-lost' })).toHaveLength(0);
+  });
+
+  // "An Idempotency-Key must not change which write path a request takes": a keyed write commits
+  // through writeTransaction like any other, so on SQLite writes that arrive together, keyed or
+  // not, share commits (group-commit.ts); run in a transaction of its own, each keyed write would
+  // commit alone, ten commits at least for ten keyed writes.
+  it('takes the write path of a write without a key: keyed writes arriving together share commits on SQLite', async () => {
+    const keys = Array.from({ length: 10 }, (_, i) => `unit-group-${i}`);
+    const commits = recordQueries(t.db, /^commit/i);
+    const replies = await Promise.all([
+      ...keys.map((key) =>
+        idempotent(t.deps, request(key), async (deps) => {
+          await insertTopic(deps.db, key);
+          return { status: 201, body: { key } };
+        }),
+      ),
+      ...keys.map((key) => writeTransaction(t.db, (trx) => insertTopic(trx, `${key}-plain`))),
+    ]);
+    const commitCount = commits.stop().length;
+    expect(replies.slice(0, keys.length)).toEqual(keys.map((key) => ({ status: 201, body: { key } })));
+    expect(await t.db('topics').whereIn('topic_key', keys).count({ n: '*' }).first()).toMatchObject({ n: 10 });
+    expect(await t.db('idempotency_keys').whereIn('key', keys).where({ state: 'done' }).pluck('key')).toHaveLength(10);
+    if (isPostgres(t.db)) expect(commitCount).toBe(20);
+    else expect(commitCount).toBeLessThan(keys.length);
   });
 });

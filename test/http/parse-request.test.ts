@@ -1,17 +1,16 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { OpenAPIBackend, Operation, Request } from 'openapi-backend';
-import { createBackend } from '../../src/http/api.js';
+import { createBackend } from '../../src/http/backend.js';
 import { requestsFor } from '../helpers/requests.js';
 
-// Herald's backend parses a request without openapi-backend's repeated work (api.ts,
+// Herald's backend parses a request without openapi-backend's repeated work (backend.ts,
 // repeatableParse). Whatever it skips, its answer must be the one openapi-backend's own parser gives.
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('parsing a request for an operation', () => {
   let backend: OpenAPIBackend;
   let ownParse: (req: Request, operation?: Operation) => unknown;
 
   beforeAll(async () => {
-    backend = createBackend();
-    await backend.init();
+    backend = await createBackend();
     const prototype = Object.getPrototypeOf(backend.router) as { parseRequest: typeof ownParse };
     expect(backend.router.parseRequest).not.toBe(prototype.parseRequest);
     ownParse = (req, operation) => prototype.parseRequest.call(backend.router, req, operation);
