@@ -21,7 +21,7 @@ export interface DbOptions {
   schema?: string;
   /**
    * SQLite only: checkpoint the write-ahead log on a thread of its own (db/checkpointer.ts), for
-   * processes that run jobs. It costs the process about 10 MB.
+   * processes that run jobs.
    */
   checkpointInBackground?: boolean;
   /** PostgreSQL only: the most connections the pool opens (HERALD_PG_POOL_MAX). */

@@ -16,9 +16,9 @@ interface PreparingConnection {
 }
 
 /**
- * The text each SQLite connection keeps its prepared statements for, in characters: 7–9 MB
- * prepared (statement-cache.ts), for each of a file's two connections. An in-app fan-out batch's
- * four inserts of 500 rows take 80 K of it.
+ * The text each SQLite connection keeps its prepared statements for, in characters
+ * (statement-cache.ts), for each of a file's two connections: room for an in-app fan-out batch's
+ * four inserts of 500 rows several times over.
  */
 export const STATEMENT_CACHE_CHARS = 256 * 1024;
 
@@ -68,8 +68,10 @@ interface QueryParts {
 
 /**
  * SQLite plans a statement whose LIMIT or OFFSET is a bound parameter again on every run, which
- * makes `.first()` four times slower than the lookup itself (50 µs instead of 13 µs). knex has
- * checked them to be whole numbers (limit, offset): they are written into the SQL instead.
+ * costs `.first()` more than the lookup itself. When knex has them as whole numbers, they are
+ * written into the SQL instead. This patches knex's private query compiler: it stays only while
+ * `npm run bench` shows it earning well over 10% (the list row), and inline-limits.test.ts checks
+ * every shape against plain knex.
  */
 function inlineLimits(client: CompilingClient): void {
   const compile = client.queryCompiler.bind(client);
@@ -107,8 +109,8 @@ const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?\s+|\bRETURNING\s+|,\s*)(?:[["`
 
 /**
  * A read on SQLite's read connection, its rows as objects by column name. better-sqlite3 makes a
- * row's object by looking each column's name up again, ~0.9 µs a row of 15 columns; rows read as
- * arrays and named here cost a third of that (a page of 100 subscribers: 235 → 144 µs). The names
+ * row's object by looking each column's name up again for every row; rows read as arrays and
+ * named here cost much less (a page of subscribers is a hundred rows). The names
  * are read once, which holds for a text that names its columns: a change of schema cannot rename
  * them, only make the statement fail. A statement that reads `*` is prepared again by SQLite when
  * a column is added, dropped or renamed, so its rows keep better-sqlite3's own names. Only
@@ -216,7 +218,7 @@ export const sqlite: Dialect = {
 /**
  * A knex instance on a SQLite file (or `:memory:`): one writing connection, and for a file a
  * read-only one and a background reader beside it, which stop with it (`db.destroy()`). With
- * `checkpointInBackground` (processes that run jobs) a thread checkpoints the log; it costs about 10 MB.
+ * `checkpointInBackground` (processes that run jobs) a thread checkpoints the log.
  */
 export function createSqliteDb(url: string, options: { checkpointInBackground?: boolean }): Knex {
   const file = url.replace(/^sqlite:/, '');

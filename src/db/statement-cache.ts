@@ -4,9 +4,9 @@
  *
  * A prepared SQLite statement holds about 25–35 bytes of memory for each character of its text,
  * and better-sqlite3 frees it only when V8 collects the statement, which does not know that memory
- * is there. Texts vary with the number of rows a multi-row insert writes: one of 500 rows of 11
- * columns is 17,600 characters, 0.46 MB prepared. Kept from their first use, inserts of 1 to 499
- * rows grew a process by 170 MB. A text used once is left to V8, which collects it young, memory
+ * is there. Texts vary with the number of rows a multi-row insert writes, and a long one holds
+ * megabytes prepared: kept from their first use, inserts of every size would grow a process by
+ * hundreds of them. A text used once is left to V8, which collects it young, memory
  * and all; one that lasted in the cache and then goes waits for a full collection, so the
  * budget bounds what the statements used again and again (a request's lookups, a fan-out batch's
  * inserts) can take. The texts used once are forgotten all at once when they pass the budget, so a

@@ -1,22 +1,16 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { claimDueJobs, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { startHttpPeer } from '../helpers/peers.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+const t = useTestApp();
+// Made again before each test, in its fresh organizations.
 beforeEach(async () => {
-  await t.renew();
   await t.a.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
   await t.a.post('/v1/workflows', { name: 'Note', steps: [{ type: 'sms', template: { content: 'x' } }] }).expect(201);
 });
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
 
 describe('leases', () => {
   it('hand a job whose worker went quiet to another worker, and ignore the first worker afterwards', async () => {

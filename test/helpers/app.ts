@@ -1,4 +1,5 @@
 import express from 'express';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import supertest from 'supertest';
 import type { Express } from 'express';
 import { createApp } from '../../src/app.js';
@@ -127,4 +128,28 @@ export async function startTestApp(): Promise<TestApp> {
     },
   };
   return t;
+}
+
+/**
+ * The test file's app: started once, renewed before each test (organizations of its own, so none
+ * sees what another made), every response it gave checked against the contract after each, and
+ * closed at the end. Read it only inside hooks and tests.
+ */
+export function useTestApp(): TestApp {
+  let app: TestApp | undefined;
+  beforeAll(async () => {
+    app = await startTestApp();
+  });
+  beforeEach(async () => {
+    await app!.renew();
+  });
+  afterEach(async () => app?.assertContract());
+  afterAll(async () => app?.close());
+  return new Proxy({} as TestApp, {
+    get(_target, key) {
+      if (!app) throw new Error('useTestApp: the app exists only inside hooks and tests');
+      // Read afresh each time: renew() replaces the clients and environments.
+      return (app as unknown as Record<PropertyKey, unknown>)[key];
+    },
+  });
 }

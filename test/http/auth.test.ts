@@ -1,20 +1,11 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 import { createApiKey, revokeApiKey } from '../../src/db/repos/accounts.js';
 import { cachedKeyOwner, forgetKeyOwners } from '../../src/db/key-owner-cache.js';
 import { hashApiKey, keyPrefix } from '../../src/api-keys.js';
 import type { Db } from '../../src/db/knex.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own: none sees what another made.
-beforeEach(async () => {
-  await t.renew();
-});
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
+const t = useTestApp();
 
 describe('authentication', () => {
   it('accepts a key sent as "Authorization: Bearer <key>"', async () => {

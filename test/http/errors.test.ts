@@ -1,16 +1,7 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own: none sees what another made.
-beforeEach(async () => {
-  await t.renew();
-});
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
+const t = useTestApp();
 
 const ERROR_FIELDS = ['statusCode', 'error', 'message', 'timestamp', 'path'];
 

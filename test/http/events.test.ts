@@ -1,5 +1,5 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 import { createWorkflow } from '../helpers/factories.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { testDatabaseUrl } from '../helpers/db.js';
@@ -11,13 +11,9 @@ import { eventRow, type WorkflowSnapshot } from '../../src/db/repos/events.js';
 import { jobRow } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+const t = useTestApp();
+// Made again before each test, in its fresh organizations.
 beforeEach(async () => {
-  await t.renew();
   await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada' }).expect(201);
   await t.a.post('/v1/topics', { topicKey: 'team', name: 'Team' }).expect(201);
   await t.a
@@ -29,8 +25,6 @@ beforeEach(async () => {
     .expect(201);
 });
 beforeEach(() => t.clock.advance(1000));
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
 
 const count = async (table: string) => Number((await t.db(table).count({ n: '*' }).first())!.n);
 

@@ -1,24 +1,18 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { type TestApp, useTestApp } from '../helpers/app.js';
 import { IDEMPOTENCY_LEASE_MS, IDEMPOTENCY_TTL_MS, idempotent, requestFingerprint } from '../../src/http/idempotency.js';
 import { ApiError } from '../../src/errors.js';
 import { writeTransaction } from '../../src/db/group-commit.js';
 import { isPostgres } from '../../src/db/knex.js';
 import { recordQueries } from '../helpers/queries.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+const t = useTestApp();
+// Made again before each test, in its fresh organizations.
 beforeEach(async () => {
-  await t.renew();
   await t.a.post('/v1/workflows', { name: 'Welcome', steps: [{ type: 'in_app', template: { content: 'Hi {{subscriber.firstName}}' } }] }).expect(201);
   await t.a.post('/v1/subscribers', { subscriberId: 'ada', firstName: 'Ada' }).expect(201);
 });
 beforeEach(() => t.clock.advance(1000));
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
 
 const count = async (table: string, where: Record<string, unknown> = {}) =>
   Number((await t.db(table).where(where).count({ n: '*' }).first())!.n);

@@ -1,20 +1,14 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, type Client, type TestApp } from '../helpers/app.js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type Client, useTestApp } from '../helpers/app.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own: none sees what another made.
+const t = useTestApp();
+// Made again before each test, in its fresh organizations.
 beforeEach(async () => {
-  await t.renew();
 });
 // Every test starts from an environment without integrations (their subscriber credentials cascade).
 beforeEach(async () => {
   await t.db('integrations').delete();
 });
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
 
 const PASSWORD = 's3cr3t-passw0rd';
 const smtp = {

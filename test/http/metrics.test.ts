@@ -1,18 +1,9 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { registerGauge } from '../../src/metrics.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { startTestApp, useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own: none sees what another made.
-beforeEach(async () => {
-  await t.renew();
-});
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
+const t = useTestApp();
 
 /** One sample's value from Prometheus's text format, 0 when the series is absent. */
 function sample(text: string, name: string, labels: Record<string, string>): number {

@@ -1,13 +1,9 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own, with the fixtures below made again: none sees what another made.
+const t = useTestApp();
+// Made again before each test, in its fresh organizations.
 beforeEach(async () => {
-  await t.renew();
   await t.a.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
   t.clock.advance(1000);
   await t.a
@@ -28,8 +24,6 @@ beforeEach(async () => {
   await t.a.post('/v1/workflows', { name: 'Dormant', active: false, steps: [{ type: 'push', template: { title: 't', content: 'c' } }] }).expect(201);
 });
 beforeEach(() => t.clock.advance(1000));
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
 
 const entries = async () => (await t.a.get('/v1/subscribers/ada/preferences').expect(200)).body.data;
 

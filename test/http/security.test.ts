@@ -5,14 +5,14 @@ import { Writable } from 'node:stream';
 import * as crypto from 'node:crypto';
 import express from 'express';
 import supertest from 'supertest';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApp } from '../../src/app.js';
 import { createLogger } from '../../src/logger.js';
 import { authenticate } from '../../src/http/security.js';
 import { hashApiKey, keyPrefix, sameDigest } from '../../src/api-keys.js';
 import { createApiKey, revokeApiKey } from '../../src/db/repos/accounts.js';
 import { contractRecorder } from '../helpers/contract.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 import { snapshot } from '../helpers/hostile.js';
 
 // Pass-through spies: the real functions run, and the tests can see that they did.
@@ -25,16 +25,7 @@ vi.mock('../../src/api-keys.js', async (importOriginal) => {
   return { ...actual, sameDigest: vi.fn(actual.sameDigest) };
 });
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own: none sees what another made.
-beforeEach(async () => {
-  await t.renew();
-});
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
+const t = useTestApp();
 
 describe('API keys are compared in constant time', () => {
   const digest = hashApiKey('hk_one');

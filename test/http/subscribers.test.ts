@@ -1,17 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { startTestApp, type TestApp, useTestApp } from '../helpers/app.js';
 import { createSubscriber } from '../helpers/factories.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own: none sees what another made.
-beforeEach(async () => {
-  await t.renew();
-});
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
+const t = useTestApp();
 
 const ada = {
   subscriberId: 'ada',

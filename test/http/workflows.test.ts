@@ -1,18 +1,12 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp();
-});
-// Each test starts from organizations of its own: none sees what another made.
+const t = useTestApp();
+// Made again before each test, in its fresh organizations.
 beforeEach(async () => {
-  await t.renew();
 });
 // Each test happens a second after the one before, so creation order is observable.
 beforeEach(() => t.clock.advance(1000));
-afterEach(async () => t.assertContract());
-afterAll(async () => t?.close());
 
 const commentAdded = {
   name: 'Comment added',
