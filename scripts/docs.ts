@@ -12,7 +12,7 @@ import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import YAML from 'yaml';
-import { SPEC_PATH } from '../src/http/api.js';
+import { SPEC_PATH } from '../src/http/backend.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const DEFAULT_DOCS_OUT = path.join(ROOT, 'dist', 'docs', 'index.html');

@@ -1,7 +1,8 @@
 import express, { type Express, type RequestHandler } from 'express';
 import type { Deps } from './deps.js';
 import { handlers } from './handlers/index.js';
-import { apiMiddleware, createApi, precompileValidators, SPEC_PATH } from './http/api.js';
+import { apiMiddleware, createApi, precompileValidators } from './http/api.js';
+import { SPEC_PATH } from './http/backend.js';
 import { errorHandler, sendError } from './http/errors.js';
 import { ApiError, notFound } from './errors.js';
 import { requestLog } from './http/request-log.js';

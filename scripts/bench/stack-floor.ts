@@ -7,7 +7,7 @@
 //   node dist/bench/stack-floor.js <routes.json>     (the bench compiles it; same routes file as the baseline)
 import express, { type Request, type Response } from 'express';
 import type { Context } from 'openapi-backend';
-import { createBackend } from '../../src/http/api.js';
+import { createBackend } from '../../src/http/backend.js';
 import { readRoutes, serve } from './routes.js';
 
 const config = readRoutes();

@@ -11,9 +11,6 @@ import type { Auth, OperationId } from '../contract.js';
 import type { HandlerContext, OperationHandlers } from './types.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 
-// The backend itself (Herald's fork of openapi-backend's request handling) is backend.ts's.
-export { createBackend, SPEC_PATH } from './backend.js';
-
 /** The largest JSON body the API reads. */
 export const BODY_LIMIT = '1mb';
 

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import type { RequestHandler } from 'express';
 import type { Logger } from '../logger.js';
 import { ROOT } from '../paths.js';
-import { SPEC_PATH } from './api.js';
+import { SPEC_PATH } from './backend.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
 

@@ -1,6 +1,7 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Context } from 'openapi-backend';
-import { apiMiddleware, BODY_LIMIT, createBackend, METHODS_WITH_BODY, sendJson, SPEC_PATH, validationDetails } from './api.js';
+import { apiMiddleware, BODY_LIMIT, METHODS_WITH_BODY, sendJson, validationDetails } from './api.js';
+import { createBackend, SPEC_PATH } from './backend.js';
 import { badRequest, ApiError, notFound, unauthorized } from '../errors.js';
 import { errorHandler, sendError } from './errors.js';
 import type { Logger } from '../logger.js';

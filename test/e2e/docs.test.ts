@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { ROOT } from '../helpers/process.js';
-import { SPEC_PATH } from '../../src/http/api.js';
+import { SPEC_PATH } from '../../src/http/backend.js';
 
 // The real Redocly build, as `npm run docs` runs it. Only once: it does not depend on the database.
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('npm run docs', () => {

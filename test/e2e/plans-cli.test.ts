@@ -1,7 +1,7 @@
 // `npm run plans`, the command line that sets an organization's plan and limits: run as a process on
 // the test database, with the server (in-process here) applying its change once it reads the key again.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type Client, startTestApp, type TestApp } from '../helpers/app.js';
+import { type Client, spend, startTestApp, type TestApp } from '../helpers/app.js';
 import { processDatabaseUrl } from '../helpers/db.js';
 import { createTenant } from '../helpers/factories.js';
 import { runScript } from '../helpers/process.js';
@@ -13,12 +13,6 @@ let enterpriseOrganizationId: string;
 
 /** Long enough for any bucket of these tests to be full again. */
 const refillAll = () => t.clock.advance(10 * 60_000);
-
-async function spend(client: Client, n: number): Promise<number[]> {
-  const statuses: number[] = [];
-  for (let i = 0; i < n; i++) statuses.push((await client.get('/v1/subscribers')).status);
-  return statuses;
-}
 
 beforeAll(async () => {
   t = await startTestApp();

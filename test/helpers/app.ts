@@ -153,3 +153,10 @@ export function useTestApp(): TestApp {
     },
   });
 }
+
+/** Sends `n` requests one after another with `client`, answering their statuses (rate-limit tests). */
+export async function spend(client: Client, n: number): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < n; i++) statuses.push((await client.get('/v1/subscribers')).status);
+  return statuses;
+}

@@ -1,6 +1,6 @@
 import type { OpenAPIBackend, Operation } from 'openapi-backend';
 import type { RequestHandler } from 'express';
-import { createBackend } from '../../src/http/api.js';
+import { createBackend } from '../../src/http/backend.js';
 import { createAjv } from '../../src/json-schema.js';
 
 let backendPromise: Promise<OpenAPIBackend> | undefined;

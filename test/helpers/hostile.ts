@@ -5,7 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { OpenAPIBackend } from 'openapi-backend';
-import { createBackend } from '../../src/http/api.js';
+import { createBackend } from '../../src/http/backend.js';
 import { isPostgres, type Db } from '../../src/db/knex.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import type { Client, TestApp } from './app.js';

@@ -87,18 +87,18 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** Ada as the first subscribers test creates her (`firstName` overridable). */
-const createAda = (overrides: Record<string, unknown> = {}) =>
-  createSubscriber(t.a, {
-    subscriberId: 'ada',
-    email: 'ada@example.com',
-    firstName: 'Ada',
-    lastName: 'Lovelace',
-    phone: '+447700900123',
-    locale: 'en-GB',
-    data: { plan: 'pro' },
-    ...overrides,
-  });
+/** Ada as the first subscribers test creates her. */
+const ADA = {
+  subscriberId: 'ada',
+  email: 'ada@example.com',
+  firstName: 'Ada',
+  lastName: 'Lovelace',
+  phone: '+447700900123',
+  locale: 'en-GB',
+  data: { plan: 'pro' },
+};
+/** Ada, made through the API (`firstName` overridable). */
+const createAda = (overrides: Record<string, unknown> = {}) => createSubscriber(t.a, { ...ADA, ...overrides });
 /** The Slack integration the first integrations test creates. */
 const createTeamSlack = () => createIntegration(t.a, { providerId: 'slack', channel: 'chat', name: 'Team Slack', identifier: 'team-slack', active: true });
 
@@ -129,15 +129,7 @@ describe('transport', () => {
 describe('subscribers', () => {
   it('create: answers 201 and the SDK returns the subscriber', async () => {
     const createdAt = now();
-    const res = await novu.subscribers.create({
-      subscriberId: 'ada',
-      email: 'ada@example.com',
-      firstName: 'Ada',
-      lastName: 'Lovelace',
-      phone: '+447700900123',
-      locale: 'en-GB',
-      data: { plan: 'pro' },
-    });
+    const res = await novu.subscribers.create(ADA);
     // `data` is not in the SDK's Subscriber schema, so zod strips it.
     expect(res.result).toEqual({
       subscriberId: 'ada',

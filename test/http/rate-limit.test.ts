@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import supertest from 'supertest';
-import { Client, startTestApp, type TestApp } from '../helpers/app.js';
+import { Client, spend, startTestApp, type TestApp } from '../helpers/app.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { createTenant } from '../helpers/factories.js';
 import { createApp } from '../../src/app.js';
@@ -94,12 +94,6 @@ let keys: { free: Client; freeProduction: Client; pro: Client; enterprise: Clien
 
 /** Long enough for any bucket of these tests to be full again. */
 const refillAll = () => t.clock.advance(10 * 60_000);
-
-async function spend(client: Client, n: number): Promise<number[]> {
-  const statuses: number[] = [];
-  for (let i = 0; i < n; i++) statuses.push((await client.get('/v1/subscribers')).status);
-  return statuses;
-}
 
 beforeAll(async () => {
   t = await startTestApp();
