@@ -7,6 +7,11 @@ import { defineConfig } from 'vitest/config';
 // test/http, test/engine, test/db, test/providers, test/unit) and the end-to-end one (`sqlite-e2e`,
 // `postgres-e2e`: test/e2e, the tests that launch Chromium, spawn processes, run the built server or
 // fuzz). `npm test` runs every project; `npm run test:fast` only `sqlite`.
+//
+// The fast projects run their files on threads that share one module graph (`isolate: false`):
+// loading the server's modules once per thread instead of once per file is most of what makes
+// `test:fast` fast. So a test file must not count on a module's state being fresh; one that mocks
+// a module imports it afresh after vi.resetModules() (test/http/security.test.ts).
 const databases: Array<{ name: string; url: string }> = [{ name: 'sqlite', url: 'sqlite' }];
 if (process.env.TEST_POSTGRES_URL) databases.push({ name: 'postgres', url: process.env.TEST_POSTGRES_URL });
 
@@ -20,6 +25,8 @@ export default defineConfig({
           name,
           include: ['test/**/*.test.ts'],
           exclude: [E2E],
+          pool: 'threads',
+          isolate: false,
           env: { HERALD_TEST_DB: url },
           testTimeout: 30_000,
           hookTimeout: 60_000,
