@@ -121,7 +121,7 @@ export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, st
   if (skip) return { status: 'skipped', detail: skip };
   const channel = step.type as Channel;
   const { template, text, html } = renderer(job, event, step, subscriber!);
-  const delivery = { deliveryId: job.id };
+  const delivery = { deliveryId: job.id, outbound: deps.config.outbound };
 
   switch (channel) {
     case 'in_app':

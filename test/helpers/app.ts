@@ -4,6 +4,7 @@ import supertest from 'supertest';
 import type { Express } from 'express';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import { LOCAL_PEERS_ENV } from './peers.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
 import type { Deps } from '../../src/deps.js';
@@ -86,7 +87,7 @@ export async function startTestApp(): Promise<TestApp> {
   const testDb = await createTestDb();
   const { db } = testDb;
   const clock = new ManualClock();
-  const deps: Deps = { db, clock, config: loadConfig({}), logger: createLogger('silent'), workQueued: new WorkSignal() };
+  const deps: Deps = { db, clock, config: loadConfig(LOCAL_PEERS_ENV), logger: createLogger('silent'), workQueued: new WorkSignal() };
   const violations: string[] = [];
   const pending = new Set<Promise<void>>();
   const app = express();
