@@ -124,8 +124,8 @@ export function post(request: HttpRequest, delivery: Delivery): Promise<HttpAnsw
             if (chunk.length >= room) {
               // Enough: stop reading (the socket is closed, not drained) and decide on what we have.
               truncated = chunk.length > room || !res.complete;
-              res.destroy();
               done();
+              res.destroy();
             }
           });
           res.on('end', done);
