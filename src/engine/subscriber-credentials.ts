@@ -57,7 +57,7 @@ export async function setSubscriberCredentials(deps: Deps, environmentId: string
       const key = await existingSubscriberKey(trx, environmentId, subscriberId);
       checkCredentials(deps, providerId, body.credentials);
       const integration = await targetIntegration(trx, environmentId, providerId, integrationIdentifier);
-      await upsertSubscriberChannel(trx, { subscriberKey: key, integrationId: integration.id, providerId, credentials: body.credentials }, now);
+      await upsertSubscriberChannel(trx, { subscriberKey: key, integrationId: integration.id, providerId, credentials: body.credentials }, now, deps.config.secret);
     });
   } catch (err) {
     // Only the subscriber can vanish under us: the integration is locked.
