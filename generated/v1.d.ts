@@ -2088,6 +2088,23 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description The request is well formed but breaks a rule: a credential the provider needs is missing, one it
+         *     does not use is given, a destination (webhook URL, `baseUrl`, SMTP host) is not a public
+         *     address, or the Idempotency-Key was used for a different request. `details` names each problem
+         *     by its field; messages never quote credential values.
+         */
+        UnprocessableCredentials: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The plan's rate limit is exhausted. Retry after `Retry-After` seconds. */
         TooManyRequests: {
             headers: {
@@ -2105,23 +2122,6 @@ export interface components {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description The request is well formed but breaks a rule: a credential the provider needs is missing, one it
-         *     does not use is given, a destination (webhook URL, `baseUrl`, SMTP host) is not a public
-         *     address, or the Idempotency-Key was used for a different request. `details` names each problem
-         *     by its field; messages never quote credential values.
-         */
-        UnprocessableCredentials: {
-            headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
                 [name: string]: unknown;
             };
             content: {
