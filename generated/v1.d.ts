@@ -223,7 +223,9 @@ export interface paths {
          *     Slack, Discord or Microsoft Teams, device tokens for push. The environment needs an active
          *     integration of that provider (`integrationIdentifier` picks one when there are several;
          *     else the channel's primary, else the oldest), else the request is a `422`; so is a
-         *     credential the provider needs that is missing, or one it does not use.
+         *     credential the provider needs that is missing, one it does not use, or a webhook URL that
+         *     is not a public `http`/`https` address. The webhook URL is stored encrypted; answers show
+         *     it masked.
          */
         put: operations["updateSubscriberCredentials"];
         post?: never;
@@ -857,8 +859,34 @@ export interface components {
         ChannelCredentials: {
             /**
              * Format: uri
-             * @description The incoming-webhook URL of a Slack, Discord or Microsoft Teams channel.
+             * @description The incoming-webhook URL of a Slack, Discord or Microsoft Teams channel. It must be an
+             *     `http` or `https` URL whose host is a public address or a name (a loopback, private,
+             *     link-local, shared, unique-local, multicast or reserved address in any spelling, or a
+             *     `localhost` name, is a `422` naming `body/credentials/webhookUrl`, unless the operator
+             *     allows its network); a name is checked again, by every address it resolves to, when Herald
+             *     sends. Whoever has this URL can post to the channel, so Herald keeps it encrypted and
+             *     answers show it masked (`MaskedChannelCredentials`).
              * @example https://hooks.slack.com/services/T000/B000/XXXX
+             */
+            webhookUrl?: string;
+            /**
+             * @description A channel name, for providers that need one.
+             * @example general
+             */
+            channel?: string;
+            /** @description Push tokens of the subscriber's devices. */
+            deviceTokens?: string[];
+        };
+        /**
+         * @description A subscriber's credentials for one chat or push provider, as answers show them. A webhook URL is
+         *     a credential (whoever has it can post to the channel): Herald stores it encrypted and shows only
+         *     its scheme, its host and, when the rest is long, its last 4 characters. To change it, send the
+         *     whole URL again with `PUT /subscribers/{subscriberId}/credentials`.
+         */
+        MaskedChannelCredentials: {
+            /**
+             * @description The webhook URL, masked.
+             * @example https://hooks.slack.com/…XXXX
              */
             webhookUrl?: string;
             /**
@@ -878,7 +906,7 @@ export interface components {
              */
             integrationIdentifier?: string;
             _integrationId: components["schemas"]["Id"];
-            credentials: components["schemas"]["ChannelCredentials"];
+            credentials: components["schemas"]["MaskedChannelCredentials"];
         };
         /** @description Credentials for one chat or push provider. */
         SubscriberCredentialsUpdate: {
@@ -1781,6 +1809,13 @@ export interface components {
          *     `host`, `port` and `from`; `sendgrid` `apiKey` and `from`; `twilio` `accountSid`, `token`
          *     and `from`; `push-webhook` `webhookUrl` and `secretKey`. `baseUrl` points an HTTP provider
          *     at another address (a proxy, a regional endpoint, a test server).
+         *
+         *     Where Herald connects (`baseUrl`, `webhookUrl`, the SMTP `host`) must be public: an `http` or
+         *     `https` URL, or a host, that is not a loopback, private, link-local, shared, unique-local,
+         *     multicast or reserved address in any spelling, nor a `localhost` name (a `422` naming the
+         *     field), unless the operator allows its network with `HERALD_ALLOWED_NETWORKS`. Names are
+         *     checked again, by every address they resolve to, each time Herald connects. The credentials
+         *     are stored encrypted and never shown back in clear.
          */
         IntegrationCredentials: {
             /**
@@ -1804,7 +1839,7 @@ export interface components {
              */
             token?: string;
             /**
-             * @description The SMTP server's host name.
+             * @description The SMTP server's host name or address; it must be public (see above).
              * @example smtp.example.com
              */
             host?: string;
@@ -1845,13 +1880,13 @@ export interface components {
             region?: string;
             /**
              * Format: uri
-             * @description Send the provider's API calls to this address instead of its default.
+             * @description Send the provider's API calls to this address instead of its default; it must be public (see above).
              * @example https://api.sendgrid.com
              */
             baseUrl?: string;
             /**
              * Format: uri
-             * @description Where push-webhook posts notifications.
+             * @description Where push-webhook posts notifications; it must be public (see above).
              * @example https://example.com/hooks/push
              */
             webhookUrl?: string;
@@ -2043,6 +2078,23 @@ export interface components {
          *     request; `details` names each problem.
          */
         Unprocessable: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The request is well formed but breaks a rule: a credential the provider needs is missing, one it
+         *     does not use is given, a destination (webhook URL, `baseUrl`, SMTP host) is not a public
+         *     address, or the Idempotency-Key was used for a different request. `details` names each problem
+         *     by its field; messages never quote credential values.
+         */
+        UnprocessableCredentials: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
@@ -2598,7 +2650,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["Unprocessable"];
+            422: components["responses"]["UnprocessableCredentials"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -3386,7 +3438,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["Unprocessable"];
+            422: components["responses"]["UnprocessableCredentials"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -3431,7 +3483,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["Unprocessable"];
+            422: components["responses"]["UnprocessableCredentials"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };

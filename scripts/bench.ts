@@ -288,7 +288,8 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     // The API, alone: no job runner in it.
     const apiPort = await freePort();
     const base = `http://127.0.0.1:${apiPort}`;
-    const serverEnv = { DATABASE_URL: bench.childUrl, HOST: '127.0.0.1', PORT: String(apiPort), HERALD_API_KEY: key, LOG_LEVEL: 'warn' };
+    // The chat rows' webhook receiver listens on 127.0.0.1, which the outbound guard refuses unless allowed.
+    const serverEnv = { DATABASE_URL: bench.childUrl, HOST: '127.0.0.1', PORT: String(apiPort), HERALD_API_KEY: key, LOG_LEVEL: 'warn', HERALD_ALLOWED_NETWORKS: '127.0.0.1/32' };
     const api = startNode('API', 'dist/src/main.js', ['--role', 'api'], serverEnv, profileArgs('api'), logOf('api'));
     children.push(api);
     await waitForHttp(api, `${base}/health`);

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { DEFAULT_PROVIDER_TIMEOUTS, parseNetworks, type OutboundPolicy } from './outbound-guard.js';
 
 export type Plan = 'free' | 'pro' | 'enterprise';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
@@ -21,6 +22,11 @@ export interface Config {
   keyCacheMs: number;
   /** PostgreSQL: the most connections each process opens. */
   postgresPoolMax: number;
+  /**
+   * Where providers may send (public addresses, plus HERALD_ALLOWED_NETWORKS) and how long a send may
+   * take (HERALD_PROVIDER_CONNECT_TIMEOUT_MS, _FIRST_BYTE_TIMEOUT_MS, _SEND_TIMEOUT_MS).
+   */
+  outbound: OutboundPolicy;
 }
 
 /**
@@ -58,5 +64,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobLeaseMs: wholeNumber(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
     keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
     postgresPoolMax: wholeNumber(env.HERALD_PG_POOL_MAX, DEFAULT_POSTGRES_POOL_MAX, 'HERALD_PG_POOL_MAX'),
+    outbound: {
+      allowedNetworks: parseNetworks(env.HERALD_ALLOWED_NETWORKS),
+      timeouts: {
+        connectMs: wholeNumber(env.HERALD_PROVIDER_CONNECT_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.connectMs, 'HERALD_PROVIDER_CONNECT_TIMEOUT_MS'),
+        firstByteMs: wholeNumber(env.HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.firstByteMs, 'HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS'),
+        sendMs: wholeNumber(env.HERALD_PROVIDER_SEND_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.sendMs, 'HERALD_PROVIDER_SEND_TIMEOUT_MS'),
+      },
+    },
   };
 }

@@ -1,4 +1,6 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 
 /**
  * Sealing of values at rest (integration credentials) with a key derived from HERALD_SECRET.
@@ -66,4 +68,47 @@ export function open(stored: string, secret: string | undefined): string {
 /** Seals `plain` when a secret is set, else keeps it as it is (the README's "optional" secret). */
 export function sealIfSecret(plain: string, secret: string | undefined): string {
   return secret ? seal(plain, secret) : plain;
+}
+
+/**
+ * How a URL that is a credential (a chat webhook) is shown: its scheme and host, then the last 4
+ * characters when the rest is long enough that they reveal little (`https://hooks.slack.com/…a1B2`).
+ * Enough to tell two webhooks apart; not enough to post to either.
+ */
+export function maskUrl(value: string): string {
+  try {
+    const url = new URL(value);
+    const rest = value.slice(value.indexOf(url.host) + url.host.length);
+    return `${url.protocol}//${url.host}/…${rest.length >= 12 ? value.slice(-4) : ''}`;
+  } catch {
+    return '…';
+  }
+}
+
+/** The key file of a SQLite database: `herald.key` in the database's folder; none for PostgreSQL or memory. */
+export function keyFileOf(databaseUrl: string): string | undefined {
+  if (/^postgres(ql)?:\/\//i.test(databaseUrl)) return undefined;
+  const file = databaseUrl.startsWith('sqlite:') ? databaseUrl.slice('sqlite:'.length) : databaseUrl;
+  if (file === '' || file.includes(':memory:') || file.startsWith('file:')) return undefined;
+  return path.join(path.dirname(path.resolve(file)), 'herald.key');
+}
+
+/**
+ * The secret kept in `file`, made (32 random bytes, readable by this user alone) when there is none
+ * yet. `created` says it was made now: the caller says so once, since losing the file makes every
+ * sealed value unreadable.
+ */
+export function readOrCreateKeyFile(file: string): { secret: string; created: boolean } {
+  const read = () => fs.readFileSync(file, 'utf8').trim();
+  if (fs.existsSync(file)) return { secret: read(), created: false };
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const secret = randomBytes(32).toString('base64url');
+  try {
+    fs.writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    // Another process (a worker started beside the API) made it first: use theirs.
+    if ((err as { code?: string }).code === 'EEXIST') return { secret: read(), created: false };
+    throw err;
+  }
+  return { secret, created: true };
 }

@@ -6,6 +6,7 @@ import { loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { createDb, migrate } from './db/knex.js';
 import { bootstrap } from './accounts/bootstrap.js';
+import { settleSecret } from './accounts/secret.js';
 import { systemClock } from './clock.js';
 import { JobRunner } from './engine/runner.js';
 import type { Deps } from './deps.js';
@@ -38,6 +39,7 @@ async function main(): Promise<void> {
   // A process that runs jobs writes in batches: its SQLite checkpoints run beside them.
   const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax });
   await migrate(db);
+  config.secret = await settleSecret(config, db, logger);
   const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
   const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });
   runner?.start();

@@ -77,7 +77,7 @@ await insertTopic(db, env, { topicKey: 'everyone', name: 'Everyone' }, now);
 const keys = (await db('subscribers').where({ environment_id: env }).orderBy('id').limit(MEMBERS).select('id')).map((r: { id: string }) => r.id);
 await addMembers(db, (await findTopicRow(db, env, 'everyone'))!.id, keys, now);
 
-const config = { ...loadConfig({}), logLevel: 'warn' };
+const config = { ...loadConfig({ HERALD_ALLOWED_NETWORKS: '127.0.0.1/32' }), logLevel: 'warn' };
 const deps = { db, clock: systemClock, config, logger: createLogger('warn'), workQueued: new WorkSignal() };
 const app = await createApp(deps);
 const server = app.listen(0, '127.0.0.1');

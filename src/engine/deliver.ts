@@ -8,6 +8,7 @@ import { findSubscriber, type Subscriber } from '../db/repos/subscribers.js';
 import { deliveryIntegrationOf, findIntegrationRow, readCredentials } from '../db/repos/integrations.js';
 import { globalLayer, workflowLayer } from '../db/repos/preferences.js';
 import { notificationRecipient } from '../db/repos/notifications.js';
+import { channelCredentialsForSending } from '../db/repos/subscriber-channels.js';
 import { PROVIDERS, type IntegrationCredentials, type ProviderId } from '../providers/catalogue.js';
 import { senders } from '../providers/index.js';
 import type { Step } from '../db/repos/workflows.js';
@@ -41,13 +42,14 @@ async function integrationFor(deps: Deps, environmentId: string, channel: Channe
   return { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) };
 }
 
-/** The subscriber's credentials for a chat or push provider whose integration is active. */
-async function subscriberChannel(deps: Deps, environmentId: string, subscriber: Subscriber, channel: Channel) {
+/** The subscriber's credentials (in clear: answers mask them) for a chat or push provider whose integration is active. */
+async function subscriberChannel(deps: Deps, environmentId: string, subscriber: Subscriber, subscriberKey: string, channel: Channel) {
   for (const entry of subscriber.channels) {
     if (PROVIDERS[entry.providerId].channel !== channel) continue;
     const row = await findIntegrationRow(deps.db, environmentId, entry._integrationId);
     if (row && (row.active === true || row.active === 1)) {
-      return { entry, target: { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } };
+      const credentials = (await channelCredentialsForSending(deps.db, subscriberKey, entry._integrationId, deps.config.secret)) ?? entry.credentials;
+      return { entry: { ...entry, credentials }, target: { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } };
     }
   }
   throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${channel} credentials for an active integration`);
@@ -121,7 +123,7 @@ export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, st
   if (skip) return { status: 'skipped', detail: skip };
   const channel = step.type as Channel;
   const { template, text, html } = renderer(job, event, step, subscriber!);
-  const delivery = { deliveryId: job.id };
+  const delivery = { deliveryId: job.id, outbound: deps.config.outbound };
 
   switch (channel) {
     case 'in_app':
@@ -149,7 +151,7 @@ export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, st
       return { status: 'completed', detail: `SMS sent to ${subscriber!.phone}`, providerId: target.providerId, raw: sent.raw };
     }
     case 'chat': {
-      const { entry, target } = await subscriberChannel(deps, env, subscriber!, 'chat');
+      const { entry, target } = await subscriberChannel(deps, env, subscriber!, recipient.subscriberKey, 'chat');
       if (!entry.credentials.webhookUrl) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} webhook URL`);
       const sent = await senders.chat[target.providerId]!.send(
         { webhookUrl: entry.credentials.webhookUrl, content: text('content')!, channel: entry.credentials.channel },
@@ -159,7 +161,7 @@ export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, st
       return { status: 'completed', detail: `Posted to the ${entry.providerId} webhook`, providerId: target.providerId, raw: sent.raw };
     }
     case 'push': {
-      const { entry, target } = await subscriberChannel(deps, env, subscriber!, 'push');
+      const { entry, target } = await subscriberChannel(deps, env, subscriber!, recipient.subscriberKey, 'push');
       const deviceTokens = entry.credentials.deviceTokens ?? [];
       if (deviceTokens.length === 0) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} device tokens`);
       const sent = await senders.push[target.providerId]!.send(

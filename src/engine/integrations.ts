@@ -23,8 +23,8 @@ const inactivePrimary = () =>
   unprocessable('An inactive integration cannot be primary', [{ field: 'body/primary', message: 'cannot be true while active is false' }]);
 
 /** 422 naming each credential the provider needs and lacks, or does not take. Values are never quoted. */
-function checkCredentials(providerId: ProviderId, credentials: IntegrationCredentials | undefined): void {
-  const problems = checkIntegrationCredentials(providerId, credentials);
+function checkCredentials(deps: Deps, providerId: ProviderId, credentials: IntegrationCredentials | undefined): void {
+  const problems = checkIntegrationCredentials(providerId, credentials, deps.config.outbound.allowedNetworks);
   if (problems.length === 0) return;
   const summary = problems.map((p) => `${p.field.slice('body/credentials/'.length)} ${p.message}`).join('; ');
   throw unprocessable(`The credentials do not fit ${providerId}: ${summary}`, problems);
@@ -99,7 +99,7 @@ export async function createIntegration(deps: Deps, environmentId: string, body:
   }
   const active = body.active ?? true;
   if (body.primary === true && !active) throw inactivePrimary();
-  checkCredentials(provider.id, body.credentials);
+  checkCredentials(deps, provider.id, body.credentials);
 
   const now = deps.clock.now();
   const secret = deps.config.secret;
@@ -134,7 +134,7 @@ export async function updateIntegration(
     const wasActive = readBool(row.active);
     const active = body.active ?? wasActive;
     if (body.primary === true && !active) throw inactivePrimary();
-    if (body.credentials !== undefined) checkCredentials(row.provider_id, body.credentials);
+    if (body.credentials !== undefined) checkCredentials(deps, row.provider_id, body.credentials);
     if (body.identifier !== undefined && (await repo.identifierTaken(trx, environmentId, body.identifier, row.id))) {
       throw identifierClash(body.identifier);
     }

@@ -14,8 +14,8 @@ import { existingSubscriberKey, subscriberNotFound } from './subscribers.js';
 
 type CredentialsUpdate = Body<'updateSubscriberCredentials'>;
 
-function checkCredentials(providerId: ProviderId, credentials: CredentialsUpdate['credentials']): void {
-  const problems = checkSubscriberCredentials(providerId, credentials);
+function checkCredentials(deps: Deps, providerId: ProviderId, credentials: CredentialsUpdate['credentials']): void {
+  const problems = checkSubscriberCredentials(providerId, credentials, deps.config.outbound.allowedNetworks);
   if (problems.length === 0) return;
   const summary = problems.map((p) => `${p.field.replace(/^body\//, '')} ${p.message}`).join('; ');
   throw unprocessable(`The credentials do not fit ${providerId}: ${summary}`, problems);
@@ -55,9 +55,9 @@ export async function setSubscriberCredentials(deps: Deps, environmentId: string
   try {
     await deps.db.transaction(async (trx) => {
       const key = await existingSubscriberKey(trx, environmentId, subscriberId);
-      checkCredentials(providerId, body.credentials);
+      checkCredentials(deps, providerId, body.credentials);
       const integration = await targetIntegration(trx, environmentId, providerId, integrationIdentifier);
-      await upsertSubscriberChannel(trx, { subscriberKey: key, integrationId: integration.id, providerId, credentials: body.credentials }, now);
+      await upsertSubscriberChannel(trx, { subscriberKey: key, integrationId: integration.id, providerId, credentials: body.credentials }, now, deps.config.secret);
     });
   } catch (err) {
     // Only the subscriber can vanish under us: the integration is locked.

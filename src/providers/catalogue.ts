@@ -1,4 +1,5 @@
 import type { components } from '../../generated/v1.js';
+import { hostProblem, urlProblem } from '../outbound-guard.js';
 
 /**
  * What Herald knows about each provider of the contract: its channel, its name, the credentials an
@@ -17,6 +18,8 @@ export interface CredentialSpec {
   required?: boolean;
   /** Never shown back, not even partly masked, and never logged. */
   secret?: boolean;
+  /** Where Herald connects: a `url` must be http(s), a `host` a name or address; either must be public (or allowed). */
+  destination?: 'url' | 'host';
 }
 
 export interface ProviderEntry {
@@ -26,7 +29,7 @@ export interface ProviderEntry {
   /** Every credential an integration of this provider takes; any other one is refused. */
   credentials: Partial<Record<CredentialName, CredentialSpec>>;
   /** Chat and push: what each subscriber must give (PUT /subscribers/{id}/credentials). */
-  subscriberCredentials?: Partial<Record<ChannelCredentialName, { required?: boolean }>>;
+  subscriberCredentials?: Partial<Record<ChannelCredentialName, { required?: boolean; destination?: 'url' }>>;
 }
 
 /** One problem with a credentials object; the same shape as the error body's `details`. */
@@ -35,7 +38,7 @@ export interface CredentialProblem {
   message: string;
 }
 
-const webhookChat = { webhookUrl: { required: true } } as const;
+const webhookChat = { webhookUrl: { required: true, destination: 'url' } } as const;
 const pushTokens = { deviceTokens: { required: true } } as const;
 
 // A Record over ProviderId: adding a provider to the contract without an entry here is a type error.
@@ -46,7 +49,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderEntry>> = {
     channel: 'email',
     displayName: 'SMTP',
     credentials: {
-      host: { required: true },
+      host: { required: true, destination: 'host' },
       port: { required: true },
       from: { required: true },
       user: {},
@@ -59,13 +62,13 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderEntry>> = {
     id: 'sendgrid',
     channel: 'email',
     displayName: 'SendGrid',
-    credentials: { apiKey: { required: true, secret: true }, from: { required: true }, senderName: {}, baseUrl: {} },
+    credentials: { apiKey: { required: true, secret: true }, from: { required: true }, senderName: {}, baseUrl: { destination: 'url' } },
   },
   twilio: {
     id: 'twilio',
     channel: 'sms',
     displayName: 'Twilio',
-    credentials: { accountSid: { required: true }, token: { required: true, secret: true }, from: { required: true }, baseUrl: {} },
+    credentials: { accountSid: { required: true }, token: { required: true, secret: true }, from: { required: true }, baseUrl: { destination: 'url' } },
   },
   slack: { id: 'slack', channel: 'chat', displayName: 'Slack', credentials: {}, subscriberCredentials: webhookChat },
   discord: { id: 'discord', channel: 'chat', displayName: 'Discord', credentials: {}, subscriberCredentials: webhookChat },
@@ -74,14 +77,14 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderEntry>> = {
     id: 'expo',
     channel: 'push',
     displayName: 'Expo Push',
-    credentials: { apiKey: { secret: true }, baseUrl: {} },
+    credentials: { apiKey: { secret: true }, baseUrl: { destination: 'url' } },
     subscriberCredentials: pushTokens,
   },
   'push-webhook': {
     id: 'push-webhook',
     channel: 'push',
     displayName: 'Push Webhook',
-    credentials: { webhookUrl: { required: true }, secretKey: { required: true, secret: true } },
+    credentials: { webhookUrl: { required: true, destination: 'url' }, secretKey: { required: true, secret: true } },
     subscriberCredentials: pushTokens,
   },
 };
@@ -101,18 +104,25 @@ function isBlank(value: unknown): boolean {
 }
 
 /**
- * Checks the fields against a provider's list: each required one that is missing (or blank), and
- * each one the provider does not take, is one problem. Messages name fields, never their values.
+ * Checks the fields against a provider's list: each required one that is missing (or blank), each
+ * one the provider does not take, and each destination Herald may not reach (`allowedNetworks`
+ * widens what it may) is one problem. Messages name fields, never their values.
  */
 function checkFields(
   providerId: ProviderId,
-  specs: Partial<Record<string, { required?: boolean }>>,
+  specs: Partial<Record<string, { required?: boolean; destination?: 'url' | 'host' }>>,
   given: Record<string, unknown>,
   at: string,
+  allowedNetworks: readonly string[],
 ): CredentialProblem[] {
   const problems: CredentialProblem[] = [];
   for (const [name, spec] of Object.entries(specs)) {
     if (spec?.required && isBlank(given[name])) problems.push({ field: `${at}/${name}`, message: `is required by ${providerId}` });
+    else if (spec?.destination && !isBlank(given[name])) {
+      const value = String(given[name]);
+      const problem = spec.destination === 'url' ? urlProblem(value, allowedNetworks) : hostProblem(value, allowedNetworks);
+      if (problem) problems.push({ field: `${at}/${name}`, message: problem });
+    }
   }
   for (const name of Object.keys(given)) {
     if (!(name in specs)) problems.push({ field: `${at}/${name}`, message: `is not used by ${providerId}` });
@@ -127,10 +137,11 @@ function checkFields(
 export function checkIntegrationCredentials(
   providerId: ProviderId,
   credentials: IntegrationCredentials | undefined,
+  allowedNetworks: readonly string[],
   at = 'body/credentials',
 ): CredentialProblem[] {
   const given = (credentials ?? {}) as Record<string, unknown>;
-  const problems = checkFields(providerId, PROVIDERS[providerId].credentials, given, at);
+  const problems = checkFields(providerId, PROVIDERS[providerId].credentials, given, at, allowedNetworks);
   // The contract lets `port` be a string of digits, which its schema cannot bound.
   if (given.port !== undefined && !isBlank(given.port) && 'port' in PROVIDERS[providerId].credentials) {
     const port = Number(given.port);
@@ -148,9 +159,10 @@ export function checkIntegrationCredentials(
 export function checkSubscriberCredentials(
   providerId: ProviderId,
   credentials: ChannelCredentials | undefined,
+  allowedNetworks: readonly string[],
   at = 'body/credentials',
 ): CredentialProblem[] {
   const specs = PROVIDERS[providerId].subscriberCredentials;
   if (!specs) return [{ field: 'body/providerId', message: `${providerId} is not a chat or push provider` }];
-  return checkFields(providerId, specs, (credentials ?? {}) as Record<string, unknown>, at);
+  return checkFields(providerId, specs, (credentials ?? {}) as Record<string, unknown>, at, allowedNetworks);
 }

@@ -1,7 +1,12 @@
-import { ProviderError, type Delivery } from './types.js';
+import http from 'node:http';
+import https from 'node:https';
+import { DEFAULT_OUTBOUND_POLICY, DestinationRefused, isIpLiteral, REFUSED_DESTINATION, resolveDestination } from '../outbound-guard.js';
+import { ProviderError, type Delivery, type ProviderErrorKind } from './types.js';
 
-const TIMEOUT_MS = 10_000;
-const RAW_LIMIT = 500;
+/** The most of an answer Herald reads; the rest is not waited for (a provider's protocol needs far less). */
+export const ANSWER_LIMIT_BYTES = 64 * 1024;
+/** The most of an answer kept in an execution detail. */
+export const RAW_EXCERPT_CHARS = 500;
 
 export interface HttpRequest {
   url: string;
@@ -10,38 +15,143 @@ export interface HttpRequest {
   headers?: Record<string, string>;
 }
 
+export interface HttpAnswer {
+  status: number;
+  /** The answer's body, whole up to ANSWER_LIMIT_BYTES: parse this. */
+  text: string;
+  /** Whether the body went on past ANSWER_LIMIT_BYTES (and was not read further). */
+  truncated: boolean;
+}
+
+/** The short form of an answer kept in execution details: its status and the start of its body. */
+export function excerpt(status: number, text: string): string {
+  return `${status} ${text}`.trim().slice(0, RAW_EXCERPT_CHARS);
+}
+
+export function refusedDestination(): ProviderError {
+  return new ProviderError(REFUSED_DESTINATION, true, undefined, undefined, 'refused');
+}
+
+const seconds = (ms: number) => `${Number((ms / 1000).toFixed(3))} s`;
+
 /**
  * POSTs to a provider and sorts the outcome: 2xx is sent; a timeout, a network error, 408, 429 or
- * 5xx is worth retrying; any other status means the provider refused this request for good.
+ * 5xx is worth retrying; a redirect or any other status means the provider refused this request
+ * for good. The host is resolved and checked by the outbound guard, and the connection goes to the
+ * address that was checked (with the name as Host and TLS server name). Each phase has its bound
+ * (`delivery.outbound.timeouts`): connecting, the first byte of the answer, and the whole send; the
+ * answer is read up to ANSWER_LIMIT_BYTES and the rest dropped.
  */
-export async function post(request: HttpRequest, delivery: Delivery): Promise<{ status: number; text: string }> {
-  let response: Response;
+export function post(request: HttpRequest, delivery: Delivery): Promise<HttpAnswer> {
+  const policy = delivery.outbound ?? DEFAULT_OUTBOUND_POLICY;
+  const { timeouts } = policy;
+  let url: URL;
   try {
-    response = await fetch(request.url, {
-      method: 'POST',
-      headers: {
-        'Content-Type': request.contentType ?? 'application/json',
-        'User-Agent': 'Herald',
-        'X-Herald-Delivery-Id': delivery.deliveryId,
-        ...request.headers,
-      },
-      body: request.body,
-      signal: AbortSignal.timeout(TIMEOUT_MS),
-      redirect: 'error',
-    });
-  } catch (err) {
-    const reason = err instanceof Error && err.name === 'TimeoutError' ? `no answer within ${TIMEOUT_MS / 1000} s` : describe(err);
-    throw new ProviderError(`Could not reach ${new URL(request.url).host}: ${reason}`, false);
+    url = new URL(request.url);
+  } catch {
+    return Promise.reject(refusedDestination());
   }
-  const text = (await response.text()).slice(0, RAW_LIMIT);
-  if (response.ok) return { status: response.status, text };
-  const retryable = response.status === 408 || response.status === 429 || response.status >= 500;
-  const retryAfterMs = retryable ? retryAfter(response.headers.get('retry-after')) : undefined;
-  throw new ProviderError(`${new URL(request.url).host} answered ${response.status}`, !retryable, `${response.status} ${text}`, retryAfterMs);
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password) return Promise.reject(refusedDestination());
+  const secure = url.protocol === 'https:';
+  const host = url.host;
+
+  return new Promise<HttpAnswer>((resolve, reject) => {
+    let settled = false;
+    let req: http.ClientRequest | undefined;
+    let firstByteTimer: NodeJS.Timeout | undefined;
+    const timedOut = (what: string, ms: number) => () =>
+      finish(new ProviderError(`${host} ${what} within ${seconds(ms)}`, false, undefined, undefined, 'timeout'));
+    const sendTimer = setTimeout(timedOut('did not complete the exchange', timeouts.sendMs), timeouts.sendMs);
+    const connectTimer = setTimeout(timedOut('did not accept a connection', timeouts.connectMs), timeouts.connectMs);
+    function finish(err: ProviderError | undefined, answer?: HttpAnswer): void {
+      if (settled) return;
+      settled = true;
+      clearTimeout(sendTimer);
+      clearTimeout(connectTimer);
+      clearTimeout(firstByteTimer);
+      if (err) {
+        req?.destroy();
+        reject(err);
+      } else resolve(answer!);
+    }
+    const networkError = (err: unknown) => new ProviderError(`Could not reach ${host}: ${describe(err)}`, false, undefined, undefined, 'network');
+
+    resolveDestination(url.hostname, policy).then(
+      (target) => {
+        if (settled) return;
+        const body = Buffer.from(request.body, 'utf8');
+        req = (secure ? https : http).request({
+          host: target.address,
+          port: url.port || (secure ? 443 : 80),
+          path: `${url.pathname}${url.search}`,
+          method: 'POST',
+          servername: secure && !isIpLiteral(url.hostname) ? url.hostname : undefined,
+          headers: {
+            Host: host,
+            'Content-Type': request.contentType ?? 'application/json',
+            'Content-Length': String(body.length),
+            'User-Agent': 'Herald',
+            'X-Herald-Delivery-Id': delivery.deliveryId,
+            ...request.headers,
+          },
+        });
+        req.on('socket', (socket) => {
+          const connected = () => {
+            clearTimeout(connectTimer);
+            if (!settled) firstByteTimer = setTimeout(timedOut('did not answer', timeouts.firstByteMs), timeouts.firstByteMs);
+          };
+          // A kept-alive socket is already open; a new one opens (and, for https, shakes hands) first.
+          if (socket.connecting) socket.once(secure ? 'secureConnect' : 'connect', connected);
+          else connected();
+        });
+        req.on('error', (err) => finish(networkError(err)));
+        req.on('response', (res) => {
+          clearTimeout(firstByteTimer);
+          const chunks: Buffer[] = [];
+          let size = 0;
+          let truncated = false;
+          const done = () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            const status = res.statusCode ?? 0;
+            if (status >= 200 && status < 300) return finish(undefined, { status, text, truncated });
+            finish(statusError(host, status, text, res.headers['retry-after']));
+          };
+          res.on('data', (chunk: Buffer) => {
+            if (settled || truncated) return;
+            const room = ANSWER_LIMIT_BYTES - size;
+            chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+            size += Math.min(chunk.length, room);
+            if (chunk.length >= room) {
+              // Enough: stop reading (the socket is closed, not drained) and decide on what we have.
+              truncated = chunk.length > room || !res.complete;
+              done();
+              res.destroy();
+            }
+          });
+          res.on('end', done);
+          res.on('error', (err) => finish(networkError(err)));
+          res.on('aborted', () => finish(networkError(new Error('the answer was cut off'))));
+        });
+        req.end(body);
+      },
+      (err: unknown) => finish(err instanceof DestinationRefused ? refusedDestination() : networkError(err)),
+    );
+  });
+}
+
+function statusError(host: string, status: number, text: string, retryAfterHeader: string | string[] | undefined): ProviderError {
+  const raw = excerpt(status, text);
+  if (status >= 300 && status < 400) {
+    return new ProviderError(`${host} answered ${status}, a redirect, which Herald does not follow`, true, raw, undefined, 'rejected');
+  }
+  const kind: ProviderErrorKind = status === 429 ? 'rate-limited' : status === 408 ? 'timeout' : status >= 500 ? 'http-5xx' : 'rejected';
+  const retryable = kind !== 'rejected';
+  const retryAfterMs = retryable ? retryAfter(Array.isArray(retryAfterHeader) ? retryAfterHeader[0] : retryAfterHeader) : undefined;
+  return new ProviderError(`${host} answered ${status}`, !retryable, raw, retryAfterMs, kind);
 }
 
 /** A `Retry-After` header in milliseconds from now: whole seconds, or an HTTP date. */
-function retryAfter(header: string | null): number | undefined {
+function retryAfter(header: string | undefined): number | undefined {
   if (!header) return undefined;
   if (/^\d+$/.test(header.trim())) return Number(header.trim()) * 1000;
   const at = Date.parse(header);
@@ -49,8 +159,8 @@ function retryAfter(header: string | null): number | undefined {
 }
 
 function describe(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
-  return cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
+  const { code, message } = (err ?? {}) as { code?: string; message?: string };
+  return code ?? message ?? String(err);
 }
 
 /** A provider's API address: its default, or the integration's `baseUrl` without a trailing slash. */

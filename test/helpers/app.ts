@@ -3,7 +3,8 @@ import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import supertest from 'supertest';
 import type { Express } from 'express';
 import { createApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { LOCAL_PEERS_ENV } from './peers.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
 import type { Deps } from '../../src/deps.js';
@@ -82,11 +83,17 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function startTestApp(): Promise<TestApp> {
+/** What a test file changes in its app's configuration (e.g. `outbound`, to refuse even the local peers). */
+export interface TestAppOptions {
+  config?: Partial<Config>;
+}
+
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const testDb = await createTestDb();
   const { db } = testDb;
   const clock = new ManualClock();
-  const deps: Deps = { db, clock, config: loadConfig({}), logger: createLogger('silent'), workQueued: new WorkSignal() };
+  const config: Config = { ...loadConfig(LOCAL_PEERS_ENV), ...options.config };
+  const deps: Deps = { db, clock, config, logger: createLogger('silent'), workQueued: new WorkSignal() };
   const violations: string[] = [];
   const pending = new Set<Promise<void>>();
   const app = express();
@@ -135,10 +142,10 @@ export async function startTestApp(): Promise<TestApp> {
  * sees what another made), every response it gave checked against the contract after each, and
  * closed at the end. Read it only inside hooks and tests.
  */
-export function useTestApp(): TestApp {
+export function useTestApp(options: TestAppOptions = {}): TestApp {
   let app: TestApp | undefined;
   beforeAll(async () => {
-    app = await startTestApp();
+    app = await startTestApp(options);
   });
   beforeEach(async () => {
     await app!.renew();

@@ -2,6 +2,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 
+/**
+ * The test suite's peers listen on 127.0.0.1, an address the outbound guard refuses by default:
+ * every server a test starts (in-process or spawned) allows this one network and no other.
+ */
+export const LOCAL_PEERS = '127.0.0.1/32';
+export const LOCAL_PEERS_ENV = { HERALD_ALLOWED_NETWORKS: LOCAL_PEERS };
+
 export interface ReceivedRequest {
   method: string;
   path: string;

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildServer as build } from '../../scripts/build.js';
+import { LOCAL_PEERS_ENV } from './peers.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -14,7 +15,7 @@ export function runScript(
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
       cwd: ROOT,
-      env: { ...process.env, ...env },
+      env: { ...process.env, ...LOCAL_PEERS_ENV, ...env },
     });
     let stdout = '';
     let stderr = '';
@@ -45,7 +46,7 @@ export function startScript(
 ): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number | null> }> {
   return new Promise((resolve, reject) => {
     const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
-    const child = spawn(process.execPath, [...loader, script, ...args], { cwd: ROOT, env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, [...loader, script, ...args], { cwd: ROOT, env: { ...process.env, ...LOCAL_PEERS_ENV, ...env } });
     let output = '';
     const exited = new Promise<number | null>((done) => child.on('close', done));
     const timer = setTimeout(() => {

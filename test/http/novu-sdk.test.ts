@@ -62,6 +62,8 @@ async function integrationIdOf(identifier: string): Promise<string> {
 
 const now = () => t.clock.now().toISOString();
 const SLACK_URL = 'https://hooks.slack.com/services/T000/B000/XXXX';
+/** How answers show SLACK_URL: a webhook URL is a credential, masked. */
+const SLACK_SHOWN = 'https://hooks.slack.com/…XXXX';
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -311,7 +313,7 @@ describe('subscriber credentials', () => {
     const res = await novu.subscribers.credentials.update({ providerId: 'slack', credentials: { webhookUrl: SLACK_URL } }, 'ada');
     expect(res.result).toMatchObject({ subscriberId: 'ada', firstName: 'Augusta' });
     expect(res.result.channels).toEqual([
-      { providerId: 'slack', integrationIdentifier: 'team-slack', integrationId, credentials: { webhookUrl: SLACK_URL } },
+      { providerId: 'slack', integrationIdentifier: 'team-slack', integrationId, credentials: { webhookUrl: SLACK_SHOWN } },
     ]);
     expect((await novu.subscribers.retrieve('ada')).result.channels).toEqual(res.result.channels);
   });

@@ -14,6 +14,8 @@ beforeEach(async () => {
 });
 
 const SLACK_URL = 'https://hooks.slack.com/services/T000/B000/XXXX';
+/** How answers show SLACK_URL: a webhook URL is a credential. */
+const SLACK_SHOWN = 'https://hooks.slack.com/…XXXX';
 const EXPO_TOKEN = 'ExponentPushToken[xxxxxxxxxxxxxxxxxxxxxx]';
 
 interface Integration {
@@ -34,7 +36,7 @@ describe('PUT /subscribers/{subscriberId}/credentials (updateSubscriberCredentia
     const res = await put({ providerId: 'slack', credentials: { webhookUrl: SLACK_URL } }).expect(200);
     expect(res.body.data).toMatchObject({ subscriberId: 'ada', firstName: 'Ada' });
     expect(res.body.data.channels).toEqual([
-      { providerId: 'slack', integrationIdentifier: 'company-slack', _integrationId: slack.integrationId, credentials: { webhookUrl: SLACK_URL } },
+      { providerId: 'slack', integrationIdentifier: 'company-slack', _integrationId: slack.integrationId, credentials: { webhookUrl: SLACK_SHOWN } },
     ]);
     expect((await t.a.get('/v1/subscribers/ada').expect(200)).body.data.channels).toEqual(res.body.data.channels);
   });

@@ -1,11 +1,12 @@
 import { createHmac } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
+import { LOCAL_PEERS, startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
+import { DEFAULT_PROVIDER_TIMEOUTS } from '../../src/outbound-guard.js';
 import { senders } from '../../src/providers/index.js';
 import { ProviderError } from '../../src/providers/types.js';
 
 // Each provider against a real server on 127.0.0.1: what it sends, and how it reads failures.
-const delivery = { deliveryId: '0194f2a1c3b27e4d9a1f0c41' };
+const delivery = { deliveryId: '0194f2a1c3b27e4d9a1f0c41', outbound: { allowedNetworks: [LOCAL_PEERS], timeouts: DEFAULT_PROVIDER_TIMEOUTS } };
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const close of closers.splice(0)) await close();

@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../contract.js';
-import { readJson, writeJson } from '../json.js';
+import { readJson } from '../json.js';
+import { isSealed, maskUrl, open, seal } from '../../crypto.js';
 
 export type SubscriberChannel = Schemas['SubscriberChannel'];
 
@@ -29,14 +30,76 @@ export interface ChannelRow {
   identifier: string;
 }
 
-/** A channel row as the API shows it. */
+/**
+ * The fields of a subscriber's channel credentials that are secrets: whoever has a chat webhook's
+ * URL can post to the channel. With a secret they are sealed at rest (each field on its own, the
+ * rest of the JSON stays readable), and they are masked in every answer; `_shown` keeps the masked
+ * form beside the sealed value, so answers need no key.
+ */
+const SECRET_FIELDS = ['webhookUrl'] as const;
+const SHOWN = '_shown';
+
+type StoredCredentials = Record<string, unknown> & { [SHOWN]?: Record<string, string> };
+
+/** The credentials as stored: secret fields sealed when there is a secret, clear otherwise. */
+export function writeChannelCredentials(credentials: SubscriberChannel['credentials'], secret: string | undefined): string {
+  const stored: StoredCredentials = { ...credentials };
+  if (secret) {
+    const shown: Record<string, string> = {};
+    for (const field of SECRET_FIELDS) {
+      const value = stored[field];
+      if (typeof value !== 'string' || isSealed(value)) continue;
+      shown[field] = maskUrl(value);
+      stored[field] = seal(value, secret);
+    }
+    if (Object.keys(shown).length > 0) stored[SHOWN] = shown;
+  }
+  return JSON.stringify(stored);
+}
+
+/** The credentials as answers show them: secret fields masked, whether they are sealed or not. */
+export function shownChannelCredentials(text: string): SubscriberChannel['credentials'] {
+  const { [SHOWN]: shown, ...credentials } = readJson<StoredCredentials>(text, {});
+  for (const field of SECRET_FIELDS) {
+    const value = credentials[field];
+    if (typeof value === 'string') credentials[field] = shown?.[field] ?? (isSealed(value) ? '…' : maskUrl(value));
+  }
+  return credentials as SubscriberChannel['credentials'];
+}
+
+/** The credentials in clear, for sending; throws a SealError when a sealed field cannot be opened. */
+export function openChannelCredentials(text: string, secret: string | undefined): SubscriberChannel['credentials'] {
+  const { [SHOWN]: _shown, ...credentials } = readJson<StoredCredentials>(text, {});
+  for (const field of SECRET_FIELDS) {
+    const value = credentials[field];
+    if (typeof value === 'string') credentials[field] = open(value, secret);
+  }
+  return credentials as SubscriberChannel['credentials'];
+}
+
+/** A channel row as the API shows it (secret fields masked). */
 export function channelOf(row: ChannelRow): SubscriberChannel {
   return {
     providerId: row.provider_id,
     integrationIdentifier: row.identifier,
     _integrationId: row.integration_id,
-    credentials: readJson(row.credentials, {}),
+    credentials: shownChannelCredentials(row.credentials),
   };
+}
+
+/** A subscriber's credentials for one integration, in clear (the engine's read, to send); undefined when there are none. */
+export async function channelCredentialsForSending(
+  db: Runner,
+  subscriberKey: string,
+  integrationId: string,
+  secret: string | undefined,
+): Promise<SubscriberChannel['credentials'] | undefined> {
+  const [row] = await selectRows<{ credentials: string }>(
+    db,
+    'SELECT credentials FROM subscriber_channels WHERE subscriber_id = ? AND integration_id = ?',
+    [subscriberKey, integrationId],
+  );
+  return row ? openChannelCredentials(row.credentials, secret) : undefined;
 }
 
 export interface SubscriberChannelWrite {
@@ -51,17 +114,47 @@ export interface SubscriberChannelWrite {
  * Sets a subscriber's credentials for one integration, replacing any it had: one row per
  * (subscriber, integration), so a second PUT overwrites rather than adds.
  */
-export async function upsertSubscriberChannel(db: Db | Knex.Transaction, input: SubscriberChannelWrite, now: Date): Promise<void> {
+export async function upsertSubscriberChannel(db: Db | Knex.Transaction, input: SubscriberChannelWrite, now: Date, secret: string | undefined): Promise<void> {
   const at = now.toISOString();
   await db('subscriber_channels')
     .insert({
       subscriber_id: input.subscriberKey,
       integration_id: input.integrationId,
       provider_id: input.providerId,
-      credentials: writeJson(input.credentials),
+      credentials: writeChannelCredentials(input.credentials, secret),
       created_at: at,
       updated_at: at,
     })
     .onConflict(['subscriber_id', 'integration_id'])
     .merge(['provider_id', 'credentials', 'updated_at']);
+}
+
+/**
+ * Seals every secret field still stored in clear (rows written before the server had a secret),
+ * a page at a time; answers how many rows it sealed. Each row is updated only if it is still as
+ * read, so processes starting together, or a PUT meanwhile, cannot be overwritten with older text.
+ */
+export async function sealClearChannels(db: Db, secret: string, pageSize = 500): Promise<number> {
+  let sealed = 0;
+  let after = ['', ''];
+  for (;;) {
+    const rows = await selectRows<{ subscriber_id: string; integration_id: string; credentials: string }>(
+      db,
+      `SELECT subscriber_id, integration_id, credentials FROM subscriber_channels
+       WHERE (subscriber_id > ? OR (subscriber_id = ? AND integration_id > ?)) AND credentials LIKE ?
+       ORDER BY subscriber_id, integration_id LIMIT ${Number(pageSize)}`,
+      [after[0], after[0], after[1], '%"webhookUrl":"http%'],
+    );
+    if (rows.length === 0) return sealed;
+    for (const row of rows) {
+      const credentials = readJson<Record<string, unknown>>(row.credentials, {});
+      const stored = writeChannelCredentials(credentials as SubscriberChannel['credentials'], secret);
+      if (stored === row.credentials) continue;
+      sealed += await db('subscriber_channels')
+        .where({ subscriber_id: row.subscriber_id, integration_id: row.integration_id, credentials: row.credentials })
+        .update({ credentials: stored });
+    }
+    const last = rows[rows.length - 1];
+    after = [last.subscriber_id, last.integration_id];
+  }
 }

@@ -1,4 +1,4 @@
-import { post } from '../http.js';
+import { excerpt, post } from '../http.js';
 import type { ChatProvider } from '../types.js';
 
 /** A chat provider that posts to the subscriber's incoming-webhook URL, in its own body shape. */
@@ -6,7 +6,7 @@ function webhook(body: (content: string, channel?: string) => object): ChatProvi
   return {
     async send(message, _credentials, delivery) {
       const response = await post({ url: message.webhookUrl, body: JSON.stringify(body(message.content, message.channel)) }, delivery);
-      return { raw: `${response.status} ${response.text}`.trim() };
+      return { raw: excerpt(response.status, response.text) };
     },
   };
 }

@@ -1,4 +1,4 @@
-import { baseUrl, post } from '../http.js';
+import { baseUrl, excerpt, post } from '../http.js';
 import type { EmailProvider } from '../types.js';
 
 /** Email through SendGrid's v3 Mail Send API. */
@@ -18,6 +18,6 @@ export const sendgrid: EmailProvider = {
       },
       delivery,
     );
-    return { raw: `${response.status} ${response.text}`.trim() };
+    return { raw: excerpt(response.status, response.text) };
   },
 };

@@ -1,13 +1,46 @@
-import { baseUrl, post } from '../http.js';
-import { ProviderError, type PushProvider } from '../types.js';
+import { baseUrl, excerpt, post, RAW_EXCERPT_CHARS } from '../http.js';
+import { ProviderError, type PushProvider, type RecipientOutcome } from '../types.js';
 
 interface ExpoTicket {
   status: 'ok' | 'error';
+  id?: string;
   message?: string;
   details?: { error?: string };
 }
 
-/** Push through Expo's push service: one ticket per device token. */
+/** Expo asks senders to slow down with this ticket error; every other one is about the device or the message. */
+const RATE_EXCEEDED = 'MessageRateExceeded';
+
+/** Each device token's outcome, from the tickets in the order the messages were sent; undefined when the answer has none. */
+function outcomesOf(text: string, deviceTokens: string[]): RecipientOutcome[] | undefined {
+  let tickets: unknown;
+  try {
+    tickets = (JSON.parse(text) as { data?: unknown }).data;
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(tickets)) return undefined;
+  return deviceTokens.map((to, i): RecipientOutcome => {
+    const ticket = tickets[i] as ExpoTicket | undefined;
+    if (ticket?.status === 'ok') return { to, status: 'ok' };
+    return { to, status: 'error', error: ticket ? (ticket.details?.error ?? ticket.message ?? 'error') : 'no ticket' };
+  });
+}
+
+/** The execution detail's excerpt: the counts, then each token's outcome as far as it fits. */
+function summary(status: number, outcomes: RecipientOutcome[]): string {
+  const ok = outcomes.filter((outcome) => outcome.status === 'ok').length;
+  const each = outcomes.map((outcome) => `${outcome.to}: ${outcome.status === 'ok' ? 'ok' : outcome.error}`).join('; ');
+  const text = `${status} ${ok} of ${outcomes.length} tickets ok. ${each}`;
+  return text.length <= RAW_EXCERPT_CHARS ? text : `${text.slice(0, RAW_EXCERPT_CHARS - 1)}…`;
+}
+
+/**
+ * Push through Expo's push service: the subscriber's devices in one request, one ticket per device
+ * token. The request is sent once: an answer with some tickets ok is a send, with one outcome per
+ * token; only when every device is refused does the send fail (for good, unless Expo asked us to
+ * slow down).
+ */
 export const expo: PushProvider = {
   async send(message, credentials, delivery) {
     const response = await post(
@@ -20,12 +53,21 @@ export const expo: PushProvider = {
       },
       delivery,
     );
-    const tickets = (JSON.parse(response.text || '{}') as { data?: ExpoTicket[] }).data ?? [];
-    const failed = tickets.filter((ticket) => ticket.status === 'error');
-    // Every device refused (DeviceNotRegistered and the like): resending will not help.
-    if (tickets.length > 0 && failed.length === tickets.length) {
-      throw new ProviderError(`Expo refused every device: ${failed[0].details?.error ?? failed[0].message}`, true, response.text);
+    const outcomes = outcomesOf(response.text, message.deviceTokens);
+    // A 2xx whose tickets cannot be read was still accepted: sending it again would duplicate it.
+    if (!outcomes) return { raw: excerpt(response.status, response.text) };
+    const failed = outcomes.filter((outcome) => outcome.status === 'error');
+    if (failed.length > 0 && failed.length === outcomes.length) {
+      const slowDown = failed.some((outcome) => outcome.error === RATE_EXCEEDED);
+      throw new ProviderError(
+        `Expo refused every device: ${failed[0].error}`,
+        !slowDown,
+        summary(response.status, outcomes),
+        undefined,
+        slowDown ? 'rate-limited' : 'rejected',
+        outcomes,
+      );
     }
-    return { raw: response.text };
+    return { raw: summary(response.status, outcomes), outcomes };
   },
 };

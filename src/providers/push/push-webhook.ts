@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { post } from '../http.js';
+import { excerpt, post } from '../http.js';
 import type { PushProvider } from '../types.js';
 
 /**
@@ -22,6 +22,6 @@ export const pushWebhook: PushProvider = {
       { url: credentials.webhookUrl!, body, headers: { 'X-Herald-Signature': `sha256=${signature}` } },
       delivery,
     );
-    return { raw: `${response.status} ${response.text}`.trim() };
+    return { raw: excerpt(response.status, response.text) };
   },
 };

@@ -1,4 +1,4 @@
-import { baseUrl, post } from '../http.js';
+import { baseUrl, excerpt, post } from '../http.js';
 import type { SmsProvider } from '../types.js';
 
 /** SMS through Twilio's Messages API. */
@@ -14,6 +14,6 @@ export const twilio: SmsProvider = {
       },
       delivery,
     );
-    return { raw: response.text };
+    return { raw: excerpt(response.status, response.text) };
   },
 };
