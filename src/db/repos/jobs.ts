@@ -328,7 +328,7 @@ export async function heldJobIds(trx: Runner, ids: string[], owner: string): Pro
 }
 
 /** Held jobs reach their end: in-app jobs, whose provider is Herald itself when they completed. */
-export async function finishInAppJobs(trx: Runner, ids: string[], status: 'completed' | 'skipped' | 'canceled', now: Date): Promise<void> {
+export async function finishInAppJobs(trx: Runner, ids: string[], status: 'completed' | 'skipped' | 'canceled' | 'failed', now: Date): Promise<void> {
   for (const part of chunks(ids)) {
     await trx('jobs')
       .whereIn('id', part)
