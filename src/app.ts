@@ -54,7 +54,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
     const ready = await isReady(deps.db);
     res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable' });
   });
-  app.get('/metrics', metricsEndpoint);
+  app.get('/metrics', metricsEndpoint(deps.config));
   app.get('/docs', docsPage(deps.logger, options.docsFile));
   app.all(['/health', '/ready', '/metrics', '/docs'], onlyGet);
   app.use('/dashboard', dashboard(deps));

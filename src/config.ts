@@ -21,6 +21,8 @@ export interface Config {
   keyCacheMs: number;
   /** PostgreSQL: the most connections each process opens. */
   postgresPoolMax: number;
+  /** The bearer token /metrics asks for; without one, /metrics is not served (404). */
+  metricsToken?: string;
 }
 
 /**
@@ -58,5 +60,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobLeaseMs: wholeNumber(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
     keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
     postgresPoolMax: wholeNumber(env.HERALD_PG_POOL_MAX, DEFAULT_POSTGRES_POOL_MAX, 'HERALD_PG_POOL_MAX'),
+    metricsToken: env.HERALD_METRICS_TOKEN || undefined,
   };
 }

@@ -96,7 +96,7 @@ describe('templates reach only their data', () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'before{{log payload.line level="error"}}{{log "x"}}after' })] });
     const { feed } = await deliverOnce(workflowId, { line: forged });
     expect(feed.map((m) => m.content)).toEqual(['beforeafter']);
-    const written = spies.flatMap((spy) => spy.mock.calls.map((call) => String(call[0])));
+    const written = spies.flatMap((spy) => (spy.mock.calls as unknown[][]).map((call) => String(call[0])));
     expect(written.filter((line) => line.includes('forged fatal line'))).toEqual([]);
   });
 
