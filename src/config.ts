@@ -23,6 +23,8 @@ export interface Config {
   postgresPoolMax: number;
   /** The bearer token /metrics asks for; without one, /metrics is not served (404). */
   metricsToken?: string;
+  /** SQLite: `full` syncs every commit before it is acknowledged; `normal` only at checkpoints (db/knex.ts, DbOptions). */
+  sqliteSynchronous: 'full' | 'normal';
 }
 
 /**
@@ -45,6 +47,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!PLANS.includes(defaultPlan)) {
     throw new Error(`HERALD_DEFAULT_PLAN must be one of ${PLANS.join(', ')}, not "${defaultPlan}"`);
   }
+  const sqliteSynchronous = (env.HERALD_SQLITE_SYNCHRONOUS || 'full').toLowerCase();
+  if (sqliteSynchronous !== 'full' && sqliteSynchronous !== 'normal') {
+    throw new Error(`HERALD_SQLITE_SYNCHRONOUS must be full or normal, not "${env.HERALD_SQLITE_SYNCHRONOUS}"`);
+  }
   const port = Number(env.PORT ?? 3000);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     throw new Error(`PORT must be a port number, not "${env.PORT}"`);
@@ -61,5 +67,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
     postgresPoolMax: wholeNumber(env.HERALD_PG_POOL_MAX, DEFAULT_POSTGRES_POOL_MAX, 'HERALD_PG_POOL_MAX'),
     metricsToken: env.HERALD_METRICS_TOKEN || undefined,
+    sqliteSynchronous,
   };
 }

@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   // A process that runs jobs writes in batches: its SQLite checkpoints run beside them.
-  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax });
+  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax, synchronous: config.sqliteSynchronous });
   await migrate(db);
   const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
   const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });

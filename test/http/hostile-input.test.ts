@@ -5,7 +5,15 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow, integrationBodies, step, uniqueId } from '../helpers/factories.js';
+import fs from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import express from 'express';
+import supertest from 'supertest';
 import { JobRunner } from '../../src/engine/runner.js';
+import { createServer, type HeraldServer } from '../../src/http/server.js';
+import { docsPage } from '../../src/http/docs.js';
 
 const t = useTestApp();
 beforeEach(() => t.clock.advance(60_000));
@@ -115,5 +123,76 @@ describe('no 5xx from ill-typed items', () => {
     const { workflowId } = await createWorkflow(t.a);
     const updated = await t.a.put(`/v1/workflows/${workflowId}`, { steps: [item] }).expect(400);
     expect(updated.body.statusCode).toBe(400);
+  });
+});
+
+describe("Node's own answers and headers", () => {
+  let served: HeraldServer;
+  let port: number;
+  beforeAll(async () => {
+    served = createServer(t.app);
+    await new Promise<void>((resolve) => served.server.listen(0, '127.0.0.1', resolve));
+    port = (served.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => served?.drain(0));
+
+  /** Writes bytes on a new connection and reads everything the server sends back until it closes. */
+  function rawExchange(bytes: string): Promise<{ status: number; headers: string; body: string }> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write(bytes));
+      let text = '';
+      socket.setEncoding('latin1');
+      socket.on('data', (chunk: string) => (text += chunk));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const [head, body = ''] = text.split('\r\n\r\n');
+        resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), headers: head.toLowerCase(), body });
+      });
+    });
+  }
+
+  it('answers a malformed request line with 400 and the error body', async () => {
+    const res = await rawExchange('GET /v1/subscribers HTTP/1.1 extra\r\nHost: x\r\n\r\n');
+    expect(res.status).toBe(400);
+    expect(res.headers).toContain('content-type: application/json');
+    expect(res.headers).toContain('x-content-type-options: nosniff');
+    expect(JSON.parse(res.body)).toMatchObject({ statusCode: 400, error: 'Bad Request', message: 'The request is not valid HTTP' });
+  });
+
+  it('answers headers over the limit with 431 and the error body', async () => {
+    const res = await rawExchange(`GET /v1/subscribers HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(res.status).toBe(431);
+    expect(JSON.parse(res.body)).toMatchObject({ statusCode: 431, error: 'Request Header Fields Too Large', message: 'The request headers are too large' });
+  });
+
+  it('sends X-Content-Type-Options: nosniff with API answers, errors included', async () => {
+    for (const res of [await t.a.get('/v1/subscribers').expect(200), await t.http.get('/v1/subscribers').expect(401), await t.http.get('/nowhere').expect(404), await t.http.get('/health').expect(200)]) {
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+    }
+  });
+});
+
+describe('a failed docs build', () => {
+  it('is remembered: later requests are a 503 with the error body at once, with no new build', async () => {
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-'));
+    let builds = 0;
+    const app = express();
+    app.get('/docs', docsPage(t.deps.logger, path.join(folder, 'index.html'), async () => {
+      builds++;
+      throw new Error('redocly is missing');
+    }));
+    try {
+      for (let i = 0; i < 3; i++) {
+        const res = await supertest(app).get('/docs').expect(503);
+        expect(res.body).toMatchObject({ statusCode: 503, error: 'Service Unavailable', path: '/docs' });
+      }
+      expect(builds).toBe(1);
+      // Built by hand meanwhile (`npm run docs`): served from then on.
+      fs.writeFileSync(path.join(folder, 'index.html'), '<!doctype html><title>API</title>');
+      expect((await supertest(app).get('/docs').expect(200)).text).toContain('<title>API</title>');
+      expect(builds).toBe(1);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
   });
 });
