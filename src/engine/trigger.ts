@@ -42,7 +42,7 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
       } catch (err) {
         // Saved before its patterns were checked for the linear-time matcher: refused, not a 500.
         const why = err instanceof Error ? err.message : String(err);
-        return [{ field: 'body/workflowId', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` }];
+        return [{ field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` }];
       }
       if (payloadValidators.size > 500) payloadValidators.clear();
       payloadValidators.set(cacheKey, validate);

@@ -53,6 +53,15 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     const put = await t.a.put(`/v1/workflows/${workflowId}`, { payloadSchema: { type: 'string', pattern: '(?<=a)b' } }).expect(422);
     expect(put.body.details[0].field).toBe('body/payloadSchema/pattern');
   });
+
+  it('answers 422, not 500, to a trigger of a workflow saved with such a pattern before it was refused', async () => {
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object' } });
+    const stored = { type: 'object', properties: { a: { type: 'string', pattern: '(?=a)a' } } };
+    await t.db('workflows').where({ workflow_id: workflowId, environment_id: t.environments.a }).update({ payload_schema: JSON.stringify(stored), updated_at: new Date().toISOString() });
+    await createSubscriber(t.a, { subscriberId: 'old-schema' });
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-schema', payload: { a: 'a' } }).expect(422);
+    expect(res.body.details).toEqual([{ field: 'body/name', message: expect.stringContaining("the workflow's payloadSchema cannot be used") }]);
+  });
 });
 
 describe('work budgets: rendering', () => {
