@@ -181,6 +181,22 @@ describe("Node's own answers and headers", () => {
   });
 });
 
+describe('/metrics', () => {
+  it('is not served without a configured token, and answers 401 to a request without it', async () => {
+    expect((await t.http.get('/metrics').expect(404)).body).toMatchObject({ statusCode: 404, path: '/metrics' });
+    t.deps.config.metricsToken = 'hostile-metrics-token';
+    try {
+      for (const res of [await t.http.get('/metrics'), await t.a.get('/metrics'), await t.http.get('/metrics').set('Authorization', 'Bearer hostile-metrics-token-2')]) {
+        expect(res.status).toBe(401);
+        expect(res.text).not.toContain('herald_http_requests_total');
+      }
+      expect((await t.http.get('/metrics').set('Authorization', 'Bearer hostile-metrics-token').expect(200)).text).toContain('herald_jobs');
+    } finally {
+      t.deps.config.metricsToken = undefined;
+    }
+  });
+});
+
 describe('a failed docs build', () => {
   it('is remembered: later requests are a 503 with the error body at once, with no new build', async () => {
     const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-'));
