@@ -203,7 +203,7 @@ async function openDatabase(kind: 'sqlite' | 'postgres'): Promise<BenchDb> {
     kind,
     db,
     childUrl: `sqlite:${file}`,
-    version: `SQLite ${version} (WAL, synchronous=NORMAL; file in ${dir})`,
+    version: `SQLite ${version} (WAL, synchronous=${(process.env.HERALD_SQLITE_SYNCHRONOUS || 'full').toUpperCase()}; file in ${dir})`,
     async close(keep) {
       await db.destroy();
       if (keep) log(`kept the database ${file}`);

@@ -27,6 +27,11 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   if (options.precompile) precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');
+  // Every answer is what its Content-Type says: a browser never sniffs a JSON error into HTML.
+  app.use((_req, res, next) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    next();
+  });
   app.use(requestLog(deps.logger, recordHttpMetrics));
   registerEngineMetrics(deps);
 
@@ -54,7 +59,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
     const ready = await isReady(deps.db);
     res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable' });
   });
-  app.get('/metrics', metricsEndpoint);
+  app.get('/metrics', metricsEndpoint(deps.config));
   app.get('/docs', docsPage(deps.logger, options.docsFile));
   app.all(['/health', '/ready', '/metrics', '/docs'], onlyGet);
   app.use('/dashboard', dashboard(deps));

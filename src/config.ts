@@ -27,6 +27,10 @@ export interface Config {
    * take (HERALD_PROVIDER_CONNECT_TIMEOUT_MS, _FIRST_BYTE_TIMEOUT_MS, _SEND_TIMEOUT_MS).
    */
   outbound: OutboundPolicy;
+  /** The bearer token /metrics asks for; without one, /metrics is not served (404). */
+  metricsToken?: string;
+  /** SQLite: `full` syncs every commit before it is acknowledged; `normal` only at checkpoints (db/knex.ts, DbOptions). */
+  sqliteSynchronous: 'full' | 'normal';
 }
 
 /**
@@ -48,6 +52,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const defaultPlan = (env.HERALD_DEFAULT_PLAN ?? 'enterprise') as Plan;
   if (!PLANS.includes(defaultPlan)) {
     throw new Error(`HERALD_DEFAULT_PLAN must be one of ${PLANS.join(', ')}, not "${defaultPlan}"`);
+  }
+  const sqliteSynchronous = (env.HERALD_SQLITE_SYNCHRONOUS || 'full').toLowerCase();
+  if (sqliteSynchronous !== 'full' && sqliteSynchronous !== 'normal') {
+    throw new Error(`HERALD_SQLITE_SYNCHRONOUS must be full or normal, not "${env.HERALD_SQLITE_SYNCHRONOUS}"`);
   }
   const port = Number(env.PORT ?? 3000);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
@@ -72,5 +80,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         sendMs: wholeNumber(env.HERALD_PROVIDER_SEND_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.sendMs, 'HERALD_PROVIDER_SEND_TIMEOUT_MS'),
       },
     },
+    metricsToken: env.HERALD_METRICS_TOKEN || undefined,
+    sqliteSynchronous,
   };
 }

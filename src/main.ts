@@ -1,4 +1,3 @@
-import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
@@ -11,6 +10,7 @@ import { systemClock } from './clock.js';
 import { JobRunner } from './engine/runner.js';
 import type { Deps } from './deps.js';
 import { WorkSignal } from './work-signal.js';
+import type { HeraldServer } from './http/server.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
 
@@ -37,21 +37,24 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   // A process that runs jobs writes in batches: its SQLite checkpoints run beside them.
-  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax });
+  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax, synchronous: config.sqliteSynchronous });
   await migrate(db);
   config.secret = await settleSecret(config, db, logger);
   const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
   const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });
   runner?.start();
 
-  let server: Server | undefined;
+  let served: HeraldServer | undefined;
   if (role !== 'worker') {
     const { createdKey } = await bootstrap(db, { plan: config.defaultPlan, apiKey: config.apiKey });
     // Loaded only here: a worker has no use for the HTTP stack and the contract's validators.
     const { createApp } = await import('./app.js');
+    const { createServer } = await import('./http/server.js');
     const app = await createApp(deps, { precompile: true });
-    server = app.listen(config.port, config.host, () => {
-      const { port } = server!.address() as AddressInfo;
+    served = createServer(app);
+    const { server } = served;
+    server.listen(config.port, config.host, () => {
+      const { port } = server.address() as AddressInfo;
       logger.info({ host: config.host, port, role }, 'Herald is listening');
       if (createdKey) {
         // Printed plainly, not only logged: this is the one time the key can be seen.
@@ -65,8 +68,10 @@ async function main(): Promise<void> {
     logger.info({ role }, 'Herald worker is running jobs');
   }
 
-  // SIGTERM: stop accepting requests and claiming jobs, let those under way finish (a job's lease
-  // is given back if it had not started), close the database, exit 0.
+  // SIGTERM: stop accepting connections and claiming jobs, let those under way finish (a job's lease
+  // is given back if it had not started), close the database, exit 0. Kept-alive connections are
+  // drained, not reset: each is answered once more with `Connection: close`, and those still idle
+  // after IDLE_GRACE_MS are closed (http/server.ts).
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -76,9 +81,7 @@ async function main(): Promise<void> {
       logger.error('work still under way after the grace period; exiting anyway');
       process.exit(1);
     }, SHUTDOWN_GRACE_MS).unref();
-    const serverClosed = new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-    server?.closeIdleConnections();
-    await Promise.all([serverClosed, runner?.stop()]);
+    await Promise.all([served?.drain(), runner?.stop()]);
     await db.destroy();
     process.exit(0);
   };

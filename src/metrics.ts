@@ -31,7 +31,7 @@ export type GaugeReading = number | Array<{ labels: Record<string, string>; valu
  * label set (labels not in the answer disappear, so a status that no job has any more reads as
  * gone rather than stuck at its last value). Registering a name again replaces the first one.
  *
- *   registerGauge('herald_jobs', 'Jobs by status.', async () => countJobsByStatus(), ['status']);
+ *   registerGauge('herald_jobs', 'Jobs by status.', async () => countOpenJobsByStatus(db), ['status']);
  *   registerGauge('herald_queue_depth', 'Jobs waiting to be claimed.', async () => countQueued());
  */
 export function registerGauge(name: string, help: string, collect: () => Promise<GaugeReading>, labelNames: string[] = []): void {

@@ -18,7 +18,7 @@ import {
   sessionOf,
   SIGN_IN_COOKIE,
 } from './session.js';
-import { signInLimit } from './sign-in-limit.js';
+import { signInLimit, type SignInLimitScope } from './sign-in-limit.js';
 import { apiKeysPage, messagePage, signInPage, type KeysPageData, type PageContext } from './views.js';
 
 const KEY_NAME_MAX = 100;
@@ -67,10 +67,11 @@ export function dashboard({ db, clock }: Deps): Router {
     showSignIn(req, res, 200);
   });
 
-  const tooManyAttempts = (req: Request, res: Response, retryAfterSeconds: number) => {
+  const tooManyAttempts = (req: Request, res: Response, retryAfterSeconds: number, scope: SignInLimitScope) => {
     res.set('Retry-After', String(retryAfterSeconds));
     const minutes = Math.ceil(retryAfterSeconds / 60);
-    send(res, 429, messagePage(pageContext(req, res), 'Too many attempts', `Too many failed sign-ins for this account from your address. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`, { href: `${req.baseUrl}/sign-in`, text: 'Back to sign in' }));
+    const whose = scope === 'address' ? 'from your address' : 'for this account from your address';
+    send(res, 429, messagePage(pageContext(req, res), 'Too many attempts', `Too many failed sign-ins ${whose}. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`, { href: `${req.baseUrl}/sign-in`, text: 'Back to sign in' }));
   };
 
   router.post('/sign-in', signInLimit(db, clock, tooManyAttempts), async (req, res) => {

@@ -42,28 +42,40 @@ class DatabaseStore implements Store {
   }
 }
 
+/** Failed sign-ins one address may make in a window, whatever emails they name. */
+export const SIGN_IN_FAILURES_PER_ADDRESS = 20;
+
+export type SignInLimitScope = 'address' | 'account';
+
 /**
- * At most five failed sign-ins per email and address in 15 minutes; then `onLimited` answers
- * until the window ends. A successful sign-in does not count (`skipSuccessfulRequests`: any answer
- * under 400 is taken back).
+ * At most twenty failed sign-ins from one address in 15 minutes, whatever the emails (each costs a
+ * 32 MiB scrypt: spraying emails must not make that free), and at most five per email and address;
+ * then `onLimited` answers until the window ends, before any password is hashed. A successful
+ * sign-in does not count (`skipSuccessfulRequests`: any answer under 400 is taken back).
  */
 export function signInLimit(
   db: Db,
   clock: Clock,
-  onLimited: (req: Request, res: Parameters<RequestHandler>[1], retryAfterSeconds: number) => void,
+  onLimited: (req: Request, res: Parameters<RequestHandler>[1], retryAfterSeconds: number, scope: SignInLimitScope) => void,
 ): RequestHandler {
-  return rateLimit({
-    windowMs: SIGN_IN_WINDOW_MS,
-    limit: SIGN_IN_FAILURES_ALLOWED,
-    skipSuccessfulRequests: true,
-    standardHeaders: false,
-    legacyHeaders: false,
-    store: new DatabaseStore(db, clock),
-    keyGenerator: (req) => `${normalizeEmail(String(req.body?.email ?? ''))}|${ipKeyGenerator(req.ip ?? '')}`,
-    handler: (req, res) => {
-      const resetTime = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
-      const seconds = Math.max(1, Math.ceil(((resetTime?.getTime() ?? 0) - Date.now()) / 1000));
-      onLimited(req, res, seconds);
-    },
-  });
+  const limiter = (limit: number, scope: SignInLimitScope, key: (req: Request) => string) =>
+    rateLimit({
+      windowMs: SIGN_IN_WINDOW_MS,
+      limit,
+      skipSuccessfulRequests: true,
+      standardHeaders: false,
+      legacyHeaders: false,
+      store: new DatabaseStore(db, clock),
+      keyGenerator: key,
+      handler: (req, res) => {
+        const resetTime = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
+        const seconds = Math.max(1, Math.ceil(((resetTime?.getTime() ?? 0) - Date.now()) / 1000));
+        onLimited(req, res, seconds, scope);
+      },
+    });
+  const perAddress = limiter(SIGN_IN_FAILURES_PER_ADDRESS, 'address', (req) => `address|${ipKeyGenerator(req.ip ?? '')}`);
+  const perAccount = limiter(SIGN_IN_FAILURES_ALLOWED, 'account', (req) => `${normalizeEmail(String(req.body?.email ?? ''))}|${ipKeyGenerator(req.ip ?? '')}`);
+  return (req, res, next) => {
+    void perAddress(req, res, (err?: unknown) => (err ? next(err) : void perAccount(req, res, next)));
+  };
 }

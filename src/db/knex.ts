@@ -26,6 +26,14 @@ export interface DbOptions {
   checkpointInBackground?: boolean;
   /** PostgreSQL only: the most connections the pool opens (HERALD_PG_POOL_MAX). */
   poolMax?: number;
+  /**
+   * SQLite only: when a commit reaches the disk (HERALD_SQLITE_SYNCHRONOUS). `full` (the default):
+   * each commit syncs the write-ahead log before it is acknowledged, so a power loss keeps every
+   * acknowledged write (group commit pays one sync for the writes that arrive together). `normal`:
+   * the log is synced at checkpoints only, so a power loss (not a crash of the process) can lose
+   * the last commits.
+   */
+  synchronous?: 'full' | 'normal';
 }
 
 const dialectOf = (db: Runner): Dialect => (isPostgres(db) ? postgres : sqlite);

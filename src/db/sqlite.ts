@@ -220,7 +220,7 @@ export const sqlite: Dialect = {
  * read-only one and a background reader beside it, which stop with it (`db.destroy()`). With
  * `checkpointInBackground` (processes that run jobs) a thread checkpoints the log.
  */
-export function createSqliteDb(url: string, options: { checkpointInBackground?: boolean }): Knex {
+export function createSqliteDb(url: string, options: { checkpointInBackground?: boolean; synchronous?: 'full' | 'normal' }): Knex {
   const file = url.replace(/^sqlite:/, '');
   if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
   const inBackground = options.checkpointInBackground === true && file !== ':memory:';
@@ -235,7 +235,8 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
       max: 1,
       afterCreate(conn: { pragma(sql: string): unknown }, done: (err: Error | null, conn: unknown) => void) {
         conn.pragma('journal_mode = WAL');
-        conn.pragma('synchronous = NORMAL');
+        // FULL: a commit is on disk before it is acknowledged (DbOptions.synchronous says the trade-off).
+        conn.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
         conn.pragma('foreign_keys = ON');
         conn.pragma('busy_timeout = 5000');
         // A group commit (group-commit.ts) keeps each request's writes in a savepoint, whose undo

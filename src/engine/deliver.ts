@@ -18,8 +18,10 @@ import type { Layer } from '../db/repos/preferences.js';
 import { failedCondition } from './conditions.js';
 import { render } from './templates.js';
 
-/** A send that cannot happen as things stand (no address, no integration): retrying will not help. */
-export class Undeliverable extends Error {}
+import { Undeliverable } from './undeliverable.js';
+
+// Defined beside templates.ts, whose over-budget error is one; exported here as before.
+export { Undeliverable };
 
 export interface Delivered {
   status: 'completed' | 'skipped';

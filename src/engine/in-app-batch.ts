@@ -14,7 +14,7 @@ import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER } from './preferences.js';
 import type { Layer } from '../db/repos/preferences.js';
-import { CANCELED_BEFORE_RUN, IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
+import { CANCELED_BEFORE_RUN, IN_APP_DELIVERED, inAppMessage, suppression, Undeliverable, type Recipient } from './deliver.js';
 import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
 import type { WorkerContext } from './worker-context.js';
@@ -25,6 +25,7 @@ type ChannelStep = Extract<Step, { template: unknown }>;
 type Decision =
   | { job: JobRecord; event: EventRecord; status: 'canceled' }
   | { job: JobRecord; event: EventRecord; status: 'skipped'; detail: string }
+  | { job: JobRecord; event: EventRecord; status: 'failed'; detail: string }
   | { job: JobRecord; event: EventRecord; status: 'completed'; message: NewMessage };
 
 /** Subscribers and their preference layers, read a batch at a time, for the recipients of in-app steps. */
@@ -49,7 +50,13 @@ function decide(job: JobRecord, event: EventRecord, recipient: Recipient): Decis
   const step = event.workflow.steps[job.stepIndex!] as ChannelStep;
   const skip = suppression(event, step, recipient);
   if (skip) return { job, event, status: 'skipped', detail: skip };
-  return { job, event, status: 'completed', message: inAppMessage(job, event, step, recipient) };
+  try {
+    return { job, event, status: 'completed', message: inAppMessage(job, event, step, recipient) };
+  } catch (err) {
+    // A template that cannot render, or is over its budget: the job fails, as a single one would.
+    if (!(err instanceof Undeliverable)) throw err;
+    return { job, event, status: 'failed', detail: err.message };
+  }
 }
 
 /** The execution detail of each decided job, and the message of each delivered one. */
@@ -58,8 +65,8 @@ async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promi
     trx,
     decided.map((d) => ({
       jobId: d.job.id,
-      status: d.status === 'completed' ? ('success' as const) : ('warning' as const),
-      detail: d.status === 'skipped' ? d.detail : d.status === 'canceled' ? CANCELED_BEFORE_RUN : IN_APP_DELIVERED,
+      status: d.status === 'completed' ? ('success' as const) : d.status === 'failed' ? ('failed' as const) : ('warning' as const),
+      detail: d.status === 'skipped' || d.status === 'failed' ? d.detail : d.status === 'canceled' ? CANCELED_BEFORE_RUN : IN_APP_DELIVERED,
       providerId: d.status === 'completed' ? 'herald' : null,
       isRetry: d.job.attempts > 1,
     })),
@@ -98,7 +105,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     // Only the jobs this worker still holds: one whose lease ran out belongs to someone else now.
     const held = await heldJobIds(trx, decided.map((d) => d.job.id), ctx.owner);
     const mine = decided.filter((d) => held.has(d.job.id));
-    for (const status of ['completed', 'skipped', 'canceled'] as const) {
+    for (const status of ['completed', 'skipped', 'canceled', 'failed'] as const) {
       await finishInAppJobs(trx, mine.filter((d) => d.status === status).map((d) => d.job.id), status, now);
     }
     await writeOutcomes(trx, mine, now);
@@ -169,7 +176,7 @@ export async function startWithInApp(trx: Runner, event: EventRecord, members: M
   }
   const created = await createNotifications(trx, event, members, now, (member) => ({
     id: decisions.get(member.key)!.job.notificationId!,
-    status: last ? 'completed' : 'processing',
+    status: last ? (decisions.get(member.key)!.status === 'failed' ? 'failed' : 'completed') : 'processing',
   }));
   const decided = [...created.keys()].map((subscriberKey) => decisions.get(subscriberKey)!);
   await insertJobs(

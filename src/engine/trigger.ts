@@ -8,7 +8,7 @@ import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
-import { createAjv } from '../json-schema.js';
+import { createTenantAjv } from '../json-schema.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
@@ -37,7 +37,13 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
     const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
     let validate = payloadValidators.get(cacheKey);
     if (!validate) {
-      validate = createAjv().compile(workflow.payloadSchema);
+      try {
+        validate = createTenantAjv().compile(workflow.payloadSchema);
+      } catch (err) {
+        // Saved before its patterns were checked for the linear-time matcher: refused, not a 500.
+        const why = err instanceof Error ? err.message : String(err);
+        return [{ field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` }];
+      }
       if (payloadValidators.size > 500) payloadValidators.clear();
       payloadValidators.set(cacheKey, validate);
     }

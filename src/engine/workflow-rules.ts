@@ -1,9 +1,8 @@
 // The rules a workflow must satisfy beyond its schema, checked when it is saved so that a broken
 // workflow is a 422 on save rather than a failed send later.
 import type { ErrorDetail } from '../contract.js';
-import { createAjv } from '../json-schema.js';
+import { createTenantAjv, linearPatternProblem } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
-import safeRegex from 'safe-regex2';
 import { templateProblem } from './templates.js';
 
 /** Templates are every string field of a step's `template`, except the plain sender name. */
@@ -65,32 +64,34 @@ export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorD
 }
 
 /**
- * Patterns in a payloadSchema whose matching can take exponential time (nested repetition such as
- * `(a+)+`): triggers run them on callers' payloads, and one such pattern would stall the server for
- * every tenant. Found with safe-regex2's star-height test, so overlapping alternations like `(a|a)*`
- * still pass.
+ * Patterns in a payloadSchema that the linear-time matcher cannot run: backreferences and
+ * lookaround, whose matching can take exponential time. Triggers run a payloadSchema's patterns
+ * on callers' payloads with RE2 (json-schema.ts, createTenantAjv), so every other pattern, nested
+ * repetition included, matches in time linear in the value.
  */
-function unsafePatterns(node: unknown, at: string, found: ErrorDetail[]): ErrorDetail[] {
+function unsupportedPatterns(node: unknown, at: string, found: ErrorDetail[]): ErrorDetail[] {
   if (!node || typeof node !== 'object') return found;
   for (const [key, value] of Object.entries(node)) {
-    if (key === 'pattern' && typeof value === 'string' && !safeRegex(value)) {
-      found.push({ field: `${at}/pattern`, message: 'can take exponential time to match (a repetition inside a repetition); simplify it' });
+    if (key === 'pattern' && typeof value === 'string') {
+      const problem = linearPatternProblem(value);
+      if (problem) found.push({ field: `${at}/pattern`, message: `cannot be matched in linear time (backreferences and lookaround are not supported): ${problem}` });
     } else if (key === 'patternProperties' && value && typeof value === 'object') {
       for (const pattern of Object.keys(value)) {
-        if (!safeRegex(pattern)) found.push({ field: `${at}/patternProperties`, message: `${pattern} can take exponential time to match; simplify it` });
+        const problem = linearPatternProblem(pattern);
+        if (problem) found.push({ field: `${at}/patternProperties`, message: `${pattern} cannot be matched in linear time (backreferences and lookaround are not supported): ${problem}` });
       }
     }
-    if (value && typeof value === 'object') unsafePatterns(value, `${at}/${key}`, found);
+    if (value && typeof value === 'object') unsupportedPatterns(value, `${at}/${key}`, found);
   }
   return found;
 }
 
-/** Why a payloadSchema cannot be used: not a valid JSON Schema, or a pattern too slow to run. */
+/** Why a payloadSchema cannot be used: not a valid JSON Schema, or a pattern RE2 cannot run. */
 export function payloadSchemaProblems(schema: object): ErrorDetail[] {
-  const unsafe = unsafePatterns(schema, 'body/payloadSchema', []);
-  if (unsafe.length > 0) return unsafe;
+  const unsupported = unsupportedPatterns(schema, 'body/payloadSchema', []);
+  if (unsupported.length > 0) return unsupported;
   try {
-    createAjv().compile(schema);
+    createTenantAjv().compile(schema);
     return [];
   } catch (err) {
     return [{ field: 'body/payloadSchema', message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : String(err)}` }];

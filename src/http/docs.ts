@@ -21,30 +21,46 @@ function isFresh(file: string): boolean {
   }
 }
 
+/** Builds the page into `file` (a process running `scripts/docs.ts`). */
+export type DocsBuild = (file: string) => Promise<void>;
+
+const buildWithScript: DocsBuild = async (file) => {
+  await promisify(execFile)(process.execPath, ['--import', 'tsx', DOCS_SCRIPT, '--out', file], { cwd: ROOT });
+};
+
 /**
  * GET /docs: the Redoc page that `npm run docs` builds. When it is missing, or older than the
  * contract, the first request builds it (a few seconds, once; concurrent requests wait for the
  * same build) and every later one is served from the file. Building lazily keeps start fast: most
  * servers never serve the page, and a build costs seconds of CPU. The build runs as its own process,
- * so the server never loads Redocly.
+ * so the server never loads Redocly. A build that failed is remembered: every later request is a
+ * 503 at once, not a build of its own (seconds of CPU each, for anyone who asks), until the page
+ * appears (`npm run docs` on the server) or the server restarts.
  */
-export function docsPage(logger: Logger, file: string = DOCS_HTML_PATH): RequestHandler {
+export function docsPage(logger: Logger, file: string = DOCS_HTML_PATH, buildDocs: DocsBuild = buildWithScript): RequestHandler {
   let built: Promise<void> | undefined;
+  let failed = false;
   const build = async () => {
     if (isFresh(file)) return;
     const started = Date.now();
     logger.info({ file }, 'building the API reference');
-    await promisify(execFile)(process.execPath, ['--import', 'tsx', DOCS_SCRIPT, '--out', file], { cwd: ROOT });
+    await buildDocs(file);
     logger.info({ file, ms: Date.now() - started }, 'built the API reference');
   };
+  const unavailable = new ApiError(503, 'The API reference could not be built; run `npm run docs` on the server');
   return (req, res, next) => {
+    if (failed) {
+      if (!isFresh(file)) return sendError(req, res, unavailable);
+      failed = false;
+      built = undefined;
+    }
     built ??= build();
     built.then(
       () => res.type('html').sendFile(file, (err) => err && next(err)),
       (err: unknown) => {
-        built = undefined; // the next request tries again
-        logger.error({ err }, 'could not build the API reference');
-        sendError(req, res, new ApiError(503, 'The API reference could not be built; run `npm run docs` on the server'));
+        if (!failed) logger.error({ err }, 'could not build the API reference');
+        failed = true;
+        sendError(req, res, unavailable);
       },
     );
   };

@@ -1,4 +1,8 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { RequestHandler } from 'express';
+import type { Config } from '../config.js';
+import { ApiError, notFound } from '../errors.js';
+import { sendError } from './errors.js';
 import type { FinishedResponse } from './request-log.js';
 import { httpRequestDuration, httpRequests, metricsRegistry } from '../metrics.js';
 
@@ -33,7 +37,22 @@ export const recordHttpMetrics: FinishedResponse = (_req, res, path, seconds) =>
   httpRequestDuration.observe(labels, seconds);
 };
 
-/** GET /metrics in Prometheus's text format. */
-export const metricsEndpoint: RequestHandler = async (_req, res) => {
-  res.type(metricsRegistry.contentType).send(await metricsRegistry.metrics());
-};
+const digest = (text: string) => createHash('sha256').update(text).digest();
+
+/**
+ * GET /metrics in Prometheus's text format, for the holder of HERALD_METRICS_TOKEN (`Authorization:
+ * Bearer <token>`): it tells every tenant's request volumes. Without a token configured it is not
+ * served at all (a 404 like any unknown path). The token is read from `deps.config` on each request
+ * and compared in constant time.
+ */
+export function metricsEndpoint(config: Config): RequestHandler {
+  return async (req, res) => {
+    const token = config.metricsToken;
+    if (!token) return sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`));
+    const given = /^Bearer[ ]+(.+)$/i.exec(req.get('authorization') ?? '')?.[1]?.trim() ?? '';
+    if (!timingSafeEqual(digest(given), digest(token))) {
+      return sendError(req, res, new ApiError(401, '/metrics needs the metrics token: Authorization: Bearer <HERALD_METRICS_TOKEN>', undefined, { 'WWW-Authenticate': 'Bearer realm="metrics"' }));
+    }
+    res.type(metricsRegistry.contentType).send(await metricsRegistry.metrics());
+  };
+}

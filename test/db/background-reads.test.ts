@@ -1,4 +1,4 @@
-// Reads that scan whole tables (/metrics' jobs by status, GET /notifications/stats) leave the event
+// Reads that scan whole tables (GET /notifications/stats) leave the event
 // loop free: on a SQLite file they run on a thread of their own (background-reader.ts), and on
 // PostgreSQL the server scans. Either way they read what selectRows reads.
 import { beforeAll, describe, expect, it } from 'vitest';

@@ -10,7 +10,7 @@ import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../../src/db/rep
 import { findSubscriber, SUBSCRIBER_BY_ID, subscriberKeys } from '../../src/db/repos/subscribers.js';
 import { insertRows } from '../../src/db/insert-rows.js';
 import { eventRow } from '../../src/db/repos/events.js';
-import { claimDueJobs, JOBS_BY_STATUS, jobRow, queueDepth, QUEUE_DEPTH } from '../../src/db/repos/jobs.js';
+import { claimDueJobs, countOpenJobsByStatus, jobRow, OPEN_JOBS_BY_STATUS, queueDepth, QUEUE_DEPTH } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
 import { fanoutBatch } from '../../src/db/repos/topics.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
@@ -161,6 +161,14 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
     expect(plan).toMatch(/Index Only Scan using jobs_due on jobs|Index Scan using jobs_due on jobs/);
     expect(plan).toMatch(/Index Only Scan using jobs_leased on jobs|Index Scan using jobs_leased on jobs/);
   });
+
+  it('counts the jobs not yet done for /metrics from the same partial indexes, never the whole table', async () => {
+    await testDb.db.raw('ANALYZE jobs');
+    const plan = await planOf(() => countOpenJobsByStatus(testDb.db));
+    expect(plan).not.toMatch(/Seq Scan on jobs/);
+    expect(plan.match(/using jobs_due on jobs/g)).toHaveLength(3);
+    expect(plan).toMatch(/using jobs_leased on jobs/);
+  });
 });
 
 /** SQLite: the steps of the plan it makes for a text (EXPLAIN QUERY PLAN's details). */
@@ -193,6 +201,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('query plans on SQLite',
       'SEARCH jobs USING COVERING INDEX jobs_status_run_at_index (status=? AND run_at<?)',
       'SEARCH jobs USING COVERING INDEX jobs_status_run_at_index (status=?)',
     ]);
-    expect(await sqlitePlanOf(JOBS_BY_STATUS, [])).toContainEqual('SCAN jobs USING COVERING INDEX jobs_status_run_at_index');
+    const open = await sqlitePlanOf(OPEN_JOBS_BY_STATUS, []);
+    expect(open.filter((step) => / jobs\b/.test(step))).toEqual(Array(4).fill('SEARCH jobs USING COVERING INDEX jobs_status_run_at_index (status=?)'));
   });
 });

@@ -135,6 +135,19 @@ describe('signing in to /dashboard', () => {
     expect((await visitor.signIn('lockme@example.com', PASSWORD)).status).toBe(303);
   });
 
+  it('limits one address across emails: after twenty failures any sign-in from it waits, before any password is hashed', async () => {
+    t.clock.advance(15 * 60 * 1000 + 1000); // a window of its own
+    const visitor = new Visitor();
+    for (let attempt = 1; attempt <= 20; attempt++) expect((await visitor.signIn(`spray-${attempt}@example.com`, 'guess')).status).toBe(401);
+    const limited = await visitor.signIn('ada@example.com', PASSWORD);
+    expect(limited.status).toBe(429);
+    expect(limited.text).toContain('Too many failed sign-ins from your address');
+    expect((await new Visitor().signIn('spray-21@example.com', 'guess')).status).toBe(429);
+
+    t.clock.advance(15 * 60 * 1000 + 1000);
+    expect((await visitor.signIn('ada@example.com', PASSWORD)).status).toBe(303);
+  });
+
   it('does not count successful sign-ins against the limit', async () => {
     for (let attempt = 1; attempt <= 7; attempt++) expect((await new Visitor().signIn('grace@example.com')).status).toBe(303);
   });

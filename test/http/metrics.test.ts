@@ -1,9 +1,15 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { registerGauge } from '../../src/metrics.js';
 import { startTestApp, useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
+import { JOB_GAUGES_TTL_MS } from '../../src/engine/metrics.js';
 
 const t = useTestApp();
+const TOKEN = 'metrics-token-for-tests';
+beforeAll(() => {
+  t.deps.config.metricsToken = TOKEN;
+});
+const metrics = (app: { http: { get(path: string): ReturnType<typeof t.http.get> } } = t) => app.http.get('/metrics').set('Authorization', `Bearer ${TOKEN}`);
 
 /** One sample's value from Prometheus's text format, 0 when the series is absent. */
 function sample(text: string, name: string, labels: Record<string, string>): number {
@@ -14,11 +20,11 @@ function sample(text: string, name: string, labels: Record<string, string>): num
   return line ? Number(line.split(' ').at(-1)) : 0;
 }
 
-const scrape = async () => (await t.http.get('/metrics').expect(200)).text;
+const scrape = async () => (await metrics().expect(200)).text;
 
 describe('GET /metrics', () => {
-  it('answers in Prometheus text format without a key', async () => {
-    const res = await t.http.get('/metrics').expect(200);
+  it('answers in Prometheus text format to its token, without an API key', async () => {
+    const res = await metrics().expect(200);
     expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
     expect(res.text).toContain('# TYPE herald_http_requests_total counter');
     expect(res.text).toContain('# TYPE herald_http_request_duration_seconds histogram');
@@ -87,20 +93,49 @@ describe('registerGauge', () => {
 describe('the engine on /metrics', () => {
   it('shows jobs by status and the queue depth, from the database', async () => {
     const t = await startTestApp();
+    t.deps.config.metricsToken = TOKEN;
     try {
       await t.a.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
       await t.a.post('/v1/workflows', { name: 'Ping', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
       await t.a.post('/v1/events/trigger/bulk', { events: [1, 2, 3].map(() => ({ name: 'ping', to: 'ada' })) }).expect(201);
-      const before = (await t.http.get('/metrics').expect(200)).text;
+      const before = (await metrics(t).expect(200)).text;
       expect(before).toMatch(/^herald_jobs\{status="pending"\} 3$/m);
+      expect(before).toMatch(/^herald_jobs\{status="running"\} 0$/m);
       expect(before).toMatch(/^herald_queue_depth 3$/m);
       await new JobRunner(t.deps).runUntilIdle();
-      const after = (await t.http.get('/metrics').expect(200)).text;
-      expect(after).toMatch(/^herald_jobs\{status="completed"\} 3$/m);
+      // Read again once the counts' time to live has passed; within it, a scrape is served the last reading.
+      expect((await metrics(t).expect(200)).text).toMatch(/^herald_queue_depth 3$/m);
+      t.clock.advance(JOB_GAUGES_TTL_MS);
+      const after = (await metrics(t).expect(200)).text;
+      expect(after).toMatch(/^herald_jobs\{status="pending"\} 0$/m);
+      expect(after).not.toMatch(/^herald_jobs\{status="completed"\}/m);
       expect(after).toMatch(/^herald_queue_depth 0$/m);
       await t.assertContract();
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe('/metrics behind its token', () => {
+  it('answers 401 with the error body without the token or with another one', async () => {
+    for (const authorization of [undefined, 'Bearer wrong', `Basic ${TOKEN}`, TOKEN, `Bearer ${t.a.key}`]) {
+      const req = t.http.get('/metrics');
+      if (authorization) req.set('Authorization', authorization);
+      const res = await req.expect(401);
+      expect(res.body).toMatchObject({ statusCode: 401, error: 'Unauthorized', path: '/metrics' });
+      expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
+      expect(res.text).not.toContain('herald_');
+    }
+  });
+
+  it('is not served (404 with the error body) when no token is configured', async () => {
+    t.deps.config.metricsToken = undefined;
+    try {
+      const res = await t.http.get('/metrics').set('Authorization', `Bearer ${TOKEN}`).expect(404);
+      expect(res.body).toMatchObject({ statusCode: 404, error: 'Not Found', path: '/metrics' });
+    } finally {
+      t.deps.config.metricsToken = TOKEN;
     }
   });
 });

@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LOCAL_PEERS, startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
 import { DEFAULT_PROVIDER_TIMEOUTS } from '../../src/outbound-guard.js';
@@ -144,6 +145,27 @@ describe('push-webhook (push)', () => {
     );
     const [request] = server.requests;
     expect(request.json()).toEqual({ deliveryId: delivery.deliveryId, subscriberId: 'ada', deviceTokens: ['t1'], title: 'T', content: 'C', data: {} });
-    expect(request.headers['x-herald-signature']).toBe(`sha256=${createHmac('sha256', 's3cret').update(request.body).digest('hex')}`);
+    // Standard Webhooks: the id, the time and the body signed together, checked as a receiver would.
+    expect(request.headers['webhook-id']).toBe(delivery.deliveryId);
+    const verified = new Webhook('s3cret', { format: 'raw' }).verify(request.body, {
+      'webhook-id': String(request.headers['webhook-id']),
+      'webhook-timestamp': String(request.headers['webhook-timestamp']),
+      'webhook-signature': String(request.headers['webhook-signature']),
+    });
+    expect(verified).toEqual(request.json());
+    const expected = createHmac('sha256', 's3cret').update(`${request.headers['webhook-id']}.${request.headers['webhook-timestamp']}.${request.body}`).digest('base64');
+    expect(request.headers['webhook-signature']).toBe(`v1,${expected}`);
+    expect(request.headers).not.toHaveProperty('x-herald-signature');
+  });
+
+  it('takes a whsec_ secret as Standard Webhooks gives it, and signs the time: a replay cannot pass with a fresh timestamp', async () => {
+    const secret = `whsec_${Buffer.from('a key of 24 bytes or so!').toString('base64')}`;
+    const server = await peer();
+    await senders.push['push-webhook']!.send({ deviceTokens: ['t1'], title: 'T', content: 'C', subscriberId: 'ada' }, { webhookUrl: `${server.url}/push`, secretKey: secret }, delivery);
+    const [request] = server.requests;
+    const headers = { 'webhook-id': String(request.headers['webhook-id']), 'webhook-timestamp': String(request.headers['webhook-timestamp']), 'webhook-signature': String(request.headers['webhook-signature']) };
+    expect(new Webhook(secret).verify(request.body, headers)).toEqual(request.json());
+    const refreshed = { ...headers, 'webhook-timestamp': String(Number(headers['webhook-timestamp']) + 60) };
+    expect(() => new Webhook(secret).verify(request.body, refreshed)).toThrow(/signature/i);
   });
 });

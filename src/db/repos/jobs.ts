@@ -1,5 +1,5 @@
 import type { Db, Runner } from '../knex.js';
-import { changeRows, inList, isPostgres, selectRows, selectRowsInBackground } from '../knex.js';
+import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
@@ -328,7 +328,7 @@ export async function heldJobIds(trx: Runner, ids: string[], owner: string): Pro
 }
 
 /** Held jobs reach their end: in-app jobs, whose provider is Herald itself when they completed. */
-export async function finishInAppJobs(trx: Runner, ids: string[], status: 'completed' | 'skipped' | 'canceled', now: Date): Promise<void> {
+export async function finishInAppJobs(trx: Runner, ids: string[], status: 'completed' | 'skipped' | 'canceled' | 'failed', now: Date): Promise<void> {
   for (const part of chunks(ids)) {
     await trx('jobs')
       .whereIn('id', part)
@@ -410,12 +410,21 @@ export async function jobsOfNotification(db: Db, notificationId: string): Promis
   });
 }
 
-/** Every job, counted by status: a scan of its (status, run_at) index on SQLite, of the table on PostgreSQL. */
-export const JOBS_BY_STATUS = 'SELECT status, count(*) AS n FROM jobs GROUP BY status';
+/** The statuses of jobs not yet done: what /metrics counts (their number follows the queue, not the table). */
+export const OPEN_JOB_STATUSES = ['pending', 'queued', 'delayed', 'running'] as const;
 
-/** How many jobs there are in each status (for /metrics), counted off the event loop on SQLite. */
-export async function countJobsByStatus(db: Db): Promise<Array<{ status: JobStatus; count: number }>> {
-  const rows = await selectRowsInBackground<{ status: JobStatus; n: number | string }>(db, JOBS_BY_STATUS, []);
+/**
+ * Jobs not yet done, counted by status, one count each: on PostgreSQL each reads a partial index of
+ * only such jobs (`jobs_due`, `jobs_leased`, whose conditions each status implies), on SQLite a
+ * range of its (status, run_at) index. Finished jobs, which grow with the table, are not counted.
+ */
+export const OPEN_JOBS_BY_STATUS = OPEN_JOB_STATUSES.map((status) => `SELECT '${status}' AS status, count(*) AS n FROM jobs WHERE status = '${status}'`).join(
+  '\nUNION ALL ',
+);
+
+/** How many jobs not yet done there are in each status (for /metrics). */
+export async function countOpenJobsByStatus(db: Db): Promise<Array<{ status: JobStatus; count: number }>> {
+  const rows = await selectRows<{ status: JobStatus; n: number | string }>(db, OPEN_JOBS_BY_STATUS, []);
   return rows.map((row) => ({ status: row.status, count: Number(row.n) }));
 }
 

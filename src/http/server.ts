@@ -1,0 +1,83 @@
+// The HTTP server around the app: what Node answers by itself (a request it cannot parse) carries
+// the error body too, and a SIGTERM drains the connections instead of resetting them.
+import http, { STATUS_CODES, type Server, type ServerResponse } from 'node:http';
+import net, { type Socket } from 'node:net';
+import type { Express } from 'express';
+import { errorBody } from './errors.js';
+
+/**
+ * Node answers a request it cannot parse by itself, before the app sees it, with an empty body:
+ * 431 when the headers are too large, 400 for a malformed request line or header. These answers
+ * carry the error body as every other error does, and close the connection (the stream cannot be
+ * trusted past the error).
+ */
+function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const message =
+    status === 431
+      ? 'The request headers are too large'
+      : status === 408
+        ? 'The request took too long to arrive'
+        : 'The request is not valid HTTP';
+  // The path is unknown: the request line is what failed, or was never read whole.
+  const body = JSON.stringify(errorBody(status, message, ''));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'X-Content-Type-Options: nosniff\r\n' +
+      'Connection: close\r\n\r\n' +
+      body,
+  );
+}
+
+export interface HeraldServer {
+  server: Server;
+  /**
+   * Stops accepting connections and drains the open ones: a request in flight, or one that arrives
+   * on a kept-alive connection meanwhile, is answered with `Connection: close`, and the connection
+   * ends after that answer; connections idle after `idleGraceMs` are closed then. Resolves once
+   * every connection is gone.
+   */
+  drain(idleGraceMs?: number): Promise<void>;
+}
+
+/** Idle kept-alive connections get this long after SIGTERM to send one more request. */
+export const IDLE_GRACE_MS = 2_000;
+
+export function createServer(app: Express): HeraldServer {
+  const server = http.createServer(app);
+  server.on('clientError', clientErrorAnswer);
+
+  let draining = false;
+  // Responses not yet finished, so that those under way when the drain begins close their connection.
+  const inFlight = new Set<ServerResponse>();
+  server.prependListener('request', (_req, res: ServerResponse) => {
+    if (draining) {
+      res.setHeader('Connection', 'close');
+      return;
+    }
+    inFlight.add(res);
+    res.once('close', () => inFlight.delete(res)); // emitted once the answer is sent, or the connection lost
+  });
+
+  return {
+    server,
+    drain(idleGraceMs = IDLE_GRACE_MS) {
+      draining = true;
+      for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+      return new Promise<void>((resolve) => {
+        // net.Server's close: stop listening, and resolve once the last connection ends. (http.Server's
+        // own close also closes the idle connections at once, racing a request the client is sending
+        // on one: that race is the reset this drain avoids.)
+        net.Server.prototype.close.call(server, () => resolve());
+        const idle = setTimeout(() => server.closeIdleConnections(), idleGraceMs);
+        idle.unref();
+      });
+    },
+  };
+}

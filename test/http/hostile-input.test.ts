@@ -1,0 +1,223 @@
+// Hostile input, class by class (issue 24), against the app served on 127.0.0.1 and a real
+// database: what a tenant can send (schemas, templates, ill-typed items) cannot freeze the process,
+// fill the database, write into the server log or answer 5xx; /metrics is closed without its token;
+// Node's own 4xx answers carry the error body. The SIGTERM drain is in test/e2e/shutdown.test.ts.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { createIntegration, createSubscriber, createWorkflow, integrationBodies, step, uniqueId } from '../helpers/factories.js';
+import fs from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import express from 'express';
+import supertest from 'supertest';
+import { JobRunner } from '../../src/engine/runner.js';
+import { createServer, type HeraldServer } from '../../src/http/server.js';
+import { docsPage } from '../../src/http/docs.js';
+
+const t = useTestApp();
+beforeEach(() => t.clock.advance(60_000));
+
+/** Triggers a workflow for a new subscriber, runs its jobs, and returns the notification with its jobs. */
+async function deliverOnce(workflowId: string, payload: object, subscriber: object = {}) {
+  const subscriberId = uniqueId('hostile');
+  await createSubscriber(t.a, { subscriberId, ...subscriber });
+  const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, payload }).expect(201);
+  await new JobRunner(t.deps).runUntilIdle();
+  const [listed] = (await t.a.get(`/v1/notifications?transactionId=${trigger.body.data.transactionId}`).expect(200)).body.data;
+  const notification = (await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
+  const feed = (await t.a.get(`/v1/subscribers/${subscriberId}/messages`).expect(200)).body.data as Array<{ content: string }>;
+  return { notification, feed };
+}
+
+describe('work budgets: a payload schema cannot freeze the process', () => {
+  it('matches a payloadSchema pattern in linear time: an overlapping alternation on a 40-character value answers at once', async () => {
+    const payloadSchema = { type: 'object', properties: { name: { type: 'string', pattern: '^([a-z]|[a-z0-9])*$' } } };
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema });
+    await createSubscriber(t.a, { subscriberId: 'regex-victim' });
+    const started = performance.now();
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'regex-victim', payload: { name: `${'a'.repeat(40)}!` } });
+    // A liveness bound with a wide margin: with backtracking this value takes hours.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(res.status).toBe(422);
+    expect(res.body.details).toEqual([{ field: 'body/payload/name', message: 'must match pattern "^([a-z]|[a-z0-9])*$"' }]);
+    // The pattern still does its work.
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'regex-victim', payload: { name: 'a'.repeat(40) } }).expect(201);
+  });
+
+  it('refuses, when the workflow is saved, a pattern that cannot match in linear time, naming the field', async () => {
+    const payloadSchema = { type: 'object', patternProperties: { '^(?!x)': { type: 'string' } }, properties: { a: { type: 'string', pattern: '(a)\\1' } } };
+    const res = await t.a.post('/v1/workflows', { name: 'Lookaround', payloadSchema, steps: [step.inApp()] }).expect(422);
+    expect(res.body.details.map((d: { field: string }) => d.field).sort()).toEqual(['body/payloadSchema/patternProperties', 'body/payloadSchema/properties/a/pattern']);
+    const { workflowId } = await createWorkflow(t.a);
+    const put = await t.a.put(`/v1/workflows/${workflowId}`, { payloadSchema: { type: 'string', pattern: '(?<=a)b' } }).expect(422);
+    expect(put.body.details[0].field).toBe('body/payloadSchema/pattern');
+  });
+
+  it('answers 422, not 500, to a trigger of a workflow saved with such a pattern before it was refused', async () => {
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object' } });
+    const stored = { type: 'object', properties: { a: { type: 'string', pattern: '(?=a)a' } } };
+    await t.db('workflows').where({ workflow_id: workflowId, environment_id: t.environments.a }).update({ payload_schema: JSON.stringify(stored), updated_at: new Date().toISOString() });
+    await createSubscriber(t.a, { subscriberId: 'old-schema' });
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-schema', payload: { a: 'a' } }).expect(422);
+    expect(res.body.details).toEqual([{ field: 'body/name', message: expect.stringContaining("the workflow's payloadSchema cannot be used") }]);
+  });
+});
+
+describe('work budgets: rendering', () => {
+  it('fails the job of a template whose loops go over budget, with a clear detail and no message stored', async () => {
+    const items = Array.from({ length: 200 }, (_, i) => i);
+    const content = '{{#each payload.items}}{{#each ../payload.items}}{{#each ../../payload.items}}{{this}}{{/each}}{{/each}}{{/each}}';
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content })] });
+    const started = performance.now();
+    const { notification, feed } = await deliverOnce(workflowId, { items });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(notification.status).toBe('failed');
+    expect(notification.jobs).toMatchObject([{ type: 'in_app', status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringMatching(/loops ran more than 100,000 times|took more than/) }] }]);
+    expect(feed).toEqual([]);
+  });
+
+  it('fails the job of a template that renders more than the size cap of a message', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '{{#each payload.items}}{{../payload.big}}{{/each}}' })] });
+    const { notification, feed } = await deliverOnce(workflowId, { items: Array.from({ length: 100 }, () => 1), big: 'x'.repeat(10_000) });
+    expect(notification.jobs[0]).toMatchObject({ status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringContaining('more than 262,144 characters') }] });
+    expect(feed).toEqual([]);
+  });
+
+  it('fails a single (non in-app) job over budget at once, without retries', async () => {
+    const subject = '{{#each payload.items}}{{#each ../payload.items}}{{#each ../../payload.items}}x{{/each}}{{/each}}{{/each}}';
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.email({ subject })] });
+    await createIntegration(t.a, integrationBodies.sendgrid);
+    const { notification } = await deliverOnce(workflowId, { items: Array.from({ length: 200 }, (_, i) => i) }, { email: 'ada@example.com' });
+    expect(notification.jobs).toMatchObject([{ type: 'email', status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringMatching(/loops ran more than 100,000 times|took more than/) }] }]);
+  });
+
+  it('renders what stays within budget as before', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '{{#each payload.items}}{{@index}}:{{this}} {{/each}}{{#payload.items}}.{{/payload.items}}' })] });
+    const { feed } = await deliverOnce(workflowId, { items: ['a', 'b'] });
+    expect(feed.map((m) => m.content)).toEqual(['0:a 1:b ..']);
+  });
+});
+
+describe('templates reach only their data', () => {
+  const spies: Array<ReturnType<typeof vi.spyOn>> = [];
+  beforeAll(() => {
+    for (const method of ['log', 'info', 'warn', 'error', 'debug'] as const) spies.push(vi.spyOn(console, method));
+    spies.push(vi.spyOn(process.stdout, 'write'), vi.spyOn(process.stderr, 'write'));
+  });
+  afterEach(() => spies.forEach((spy) => spy.mockClear()));
+  afterAll(() => spies.forEach((spy) => spy.mockRestore()));
+
+  it('{{log}} renders nothing and writes no log line', async () => {
+    const forged = '{"level":60,"msg":"forged fatal line"}';
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'before{{log payload.line level="error"}}{{log "x"}}after' })] });
+    const { feed } = await deliverOnce(workflowId, { line: forged });
+    expect(feed.map((m) => m.content)).toEqual(['beforeafter']);
+    const written = spies.flatMap((spy) => (spy.mock.calls as unknown[][]).map((call) => String(call[0])));
+    expect(written.filter((line) => line.includes('forged fatal line'))).toEqual([]);
+  });
+
+  it('cannot reach prototypes or constructors', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '[{{payload.constructor.name}}][{{lookup payload "__proto__"}}][{{payload.toString}}]' })] });
+    const { feed } = await deliverOnce(workflowId, {});
+    expect(feed.map((m) => m.content)).toEqual(['[][][]']);
+  });
+});
+
+describe('no 5xx from ill-typed items', () => {
+  const EVERY_TYPE = [null, 0, 1.5, '', 'in_app', true, [], [{ type: 'in_app' }], {}];
+  it.each(EVERY_TYPE.map((item) => [JSON.stringify(item), item]))('a workflow step that is %s is a 400 with the error body, on create and update', async (_name, item) => {
+    const created = await t.a.post('/v1/workflows', { name: 'Ill-typed', steps: [step.inApp(), item] }).expect(400);
+    expect(created.body).toMatchObject({ statusCode: 400, error: 'Bad Request', details: [expect.objectContaining({ field: expect.stringMatching(/^body\/steps\/1/) })] });
+    const { workflowId } = await createWorkflow(t.a);
+    const updated = await t.a.put(`/v1/workflows/${workflowId}`, { steps: [item] }).expect(400);
+    expect(updated.body.statusCode).toBe(400);
+  });
+});
+
+describe("Node's own answers and headers", () => {
+  let served: HeraldServer;
+  let port: number;
+  beforeAll(async () => {
+    served = createServer(t.app);
+    await new Promise<void>((resolve) => served.server.listen(0, '127.0.0.1', resolve));
+    port = (served.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => served?.drain(0));
+
+  /** Writes bytes on a new connection and reads everything the server sends back until it closes. */
+  function rawExchange(bytes: string): Promise<{ status: number; headers: string; body: string }> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write(bytes));
+      let text = '';
+      socket.setEncoding('latin1');
+      socket.on('data', (chunk: string) => (text += chunk));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const [head, body = ''] = text.split('\r\n\r\n');
+        resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), headers: head.toLowerCase(), body });
+      });
+    });
+  }
+
+  it('answers a malformed request line with 400 and the error body', async () => {
+    const res = await rawExchange('GET /v1/subscribers HTTP/1.1 extra\r\nHost: x\r\n\r\n');
+    expect(res.status).toBe(400);
+    expect(res.headers).toContain('content-type: application/json');
+    expect(res.headers).toContain('x-content-type-options: nosniff');
+    expect(JSON.parse(res.body)).toMatchObject({ statusCode: 400, error: 'Bad Request', message: 'The request is not valid HTTP' });
+  });
+
+  it('answers headers over the limit with 431 and the error body', async () => {
+    const res = await rawExchange(`GET /v1/subscribers HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(res.status).toBe(431);
+    expect(JSON.parse(res.body)).toMatchObject({ statusCode: 431, error: 'Request Header Fields Too Large', message: 'The request headers are too large' });
+  });
+
+  it('sends X-Content-Type-Options: nosniff with API answers, errors included', async () => {
+    for (const res of [await t.a.get('/v1/subscribers').expect(200), await t.http.get('/v1/subscribers').expect(401), await t.http.get('/nowhere').expect(404), await t.http.get('/health').expect(200)]) {
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+    }
+  });
+});
+
+describe('/metrics', () => {
+  it('is not served without a configured token, and answers 401 to a request without it', async () => {
+    expect((await t.http.get('/metrics').expect(404)).body).toMatchObject({ statusCode: 404, path: '/metrics' });
+    t.deps.config.metricsToken = 'hostile-metrics-token';
+    try {
+      for (const res of [await t.http.get('/metrics'), await t.a.get('/metrics'), await t.http.get('/metrics').set('Authorization', 'Bearer hostile-metrics-token-2')]) {
+        expect(res.status).toBe(401);
+        expect(res.text).not.toContain('herald_http_requests_total');
+      }
+      expect((await t.http.get('/metrics').set('Authorization', 'Bearer hostile-metrics-token').expect(200)).text).toContain('herald_jobs');
+    } finally {
+      t.deps.config.metricsToken = undefined;
+    }
+  });
+});
+
+describe('a failed docs build', () => {
+  it('is remembered: later requests are a 503 with the error body at once, with no new build', async () => {
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-'));
+    let builds = 0;
+    const app = express();
+    app.get('/docs', docsPage(t.deps.logger, path.join(folder, 'index.html'), async () => {
+      builds++;
+      throw new Error('redocly is missing');
+    }));
+    try {
+      for (let i = 0; i < 3; i++) {
+        const res = await supertest(app).get('/docs').expect(503);
+        expect(res.body).toMatchObject({ statusCode: 503, error: 'Service Unavailable', path: '/docs' });
+      }
+      expect(builds).toBe(1);
+      // Built by hand meanwhile (`npm run docs`): served from then on.
+      fs.writeFileSync(path.join(folder, 'index.html'), '<!doctype html><title>API</title>');
+      expect((await supertest(app).get('/docs').expect(200)).text).toContain('<title>API</title>');
+      expect(builds).toBe(1);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+});
