@@ -16,6 +16,7 @@ import type { Channel } from '../contract.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { failedCondition } from './conditions.js';
 import { render } from './templates.js';
+import { destinationOf } from './destinations.js';
 
 /** A send that cannot happen as things stand (no address, no integration): retrying will not help. */
 export class Undeliverable extends Error {}
@@ -31,6 +32,7 @@ export interface Delivered {
 type ChannelStep = Extract<Step, { template: unknown }>;
 
 interface Target {
+  integrationId: string;
   providerId: ProviderId;
   credentials: IntegrationCredentials;
 }
@@ -38,7 +40,7 @@ interface Target {
 async function integrationFor(deps: Deps, environmentId: string, channel: Channel): Promise<Target> {
   const row = await deliveryIntegrationOf(deps.db, environmentId, channel);
   if (!row) throw new Undeliverable(`No active ${channel} integration in this environment`);
-  return { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) };
+  return { integrationId: row.id, providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) };
 }
 
 /** The subscriber's credentials for a chat or push provider whose integration is active. */
@@ -47,7 +49,7 @@ async function subscriberChannel(deps: Deps, environmentId: string, subscriber: 
     if (PROVIDERS[entry.providerId].channel !== channel) continue;
     const row = await findIntegrationRow(deps.db, environmentId, entry._integrationId);
     if (row && (row.active === true || row.active === 1)) {
-      return { entry, target: { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } };
+      return { entry, target: { integrationId: row.id, providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } };
     }
   }
   throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${channel} credentials for an active integration`);
@@ -108,7 +110,24 @@ export const IN_APP_DELIVERED = 'Message stored in the in-app feed';
 /** The execution detail of a job a worker had taken when it found its event canceled: it ends without running. */
 export const CANCELED_BEFORE_RUN = 'Canceled with its event before it ran';
 
+/** A send ready to go: where it goes (its destination's key) and the call that makes it. */
+export interface Send {
+  destination: string;
+  send(): Promise<Delivered>;
+}
+
+/** Sends the step now: `prepareDelivery`, then the send, with nothing in between. */
 export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<Delivered> {
+  const prepared = await prepareDelivery(deps, job, event, step);
+  return 'send' in prepared ? prepared.send() : prepared;
+}
+
+/**
+ * Everything a channel step does before the network: reads whom it is for, decides whether it may
+ * go out, renders it and finds its provider and destination. Answers the outcome when nothing is
+ * sent (skipped, in-app), or the send to make; throws Undeliverable when it cannot go anywhere.
+ */
+export async function prepareDelivery(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<Delivered | Send> {
   const env = event.environmentId;
   const notification = (await notificationRecipient(deps.db, job.notificationId!))!;
   const [subscriber, global, own] = await Promise.all([
@@ -129,51 +148,59 @@ export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, st
     case 'email': {
       if (!subscriber!.email) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no email address`);
       const target = await integrationFor(deps, env, 'email');
-      const sent = await senders.email[target.providerId]!.send(
-        {
-          to: subscriber!.email,
-          subject: text('subject')!,
-          html: html('content'),
-          preheader: text('preheader'),
-          senderName: template.senderName,
+      const message = { to: subscriber!.email, subject: text('subject')!, html: html('content'), preheader: text('preheader'), senderName: template.senderName };
+      return {
+        destination: destinationOf('email', target.integrationId),
+        async send() {
+          const sent = await senders.email[target.providerId]!.send(message, target.credentials, delivery);
+          return { status: 'completed', detail: `Email sent to ${subscriber!.email}`, providerId: target.providerId, raw: sent.raw };
         },
-        target.credentials,
-        delivery,
-      );
-      return { status: 'completed', detail: `Email sent to ${subscriber!.email}`, providerId: target.providerId, raw: sent.raw };
+      };
     }
     case 'sms': {
       if (!subscriber!.phone) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no phone number`);
       const target = await integrationFor(deps, env, 'sms');
-      const sent = await senders.sms[target.providerId]!.send({ to: subscriber!.phone, content: text('content')! }, target.credentials, delivery);
-      return { status: 'completed', detail: `SMS sent to ${subscriber!.phone}`, providerId: target.providerId, raw: sent.raw };
+      const message = { to: subscriber!.phone, content: text('content')! };
+      return {
+        destination: destinationOf('sms', target.integrationId),
+        async send() {
+          const sent = await senders.sms[target.providerId]!.send(message, target.credentials, delivery);
+          return { status: 'completed', detail: `SMS sent to ${subscriber!.phone}`, providerId: target.providerId, raw: sent.raw };
+        },
+      };
     }
     case 'chat': {
       const { entry, target } = await subscriberChannel(deps, env, subscriber!, 'chat');
       if (!entry.credentials.webhookUrl) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} webhook URL`);
-      const sent = await senders.chat[target.providerId]!.send(
-        { webhookUrl: entry.credentials.webhookUrl, content: text('content')!, channel: entry.credentials.channel },
-        target.credentials,
-        delivery,
-      );
-      return { status: 'completed', detail: `Posted to the ${entry.providerId} webhook`, providerId: target.providerId, raw: sent.raw };
+      const message = { webhookUrl: entry.credentials.webhookUrl, content: text('content')!, channel: entry.credentials.channel };
+      return {
+        destination: destinationOf('chat', target.integrationId, message.webhookUrl),
+        async send() {
+          const sent = await senders.chat[target.providerId]!.send(message, target.credentials, delivery);
+          return { status: 'completed', detail: `Posted to the ${entry.providerId} webhook`, providerId: target.providerId, raw: sent.raw };
+        },
+      };
     }
     case 'push': {
       const { entry, target } = await subscriberChannel(deps, env, subscriber!, 'push');
       const deviceTokens = entry.credentials.deviceTokens ?? [];
       if (deviceTokens.length === 0) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} device tokens`);
-      const sent = await senders.push[target.providerId]!.send(
-        {
-          deviceTokens,
-          title: text('title')!,
-          content: text('content')!,
-          data: (step.template as { data?: Record<string, unknown> }).data,
-          subscriberId: recipient.subscriberId,
+      const message = {
+        deviceTokens,
+        title: text('title')!,
+        content: text('content')!,
+        data: (step.template as { data?: Record<string, unknown> }).data,
+        subscriberId: recipient.subscriberId,
+      };
+      // A push webhook posts to its own URL (the integration's); Expo to its API.
+      const url = (target.credentials as { webhookUrl?: string }).webhookUrl;
+      return {
+        destination: destinationOf('push', target.integrationId, url),
+        async send() {
+          const sent = await senders.push[target.providerId]!.send(message, target.credentials, delivery);
+          return { status: 'completed', detail: `Push sent to ${deviceTokens.length} device(s)`, providerId: target.providerId, raw: sent.raw };
         },
-        target.credentials,
-        delivery,
-      );
-      return { status: 'completed', detail: `Push sent to ${deviceTokens.length} device(s)`, providerId: target.providerId, raw: sent.raw };
+      };
     }
   }
 }

@@ -9,7 +9,8 @@ import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { markNotificationsProcessing, setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../contract.js';
-import { CANCELED_BEFORE_RUN, deliver, Undeliverable } from './deliver.js';
+import { CANCELED_BEFORE_RUN, prepareDelivery, Undeliverable, type Delivered } from './deliver.js';
+import { isRateLimited, verdictOf, type Verdict } from './destinations.js';
 import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
 import { handOverOpenDigest } from './digests.js';
@@ -37,6 +38,8 @@ interface Outcome {
   runAt?: Date;
   state?: Record<string, unknown>;
   message?: NewMessage;
+  /** The claim's attempt is given back (a deferral, a provider's 429). */
+  refundAttempt?: boolean;
 }
 
 async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also?: (trx: Transaction, event: EventRecord) => Promise<void>): Promise<void> {
@@ -48,7 +51,7 @@ async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also
         trx,
         job.id,
         ctx.owner,
-        { status: outcome.status, runAt: outcome.runAt, providerId: outcome.providerId, state: outcome.state },
+        { status: outcome.status, runAt: outcome.runAt, providerId: outcome.providerId, state: outcome.state, refundAttempt: outcome.refundAttempt },
         now,
       );
       if (!changed) throw new LeaseLost();
@@ -79,6 +82,11 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
   if (permanent || job.attempts >= MAX_ATTEMPTS) {
     const why = permanent ? text : `${text} (gave up after ${job.attempts} attempts)`;
     return { status: 'failed', detail: { status: 'failed', text: why, raw } };
+  }
+  // A 429 with a Retry-After is the provider pacing us, not the send failing: it spends no attempt.
+  if (isRateLimited(err) && err.retryAfterMs !== undefined) {
+    const runAt = new Date(ctx.deps.clock.now().getTime() + Math.min(err.retryAfterMs, MAX_RETRY_AFTER_MS));
+    return { status: 'queued', runAt, refundAttempt: true, detail: { status: 'warning', text: `${text}: rate limited; trying again at ${runAt.toISOString()} (no attempt spent)`, raw } };
   }
   // A provider that said how long to wait (Retry-After) is waited for, up to an hour.
   const asked = err instanceof ProviderError ? Math.min(err.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS) : 0;
@@ -158,7 +166,9 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   if (step.type === 'digest') return fireDigest(ctx, job, event);
   let outcome: Outcome;
   try {
-    const delivered = await deliver(ctx.deps, job, event, step);
+    const prepared = await prepareDelivery(ctx.deps, job, event, step);
+    const delivered = 'send' in prepared ? await sendThroughGate(ctx, job, prepared) : prepared;
+    if (delivered === 'deferred') return;
     outcome = {
       status: delivered.status,
       providerId: delivered.providerId,
@@ -172,4 +182,32 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     outcome = failure(ctx, job, err);
   }
   await settle(ctx, job, outcome);
+}
+
+/**
+ * Sends once the destination admits it; a destination that is busy or whose breaker is open
+ * defers the job instead (back in the queue at a later run_at, its attempt given back; a breaker's
+ * deferral with an execution detail saying why).
+ */
+async function sendThroughGate(ctx: WorkerContext, job: JobRecord, prepared: { destination: string; send(): Promise<Delivered> }): Promise<Delivered | 'deferred'> {
+  const gate = ctx.gate;
+  if (!gate) return prepared.send();
+  const admission = gate.admit(prepared.destination);
+  if (!admission.go) {
+    const detail = admission.why ? { status: 'warning' as const, text: `Deferred: ${admission.why} (no attempt spent)` } : undefined;
+    await settle(ctx, job, { status: 'queued', runAt: admission.until, refundAttempt: true, detail });
+    return 'deferred';
+  }
+  const started = Date.now();
+  let verdict: Verdict = 'neutral';
+  try {
+    const delivered = await prepared.send();
+    verdict = 'ok';
+    return delivered;
+  } catch (err) {
+    verdict = verdictOf(err);
+    throw err;
+  } finally {
+    gate.finished(prepared.destination, verdict, Date.now() - started);
+  }
 }

@@ -1,0 +1,158 @@
+// Where sends go, kept apart: each destination (an integration, and for webhooks the host they
+// post to) has a bound on its sends in flight and a circuit breaker. A slow or failing destination
+// then holds a few slots and defers its own jobs, never the other destinations'. Both live in the
+// memory of one runner: on PostgreSQL each worker process keeps its own.
+import { ProviderError } from '../providers/types.js';
+
+export interface DestinationOptions {
+  /** Sends in flight at once to one destination. */
+  perDestination: number;
+  /** Failures in a row (timeouts, network errors, 5xx) that open the breaker. */
+  failures: number;
+  /** How long an open breaker waits before it lets one probe through; doubled at each failed probe. */
+  cooldownMs: number;
+  maxCooldownMs: number;
+}
+
+/** Whether a send may start now, or when its job should come back instead. */
+export type Admission =
+  | { go: true }
+  | {
+      go: false;
+      until: Date;
+      /** Why, for the execution detail (breaker); undefined when the destination is only busy. */
+      why?: string;
+    };
+
+/** What a finished send says of its destination's health. */
+export type Verdict = 'ok' | 'failed' | 'neutral';
+
+/** What a send asks before it starts and tells when it ends (the runner's `Destinations`). */
+export interface Gate {
+  admit(destination: string): Admission;
+  finished(destination: string, verdict: Verdict, durationMs: number): void;
+}
+
+interface State {
+  inFlight: number;
+  /** Failures in a row. */
+  failures: number;
+  /** Epoch ms until which the breaker is open; 0 when closed. */
+  openUntil: number;
+  cooldownMs: number;
+  /** A probe is out (half open): the others wait for its answer. */
+  probing: boolean;
+  /** A running average of how long a send here takes: how long a job waits for a busy destination. */
+  averageMs: number;
+}
+
+/** The shortest and longest a job waits for a busy destination before it is claimed again. */
+const BUSY_WAIT_MS = { min: 250, max: 30_000 };
+/** How long jobs wait while a probe is out. */
+const PROBE_WAIT_MS = 2_000;
+
+export class Destinations implements Gate {
+  private readonly states = new Map<string, State>();
+
+  constructor(
+    private readonly options: DestinationOptions,
+    private readonly now: () => number,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  admit(destination: string): Admission {
+    const state = this.stateOf(destination);
+    const now = this.now();
+    if (state.openUntil > 0) {
+      if (now < state.openUntil) {
+        // Spread over a second, so that the jobs do not all come back at the probe's moment.
+        return this.deferred(state.openUntil + this.random() * 1000, destination, state);
+      }
+      if (state.probing) return this.deferred(now + PROBE_WAIT_MS * (0.5 + this.random()), destination, state);
+      state.probing = true;
+    } else if (state.inFlight >= this.options.perDestination) {
+      const wait = Math.min(BUSY_WAIT_MS.max, Math.max(BUSY_WAIT_MS.min, state.averageMs));
+      return { go: false, until: new Date(now + wait * (0.5 + this.random())) };
+    }
+    state.inFlight++;
+    return { go: true };
+  }
+
+  finished(destination: string, verdict: Verdict, durationMs: number): void {
+    const state = this.stateOf(destination);
+    state.inFlight = Math.max(0, state.inFlight - 1);
+    state.averageMs = state.averageMs === 0 ? durationMs : state.averageMs * 0.8 + durationMs * 0.2;
+    const probe = state.probing;
+    state.probing = false;
+    if (verdict === 'ok') {
+      state.failures = 0;
+      state.openUntil = 0;
+      state.cooldownMs = this.options.cooldownMs;
+    } else if (verdict === 'failed') {
+      state.failures++;
+      if (probe) this.open(state, Math.min(this.options.maxCooldownMs, state.cooldownMs * 2));
+      else if (state.openUntil === 0 && state.failures >= this.options.failures) this.open(state, this.options.cooldownMs);
+    }
+    if (state.inFlight === 0 && state.failures === 0 && state.openUntil === 0) this.states.delete(destination);
+  }
+
+  /** Whether the destination's breaker is open now (tests, metrics). */
+  isOpen(destination: string): boolean {
+    return (this.states.get(destination)?.openUntil ?? 0) > 0;
+  }
+
+  private open(state: State, cooldownMs: number): void {
+    state.cooldownMs = cooldownMs;
+    state.openUntil = this.now() + cooldownMs;
+  }
+
+  private deferred(at: number, destination: string, state: State): Admission {
+    const until = new Date(Math.round(at));
+    return {
+      go: false,
+      until,
+      why: `${describeDestination(destination)} failed ${state.failures} times in a row; its sends wait until ${until.toISOString()}`,
+    };
+  }
+
+  private stateOf(destination: string): State {
+    let state = this.states.get(destination);
+    if (!state) {
+      state = { inFlight: 0, failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
+      this.states.set(destination, state);
+    }
+    return state;
+  }
+}
+
+/** A destination's key: the channel, the integration, and the host a webhook posts to. */
+export function destinationOf(channel: string, integrationId: string, url?: string): string {
+  let host = '';
+  if (url) {
+    try {
+      host = new URL(url).host;
+    } catch {
+      host = 'invalid-url';
+    }
+  }
+  return host ? `${channel}:${integrationId}:${host}` : `${channel}:${integrationId}`;
+}
+
+function describeDestination(destination: string): string {
+  const [channel, integrationId, host] = destination.split(':', 3);
+  return host ? `The ${channel} destination ${destination.slice(channel.length + integrationId.length + 2)}` : `The ${channel} integration ${integrationId}`;
+}
+
+/** A provider's 429: it asked for time, which is no fault of the job's. */
+export function isRateLimited(err: unknown): err is ProviderError {
+  if (!(err instanceof ProviderError)) return false;
+  const status = (err as { status?: unknown }).status;
+  return status === 429 || /^429\b/.test(err.raw ?? '') || / answered 429$/.test(err.message);
+}
+
+/** What a send's error says of its destination: timeouts, network errors and 5xx count against it. */
+export function verdictOf(err: unknown): Verdict {
+  if (isRateLimited(err)) return 'neutral';
+  if (err instanceof ProviderError) return err.permanent ? 'ok' : 'failed';
+  return 'neutral';
+}
