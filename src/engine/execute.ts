@@ -4,16 +4,16 @@
 import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetail, closeDigest, digestFollowers, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
-import { markNotificationsProcessing, setNotificationStatus } from '../db/repos/notifications.js';
+import { setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../contract.js';
 import { CANCELED_BEFORE_RUN, prepareDelivery, Undeliverable, type Delivered } from './deliver.js';
 import { isRateLimited, verdictOf, type Verdict } from './destinations.js';
 import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
-import { handOverOpenDigest } from './digests.js';
+import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { FANOUT_BATCH, fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
 import type { WorkerContext } from './worker-context.js';
 
@@ -126,22 +126,13 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
 }
 
 async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord): Promise<void> {
-  const followers = await ctx.deps.db.transaction(async (trx) => {
-    // Close the digest first: a trigger joining now waits for this (row lock) and then opens a new one.
-    return (await closeDigest(trx, job.id, ctx.owner)) ? digestFollowers(trx, job.id) : undefined;
-  });
-  if (!followers) return;
-  const events = [event.payload, ...followers.map((follower) => follower.payload)];
-  const state = { ...job.state, digest: { events, total_count: events.length } };
+  const closed = await closeHeldDigest(ctx.deps.db, job, ctx.owner, event.payload);
+  if (!closed) return;
   await settle(
     ctx,
     job,
-    { status: 'completed', state, detail: { status: 'success', text: `Digest closed with ${events.length} event(s)` } },
-    async (trx) => {
-      // The followers' payloads now ride in this notification's send: they are settled with it (settleDigestRiders).
-      const ids = followers.map((follower) => follower.notificationId!).filter(Boolean);
-      await markNotificationsProcessing(trx, ids, ctx.deps.clock.now());
-    },
+    { status: 'completed', state: closed.state, detail: { status: 'success', text: `Digest closed with ${closed.count} event(s)` } },
+    (trx) => markRiders(trx, closed.riders, ctx.deps.clock.now()),
   );
 }
 

@@ -6,7 +6,7 @@
 // (`startWithInApp`).
 import type { Runner, Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, notificationsWithFailedJobs, type JobRecord } from '../db/repos/jobs.js';
+import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, type JobRecord } from '../db/repos/jobs.js';
 import { markNotificationsProcessing, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
@@ -122,11 +122,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     }
     // A step done and another to come: the notification is under way.
     await markNotificationsProcessing(trx, goingOn, now);
-    const finishedIds = finished.map((f) => f.notificationId);
-    const failed = await notificationsWithFailedJobs(trx, finishedIds);
-    for (const status of ['completed', 'failed'] as const) {
-      await settleNotifications(trx, finishedIds.filter((id) => failed.has(id) === (status === 'failed')), status, now);
-    }
+    await settleNotifications(trx, finished.map((f) => f.notificationId), now);
     for (const { event, notificationId } of finished) await settleDigestRiders(trx, event, notificationId, now);
   });
 }

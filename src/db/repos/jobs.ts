@@ -209,12 +209,6 @@ export async function updateClaimedJob(trx: Runner, id: string, owner: string, c
   return (await changeRows(trx, sql, [...names.map((name) => columns[name]), id, owner])) > 0;
 }
 
-/** Whether a job of the notification failed: its final status says so. Read as every notification ends. */
-export async function hasFailedJob(trx: Runner, notificationId: string): Promise<boolean> {
-  const rows = await selectRows(trx, "SELECT id FROM jobs WHERE notification_id = ? AND status = 'failed' LIMIT 1", [notificationId]);
-  return rows.length > 0;
-}
-
 /**
  * Extends the lease of the jobs `owner` claimed and still holds, of those given, until `until`: a
  * worker at work keeps its batch however long it takes, so only one that stopped (crashed, or
@@ -377,16 +371,6 @@ export async function finishInAppJobs(trx: Runner, ids: string[], status: 'compl
       .whereIn('id', part)
       .update({ status, lease_owner: null, lease_expires_at: null, provider_id: status === 'completed' ? 'herald' : null, updated_at: now.toISOString() });
   }
-}
-
-/** Of the given notifications, those with a failed job. */
-export async function notificationsWithFailedJobs(trx: Runner, notificationIds: string[]): Promise<Set<string>> {
-  const failed = new Set<string>();
-  for (const part of chunks(notificationIds)) {
-    const rows: Array<{ notification_id: string }> = await trx('jobs').whereIn('notification_id', part).where('status', 'failed').distinct('notification_id');
-    for (const row of rows) failed.add(row.notification_id);
-  }
-  return failed;
 }
 
 export interface NewExecutionDetail {
