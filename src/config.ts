@@ -39,7 +39,7 @@ export interface DeliveryConfig {
   breakerCooldownMs: number;
   /** HERALD_BREAKER_MAX_COOLDOWN_MS: the longest that wait grows to as probes keep failing. */
   breakerMaxCooldownMs: number;
-  /** HERALD_RUNNER_COALESCE_MS: how long a woken runner waits for more work before it claims. */
+  /** HERALD_RUNNER_COALESCE_MS: the longest a woken runner waits for more work before it claims. */
   coalesceMs: number;
   /** HERALD_RUNNER_BATCH: local jobs (in-app, delay, digest, fan-out) claimed and settled at a time. */
   localBatch: number;
@@ -48,11 +48,11 @@ export interface DeliveryConfig {
 export const DEFAULT_DELIVERY: DeliveryConfig = {
   sendSlots: 64,
   sendSlotsPerEnvironment: 32,
-  sendsPerDestination: 8,
+  sendsPerDestination: 16,
   breakerFailures: 5,
   breakerCooldownMs: 30_000,
   breakerMaxCooldownMs: 600_000,
-  coalesceMs: 5,
+  coalesceMs: 30,
   localBatch: 500,
 };
 

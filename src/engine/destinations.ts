@@ -14,9 +14,9 @@ export interface DestinationOptions {
   maxCooldownMs: number;
 }
 
-/** Whether a send may start now, or when its job should come back instead. */
+/** Whether a send may start now (and when it started, to hand back), or when its job should come back instead. */
 export type Admission =
-  | { go: true }
+  | { go: true; started: number }
   | {
       go: false;
       until: Date;
@@ -29,12 +29,15 @@ export type Verdict = 'ok' | 'failed' | 'neutral';
 
 /** What a send asks before it starts and tells when it ends (the runner's `Destinations`). */
 export interface Gate {
-  admit(destination: string): Admission;
-  finished(destination: string, verdict: Verdict, durationMs: number): void;
+  admit(destination: string): Promise<Admission>;
+  finished(destination: string, verdict: Verdict, started: number): void;
 }
 
 interface State {
-  inFlight: number;
+  /** When each send in flight started (epoch ms). */
+  starts: number[];
+  /** Sends waiting for one of this destination's places, first come first served. */
+  waiting: Array<(started: number | undefined) => void>;
   /** Failures in a row. */
   failures: number;
   /** Epoch ms until which the breaker is open; 0 when closed. */
@@ -46,7 +49,13 @@ interface State {
   averageMs: number;
 }
 
-/** The shortest and longest a job waits for a busy destination before it is claimed again. */
+/**
+ * A destination is slow when its sends take, or one of those in flight has taken, this long: then
+ * a send finding it busy goes back to the queue at once. At a quick one it waits in the slot it has,
+ * at most this long, for a place to free up (cheaper than a trip through the queue).
+ */
+const SLOW_MS = 1_000;
+/** The shortest and longest a job waits in the queue for a busy destination. */
 const BUSY_WAIT_MS = { min: 250, max: 30_000 };
 /** How long jobs wait while a probe is out. */
 const PROBE_WAIT_MS = 2_000;
@@ -60,8 +69,31 @@ export class Destinations implements Gate {
     private readonly random: () => number = Math.random,
   ) {}
 
-  admit(destination: string): Admission {
+  async admit(destination: string): Promise<Admission> {
     const state = this.stateOf(destination);
+    const now = this.now();
+    const busy = state.openUntil === 0 && state.starts.length >= this.options.perDestination;
+    if (busy && !this.isSlow(state, now)) {
+      const started = await new Promise<number | undefined>((resolve) => {
+        const waiter = (at: number | undefined) => {
+          clearTimeout(timer);
+          resolve(at);
+        };
+        const timer = setTimeout(() => {
+          const at = state.waiting.indexOf(waiter);
+          if (at >= 0) state.waiting.splice(at, 1);
+          resolve(undefined);
+        }, SLOW_MS);
+        state.waiting.push(waiter);
+      });
+      // finished() handed this send its place.
+      if (started !== undefined) return { go: true, started };
+    }
+    return this.admitNow(destination, state);
+  }
+
+  /** admit, without waiting: go, or the time to come back. */
+  private admitNow(destination: string, state: State): Admission {
     const now = this.now();
     if (state.openUntil > 0) {
       if (now < state.openUntil) {
@@ -70,17 +102,20 @@ export class Destinations implements Gate {
       }
       if (state.probing) return this.deferred(now + PROBE_WAIT_MS * (0.5 + this.random()), destination, state);
       state.probing = true;
-    } else if (state.inFlight >= this.options.perDestination) {
-      const wait = Math.min(BUSY_WAIT_MS.max, Math.max(BUSY_WAIT_MS.min, state.averageMs));
+    } else if (state.starts.length >= this.options.perDestination) {
+      const wait = Math.min(BUSY_WAIT_MS.max, Math.max(BUSY_WAIT_MS.min, state.averageMs, this.oldestInFlightMs(state, now)));
       return { go: false, until: new Date(now + wait * (0.5 + this.random())) };
     }
-    state.inFlight++;
-    return { go: true };
+    state.starts.push(now);
+    return { go: true, started: now };
   }
 
-  finished(destination: string, verdict: Verdict, durationMs: number): void {
+  finished(destination: string, verdict: Verdict, started: number): void {
     const state = this.stateOf(destination);
-    state.inFlight = Math.max(0, state.inFlight - 1);
+    const now = this.now();
+    const at = state.starts.indexOf(started);
+    if (at >= 0) state.starts.splice(at, 1);
+    const durationMs = now - started;
     state.averageMs = state.averageMs === 0 ? durationMs : state.averageMs * 0.8 + durationMs * 0.2;
     const probe = state.probing;
     state.probing = false;
@@ -93,12 +128,27 @@ export class Destinations implements Gate {
       if (probe) this.open(state, Math.min(this.options.maxCooldownMs, state.cooldownMs * 2));
       else if (state.openUntil === 0 && state.failures >= this.options.failures) this.open(state, this.options.cooldownMs);
     }
-    if (state.inFlight === 0 && state.failures === 0 && state.openUntil === 0) this.states.delete(destination);
+    if (state.openUntil > 0) {
+      // Open: the sends waiting for a place are deferred instead (admitNow).
+      for (const waiter of state.waiting.splice(0)) waiter(undefined);
+    } else if (state.waiting.length > 0 && state.starts.length < this.options.perDestination) {
+      state.starts.push(now);
+      state.waiting.shift()!(now);
+    }
+    if (state.starts.length === 0 && state.waiting.length === 0 && state.failures === 0 && state.openUntil === 0) this.states.delete(destination);
   }
 
   /** Whether the destination's breaker is open now (tests, metrics). */
   isOpen(destination: string): boolean {
     return (this.states.get(destination)?.openUntil ?? 0) > 0;
+  }
+
+  private isSlow(state: State, now: number): boolean {
+    return state.averageMs >= SLOW_MS || this.oldestInFlightMs(state, now) >= SLOW_MS;
+  }
+
+  private oldestInFlightMs(state: State, now: number): number {
+    return state.starts.length === 0 ? 0 : now - Math.min(...state.starts);
   }
 
   private open(state: State, cooldownMs: number): void {
@@ -118,7 +168,7 @@ export class Destinations implements Gate {
   private stateOf(destination: string): State {
     let state = this.states.get(destination);
     if (!state) {
-      state = { inFlight: 0, failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
+      state = { starts: [], waiting: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
       this.states.set(destination, state);
     }
     return state;

@@ -26,6 +26,10 @@ export function retryDelayMs(attempt: number, random: () => number): number {
   return Math.round(ceiling * (0.5 + random() / 2));
 }
 
+/** Where a job counts the 429s it was given back for, and how many it may be. */
+const RATE_LIMITED = 'rateLimited';
+const MAX_RATE_LIMITED = 20;
+
 /** The longest a provider's Retry-After holds a retry back. */
 const MAX_RETRY_AFTER_MS = 3_600_000;
 
@@ -66,7 +70,9 @@ async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also
       const event = (await findEvent(trx, job.eventId, true))!;
       if (also) await also(trx, event);
       if (job.kind === 'step' && ['completed', 'skipped', 'failed', 'canceled'].includes(outcome.status)) {
-        await continueAfter(trx, event, job, outcome.state ?? job.state, now, outcome.status === 'canceled');
+        // The count of a step's 429s is its own: the next step starts without it.
+        const { [RATE_LIMITED]: _, ...state } = outcome.state ?? job.state;
+        await continueAfter(trx, event, job, state, now, outcome.status === 'canceled');
       }
     });
   } catch (err) {
@@ -79,14 +85,17 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
   const permanent = err instanceof Undeliverable || (err instanceof ProviderError && err.permanent);
   const text = err instanceof Error ? err.message : String(err);
   const raw = err instanceof ProviderError ? err.raw : undefined;
+  // A 429 with a Retry-After is the provider pacing us, not the send failing: it spends no attempt
+  // (up to MAX_RATE_LIMITED times a job, so that a provider answering nothing else still ends it).
+  const paced = Number(job.state[RATE_LIMITED] ?? 0);
+  if (isRateLimited(err) && err.retryAfterMs !== undefined && paced < MAX_RATE_LIMITED) {
+    const runAt = new Date(ctx.deps.clock.now().getTime() + Math.min(err.retryAfterMs, MAX_RETRY_AFTER_MS));
+    const detail = { status: 'warning' as const, text: `${text}: rate limited; trying again at ${runAt.toISOString()} (no attempt spent)`, raw };
+    return { status: 'queued', runAt, refundAttempt: true, state: { ...job.state, [RATE_LIMITED]: paced + 1 }, detail };
+  }
   if (permanent || job.attempts >= MAX_ATTEMPTS) {
     const why = permanent ? text : `${text} (gave up after ${job.attempts} attempts)`;
     return { status: 'failed', detail: { status: 'failed', text: why, raw } };
-  }
-  // A 429 with a Retry-After is the provider pacing us, not the send failing: it spends no attempt.
-  if (isRateLimited(err) && err.retryAfterMs !== undefined) {
-    const runAt = new Date(ctx.deps.clock.now().getTime() + Math.min(err.retryAfterMs, MAX_RETRY_AFTER_MS));
-    return { status: 'queued', runAt, refundAttempt: true, detail: { status: 'warning', text: `${text}: rate limited; trying again at ${runAt.toISOString()} (no attempt spent)`, raw } };
   }
   // A provider that said how long to wait (Retry-After) is waited for, up to an hour.
   const asked = err instanceof ProviderError ? Math.min(err.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS) : 0;
@@ -183,13 +192,12 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
 async function sendThroughGate(ctx: WorkerContext, job: JobRecord, prepared: { destination: string; send(): Promise<Delivered> }): Promise<Delivered | 'deferred'> {
   const gate = ctx.gate;
   if (!gate) return prepared.send();
-  const admission = gate.admit(prepared.destination);
+  const admission = await gate.admit(prepared.destination);
   if (!admission.go) {
     const detail = admission.why ? { status: 'warning' as const, text: `Deferred: ${admission.why} (no attempt spent)` } : undefined;
     await settle(ctx, job, { status: 'queued', runAt: admission.until, refundAttempt: true, detail });
     return 'deferred';
   }
-  const started = Date.now();
   let verdict: Verdict = 'neutral';
   try {
     const delivered = await prepared.send();
@@ -199,6 +207,6 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, prepared: { d
     verdict = verdictOf(err);
     throw err;
   } finally {
-    gate.finished(prepared.destination, verdict, Date.now() - started);
+    gate.finished(prepared.destination, verdict, admission.started);
   }
 }

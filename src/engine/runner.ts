@@ -31,17 +31,23 @@ export interface RunnerOptions {
   random?: () => number;
 }
 
-/** A wait that a notify ends early; a notify while nobody waits ends the next wait at once. */
+/**
+ * A wait that a notify ends early; a notify while nobody waits ends the next wait at once. It
+ * counts the notifies since it was last reset: the work that arrived.
+ */
 class Wakeup {
   private pending = false;
   private resolve?: () => void;
+  arrived = 0;
 
   notify(): void {
+    this.arrived++;
     this.pending = true;
     this.resolve?.();
   }
 
-  async wait(ms: number): Promise<void> {
+  /** Resolves at the next notify (at once if one came since the last wait), or after `ms`; answers whether it was notified. */
+  async wait(ms: number): Promise<boolean> {
     if (!this.pending) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, ms);
@@ -53,12 +59,24 @@ class Wakeup {
       });
       this.resolve = undefined;
     }
+    const notified = this.pending;
     this.pending = false;
+    return notified;
   }
 }
 
+/**
+ * Triggers a woken local loop waits for before it claims (unless `coalesceMs` runs out first): so
+ * that a claim takes about as many jobs at a light load as at a heavy one, and a delivery costs
+ * about the same CPU.
+ */
+const COALESCE_TARGET = 16;
+
+/** A slot freed wakes the send loop: it waits a little for more to free up, and refills them in one claim. */
+const SEND_COALESCE = { target: 8, ms: 2 };
+
 /** The least time between a send claim that found nothing and the next. */
-const EMPTY_CLAIM_GAP_MS = 20;
+const EMPTY_CLAIM_GAP_MS = 50;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -68,8 +86,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * database) is claimed and settled in bulk. Sends run in a pool of slots, each slot refilled as its
  * send ends; a destination gets a bounded share of them and an environment half of them, and a
  * destination that keeps failing is deferred by its breaker (`destinations.ts`). Wake-ups are
- * coalesced: a loop that was woken waits `coalesceMs` so that work arriving together is claimed
- * together. It runs in the API process by default, or alone with `--role worker`; any number of
+ * coalesced (`pause`), so that work arriving together is claimed together. It runs in the API process by default, or alone with `--role worker`; any number of
  * runners can share one PostgreSQL database.
  */
 export class JobRunner {
@@ -180,10 +197,18 @@ export class JobRunner {
     return claimDueJobs(this.deps.db, { owner: this.ctx.owner, now: this.deps.clock.now(), leaseMs: this.options.leaseMs, limit, lane, excludeEnvironments });
   }
 
-  /** Waits for a wake-up or `idleMs`, then `coalesceMs` more so that what arrives together is claimed together. */
-  private async pause(wake: Wakeup, idleMs: number): Promise<void> {
-    await wake.wait(idleMs);
-    if (!this.stopping && this.options.coalesceMs > 0) await sleep(this.options.coalesceMs);
+  /**
+   * Waits for a wake-up or `idleMs`. Woken, it waits on, up to `coalesceMs`, until `target` wake-ups
+   * came since the last claim, so that what arrives together is claimed together.
+   */
+  private async pause(wake: Wakeup, idleMs: number, target: number, coalesceMs: number): Promise<void> {
+    if (!(await wake.wait(idleMs)) || this.stopping) return;
+    const until = Date.now() + coalesceMs;
+    while (wake.arrived < target && !this.stopping) {
+      const left = until - Date.now();
+      if (left <= 0) return;
+      await wake.wait(left);
+    }
   }
 
   // ── local work ────────────────────────────────────────────────────────────────────────────
@@ -192,18 +217,21 @@ export class JobRunner {
     let idleMs = 10;
     while (!this.stopping) {
       let claimed = 0;
+      let fanout = false;
       try {
+        this.localWake.arrived = 0;
         const jobs = await this.claim('local', this.options.batchSize);
         claimed = jobs.length;
+        fanout = jobs.some((job) => job.kind === 'fanout');
         const unstarted = await this.runLocal(jobs);
         await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
       } catch (err) {
         this.deps.logger.error({ err }, 'job runner: local work failed');
       }
-      // A full claim leaves more behind: go on at once.
-      if (claimed >= this.options.batchSize) continue;
+      // A full claim leaves more behind, and a fan-out job is due again at once for its next batch: go on.
+      if (claimed >= this.options.batchSize || fanout) continue;
       idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
-      await this.pause(this.localWake, idleMs);
+      await this.pause(this.localWake, idleMs, COALESCE_TARGET, this.options.coalesceMs);
     }
   }
 
@@ -242,6 +270,7 @@ export class JobRunner {
         let claimed = 0;
         if (free > 0) {
           try {
+            this.sendWake.arrived = 0;
             claimed = await this.claimSends(free);
           } catch (err) {
             this.deps.logger.error({ err }, 'job runner: claiming sends failed');
@@ -254,7 +283,7 @@ export class JobRunner {
         // next waits a little, so a stream of in-app triggers costs few empty claims here.
         if (free > 0 && claimed === 0) await sleep(EMPTY_CLAIM_GAP_MS);
         // A send ending, or a trigger, wakes this wait.
-        await this.pause(this.sendWake, idleMs);
+        await this.pause(this.sendWake, idleMs, SEND_COALESCE.target, Math.min(SEND_COALESCE.ms, this.options.coalesceMs));
       }
       await Promise.all(this.inFlight.values());
     } finally {
