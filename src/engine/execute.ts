@@ -85,11 +85,13 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
   const permanent = err instanceof Undeliverable || (err instanceof ProviderError && err.permanent);
   const text = err instanceof Error ? err.message : String(err);
   const raw = err instanceof ProviderError ? err.raw : undefined;
-  // A 429 with a Retry-After is the provider pacing us, not the send failing: it spends no attempt
-  // (up to MAX_RATE_LIMITED times a job, so that a provider answering nothing else still ends it).
+  // A 429 is the provider pacing us, not the send failing: the job comes back at its Retry-After
+  // (else after a backoff of its own) and spends no attempt, up to MAX_RATE_LIMITED times a job, so
+  // that a provider answering nothing else still ends it.
   const paced = Number(job.state[RATE_LIMITED] ?? 0);
-  if (isRateLimited(err) && err.retryAfterMs !== undefined && paced < MAX_RATE_LIMITED) {
-    const runAt = new Date(ctx.deps.clock.now().getTime() + Math.min(err.retryAfterMs, MAX_RETRY_AFTER_MS));
+  if (isRateLimited(err) && paced < MAX_RATE_LIMITED) {
+    const waitMs = err.retryAfterMs !== undefined ? Math.min(err.retryAfterMs, MAX_RETRY_AFTER_MS) : retryDelayMs(paced + 1, ctx.random);
+    const runAt = new Date(ctx.deps.clock.now().getTime() + waitMs);
     const detail = { status: 'warning' as const, text: `${text}: rate limited; trying again at ${runAt.toISOString()} (no attempt spent)`, raw };
     return { status: 'queued', runAt, refundAttempt: true, state: { ...job.state, [RATE_LIMITED]: paced + 1 }, detail };
   }

@@ -268,16 +268,17 @@ export class JobRunner {
       while (!this.stopping) {
         const free = this.options.slots - this.inFlight.size;
         let claimed = 0;
+        let limit = 0;
         if (free > 0) {
           try {
             this.sendWake.arrived = 0;
-            claimed = await this.claimSends(free);
+            ({ claimed, limit } = await this.claimSends(free));
           } catch (err) {
             this.deps.logger.error({ err }, 'job runner: claiming sends failed');
           }
         }
         // A full claim may leave more behind, for the slots still free.
-        if (free > 0 && claimed >= free && this.inFlight.size < this.options.slots) continue;
+        if (limit > 0 && claimed >= limit && this.inFlight.size < this.options.slots) continue;
         idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
         // Every trigger wakes both loops, in-app ones too: after a claim that found no send, the
         // next waits a little, so a stream of in-app triggers costs few empty claims here.
@@ -291,25 +292,29 @@ export class JobRunner {
     }
   }
 
-  /** Claims up to `free` sends, leaving out environments whose share of the slots is taken, and starts each. */
-  private async claimSends(free: number): Promise<number> {
-    const full = [...this.slotsOf].filter(([, n]) => n >= this.options.slotsPerEnvironment).map(([environmentId]) => environmentId);
-    const jobs = await this.claim('send', free, full);
+  /**
+   * Claims sends for the free slots and starts each. Environments whose share of the slots is taken
+   * are left out, and a claim takes no more than the smallest share left of those holding slots, so
+   * that whichever environment its jobs are of, none goes over its share.
+   */
+  private async claimSends(free: number): Promise<{ claimed: number; limit: number }> {
+    const share = this.options.slotsPerEnvironment;
+    const full = [...this.slotsOf].filter(([, n]) => n >= share).map(([environmentId]) => environmentId);
+    const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
+    const limit = Math.min(free, share, ...left);
+    const jobs = await this.claim('send', limit, full);
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
-      return jobs.length;
+      return { claimed: jobs.length, limit };
     }
     for (const job of jobs) this.startSend(job);
-    return jobs.length;
+    return { claimed: jobs.length, limit };
   }
 
   private startSend(job: JobRecord): void {
     const environmentId = job.environmentId;
     this.slotsOf.set(environmentId, (this.slotsOf.get(environmentId) ?? 0) + 1);
-    // Over its environment's share (a claim can bring more of one environment than it has left):
-    // it waits in the queue a moment, its attempt given back, rather than taking another's slot.
-    const overShare = this.slotsOf.get(environmentId)! > this.options.slotsPerEnvironment;
-    const run = (overShare ? this.deferOverShare(job) : this.execute(job, true)).finally(() => {
+    const run = this.execute(job, true).finally(() => {
       this.inFlight.delete(job.id);
       const left = this.slotsOf.get(environmentId)! - 1;
       if (left > 0) this.slotsOf.set(environmentId, left);
@@ -317,14 +322,6 @@ export class JobRunner {
       this.sendWake.notify();
     });
     this.inFlight.set(job.id, run);
-  }
-
-  private async deferOverShare(job: JobRecord): Promise<void> {
-    try {
-      await releaseJobs(this.deps.db, [job.id], this.ctx.owner, this.deps.clock.now(), new Date(this.deps.clock.now().getTime() + 100));
-    } catch (err) {
-      this.deps.logger.error({ err, jobId: job.id }, 'job runner: giving back a job failed');
-    }
   }
 
   private async execute(job: JobRecord, gated: boolean): Promise<void> {

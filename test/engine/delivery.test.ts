@@ -152,6 +152,29 @@ describe('the continuous runner', () => {
     }
   });
 
+  it('retries when the backoff says, whatever else is still in flight', async () => {
+    const hanging = await startHangingWebhook();
+    const times: number[] = [];
+    const flaky = await startHttpPeer((_request, index) => {
+      times.push(Date.now());
+      return index === 0 ? { status: 503, body: 'down' } : { status: 200, body: 'ok' };
+    });
+    const runner = liveRunner();
+    try {
+      await chatAudience(t.a, 'retry-chat', hanging.url, ['stuck']);
+      await chatAudience(t.a, 'retry-chat', flaky.url, ['flaky-once']);
+      runner.start();
+      await t.a.post('/v1/events/trigger', { name: 'retry-chat', to: ['stuck', 'flaky-once'] }).expect(201);
+      // The retry is due 1.5 s after the failure (random 0.5): it goes then, while the other send still hangs.
+      await vi.waitFor(() => expect(times).toHaveLength(2), { timeout: 4000, interval: 20 });
+      expect(times[1] - times[0]).toBeGreaterThanOrEqual(1400);
+      expect(hanging.open()).toBe(1);
+    } finally {
+      await Promise.all([hanging.close(), flaky.close()]);
+      await runner.stop();
+    }
+  });
+
   it('runs two workers against one slow destination without sending anything twice', async () => {
     // Sends slower than the lease: only its renewal keeps the other worker off a job in flight.
     const slow = await startHangingWebhook({ delayMs: 1000 });
