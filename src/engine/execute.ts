@@ -9,7 +9,7 @@ import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../contract.js';
-import { CANCELED_BEFORE_RUN, prepareDelivery, Undeliverable, type Delivered } from './deliver.js';
+import { CANCELED_BEFORE_RUN, decideStep, loadStepContext, sendDecided, Undeliverable, type DecidedSend, type Delivered } from './deliver.js';
 import { isRateLimited, verdictOf, type Verdict } from './destinations.js';
 import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
@@ -168,8 +168,9 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   if (step.type === 'digest') return fireDigest(ctx, job, event);
   let outcome: Outcome;
   try {
-    const prepared = await prepareDelivery(ctx.deps, job, event, step);
-    const delivered = 'send' in prepared ? await sendThroughGate(ctx, job, prepared) : prepared;
+    // Read, decide, send; the outcome is recorded below, in one transaction (settle).
+    const decided = decideStep(await loadStepContext(ctx.deps, job, event, step));
+    const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, decided) : decided;
     if (delivered === 'deferred') return;
     outcome = {
       status: delivered.status,
@@ -191,10 +192,10 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
  * defers the job instead (back in the queue at a later run_at, its attempt given back; a breaker's
  * deferral with an execution detail saying why).
  */
-async function sendThroughGate(ctx: WorkerContext, job: JobRecord, prepared: { destination: string; send(): Promise<Delivered> }): Promise<Delivered | 'deferred'> {
+async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: DecidedSend): Promise<Delivered | 'deferred'> {
   const gate = ctx.gate;
-  if (!gate) return prepared.send();
-  const admission = await gate.admit(prepared.destination);
+  if (!gate) return sendDecided(decided, job.id);
+  const admission = await gate.admit(decided.destination);
   if (!admission.go) {
     const detail = admission.why ? { status: 'warning' as const, text: `Deferred: ${admission.why} (no attempt spent)` } : undefined;
     await settle(ctx, job, { status: 'queued', runAt: admission.until, refundAttempt: true, detail });
@@ -202,13 +203,13 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, prepared: { d
   }
   let verdict: Verdict = 'neutral';
   try {
-    const delivered = await prepared.send();
+    const delivered = await sendDecided(decided, job.id);
     verdict = 'ok';
     return delivered;
   } catch (err) {
     verdict = verdictOf(err);
     throw err;
   } finally {
-    gate.finished(prepared.destination, verdict, admission.started);
+    gate.finished(decided.destination, verdict, admission.started);
   }
 }
