@@ -167,10 +167,13 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   if (step.type === 'delay') return settle(ctx, job, { status: 'completed', detail: { status: 'success', text: 'Delay over' } });
   if (step.type === 'digest') return fireDigest(ctx, job, event);
   let outcome: Outcome;
+  // A send keeps its place at its destination until its outcome is recorded: a worker that dies
+  // can have sent no more unrecorded sends there than the destination's bound.
+  const place: { release?: () => void } = {};
   try {
     // Read, decide, send; the outcome is recorded below, in one transaction (settle).
     const decided = decideStep(await loadStepContext(ctx.deps, job, event, step));
-    const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, decided) : decided;
+    const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, decided, place) : decided;
     if (delivered === 'deferred') return;
     outcome = {
       status: delivered.status,
@@ -184,7 +187,11 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     }
     outcome = failure(ctx, job, err);
   }
-  await settle(ctx, job, outcome);
+  try {
+    await settle(ctx, job, outcome);
+  } finally {
+    place.release?.();
+  }
 }
 
 /**
@@ -192,7 +199,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
  * defers the job instead (back in the queue at a later run_at, its attempt given back; a breaker's
  * deferral with an execution detail saying why).
  */
-async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: DecidedSend): Promise<Delivered | 'deferred'> {
+async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred'> {
   const gate = ctx.gate;
   if (!gate) return sendDecided(decided, job.id);
   const admission = await gate.admit(decided.destination);
@@ -202,6 +209,7 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: Deci
     return 'deferred';
   }
   let verdict: Verdict = 'neutral';
+  place.release = () => gate.finished(decided.destination, verdict, admission.started);
   try {
     const delivered = await sendDecided(decided, job.id);
     verdict = 'ok';
@@ -209,7 +217,5 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: Deci
   } catch (err) {
     verdict = verdictOf(err);
     throw err;
-  } finally {
-    gate.finished(decided.destination, verdict, admission.started);
   }
 }
