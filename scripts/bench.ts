@@ -10,7 +10,7 @@
 //   --quick            shorter runs (1 s warm-up, 3 s per row; 2,000 fan-out subscribers, 500 chat jobs)
 //   --large            100,000 fan-out subscribers
 //   --both             SQLite, then PostgreSQL (DATABASE_URL), side by side in one table
-//   --only a,b         only these rows: trigger, get, list, bulk, fanout, chat
+//   --only a,b         only these rows: trigger, get, list, bulk, fanout, chat, slow, cpu
 //   --duration S       seconds per HTTP row (default 10)      --warmup S   seconds of warm-up (default 2)
 //   --connections N    open connections (default 50)          --threads N  wrk threads (default 1)
 //   --subscribers N    fan-out topic size (default 10,000)    --deliveries N  chat jobs (default 2,000)
@@ -39,6 +39,7 @@ import {
   peakRssMb,
   resetPeakRss,
   runLoad,
+  runPacedLoad,
   sleep,
   startNode,
   waitForHttp,
@@ -50,7 +51,7 @@ import {
   type NodeChild,
 } from './bench/lib.js';
 
-const ROW_IDS = ['trigger', 'get', 'list', 'bulk', 'fanout', 'chat'] as const;
+const ROW_IDS = ['trigger', 'get', 'list', 'bulk', 'fanout', 'chat', 'slow', 'cpu'] as const;
 /** Members of the topic a fan-out worker warms up on before its timed fan-out. */
 const WARM_UP_FANOUT = 2_000;
 type RowId = (typeof ROW_IDS)[number];
@@ -89,6 +90,10 @@ interface Row {
   rssOf: 'api' | 'worker';
   baseline?: LoadResult & { cpuMsPerOp: number };
   ratio?: number;
+  /** Slow destinations: the figures with the slow webhooks over those without. */
+  slow?: { p50Ratio: number; p99Ratio: number; chatRatio: number };
+  /** CPU per delivery: at 500 triggers/s over at 2,000/s. */
+  cpuRatio?: number;
   notes: string[];
 }
 
@@ -546,6 +551,159 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       await worker.stop();
       await hook.stop();
     }
+    // 6. Slow destinations: a steady in-app and healthy chat load, first alone, then while 20
+    // webhooks of another environment (each a destination of its own) hang 30 s.
+    if (options.rows.has('slow')) {
+      const seconds = options.duration;
+      const hookPort = await freePort();
+      const hook = startNode('webhook (healthy)', 'dist/bench/webhook.js', [String(hookPort)], {}, [], logOf('webhook-healthy'));
+      children.push(hook);
+      await waitForOutput(hook, /webhook listening/);
+      const hanging = startNode('hanging webhooks', 'dist/bench/hanging-webhooks.js', ['20', '30000'], {}, [], logOf('hanging-webhooks'));
+      children.push(hanging);
+      await waitForOutput(hanging, /hanging webhooks listening on/);
+      const hangPorts = /listening on ([\d,]+)/.exec(hanging.output())![1].split(',');
+      // Another environment for the slow webhooks, with a key of its own.
+      const prod = environmentIds.production;
+      const prodHeaders = { Authorization: `Bearer ${(await createApiKey(db, { environmentId: prod, name: 'bench-slow' })).key}`, 'Content-Type': 'application/json' };
+      const callAs = async (h: Record<string, string>, method: string, pathname: string, body?: unknown) => {
+        const res = await fetch(`${base}/v1${pathname}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+        if (res.status >= 300) throw new Error(`${method} ${pathname} answered ${res.status}: ${await res.text()}`);
+        return (await res.json()) as Record<string, any>;
+      };
+      const slackIn = async (h: Record<string, string>) => {
+        const listed = await callAs(h, 'GET', '/integrations');
+        if (!(listed.data as Array<{ providerId: string }>).some((i) => i.providerId === 'slack')) await callAs(h, 'POST', '/integrations', { providerId: 'slack' });
+      };
+      await slackIn(headers);
+      await slackIn(prodHeaders);
+      await callAs(prodHeaders, 'POST', '/workflows', { workflowId: 'bench-chat', name: 'Bench chat', steps: [{ type: 'chat', template: { content } }] });
+      const healthyIds = Array.from({ length: 10 }, (_, i) => `healthy-${i}`);
+      for (const id of healthyIds) {
+        await callAs(headers, 'POST', '/subscribers', { subscriberId: id });
+        await callAs(headers, 'PUT', `/subscribers/${id}/credentials`, { providerId: 'slack', credentials: { webhookUrl: `http://127.0.0.1:${hookPort}/hook/${id}` } });
+      }
+      const hangIds = hangPorts.map((_, i) => `hang-${i}`);
+      for (const [i, id] of hangIds.entries()) {
+        await callAs(prodHeaders, 'POST', '/subscribers', { subscriberId: id });
+        await callAs(prodHeaders, 'PUT', `/subscribers/${id}/credentials`, { providerId: 'slack', credentials: { webhookUrl: `http://127.0.0.1:${hangPorts[i]}/hook` } });
+      }
+      const worker = await startWorker('slow');
+      await waitIdle(worker.pid);
+      const chatDone = () => db('jobs').where({ environment_id: env, type: 'chat', status: 'completed' });
+      /** The steady load for `seconds`: in-app 50/s to one subscriber, chat 50/s to the healthy webhooks; in-app latencies and chat jobs/s. */
+      const steady = async () => {
+        const sentAt = new Map<string, number>();
+        const pending: Array<Promise<unknown>> = [];
+        const chatBefore = await count(chatDone());
+        const started = Date.now();
+        let tick = 0;
+        while (Date.now() - started < seconds * 1000) {
+          tick++;
+          const at = Date.now();
+          pending.push(
+            fetch(`${base}/v1/events/trigger`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench-in-app', to: subscriberId(1), payload: { title: 'Steady' } }) })
+              .then((res) => res.json() as Promise<{ data: { transactionId: string } }>)
+              .then((answer) => sentAt.set(answer.data.transactionId, at)),
+            fetch(`${base}/v1/events/trigger`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench-chat', to: healthyIds[tick % healthyIds.length], payload: { title: 'Steady' } }) }).then((res) => res.text()),
+          );
+          await sleep(Math.max(0, started + tick * 20 - Date.now()));
+        }
+        await Promise.all(pending);
+        const elapsed = (Date.now() - started) / 1000;
+        // Healthy chat jobs done while the load ran, not after.
+        const chatJobsPerSecond = ((await count(chatDone())) - chatBefore) / elapsed;
+        // What the steady load left in the queue gets 10 s to finish; its latencies count.
+        const ids = [...sentAt.keys()];
+        const delivered = new Map<string, number>();
+        const deadline = Date.now() + 10_000;
+        while (delivered.size < ids.length && Date.now() < deadline) {
+          for (let i = 0; i < ids.length; i += 500) {
+            const rows = (await db('messages').whereIn('transaction_id', ids.slice(i, i + 500)).select('transaction_id', 'created_at')) as Array<{ transaction_id: string; created_at: string }>;
+            for (const row of rows) delivered.set(row.transaction_id, Date.parse(row.created_at));
+          }
+          if (delivered.size < ids.length) await sleep(200);
+        }
+        const latencies = ids.map((id) => (delivered.has(id) ? delivered.get(id)! - sentAt.get(id)! : 10_000 + elapsed * 1000)).sort((a, b) => a - b);
+        const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))];
+        return { p50: pct(0.5), p99: pct(0.99), chatJobsPerSecond, undelivered: ids.length - delivered.size, triggers: ids.length };
+      };
+      log(`${kind}: slow destinations: the steady load alone`);
+      const alone = await steady();
+      log(`${kind}: slow destinations: 20 webhooks of another environment hang 30 s`);
+      await callAs(prodHeaders, 'POST', '/events/trigger', { name: 'bench-chat', to: hangIds, payload: { title: 'Hangs' } });
+      const hangStats = async () => (await (await fetch(`http://127.0.0.1:${hangPorts[0]}/stats`)).json()) as { received: number; open: number };
+      for (let waited = 0; (await hangStats()).open < hangIds.length && waited < 10_000; waited += 100) await sleep(100);
+      const openAtStart = (await hangStats()).open;
+      const slowed = await steady();
+      const openAtEnd = (await hangStats()).open;
+      const notes = [
+        `in-app p50 ${ms(slowed.p50)} = ${(slowed.p50 / alone.p50).toFixed(2)}× (alone ${ms(alone.p50)})`,
+        `in-app p99 ${ms(slowed.p99)} = ${(slowed.p99 / alone.p99).toFixed(2)}× (alone ${ms(alone.p99)})`,
+        `healthy chat ${fmt(slowed.chatJobsPerSecond, 1)} jobs/s = ${(slowed.chatJobsPerSecond / alone.chatJobsPerSecond).toFixed(2)}× (alone ${fmt(alone.chatJobsPerSecond, 1)})`,
+        `hanging sends open: ${openAtStart} at the start, ${openAtEnd} at the end`,
+      ];
+      if (alone.undelivered + slowed.undelivered > 0) notes.push(`${alone.undelivered} + ${slowed.undelivered} in-app triggers undelivered after 10 s`);
+      suite.rows.push({
+        id: 'slow',
+        label: '6. Slow destinations: 20 webhooks hang 30 s (steady in-app 50/s + chat 50/s)',
+        throughput: slowed.chatJobsPerSecond,
+        unit: 'healthy chat jobs/s',
+        p50Ms: slowed.p50,
+        p99Ms: slowed.p99,
+        rssMb: peakRssMb(worker.pid),
+        rssOf: 'worker',
+        slow: { p50Ratio: slowed.p50 / alone.p50, p99Ratio: slowed.p99 / alone.p99, chatRatio: slowed.chatJobsPerSecond / alone.chatJobsPerSecond },
+        notes,
+      });
+      // The hanging sends end when their peers go; the worker then stops at once.
+      await hanging.stop();
+      await worker.stop();
+      await hook.stop();
+    }
+
+    // 7. CPU per in-app delivery at a steady 500 and 2,000 triggers/s, in one process that serves
+    // the API and runs the jobs (as `npm start` does): light traffic should cost no more per delivery.
+    if (options.rows.has('cpu')) {
+      await db('jobs').whereIn('status', ['pending', 'queued', 'delayed']).update({ status: 'canceled' });
+      const port = await freePort();
+      const both = startNode('API + runner', 'dist/src/main.js', [], { ...serverEnv, PORT: String(port) }, profileArgs('api-runner'), logOf('api-runner'));
+      children.push(both);
+      await waitForHttp(both, `http://127.0.0.1:${port}/health`);
+      const spec = { ...specs.trigger, url: `http://127.0.0.1:${port}/v1/events/trigger` };
+      // Warm-up at both rates, discarded: the first measured rate must not pay for compiling the code.
+      for (const rate of [500, 2000]) await runPacedLoad(spec, options.warmup, rate, 50);
+      const inAppQueued = () => db('jobs').where({ type: 'in_app' }).whereIn('status', ['pending', 'queued', 'running']);
+      const perDelivery: Record<number, { cpu: number; delivered: number; rps: number }> = {};
+      for (const rate of [500, 2000]) {
+        await waitIdle(both.pid, { timeoutMs: 60_000 });
+        log(`${kind}: CPU per in-app delivery at ${rate} triggers/s`);
+        const messagesBefore = await count(db('messages'));
+        const cpuBefore = cpuMs(both.pid);
+        const result = await runPacedLoad(spec, options.duration, rate, 50);
+        for (let waited = 0; (await count(inAppQueued())) > 0 && waited < 30_000; waited += 100) await sleep(100);
+        const delivered = (await count(db('messages'))) - messagesBefore;
+        perDelivery[rate] = { cpu: (cpuMs(both.pid) - cpuBefore) / Math.max(1, delivered), delivered, rps: result.rps };
+      }
+      const [light, heavy] = [perDelivery[500], perDelivery[2000]];
+      suite.rows.push({
+        id: 'cpu',
+        label: '7. CPU per in-app delivery, API + runner in one process, at 500 and 2,000 triggers/s',
+        throughput: heavy.rps,
+        unit: 'req/s at the 2,000/s rate',
+        cpuMsPerOp: light.cpu,
+        rssMb: peakRssMb(both.pid),
+        rssOf: 'api',
+        cpuRatio: light.cpu / heavy.cpu,
+        notes: [
+          `500/s: ${cpu(light.cpu)} per delivery (${fmt(light.rps)} req/s, ${light.delivered} delivered)`,
+          `2,000/s: ${cpu(heavy.cpu)} per delivery (${fmt(heavy.rps)} req/s, ${heavy.delivered} delivered)`,
+          `500/s ÷ 2,000/s = ${(light.cpu / heavy.cpu).toFixed(2)}`,
+        ],
+      });
+      await both.stop();
+    }
+
     const code = await api.stop();
     if (code !== 0) log(`${kind}: the API exited with ${code}:\n${api.output().slice(-2000)}`);
     return suite;
@@ -617,6 +775,11 @@ function targets(suites: Suite[]): string[] {
     check(get && get.ratio! >= 0.7, `GET /subscribers/:id ≥ 0.7 × baseline: ${get ? get.ratio!.toFixed(2) : '–'}`);
     const fanout = row('fanout');
     check(fanout && fanout.throughput >= 10_000, `fan-out ≥ 10,000 in-app deliveries/s: ${fmt(fanout?.throughput)}`);
+    const slow = row('slow')?.slow;
+    check(slow && slow.p99Ratio <= 2, `slow destinations: in-app p99 ≤ 2× without them: ${slow ? slow.p99Ratio.toFixed(2) : '–'}`);
+    check(slow && slow.chatRatio >= 0.8, `slow destinations: healthy chat ≥ 0.8× without them: ${slow ? slow.chatRatio.toFixed(2) : '–'}`);
+    const cpuRow = row('cpu');
+    check(cpuRow && cpuRow.cpuRatio! <= 1, `CPU per in-app delivery at 500/s ≤ at 2,000/s: ${cpuRow ? cpuRow.cpuRatio!.toFixed(2) : '–'}×`);
     const peaks = [suite.apiStartRssMb, ...suite.rows.map((r) => r.rssMb)].filter((n): n is number => n !== undefined);
     const peak = peaks.length ? Math.max(...peaks) : undefined;
     check(peak === undefined ? undefined : peak <= 200, `peak RSS ≤ 200 MB through all rows: ${peak === undefined ? '–' : `${fmt(peak, 1)} MB`} (API after start ${fmt(suite.apiStartRssMb, 1)} MB)`);

@@ -21,7 +21,40 @@ export interface Config {
   keyCacheMs: number;
   /** PostgreSQL: the most connections each process opens. */
   postgresPoolMax: number;
+  /** How the job runner delivers: see README, "How delivery works". */
+  delivery: DeliveryConfig;
 }
+
+/** The job runner's knobs (README, "How delivery works"), each from an environment variable. */
+export interface DeliveryConfig {
+  /** HERALD_SEND_SLOTS: sends in flight at once, per process. */
+  sendSlots: number;
+  /** HERALD_SEND_SLOTS_PER_ENVIRONMENT: of those, the most one environment holds (default: half). */
+  sendSlotsPerEnvironment: number;
+  /** HERALD_SENDS_PER_DESTINATION: sends in flight at once to one destination, per process. */
+  sendsPerDestination: number;
+  /** HERALD_BREAKER_FAILURES: timeouts or 5xx in a row that open a destination's circuit breaker. */
+  breakerFailures: number;
+  /** HERALD_BREAKER_COOLDOWN_MS: how long an open breaker defers its destination's jobs before a probe. */
+  breakerCooldownMs: number;
+  /** HERALD_BREAKER_MAX_COOLDOWN_MS: the longest that wait grows to as probes keep failing. */
+  breakerMaxCooldownMs: number;
+  /** HERALD_RUNNER_COALESCE_MS: the longest a woken runner waits for more work before it claims. */
+  coalesceMs: number;
+  /** HERALD_RUNNER_BATCH: local jobs (in-app, delay, digest, fan-out) claimed and settled at a time. */
+  localBatch: number;
+}
+
+export const DEFAULT_DELIVERY: DeliveryConfig = {
+  sendSlots: 64,
+  sendSlotsPerEnvironment: 32,
+  sendsPerDestination: 16,
+  breakerFailures: 5,
+  breakerCooldownMs: 30_000,
+  breakerMaxCooldownMs: 600_000,
+  coalesceMs: 30,
+  localBatch: 500,
+};
 
 /**
  * Connections a process opens to PostgreSQL at most. On a small machine (API, PostgreSQL and load
@@ -58,5 +91,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobLeaseMs: wholeNumber(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
     keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
     postgresPoolMax: wholeNumber(env.HERALD_PG_POOL_MAX, DEFAULT_POSTGRES_POOL_MAX, 'HERALD_PG_POOL_MAX'),
+    delivery: loadDeliveryConfig(env),
+  };
+}
+
+function loadDeliveryConfig(env: NodeJS.ProcessEnv): DeliveryConfig {
+  const d = DEFAULT_DELIVERY;
+  const sendSlots = wholeNumber(env.HERALD_SEND_SLOTS, d.sendSlots, 'HERALD_SEND_SLOTS');
+  return {
+    sendSlots,
+    sendSlotsPerEnvironment: Math.min(
+      sendSlots,
+      wholeNumber(env.HERALD_SEND_SLOTS_PER_ENVIRONMENT, Math.max(1, Math.ceil(sendSlots / 2)), 'HERALD_SEND_SLOTS_PER_ENVIRONMENT'),
+    ),
+    sendsPerDestination: wholeNumber(env.HERALD_SENDS_PER_DESTINATION, d.sendsPerDestination, 'HERALD_SENDS_PER_DESTINATION'),
+    breakerFailures: wholeNumber(env.HERALD_BREAKER_FAILURES, d.breakerFailures, 'HERALD_BREAKER_FAILURES'),
+    breakerCooldownMs: wholeNumber(env.HERALD_BREAKER_COOLDOWN_MS, d.breakerCooldownMs, 'HERALD_BREAKER_COOLDOWN_MS'),
+    breakerMaxCooldownMs: wholeNumber(env.HERALD_BREAKER_MAX_COOLDOWN_MS, d.breakerMaxCooldownMs, 'HERALD_BREAKER_MAX_COOLDOWN_MS'),
+    coalesceMs: wholeNumber(env.HERALD_RUNNER_COALESCE_MS, d.coalesceMs, 'HERALD_RUNNER_COALESCE_MS', { allowZero: true }),
+    localBatch: wholeNumber(env.HERALD_RUNNER_BATCH, d.localBatch, 'HERALD_RUNNER_BATCH'),
   };
 }

@@ -44,7 +44,7 @@ export interface NodeChild {
 export async function buildForBench(): Promise<void> {
   await buildServer();
   const outdir = path.join(ROOT, 'dist', 'bench');
-  const helpers = ['scripts/bench/baseline.ts', 'scripts/bench/webhook.ts', 'scripts/bench/stack-floor.ts'].map((file) => path.join(ROOT, file));
+  const helpers = ['scripts/bench/baseline.ts', 'scripts/bench/webhook.ts', 'scripts/bench/hanging-webhooks.ts', 'scripts/bench/stack-floor.ts'].map((file) => path.join(ROOT, file));
   // Bundled (packages stay imports): the stack floor uses Herald's own router module from src/.
   await build({ entryPoints: helpers, outdir, bundle: true, packages: 'external', platform: 'node', format: 'esm', logLevel: 'warning' });
 }
@@ -293,6 +293,35 @@ export async function runLoad(tool: LoadTool, spec: LoadSpec, seconds: number, c
     }
   }
   const args = ['--no-install', 'autocannon', '-j', '-c', String(connections), '-d', String(seconds), '-m', spec.method];
+  for (const [name, value] of Object.entries(spec.headers)) args.push('-H', `${name}=${value}`);
+  if (spec.body !== undefined) args.push('-b', spec.body);
+  args.push(spec.url);
+  const out = await run('npx', args);
+  const start = out.stdout.indexOf('{');
+  if (out.code !== 0 || start < 0) throw new Error(`autocannon failed (${out.code}): ${out.stderr}${out.stdout}`);
+  const json = JSON.parse(out.stdout.slice(start)) as {
+    requests: { average: number; total: number };
+    latency: { p50: number; p99: number };
+    non2xx: number;
+    errors: number;
+    timeouts: number;
+  };
+  return {
+    rps: json.requests.average,
+    p50Ms: json.latency.p50,
+    p99Ms: json.latency.p99,
+    requests: json.requests.total,
+    non2xx: json.non2xx,
+    socketErrors: json.errors + json.timeouts,
+  };
+}
+
+/**
+ * Runs the load at a fixed rate (`rate` requests per second in all, whatever the answers' pace:
+ * autocannon's overall rate) for `seconds`: the load a steady stream of triggers makes.
+ */
+export async function runPacedLoad(spec: LoadSpec, seconds: number, rate: number, connections: number): Promise<LoadResult> {
+  const args = ['--no-install', 'autocannon', '-j', '-c', String(connections), '-d', String(seconds), '-R', String(rate), '-m', spec.method];
   for (const [name, value] of Object.entries(spec.headers)) args.push('-H', `${name}=${value}`);
   if (spec.body !== undefined) args.push('-b', spec.body);
   args.push(spec.url);

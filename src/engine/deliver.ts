@@ -1,5 +1,6 @@
-// A channel step: decide whether it may go out (conditions, preferences), find where it goes (the
-// integration, the subscriber's address or credentials), render it, and send it.
+// A channel step, in three moves: read its context (loadStepContext: whom it is for, their
+// preferences, where it would go), decide from that alone (decideStep, pure: conditions,
+// preferences, template, destination), and send what was decided (sendDecided).
 import type { Deps } from '../deps.js';
 import type { EventRecord } from '../db/repos/events.js';
 import type { JobRecord } from '../db/repos/jobs.js';
@@ -10,12 +11,14 @@ import { globalLayer, workflowLayer } from '../db/repos/preferences.js';
 import { notificationRecipient } from '../db/repos/notifications.js';
 import { PROVIDERS, type IntegrationCredentials, type ProviderId } from '../providers/catalogue.js';
 import { senders } from '../providers/index.js';
+import type { ChatMessage, EmailMessage, PushMessage, SmsMessage } from '../providers/types.js';
 import type { Step } from '../db/repos/workflows.js';
 import { allowsChannel } from './preferences.js';
 import type { Channel } from '../contract.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { failedCondition } from './conditions.js';
 import { render } from './templates.js';
+import { destinationOf } from './destinations.js';
 
 /** A send that cannot happen as things stand (no address, no integration): retrying will not help. */
 export class Undeliverable extends Error {}
@@ -31,15 +34,17 @@ export interface Delivered {
 type ChannelStep = Extract<Step, { template: unknown }>;
 
 interface Target {
+  integrationId: string;
   providerId: ProviderId;
   credentials: IntegrationCredentials;
 }
 
-async function integrationFor(deps: Deps, environmentId: string, channel: Channel): Promise<Target> {
+async function integrationFor(deps: Deps, environmentId: string, channel: Channel): Promise<Target | undefined> {
   const row = await deliveryIntegrationOf(deps.db, environmentId, channel);
-  if (!row) throw new Undeliverable(`No active ${channel} integration in this environment`);
-  return { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) };
+  return row ? { integrationId: row.id, providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } : undefined;
 }
+
+type SubscriberChannel = Subscriber['channels'][number];
 
 /** The subscriber's credentials for a chat or push provider whose integration is active. */
 async function subscriberChannel(deps: Deps, environmentId: string, subscriber: Subscriber, channel: Channel) {
@@ -47,10 +52,10 @@ async function subscriberChannel(deps: Deps, environmentId: string, subscriber: 
     if (PROVIDERS[entry.providerId].channel !== channel) continue;
     const row = await findIntegrationRow(deps.db, environmentId, entry._integrationId);
     if (row && (row.active === true || row.active === 1)) {
-      return { entry, target: { providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } };
+      return { entry, target: { integrationId: row.id, providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } };
     }
   }
-  throw new Undeliverable(`Subscriber ${subscriber.subscriberId} has no ${channel} credentials for an active integration`);
+  return undefined;
 }
 
 /** Who a send is for, with the preference layers that decide whether it may go out. */
@@ -108,7 +113,23 @@ export const IN_APP_DELIVERED = 'Message stored in the in-app feed';
 /** The execution detail of a job a worker had taken when it found its event canceled: it ends without running. */
 export const CANCELED_BEFORE_RUN = 'Canceled with its event before it ran';
 
-export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<Delivered> {
+/** Everything a channel step is decided from, read before any decision. */
+export interface StepContext {
+  job: JobRecord;
+  event: EventRecord;
+  step: ChannelStep;
+  recipient: Recipient;
+  /** Email and SMS: the environment's active integration for the channel, if it has one. */
+  integration?: Target;
+  /** Chat and push: the subscriber's first credentials for the channel whose integration is active, with it. */
+  channel?: { entry: SubscriberChannel; target: Target };
+}
+
+/**
+ * Reads a channel step's context: whom it is for, their preferences, and where it would go. Where
+ * it would go is read only for a send that may go out and has an address.
+ */
+export async function loadStepContext(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<StepContext> {
   const env = event.environmentId;
   const notification = (await notificationRecipient(deps.db, job.notificationId!))!;
   const [subscriber, global, own] = await Promise.all([
@@ -117,63 +138,110 @@ export async function deliver(deps: Deps, job: JobRecord, event: EventRecord, st
     workflowLayer(deps.db, notification.subscriber_key, event.workflow.id),
   ]);
   const recipient: Recipient = { subscriberId: notification.subscriber_id, subscriberKey: notification.subscriber_key, subscriber, global, own };
+  const context: StepContext = { job, event, step, recipient };
+  if (!subscriber || suppression(event, step, recipient)) return context;
+  const channel = step.type as Channel;
+  if ((channel === 'email' && subscriber.email) || (channel === 'sms' && subscriber.phone)) context.integration = await integrationFor(deps, env, channel);
+  if (channel === 'chat' || channel === 'push') context.channel = await subscriberChannel(deps, env, subscriber, channel);
+  return context;
+}
+
+/** A send decided on: where it goes (its destination's key), through which integration, with what. */
+export interface DecidedSend {
+  destination: string;
+  target: Target;
+  request:
+    | { channel: 'email'; message: EmailMessage }
+    | { channel: 'sms'; message: SmsMessage }
+    | { channel: 'chat'; message: ChatMessage }
+    | { channel: 'push'; message: PushMessage };
+  /** The execution detail once it is sent. */
+  detail: string;
+}
+
+/**
+ * What a step does, decided from its context alone: skipped (why), an in-app message, or a send;
+ * throws Undeliverable when it has nowhere to go. The in-app batch makes the same decision for
+ * many contexts at once.
+ */
+export function decideStep(context: StepContext): Delivered | DecidedSend {
+  const { job, event, step, recipient } = context;
   const skip = suppression(event, step, recipient);
   if (skip) return { status: 'skipped', detail: skip };
+  const subscriber = recipient.subscriber!;
   const channel = step.type as Channel;
-  const { template, text, html } = renderer(job, event, step, subscriber!);
-  const delivery = { deliveryId: job.id };
+  const { template, text, html } = renderer(job, event, step, subscriber);
 
   switch (channel) {
     case 'in_app':
       return { status: 'completed', detail: IN_APP_DELIVERED, providerId: 'herald', message: inAppMessage(job, event, step, recipient) };
     case 'email': {
-      if (!subscriber!.email) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no email address`);
-      const target = await integrationFor(deps, env, 'email');
-      const sent = await senders.email[target.providerId]!.send(
-        {
-          to: subscriber!.email,
-          subject: text('subject')!,
-          html: html('content'),
-          preheader: text('preheader'),
-          senderName: template.senderName,
-        },
-        target.credentials,
-        delivery,
-      );
-      return { status: 'completed', detail: `Email sent to ${subscriber!.email}`, providerId: target.providerId, raw: sent.raw };
+      if (!subscriber.email) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no email address`);
+      const target = context.integration ?? noIntegration('email');
+      const message = { to: subscriber.email, subject: text('subject')!, html: html('content'), preheader: text('preheader'), senderName: template.senderName };
+      return { destination: destinationOf('email', target.integrationId), target, request: { channel, message }, detail: `Email sent to ${subscriber.email}` };
     }
     case 'sms': {
-      if (!subscriber!.phone) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no phone number`);
-      const target = await integrationFor(deps, env, 'sms');
-      const sent = await senders.sms[target.providerId]!.send({ to: subscriber!.phone, content: text('content')! }, target.credentials, delivery);
-      return { status: 'completed', detail: `SMS sent to ${subscriber!.phone}`, providerId: target.providerId, raw: sent.raw };
+      if (!subscriber.phone) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no phone number`);
+      const target = context.integration ?? noIntegration('sms');
+      const message = { to: subscriber.phone, content: text('content')! };
+      return { destination: destinationOf('sms', target.integrationId), target, request: { channel, message }, detail: `SMS sent to ${subscriber.phone}` };
     }
     case 'chat': {
-      const { entry, target } = await subscriberChannel(deps, env, subscriber!, 'chat');
+      const { entry, target } = context.channel ?? noCredentials(recipient, 'chat');
       if (!entry.credentials.webhookUrl) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} webhook URL`);
-      const sent = await senders.chat[target.providerId]!.send(
-        { webhookUrl: entry.credentials.webhookUrl, content: text('content')!, channel: entry.credentials.channel },
-        target.credentials,
-        delivery,
-      );
-      return { status: 'completed', detail: `Posted to the ${entry.providerId} webhook`, providerId: target.providerId, raw: sent.raw };
+      const message = { webhookUrl: entry.credentials.webhookUrl, content: text('content')!, channel: entry.credentials.channel };
+      return {
+        destination: destinationOf('chat', target.integrationId, message.webhookUrl),
+        target,
+        request: { channel, message },
+        detail: `Posted to the ${entry.providerId} webhook`,
+      };
     }
     case 'push': {
-      const { entry, target } = await subscriberChannel(deps, env, subscriber!, 'push');
+      const { entry, target } = context.channel ?? noCredentials(recipient, 'push');
       const deviceTokens = entry.credentials.deviceTokens ?? [];
       if (deviceTokens.length === 0) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} device tokens`);
-      const sent = await senders.push[target.providerId]!.send(
-        {
-          deviceTokens,
-          title: text('title')!,
-          content: text('content')!,
-          data: (step.template as { data?: Record<string, unknown> }).data,
-          subscriberId: recipient.subscriberId,
-        },
-        target.credentials,
-        delivery,
-      );
-      return { status: 'completed', detail: `Push sent to ${deviceTokens.length} device(s)`, providerId: target.providerId, raw: sent.raw };
+      const message = {
+        deviceTokens,
+        title: text('title')!,
+        content: text('content')!,
+        data: (step.template as { data?: Record<string, unknown> }).data,
+        subscriberId: recipient.subscriberId,
+      };
+      // A push webhook posts to its own URL (the integration's); Expo to its API.
+      const url = (target.credentials as { webhookUrl?: string }).webhookUrl;
+      return { destination: destinationOf('push', target.integrationId, url), target, request: { channel, message }, detail: `Push sent to ${deviceTokens.length} device(s)` };
     }
   }
+}
+
+function noIntegration(channel: Channel): never {
+  throw new Undeliverable(`No active ${channel} integration in this environment`);
+}
+
+function noCredentials(recipient: Recipient, channel: Channel): never {
+  throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${channel} credentials for an active integration`);
+}
+
+/** Sends what was decided through its provider, with the job's id as the delivery id (the same on every retry). */
+export async function sendDecided(decided: DecidedSend, deliveryId: string): Promise<Delivered> {
+  const { target, request } = decided;
+  const delivery = { deliveryId };
+  let sent: { raw?: string };
+  switch (request.channel) {
+    case 'email':
+      sent = await senders.email[target.providerId]!.send(request.message, target.credentials, delivery);
+      break;
+    case 'sms':
+      sent = await senders.sms[target.providerId]!.send(request.message, target.credentials, delivery);
+      break;
+    case 'chat':
+      sent = await senders.chat[target.providerId]!.send(request.message, target.credentials, delivery);
+      break;
+    case 'push':
+      sent = await senders.push[target.providerId]!.send(request.message, target.credentials, delivery);
+      break;
+  }
+  return { status: 'completed', detail: decided.detail, providerId: target.providerId, raw: sent.raw };
 }

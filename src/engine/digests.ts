@@ -1,14 +1,22 @@
-// Who carries a digest when an event of it is canceled. A digest is led by the job of the event
+// A digest step, all of it: opening a digest or joining the open one (openOrJoinDigest), closing
+// it with every event's payload (closeHeldDigest), and who carries it when an event of it is canceled. A digest is led by the job of the event
 // that opened it; the jobs of later events are merged into it. While it is open, a canceled
 // leader's window goes to the oldest follower (handOverOpenDigest). Once it has closed, its send
 // carries every event's payload on the jobs of one notification, its carrier: the others ride in
 // it, and take its status when it settles (settleDigestRiders). A canceled carrier's send goes on
 // for the oldest other event that is not canceled, without the canceled payload (passOnClosedDigest).
-import type { Runner } from '../db/knex.js';
+import { createHash } from 'node:crypto';
+import type { Db, Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
 import {
   addExecutionDetail,
   cancelJobs,
+  closeDigest,
+  digestFollowers,
+  findDigestLeader,
+  insertDigestLeader,
+  insertJobs,
+  type NewJob,
   closedDigestOf,
   digestHeirOf,
   digestRiders,
@@ -18,7 +26,60 @@ import {
   moveJob,
   type JobRecord,
 } from '../db/repos/jobs.js';
-import { settleRiders } from '../db/repos/notifications.js';
+import { markNotificationsProcessing, settleRiders } from '../db/repos/notifications.js';
+import { newId } from '../ids.js';
+import { addMs, durationMs, valueAt } from './durations.js';
+
+type DigestStep = Extract<EventRecord['workflow']['steps'][number], { type: 'digest' }>;
+
+/**
+ * A notification reaches a digest step: its job opens the digest of its key (and waits out the
+ * window), or joins the one open (merged into it). The key is unique among open digests, so when
+ * two triggers race exactly one opens it; the loop covers a digest that closes between the two
+ * statements.
+ */
+export async function openOrJoinDigest(trx: Runner, event: EventRecord, job: NewJob, step: DigestStep, subscriberKey: string, now: Date): Promise<void> {
+  const keyValue = step.digestKey ? valueAt(event.payload, step.digestKey) : null;
+  const digestKey = createHash('sha256')
+    .update(JSON.stringify([event.environmentId, subscriberKey, event.workflow.workflowId, step.stepId, keyValue ?? null]))
+    .digest('hex');
+  const leader = { ...job, status: 'delayed' as const, runAt: addMs(now, durationMs(step.amount, step.unit)), digestKey };
+  for (let attempt = 0; attempt < 3; attempt++) {
+    if (await insertDigestLeader(trx, leader, now)) return;
+    const open = await findDigestLeader(trx, digestKey);
+    if (open) {
+      const merged = { ...job, id: newId(now.getTime()), status: 'merged' as const, mergedInto: open.id };
+      await insertJobs(trx, [merged], now);
+      await addExecutionDetail(trx, { jobId: merged.id, status: 'success', detail: `Merged into the open digest ${open.id}`, isRetry: false }, now);
+      return;
+    }
+  }
+  throw new Error(`Could not open or join the digest ${digestKey}`);
+}
+
+/**
+ * A digest's window is over: the digest a worker holds closes (its key dropped first, so a trigger
+ * joining now waits for this, by row lock, and then opens a new one), and answers the state its
+ * send goes on with (every event's payload, the leader's first) and the notifications riding in
+ * it; undefined when the worker no longer holds it.
+ */
+export async function closeHeldDigest(
+  db: Db,
+  job: JobRecord,
+  owner: string,
+  payload: unknown,
+): Promise<{ state: Record<string, unknown>; count: number; riders: string[] } | undefined> {
+  const followers = await db.transaction(async (trx) => ((await closeDigest(trx, job.id, owner)) ? digestFollowers(trx, job.id) : undefined));
+  if (!followers) return undefined;
+  const events = [payload, ...followers.map((follower) => follower.payload)];
+  const riders = followers.map((follower) => follower.notificationId!).filter(Boolean);
+  return { state: { ...job.state, digest: { events, total_count: events.length } }, count: events.length, riders };
+}
+
+/** The notifications riding in a closed digest's send are under way with it (settled with it: settleDigestRiders). */
+export async function markRiders(trx: Runner, riders: string[], now: Date): Promise<void> {
+  await markNotificationsProcessing(trx, riders, now);
+}
 
 /**
  * An open digest whose leader was canceled: the leader lets go of its key, and its oldest live

@@ -4,15 +4,16 @@
 import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetail, closeDigest, digestFollowers, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
-import { markNotificationsProcessing, setNotificationStatus } from '../db/repos/notifications.js';
+import { setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../contract.js';
-import { CANCELED_BEFORE_RUN, deliver, Undeliverable } from './deliver.js';
+import { CANCELED_BEFORE_RUN, decideStep, loadStepContext, sendDecided, Undeliverable, type DecidedSend, type Delivered } from './deliver.js';
+import { isRateLimited, verdictOf, type Verdict } from './destinations.js';
 import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
 import { startWithInApp } from './in-app-batch.js';
-import { handOverOpenDigest } from './digests.js';
+import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { FANOUT_BATCH, fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
 import type { WorkerContext } from './worker-context.js';
 
@@ -24,6 +25,10 @@ export function retryDelayMs(attempt: number, random: () => number): number {
   const ceiling = Math.min(300_000, 2000 * 2 ** (attempt - 1));
   return Math.round(ceiling * (0.5 + random() / 2));
 }
+
+/** Where a job counts the 429s it was given back for, and how many it may be. */
+const RATE_LIMITED = 'rateLimited';
+const MAX_RATE_LIMITED = 20;
 
 /** The longest a provider's Retry-After holds a retry back. */
 const MAX_RETRY_AFTER_MS = 3_600_000;
@@ -37,6 +42,8 @@ interface Outcome {
   runAt?: Date;
   state?: Record<string, unknown>;
   message?: NewMessage;
+  /** The claim's attempt is given back (a deferral, a provider's 429). */
+  refundAttempt?: boolean;
 }
 
 async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also?: (trx: Transaction, event: EventRecord) => Promise<void>): Promise<void> {
@@ -48,7 +55,7 @@ async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also
         trx,
         job.id,
         ctx.owner,
-        { status: outcome.status, runAt: outcome.runAt, providerId: outcome.providerId, state: outcome.state },
+        { status: outcome.status, runAt: outcome.runAt, providerId: outcome.providerId, state: outcome.state, refundAttempt: outcome.refundAttempt },
         now,
       );
       if (!changed) throw new LeaseLost();
@@ -63,7 +70,9 @@ async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also
       const event = (await findEvent(trx, job.eventId, true))!;
       if (also) await also(trx, event);
       if (job.kind === 'step' && ['completed', 'skipped', 'failed', 'canceled'].includes(outcome.status)) {
-        await continueAfter(trx, event, job, outcome.state ?? job.state, now, outcome.status === 'canceled');
+        // The count of a step's 429s is its own: the next step starts without it.
+        const { [RATE_LIMITED]: _, ...state } = outcome.state ?? job.state;
+        await continueAfter(trx, event, job, state, now, outcome.status === 'canceled');
       }
     });
   } catch (err) {
@@ -76,6 +85,16 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
   const permanent = err instanceof Undeliverable || (err instanceof ProviderError && err.permanent);
   const text = err instanceof Error ? err.message : String(err);
   const raw = err instanceof ProviderError ? err.raw : undefined;
+  // A 429 is the provider pacing us, not the send failing: the job comes back at its Retry-After
+  // (else after a backoff of its own) and spends no attempt, up to MAX_RATE_LIMITED times a job, so
+  // that a provider answering nothing else still ends it.
+  const paced = Number(job.state[RATE_LIMITED] ?? 0);
+  if (isRateLimited(err) && paced < MAX_RATE_LIMITED) {
+    const waitMs = err.retryAfterMs !== undefined ? Math.min(err.retryAfterMs, MAX_RETRY_AFTER_MS) : retryDelayMs(paced + 1, ctx.random);
+    const runAt = new Date(ctx.deps.clock.now().getTime() + waitMs);
+    const detail = { status: 'warning' as const, text: `${text}: rate limited; trying again at ${runAt.toISOString()} (no attempt spent)`, raw };
+    return { status: 'queued', runAt, refundAttempt: true, state: { ...job.state, [RATE_LIMITED]: paced + 1 }, detail };
+  }
   if (permanent || job.attempts >= MAX_ATTEMPTS) {
     const why = permanent ? text : `${text} (gave up after ${job.attempts} attempts)`;
     return { status: 'failed', detail: { status: 'failed', text: why, raw } };
@@ -118,22 +137,13 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
 }
 
 async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord): Promise<void> {
-  const followers = await ctx.deps.db.transaction(async (trx) => {
-    // Close the digest first: a trigger joining now waits for this (row lock) and then opens a new one.
-    return (await closeDigest(trx, job.id, ctx.owner)) ? digestFollowers(trx, job.id) : undefined;
-  });
-  if (!followers) return;
-  const events = [event.payload, ...followers.map((follower) => follower.payload)];
-  const state = { ...job.state, digest: { events, total_count: events.length } };
+  const closed = await closeHeldDigest(ctx.deps.db, job, ctx.owner, event.payload);
+  if (!closed) return;
   await settle(
     ctx,
     job,
-    { status: 'completed', state, detail: { status: 'success', text: `Digest closed with ${events.length} event(s)` } },
-    async (trx) => {
-      // The followers' payloads now ride in this notification's send: they are settled with it (settleDigestRiders).
-      const ids = followers.map((follower) => follower.notificationId!).filter(Boolean);
-      await markNotificationsProcessing(trx, ids, ctx.deps.clock.now());
-    },
+    { status: 'completed', state: closed.state, detail: { status: 'success', text: `Digest closed with ${closed.count} event(s)` } },
+    (trx) => markRiders(trx, closed.riders, ctx.deps.clock.now()),
   );
 }
 
@@ -157,8 +167,14 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   if (step.type === 'delay') return settle(ctx, job, { status: 'completed', detail: { status: 'success', text: 'Delay over' } });
   if (step.type === 'digest') return fireDigest(ctx, job, event);
   let outcome: Outcome;
+  // A send keeps its place at its destination until its outcome is recorded: a worker that dies
+  // can have sent no more unrecorded sends there than the destination's bound.
+  const place: { release?: () => void } = {};
   try {
-    const delivered = await deliver(ctx.deps, job, event, step);
+    // Read, decide, send; the outcome is recorded below, in one transaction (settle).
+    const decided = decideStep(await loadStepContext(ctx.deps, job, event, step));
+    const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, decided, place) : decided;
+    if (delivered === 'deferred') return;
     outcome = {
       status: delivered.status,
       providerId: delivered.providerId,
@@ -171,5 +187,35 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     }
     outcome = failure(ctx, job, err);
   }
-  await settle(ctx, job, outcome);
+  try {
+    await settle(ctx, job, outcome);
+  } finally {
+    place.release?.();
+  }
+}
+
+/**
+ * Sends once the destination admits it; a destination that is busy or whose breaker is open
+ * defers the job instead (back in the queue at a later run_at, its attempt given back; a breaker's
+ * deferral with an execution detail saying why).
+ */
+async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred'> {
+  const gate = ctx.gate;
+  if (!gate) return sendDecided(decided, job.id);
+  const admission = await gate.admit(decided.destination);
+  if (!admission.go) {
+    const detail = admission.why ? { status: 'warning' as const, text: `Deferred: ${admission.why} (no attempt spent)` } : undefined;
+    await settle(ctx, job, { status: 'queued', runAt: admission.until, refundAttempt: true, detail });
+    return 'deferred';
+  }
+  let verdict: Verdict = 'neutral';
+  place.release = () => gate.finished(decided.destination, verdict, admission.started);
+  try {
+    const delivered = await sendDecided(decided, job.id);
+    verdict = 'ok';
+    return delivered;
+  } catch (err) {
+    verdict = verdictOf(err);
+    throw err;
+  }
 }

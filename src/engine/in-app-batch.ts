@@ -1,12 +1,12 @@
 // In-app steps in bulk. An in-app send is only rows in our own database, so a topic fan-out's
 // thousands of in-app jobs are decided and written a batch at a time: a fixed number of queries
 // per batch instead of a dozen per job. The decisions are the ones single delivery makes
-// (`suppression`, `inAppMessage`); only the reading and writing are batched. A fan-out batch whose
+// (`decideStep`), over many contexts; only the reading and writing are batched. A fan-out batch whose
 // workflow starts with an in-app step goes further and delivers it as it creates the notifications
 // (`startWithInApp`).
 import type { Runner, Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, notificationsWithFailedJobs, type JobRecord } from '../db/repos/jobs.js';
+import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, type JobRecord } from '../db/repos/jobs.js';
 import { markNotificationsProcessing, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
@@ -14,7 +14,7 @@ import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER } from './preferences.js';
 import type { Layer } from '../db/repos/preferences.js';
-import { CANCELED_BEFORE_RUN, IN_APP_DELIVERED, inAppMessage, suppression, type Recipient } from './deliver.js';
+import { CANCELED_BEFORE_RUN, decideStep, IN_APP_DELIVERED, type Recipient } from './deliver.js';
 import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
 import type { WorkerContext } from './worker-context.js';
@@ -44,12 +44,11 @@ async function audienceOf(db: Runner, keys: string[], workflowIds: string[]) {
   };
 }
 
-/** What single delivery would decide for this job: skipped (why) or completed (the message). */
+/** The decision single delivery makes (decideStep), for this job's context: skipped (why) or completed (the message). */
 function decide(job: JobRecord, event: EventRecord, recipient: Recipient): Decision {
-  const step = event.workflow.steps[job.stepIndex!] as ChannelStep;
-  const skip = suppression(event, step, recipient);
-  if (skip) return { job, event, status: 'skipped', detail: skip };
-  return { job, event, status: 'completed', message: inAppMessage(job, event, step, recipient) };
+  const decided = decideStep({ job, event, step: event.workflow.steps[job.stepIndex!] as ChannelStep, recipient });
+  if ('destination' in decided || (decided.status === 'completed' && !decided.message)) throw new Error(`Job ${job.id} is not an in-app step`);
+  return decided.status === 'skipped' ? { job, event, status: 'skipped', detail: decided.detail } : { job, event, status: 'completed', message: decided.message! };
 }
 
 /** The execution detail of each decided job, and the message of each delivered one. */
@@ -122,11 +121,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     }
     // A step done and another to come: the notification is under way.
     await markNotificationsProcessing(trx, goingOn, now);
-    const finishedIds = finished.map((f) => f.notificationId);
-    const failed = await notificationsWithFailedJobs(trx, finishedIds);
-    for (const status of ['completed', 'failed'] as const) {
-      await settleNotifications(trx, finishedIds.filter((id) => failed.has(id) === (status === 'failed')), status, now);
-    }
+    await settleNotifications(trx, finished.map((f) => f.notificationId), now);
     for (const { event, notificationId } of finished) await settleDigestRiders(trx, event, notificationId, now);
   });
 }

@@ -1,49 +1,147 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Deps } from '../deps.js';
-import { claimDueJobs, releaseJobs, renewLeases, type JobRecord } from '../db/repos/jobs.js';
+import { claimDueJobs, releaseJobs, renewLeases, type JobLane, type JobRecord } from '../db/repos/jobs.js';
 import { executeJob } from './execute.js';
 import type { WorkerContext } from './worker-context.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
+import { Destinations } from './destinations.js';
 
 export interface RunnerOptions {
-  /** Jobs claimed at a time. */
+  /** Local jobs (in-app, delay, digest, fan-out) claimed at a time; also runBatch's claim. */
   batchSize?: number;
-  /** Jobs of a batch run at once (sends wait on the network). */
+  /** Jobs of one runBatch run at once. */
   concurrency?: number;
+  /** Sends in flight at once. */
+  slots?: number;
+  /** Of those, the most one environment holds. */
+  slotsPerEnvironment?: number;
+  /** Sends in flight at once to one destination. */
+  perDestination?: number;
+  /** Timeouts or 5xx in a row that open a destination's breaker, and how long it then waits. */
+  breakerFailures?: number;
+  breakerCooldownMs?: number;
+  breakerMaxCooldownMs?: number;
   /** How long a claimed job stays this worker's; after that another worker may take it over. */
   leaseMs?: number;
   /** The longest wait between two looks for due jobs when there is nothing to do. */
   maxIdleMs?: number;
+  /** How long a woken loop waits for more work to arrive before it claims. */
+  coalesceMs?: number;
   random?: () => number;
 }
 
 /**
- * The job runner: claims due jobs under a lease and runs them. It runs in the API process by
- * default, or alone with `--role worker`; any number of runners can share one PostgreSQL database.
+ * A wait that a notify ends early; a notify while nobody waits ends the next wait at once. It
+ * counts the notifies since it was last reset: the work that arrived.
+ */
+class Wakeup {
+  private pending = false;
+  private resolve?: () => void;
+  arrived = 0;
+
+  notify(): void {
+    this.arrived++;
+    this.pending = true;
+    this.resolve?.();
+  }
+
+  /** Resolves at the next notify (at once if one came since the last wait), or after `ms`; answers whether it was notified. */
+  async wait(ms: number): Promise<boolean> {
+    if (!this.pending) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, ms);
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.resolve = done;
+      });
+      this.resolve = undefined;
+    }
+    const notified = this.pending;
+    this.pending = false;
+    return notified;
+  }
+}
+
+/**
+ * Triggers a woken local loop waits for before it claims (unless `coalesceMs` runs out first): so
+ * that a claim takes about as many jobs at a light load as at a heavy one, and a delivery costs
+ * about the same CPU.
+ */
+const COALESCE_TARGET = 16;
+
+/** A slot freed wakes the send loop: it waits a little for more to free up, and refills them in one claim. */
+const SEND_COALESCE = { target: 8, ms: 2 };
+
+/** The least time between a send claim that found nothing and the next. */
+const EMPTY_CLAIM_GAP_MS = 50;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The job runner: claims due jobs under a lease and runs them, continuously, on two paths that
+ * never wait for each other. Local work (in-app, delay, digest, fan-out: only rows in our own
+ * database) is claimed and settled in bulk. Sends run in a pool of slots, each slot refilled as its
+ * send ends; a destination gets a bounded share of them and an environment half of them, and a
+ * destination that keeps failing is deferred by its breaker (`destinations.ts`). Wake-ups are
+ * coalesced (`pause`), so that work arriving together is claimed together. It runs in the API process by default, or alone with `--role worker`; any number of
+ * runners can share one PostgreSQL database.
  */
 export class JobRunner {
   private readonly ctx: WorkerContext;
   private readonly options: Required<Omit<RunnerOptions, 'random'>>;
+  private readonly destinations: Destinations;
   private stopping = false;
-  private loop?: Promise<void>;
-  private wake?: () => void;
+  private loops?: Promise<void>;
   private stopListening?: () => void;
+  private readonly localWake = new Wakeup();
+  private readonly sendWake = new Wakeup();
+  /** Sends in flight: each job's run, by job id, and how many slots each environment holds. */
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly slotsOf = new Map<string, number>();
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
-    this.options = { batchSize: 500, concurrency: 16, leaseMs: 60_000, maxIdleMs: 100, ...options };
-    this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random: options.random ?? Math.random };
+    const d = deps.config.delivery;
+    this.options = {
+      batchSize: d.localBatch,
+      concurrency: 16,
+      slots: d.sendSlots,
+      slotsPerEnvironment: d.sendSlotsPerEnvironment,
+      perDestination: d.sendsPerDestination,
+      breakerFailures: d.breakerFailures,
+      breakerCooldownMs: d.breakerCooldownMs,
+      breakerMaxCooldownMs: d.breakerMaxCooldownMs,
+      leaseMs: 60_000,
+      maxIdleMs: 100,
+      coalesceMs: d.coalesceMs,
+      ...options,
+    };
+    const random = options.random ?? Math.random;
+    this.destinations = new Destinations(
+      {
+        perDestination: this.options.perDestination,
+        failures: this.options.breakerFailures,
+        cooldownMs: this.options.breakerCooldownMs,
+        maxCooldownMs: this.options.breakerMaxCooldownMs,
+      },
+      () => deps.clock.now().getTime(),
+      random,
+    );
+    this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random };
   }
 
   start(): void {
     this.stopping = false;
     this.stopListening ??= this.deps.workQueued.listen(() => this.wakeUp());
-    this.loop ??= this.run();
+    this.loops ??= Promise.all([this.localLoop(), this.sendLoop()]).then(() => undefined);
   }
 
   /** Ends an idle wait now; a runner at work carries on. */
   wakeUp(): void {
-    this.wake?.();
+    this.localWake.notify();
+    this.sendWake.notify();
   }
 
   /** Stops claiming, lets the jobs under way finish, and gives back claimed jobs not yet started. */
@@ -51,9 +149,14 @@ export class JobRunner {
     this.stopping = true;
     this.stopListening?.();
     this.stopListening = undefined;
-    this.wake?.();
-    await this.loop;
-    this.loop = undefined;
+    this.wakeUp();
+    await this.loops;
+    this.loops = undefined;
+  }
+
+  /** Whether a destination's breaker is open in this runner (tests). */
+  breakerOpen(destination: string): boolean {
+    return this.destinations.isOpen(destination);
   }
 
   /** Runs due jobs until none is left (tests, with a clock they move by hand). */
@@ -62,69 +165,27 @@ export class JobRunner {
     throw new Error(`Jobs were still due after ${maxBatches} batches`);
   }
 
-  private async run(): Promise<void> {
-    let idleMs = 10;
-    while (!this.stopping) {
-      let ran = 0;
-      try {
-        ran = await this.runBatch();
-      } catch (err) {
-        this.deps.logger.error({ err }, 'job runner: claiming failed');
-      }
-      if (ran > 0) {
-        idleMs = 10;
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, idleMs);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      idleMs = Math.min(this.options.maxIdleMs, idleMs * 2);
-    }
-  }
-
-  /** Claims one batch and runs it; answers how many jobs it claimed. */
+  /**
+   * Claims one batch of both lanes and runs it to its end, every send at once without the
+   * destinations' bounds (tests and tools: the continuous loops are what a server runs). Answers
+   * how many jobs it claimed.
+   */
   async runBatch(): Promise<number> {
-    const jobs = await claimDueJobs(this.deps.db, {
-      owner: this.ctx.owner,
-      now: this.deps.clock.now(),
-      leaseMs: this.options.leaseMs,
-      limit: this.options.batchSize,
-    });
-    // In-app jobs are only rows in our own database: they go in bulk, the others one by one.
-    const inApp = jobs.filter(isInAppJob);
-    if (inApp.length > 0 && !this.stopping) {
-      try {
-        await executeInAppBatch(this.ctx, inApp);
-      } catch (err) {
-        this.deps.logger.error({ err, jobs: inApp.length }, 'in-app batch failed unexpectedly');
-      }
-    }
+    const jobs = await this.claim('all', this.options.batchSize);
+    const unstarted = await this.runLocal(jobs.filter(isInAppJob));
     const queue: JobRecord[] = jobs.filter((job) => !isInAppJob(job));
-    const unstarted: string[] = [];
     const lane = async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
-        if (this.stopping) {
-          unstarted.push(job.id);
-          continue;
-        }
-        try {
-          await executeJob(this.ctx, job);
-        } catch (err) {
-          // Left running under its lease: another worker (or this one) takes it over when the lease ends.
-          this.deps.logger.error({ err, jobId: job.id }, 'job failed unexpectedly');
-        }
+        if (this.stopping) unstarted.push(job.id);
+        else await this.execute(job, false);
       }
     };
-    // Sends wait on the network, and a batch's last jobs wait for its first: the leases are renewed
-    // every third of their length meanwhile, so no other worker takes over a job this one will still send.
-    const sends = queue.map((job) => job.id);
-    const renewal = sends.length > 0 ? setInterval(() => this.renewLeases(sends), this.options.leaseMs / 3) : undefined;
+    // A batch's last jobs wait for its first: the leases are renewed every third of their length
+    // meanwhile, so no other worker takes over a job this one will still send.
+    const ids = queue.map((job) => job.id);
+    const renewal = ids.length > 0 ? setInterval(() => this.renewLeases(ids), this.options.leaseMs / 3) : undefined;
     try {
-      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, jobs.length) }, lane));
+      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, queue.length) }, lane));
     } finally {
       clearInterval(renewal);
     }
@@ -132,7 +193,148 @@ export class JobRunner {
     return jobs.length;
   }
 
+  private claim(lane: JobLane, limit: number, excludeEnvironments?: string[]): Promise<JobRecord[]> {
+    return claimDueJobs(this.deps.db, { owner: this.ctx.owner, now: this.deps.clock.now(), leaseMs: this.options.leaseMs, limit, lane, excludeEnvironments });
+  }
+
+  /**
+   * Waits for a wake-up or `idleMs`. Woken, it waits on, up to `coalesceMs`, until `target` wake-ups
+   * came since the last claim, so that what arrives together is claimed together.
+   */
+  private async pause(wake: Wakeup, idleMs: number, target: number, coalesceMs: number): Promise<void> {
+    if (!(await wake.wait(idleMs)) || this.stopping) return;
+    const until = Date.now() + coalesceMs;
+    while (wake.arrived < target && !this.stopping) {
+      const left = until - Date.now();
+      if (left <= 0) return;
+      await wake.wait(left);
+    }
+  }
+
+  // ── local work ────────────────────────────────────────────────────────────────────────────
+
+  private async localLoop(): Promise<void> {
+    let idleMs = 10;
+    while (!this.stopping) {
+      let claimed = 0;
+      let fanout = false;
+      try {
+        this.localWake.arrived = 0;
+        const jobs = await this.claim('local', this.options.batchSize);
+        claimed = jobs.length;
+        fanout = jobs.some((job) => job.kind === 'fanout');
+        const unstarted = await this.runLocal(jobs);
+        await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
+      } catch (err) {
+        this.deps.logger.error({ err }, 'job runner: local work failed');
+      }
+      // A full claim leaves more behind, and a fan-out job is due again at once for its next batch: go on.
+      if (claimed >= this.options.batchSize || fanout) continue;
+      idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
+      await this.pause(this.localWake, idleMs, COALESCE_TARGET, this.options.coalesceMs);
+    }
+  }
+
+  /** Runs claimed local jobs: in-app in bulk, the others (no network either) a few at a time. Answers those it did not start. */
+  private async runLocal(jobs: JobRecord[]): Promise<string[]> {
+    if (this.stopping) return jobs.map((job) => job.id);
+    const inApp = jobs.filter(isInAppJob);
+    if (inApp.length > 0) {
+      try {
+        await executeInAppBatch(this.ctx, inApp);
+      } catch (err) {
+        this.deps.logger.error({ err, jobs: inApp.length }, 'in-app batch failed unexpectedly');
+      }
+    }
+    const queue = jobs.filter((job) => !isInAppJob(job));
+    const unstarted: string[] = [];
+    const lane = async () => {
+      for (let job = queue.shift(); job; job = queue.shift()) {
+        if (this.stopping) unstarted.push(job.id);
+        else await this.execute(job, false);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(8, queue.length) }, lane));
+    return unstarted;
+  }
+
+  // ── sends ─────────────────────────────────────────────────────────────────────────────────
+
+  private async sendLoop(): Promise<void> {
+    // Only sends in flight are renewed: every claimed send starts at once, so none waits unrenewed.
+    const renewal = setInterval(() => this.renewLeases([...this.inFlight.keys()]), this.options.leaseMs / 3);
+    let idleMs = 10;
+    try {
+      while (!this.stopping) {
+        const free = this.options.slots - this.inFlight.size;
+        let claimed = 0;
+        let limit = 0;
+        if (free > 0) {
+          try {
+            this.sendWake.arrived = 0;
+            ({ claimed, limit } = await this.claimSends(free));
+          } catch (err) {
+            this.deps.logger.error({ err }, 'job runner: claiming sends failed');
+          }
+        }
+        // A full claim may leave more behind, for the slots still free.
+        if (limit > 0 && claimed >= limit && this.inFlight.size < this.options.slots) continue;
+        idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
+        // Every trigger wakes both loops, in-app ones too: after a claim that found no send, the
+        // next waits a little, so a stream of in-app triggers costs few empty claims here.
+        if (free > 0 && claimed === 0) await sleep(EMPTY_CLAIM_GAP_MS);
+        // A send ending, or a trigger, wakes this wait.
+        await this.pause(this.sendWake, idleMs, SEND_COALESCE.target, Math.min(SEND_COALESCE.ms, this.options.coalesceMs));
+      }
+      await Promise.all(this.inFlight.values());
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  /**
+   * Claims sends for the free slots and starts each. Environments whose share of the slots is taken
+   * are left out, and a claim takes no more than the smallest share left of those holding slots, so
+   * that whichever environment its jobs are of, none goes over its share.
+   */
+  private async claimSends(free: number): Promise<{ claimed: number; limit: number }> {
+    const share = this.options.slotsPerEnvironment;
+    const full = [...this.slotsOf].filter(([, n]) => n >= share).map(([environmentId]) => environmentId);
+    const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
+    const limit = Math.min(free, share, ...left);
+    const jobs = await this.claim('send', limit, full);
+    if (this.stopping) {
+      await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
+      return { claimed: jobs.length, limit };
+    }
+    for (const job of jobs) this.startSend(job);
+    return { claimed: jobs.length, limit };
+  }
+
+  private startSend(job: JobRecord): void {
+    const environmentId = job.environmentId;
+    this.slotsOf.set(environmentId, (this.slotsOf.get(environmentId) ?? 0) + 1);
+    const run = this.execute(job, true).finally(() => {
+      this.inFlight.delete(job.id);
+      const left = this.slotsOf.get(environmentId)! - 1;
+      if (left > 0) this.slotsOf.set(environmentId, left);
+      else this.slotsOf.delete(environmentId);
+      this.sendWake.notify();
+    });
+    this.inFlight.set(job.id, run);
+  }
+
+  private async execute(job: JobRecord, gated: boolean): Promise<void> {
+    try {
+      await executeJob(gated ? { ...this.ctx, gate: this.destinations } : this.ctx, job);
+    } catch (err) {
+      // Left running under its lease: another worker (or this one) takes it over when the lease ends.
+      this.deps.logger.error({ err, jobId: job.id }, 'job failed unexpectedly');
+    }
+  }
+
   private renewLeases(ids: string[]): void {
+    if (ids.length === 0) return;
     const until = new Date(this.deps.clock.now().getTime() + this.options.leaseMs);
     renewLeases(this.deps.db, this.ctx.owner, ids, until).catch((err: unknown) => this.deps.logger.error({ err }, 'job runner: renewing leases failed'));
   }

@@ -1,13 +1,8 @@
 // Creating jobs: the first job of each new notification, and the next job when one finishes. A
 // job exists only for the step a notification is at; later steps get theirs when it is done, so a
 // canceled event simply creates nothing more.
-import { createHash } from 'node:crypto';
 import type { Runner } from '../db/knex.js';
 import {
-  addExecutionDetail,
-  findDigestLeader,
-  hasFailedJob,
-  insertDigestLeader,
   insertJobs,
   type JobRecord,
   type NewJob,
@@ -15,8 +10,7 @@ import {
 import {
   insertNotifications,
   notificationRecipient,
-  setNotificationStatus,
-  settleCanceledNotification,
+  settleNotifications,
   type NewNotification,
   type NotificationStatus,
 } from '../db/repos/notifications.js';
@@ -26,7 +20,7 @@ import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from '../contract.js';
 import { failedCondition } from './conditions.js';
-import { passOnClosedDigest, settleDigestRiders, type Heir } from './digests.js';
+import { openOrJoinDigest, passOnClosedDigest, settleDigestRiders, type Heir } from './digests.js';
 
 export interface Recipient {
   /** The subscriber's internal id. */
@@ -151,24 +145,8 @@ async function stepJob(
     if (unmet) return { ...job, status: 'pending', runAt: now, state: { ...state, [UNMET_CONDITION]: `Step condition not met: ${unmet}` } };
   }
   if (step.type === 'digest') {
-    const keyValue = step.digestKey ? valueAt(event.payload, step.digestKey) : null;
-    const digestKey = createHash('sha256')
-      .update(JSON.stringify([event.environmentId, subscriberKey, event.workflow.workflowId, step.stepId, keyValue ?? null]))
-      .digest('hex');
-    const leader = { ...job, status: 'delayed' as const, runAt: addMs(now, durationMs(step.amount, step.unit)), digestKey };
-    // Open the digest, or join the open one. The key is unique, so when two triggers race exactly
-    // one opens it; the loop covers a digest that closes between our two statements.
-    for (let attempt = 0; attempt < 3; attempt++) {
-      if (await insertDigestLeader(trx, leader, now)) return undefined;
-      const open = await findDigestLeader(trx, digestKey);
-      if (open) {
-        const merged = { ...job, id: newId(now.getTime()), status: 'merged' as const, mergedInto: open.id };
-        await insertJobs(trx, [merged], now);
-        await addExecutionDetail(trx, { jobId: merged.id, status: 'success', detail: `Merged into the open digest ${open.id}`, isRetry: false }, now);
-        return undefined;
-      }
-    }
-    throw new Error(`Could not open or join the digest ${digestKey}`);
+    await openOrJoinDigest(trx, event, job, step, subscriberKey, now);
+    return undefined;
   }
   return job;
 }
@@ -227,14 +205,13 @@ export async function continueAfter(
   if (event.canceledAt) {
     const from = jobCanceled ? job.stepIndex! : nextActiveStep(event, job.stepIndex!);
     const passed = from !== -1 && (await passOnClosedDigest(trx, notificationId, now, (heir) => continueForHeir(trx, heir, from, jobCanceled, state, now)));
-    await settleCanceledNotification(trx, notificationId, now);
+    await settleNotifications(trx, [notificationId], now);
     if (!passed) await settleDigestRiders(trx, event, notificationId, now);
     return;
   }
   const next = nextActiveStep(event, job.stepIndex!);
   if (next === -1) {
-    const failed = await hasFailedJob(trx, notificationId);
-    await setNotificationStatus(trx, notificationId, failed ? 'failed' : 'completed', now, ['pending', 'processing']);
+    await settleNotifications(trx, [notificationId], now);
     await settleDigestRiders(trx, event, notificationId, now);
     return;
   }

@@ -26,3 +26,38 @@ export async function startSlowWebhook(delayMs: number) {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
+/**
+ * A webhook receiver on 127.0.0.1 that holds every request open: for `delayMs` before answering
+ * `status` (200 by default), or, without a delay, never. It counts the requests it holds at once
+ * (`peak`), and `close()` drops the ones still held, so that a sender waiting on them ends now.
+ */
+export async function startHangingWebhook(options: { delayMs?: number; status?: number } = {}) {
+  const deliveries: string[] = [];
+  let open = 0;
+  let peak = 0;
+  const server = http.createServer((req, res) => {
+    deliveries.push(String(req.headers['x-herald-delivery-id']));
+    open++;
+    peak = Math.max(peak, open);
+    res.on('close', () => open--);
+    req.resume();
+    if (options.delayMs !== undefined) {
+      const timer = setTimeout(() => res.writeHead(options.status ?? 200, { 'Content-Type': 'text/plain' }).end('ok'), options.delayMs);
+      res.on('close', () => clearTimeout(timer));
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    deliveries,
+    /** Requests held open right now, and the most at once. */
+    open: () => open,
+    peak: () => peak,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -117,33 +117,63 @@ export async function findDigestLeader(trx: Runner, digestKey: string): Promise<
   return query;
 }
 
+/** The job types a send makes: they wait on a provider's network. Every other job is local work. */
+export const SEND_TYPES = ['email', 'sms', 'chat', 'push'] as const;
+const SEND_TYPE_LIST = SEND_TYPES.map((type) => `'${type}'`).join(', ');
+
+/**
+ * Which jobs a claim takes: `send` (a provider's network), `local` (only our own rows: in-app,
+ * delay, digest, fan-out) or both. Each lane has its own partial index of due jobs (migration 50),
+ * whose condition the claim repeats word for word so that both databases use it.
+ */
+export type JobLane = 'send' | 'local' | 'all';
+
+const LANES: Record<JobLane, { index: string; type: string }> = {
+  send: { index: 'jobs_due_send', type: ` AND type IN (${SEND_TYPE_LIST})` },
+  local: { index: 'jobs_due_local', type: ` AND type NOT IN (${SEND_TYPE_LIST})` },
+  all: { index: 'jobs_due', type: '' },
+};
+
+export interface ClaimOptions {
+  owner: string;
+  now: Date;
+  leaseMs: number;
+  limit: number;
+  lane?: JobLane;
+  /** Environments that may not have more jobs now (their share of the send slots is taken). */
+  excludeEnvironments?: readonly string[];
+}
+
 /**
  * Claims up to `limit` jobs that are due, or whose worker's lease ran out, for this worker: they
  * become `running` under a lease. On PostgreSQL, SKIP LOCKED lets many workers claim at once
  * without waiting on each other or taking the same job. Each kind of claimable job is read from its
- * own partial index (`jobs_due`, `jobs_leased`) in that index's order, so the claim reads about the
+ * own partial index (`jobs_due*`, `jobs_leased`) in that index's order, so the claim reads about the
  * rows it takes, whatever the statistics say of how many jobs are due.
  */
-export async function claimDueJobs(db: Db, options: { owner: string; now: Date; leaseMs: number; limit: number }): Promise<JobRecord[]> {
+export async function claimDueJobs(db: Db, options: ClaimOptions): Promise<JobRecord[]> {
   const now = options.now.toISOString();
   const leaseEnd = new Date(options.now.getTime() + options.leaseMs).toISOString();
   const postgres = isPostgres(db);
   const skipLocked = postgres ? 'FOR UPDATE SKIP LOCKED' : '';
   // SQLite would rather read its (status, run_at) index and sort every due job (see the migration).
   const from = (index: string) => (postgres ? 'jobs' : `jobs INDEXED BY ${index}`);
+  const lane = LANES[options.lane ?? 'all'];
+  const excluded = options.excludeEnvironments ?? [];
+  const exclude = excluded.length > 0 ? ` AND environment_id NOT IN (${excluded.map(() => '?').join(', ')})` : '';
   // Planned afresh each time (never a kept statement): a generic plan made while the queue was
   // nearly empty would scan the whole table once it grew, where the partial indexes read only the
   // claimable jobs.
   const result = await db.raw(
     `WITH due AS (
-       SELECT id, run_at FROM ${from('jobs_due')} WHERE status IN ('pending', 'queued', 'delayed') AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}
+       SELECT id, run_at FROM ${from(lane.index)} WHERE status IN ('pending', 'queued', 'delayed')${lane.type} AND run_at <= ?${exclude} ORDER BY run_at, id LIMIT ? ${skipLocked}
      ), lapsed AS (
-       SELECT id, run_at FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
+       SELECT id, run_at FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ?${lane.type}${exclude} ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
      )
      UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
      WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
      RETURNING ${JOB_COLUMNS}`,
-    [now, options.limit, now, options.limit, options.owner, leaseEnd, now, options.limit],
+    [now, ...excluded, options.limit, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
   );
   const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
   return rows.map(toRecord).sort((a, b) => (a.runAt < b.runAt ? -1 : a.runAt > b.runAt ? 1 : a.id < b.id ? -1 : 1));
@@ -156,6 +186,8 @@ export interface JobUpdate {
   state?: Record<string, unknown>;
   digestKey?: string | null;
   mergedInto?: string | null;
+  /** The claim's attempt is given back: the job did not really try (a deferral, a provider's 429). */
+  refundAttempt?: boolean;
 }
 
 /**
@@ -172,14 +204,9 @@ export async function updateClaimedJob(trx: Runner, id: string, owner: string, c
   // Every job's outcome: plain SQL, not the query builder. The columns set vary with the outcome,
   // a handful of texts, each kept prepared on PostgreSQL.
   const names = Object.keys(columns);
-  const sql = `UPDATE jobs SET ${names.map((name) => `${name} = ?`).join(', ')} WHERE id = ? AND lease_owner = ? AND status = 'running'`;
+  const refund = change.refundAttempt ? ', attempts = attempts - 1' : '';
+  const sql = `UPDATE jobs SET ${names.map((name) => `${name} = ?`).join(', ')}${refund} WHERE id = ? AND lease_owner = ? AND status = 'running'`;
   return (await changeRows(trx, sql, [...names.map((name) => columns[name]), id, owner])) > 0;
-}
-
-/** Whether a job of the notification failed: its final status says so. Read as every notification ends. */
-export async function hasFailedJob(trx: Runner, notificationId: string): Promise<boolean> {
-  const rows = await selectRows(trx, "SELECT id FROM jobs WHERE notification_id = ? AND status = 'failed' LIMIT 1", [notificationId]);
-  return rows.length > 0;
 }
 
 /**
@@ -194,13 +221,23 @@ export async function renewLeases(db: Db, owner: string, ids: readonly string[],
   return changeRows(db, `UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND status = 'running' AND ${list.sql}`, [until.toISOString(), owner, ...list.bindings]);
 }
 
-/** Gives jobs a stopping worker holds back, untouched, for another worker to claim now. */
-export async function releaseJobs(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
+/**
+ * Gives jobs a worker holds back, untouched (their attempt too), for another worker to claim now,
+ * or from `runAt` on.
+ */
+export async function releaseJobs(db: Db, ids: string[], owner: string, now: Date, runAt?: Date): Promise<void> {
   if (ids.length === 0) return;
   await db('jobs')
     .whereIn('id', ids)
     .where({ lease_owner: owner, status: 'running' })
-    .update({ status: 'queued', lease_owner: null, lease_expires_at: null, attempts: db.raw('attempts - 1'), updated_at: now.toISOString() });
+    .update({
+      status: 'queued',
+      lease_owner: null,
+      lease_expires_at: null,
+      attempts: db.raw('attempts - 1'),
+      updated_at: now.toISOString(),
+      ...(runAt ? { run_at: runAt.toISOString() } : {}),
+    });
 }
 
 /** Jobs merged into a digest, oldest first, with the payloads of their events. */
@@ -334,16 +371,6 @@ export async function finishInAppJobs(trx: Runner, ids: string[], status: 'compl
       .whereIn('id', part)
       .update({ status, lease_owner: null, lease_expires_at: null, provider_id: status === 'completed' ? 'herald' : null, updated_at: now.toISOString() });
   }
-}
-
-/** Of the given notifications, those with a failed job. */
-export async function notificationsWithFailedJobs(trx: Runner, notificationIds: string[]): Promise<Set<string>> {
-  const failed = new Set<string>();
-  for (const part of chunks(notificationIds)) {
-    const rows: Array<{ notification_id: string }> = await trx('jobs').whereIn('notification_id', part).where('status', 'failed').distinct('notification_id');
-    for (const row of rows) failed.add(row.notification_id);
-  }
-  return failed;
 }
 
 export interface NewExecutionDetail {

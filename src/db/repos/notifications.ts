@@ -78,36 +78,40 @@ export async function setNotificationStatus(
 }
 
 /**
- * What a canceled event leaves a notification as, once none of its jobs is running: `failed` when
- * a job of it failed, `completed` when one of its channel steps was sent, else `canceled` (canceled
- * before anything was sent), as the contract's NotificationStatus defines them. A notification that
- * only rides in a closed digest's send (its one job is merged into the digest) is left to take the
- * send's outcome (settleRiders).
+ * The one place a notification's final status is decided, from its jobs and its event, as the
+ * contract's NotificationStatus defines it: `failed` when a job of it failed; `canceled` when its
+ * event was canceled before any of its channel steps was sent; else `completed`. Only a
+ * notification still open is settled, and not one that only rides in a closed digest's send (its
+ * one job is merged into the digest): that one takes the send's outcome (settleRiders).
  */
-const SETTLE_CANCELED = `UPDATE notifications SET updated_at = ?, status = CASE
+const SETTLE = `UPDATE notifications SET updated_at = ?, status = CASE
     WHEN EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'failed') THEN 'failed'
-    WHEN EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'completed'
-      AND jobs.kind = 'step' AND jobs.type IN (${CHANNELS.map((channel) => `'${channel}'`).join(', ')})) THEN 'completed'
-    ELSE 'canceled' END
+    WHEN EXISTS (SELECT 1 FROM events WHERE events.id = notifications.event_id AND events.canceled_at IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'completed'
+        AND jobs.kind = 'step' AND jobs.type IN (${CHANNELS.map((channel) => `'${channel}'`).join(', ')})) THEN 'canceled'
+    ELSE 'completed' END
   WHERE status IN ('pending', 'processing')
     AND (NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'merged')
       OR EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status <> 'merged'))`;
 
+/** Notifications whose work is over (their last step done, or their event canceled) take their final status (SETTLE). */
+export async function settleNotifications(trx: Runner, ids: string[], now: Date): Promise<void> {
+  for (const part of chunks(ids)) {
+    const list = inList(trx, 'id', part);
+    await changeRows(trx, `${SETTLE} AND ${list.sql}`, [now.toISOString(), ...list.bindings]);
+  }
+}
+
 /**
- * After an event is canceled: its notifications settled (SETTLE_CANCELED), but for those with a
- * job still running, which settle when it ends (settleCanceledNotification).
+ * After an event is canceled: its notifications settled (SETTLE), but for those with a job still
+ * running, which settle when it ends (settleNotifications).
  */
 export async function settleCanceledNotifications(trx: Runner, eventId: string, now: Date): Promise<void> {
   await changeRows(
     trx,
-    `${SETTLE_CANCELED} AND event_id = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'running')`,
+    `${SETTLE} AND event_id = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.notification_id = notifications.id AND jobs.status = 'running')`,
     [now.toISOString(), eventId],
   );
-}
-
-/** A notification of a canceled event whose job has ended (SETTLE_CANCELED). */
-export async function settleCanceledNotification(trx: Runner, id: string, now: Date): Promise<void> {
-  await changeRows(trx, `${SETTLE_CANCELED} AND id = ?`, [now.toISOString(), id]);
 }
 
 function toWire(row: Record<string, unknown>): Notification {
@@ -245,9 +249,3 @@ export async function markNotificationsProcessing(trx: Runner, ids: string[], no
   for (const part of chunks(ids)) await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: now.toISOString() });
 }
 
-/** Notifications not yet settled end with `status`. */
-export async function settleNotifications(trx: Runner, ids: string[], status: 'completed' | 'failed', now: Date): Promise<void> {
-  for (const part of chunks(ids)) {
-    await trx('notifications').whereIn('id', part).whereIn('status', ['pending', 'processing']).update({ status, updated_at: now.toISOString() });
-  }
-}

@@ -1,0 +1,208 @@
+// Where sends go, kept apart: each destination (an integration, and for webhooks the host they
+// post to) has a bound on its sends in flight and a circuit breaker. A slow or failing destination
+// then holds a few slots and defers its own jobs, never the other destinations'. Both live in the
+// memory of one runner: on PostgreSQL each worker process keeps its own.
+import { ProviderError } from '../providers/types.js';
+
+export interface DestinationOptions {
+  /** Sends in flight at once to one destination. */
+  perDestination: number;
+  /** Failures in a row (timeouts, network errors, 5xx) that open the breaker. */
+  failures: number;
+  /** How long an open breaker waits before it lets one probe through; doubled at each failed probe. */
+  cooldownMs: number;
+  maxCooldownMs: number;
+}
+
+/** Whether a send may start now (and when it started, to hand back), or when its job should come back instead. */
+export type Admission =
+  | { go: true; started: number }
+  | {
+      go: false;
+      until: Date;
+      /** Why, for the execution detail (breaker); undefined when the destination is only busy. */
+      why?: string;
+    };
+
+/** What a finished send says of its destination's health. */
+export type Verdict = 'ok' | 'failed' | 'neutral';
+
+/** What a send asks before it starts and tells when it ends (the runner's `Destinations`). */
+export interface Gate {
+  admit(destination: string): Promise<Admission>;
+  finished(destination: string, verdict: Verdict, started: number): void;
+}
+
+interface State {
+  /** When each send in flight started (epoch ms). */
+  starts: number[];
+  /** Sends waiting for one of this destination's places, first come first served. */
+  waiting: Array<(started: number | undefined) => void>;
+  /** Failures in a row. */
+  failures: number;
+  /** Epoch ms until which the breaker is open; 0 when closed. */
+  openUntil: number;
+  cooldownMs: number;
+  /** A probe is out (half open): the others wait for its answer. */
+  probing: boolean;
+  /** A running average of how long a send here takes: how long a job waits for a busy destination. */
+  averageMs: number;
+}
+
+/**
+ * A destination is slow when its sends take, or one of those in flight has taken, this long: then
+ * a send finding it busy goes back to the queue at once. At a quick one it waits in the slot it has,
+ * at most this long, for a place to free up (cheaper than a trip through the queue).
+ */
+const SLOW_MS = 1_000;
+/** The shortest and longest a job waits in the queue for a busy destination. */
+const BUSY_WAIT_MS = { min: 250, max: 30_000 };
+/** How long jobs wait while a probe is out. */
+const PROBE_WAIT_MS = 2_000;
+
+export class Destinations implements Gate {
+  private readonly states = new Map<string, State>();
+
+  constructor(
+    private readonly options: DestinationOptions,
+    private readonly now: () => number,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  async admit(destination: string): Promise<Admission> {
+    const state = this.stateOf(destination);
+    const now = this.now();
+    const busy = state.openUntil === 0 && state.starts.length >= this.options.perDestination;
+    if (busy && !this.isSlow(state, now)) {
+      const started = await new Promise<number | undefined>((resolve) => {
+        const waiter = (at: number | undefined) => {
+          clearTimeout(timer);
+          resolve(at);
+        };
+        const timer = setTimeout(() => {
+          const at = state.waiting.indexOf(waiter);
+          if (at >= 0) state.waiting.splice(at, 1);
+          resolve(undefined);
+        }, SLOW_MS);
+        state.waiting.push(waiter);
+      });
+      // finished() handed this send its place.
+      if (started !== undefined) return { go: true, started };
+    }
+    return this.admitNow(destination, state);
+  }
+
+  /** admit, without waiting: go, or the time to come back. */
+  private admitNow(destination: string, state: State): Admission {
+    const now = this.now();
+    if (state.openUntil > 0) {
+      if (now < state.openUntil) {
+        // Spread over a second, so that the jobs do not all come back at the probe's moment.
+        return this.deferred(state.openUntil + this.random() * 1000, destination, state);
+      }
+      if (state.probing) return this.deferred(now + PROBE_WAIT_MS * (0.5 + this.random()), destination, state);
+      state.probing = true;
+    } else if (state.starts.length >= this.options.perDestination) {
+      const wait = Math.min(BUSY_WAIT_MS.max, Math.max(BUSY_WAIT_MS.min, state.averageMs, this.oldestInFlightMs(state, now)));
+      return { go: false, until: new Date(now + wait * (0.5 + this.random())) };
+    }
+    state.starts.push(now);
+    return { go: true, started: now };
+  }
+
+  finished(destination: string, verdict: Verdict, started: number): void {
+    const state = this.stateOf(destination);
+    const now = this.now();
+    const at = state.starts.indexOf(started);
+    if (at >= 0) state.starts.splice(at, 1);
+    const durationMs = now - started;
+    state.averageMs = state.averageMs === 0 ? durationMs : state.averageMs * 0.8 + durationMs * 0.2;
+    const probe = state.probing;
+    state.probing = false;
+    if (verdict === 'ok') {
+      state.failures = 0;
+      state.openUntil = 0;
+      state.cooldownMs = this.options.cooldownMs;
+    } else if (verdict === 'failed') {
+      state.failures++;
+      if (probe) this.open(state, Math.min(this.options.maxCooldownMs, state.cooldownMs * 2));
+      else if (state.openUntil === 0 && state.failures >= this.options.failures) this.open(state, this.options.cooldownMs);
+    }
+    if (state.openUntil > 0) {
+      // Open: the sends waiting for a place are deferred instead (admitNow).
+      for (const waiter of state.waiting.splice(0)) waiter(undefined);
+    } else if (state.waiting.length > 0 && state.starts.length < this.options.perDestination) {
+      state.starts.push(now);
+      state.waiting.shift()!(now);
+    }
+    if (state.starts.length === 0 && state.waiting.length === 0 && state.failures === 0 && state.openUntil === 0) this.states.delete(destination);
+  }
+
+  /** Whether the destination's breaker is open now (tests, metrics). */
+  isOpen(destination: string): boolean {
+    return (this.states.get(destination)?.openUntil ?? 0) > 0;
+  }
+
+  private isSlow(state: State, now: number): boolean {
+    return state.averageMs >= SLOW_MS || this.oldestInFlightMs(state, now) >= SLOW_MS;
+  }
+
+  private oldestInFlightMs(state: State, now: number): number {
+    return state.starts.length === 0 ? 0 : now - Math.min(...state.starts);
+  }
+
+  private open(state: State, cooldownMs: number): void {
+    state.cooldownMs = cooldownMs;
+    state.openUntil = this.now() + cooldownMs;
+  }
+
+  private deferred(at: number, destination: string, state: State): Admission {
+    const until = new Date(Math.round(at));
+    return {
+      go: false,
+      until,
+      why: `${describeDestination(destination)} failed ${state.failures} times in a row; its sends wait until ${until.toISOString()}`,
+    };
+  }
+
+  private stateOf(destination: string): State {
+    let state = this.states.get(destination);
+    if (!state) {
+      state = { starts: [], waiting: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
+      this.states.set(destination, state);
+    }
+    return state;
+  }
+}
+
+/** A destination's key: the channel, the integration, and the host a webhook posts to. */
+export function destinationOf(channel: string, integrationId: string, url?: string): string {
+  let host = '';
+  if (url) {
+    try {
+      host = new URL(url).host;
+    } catch {
+      host = 'invalid-url';
+    }
+  }
+  return host ? `${channel}:${integrationId}:${host}` : `${channel}:${integrationId}`;
+}
+
+function describeDestination(destination: string): string {
+  const [channel, integrationId, host] = destination.split(':', 3);
+  return host ? `The ${channel} destination ${destination.slice(channel.length + integrationId.length + 2)}` : `The ${channel} integration ${integrationId}`;
+}
+
+/** A provider's 429: it asked for time, which is no fault of the job's. */
+export function isRateLimited(err: unknown): err is ProviderError {
+  if (!(err instanceof ProviderError)) return false;
+  const status = (err as { status?: unknown }).status;
+  return status === 429 || /^429\b/.test(err.raw ?? '') || / answered 429$/.test(err.message);
+}
+
+/** What a send's error says of its destination: timeouts, network errors and 5xx count against it. */
+export function verdictOf(err: unknown): Verdict {
+  if (isRateLimited(err)) return 'neutral';
+  if (err instanceof ProviderError) return err.permanent ? 'ok' : 'failed';
+  return 'neutral';
+}

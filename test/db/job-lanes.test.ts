@@ -1,0 +1,83 @@
+// The runner's two lanes claim from partial indexes of their own (migration 50): an in-app claim
+// never reads past a backlog of sends, nor a send claim past in-app work, and a claim can pass
+// over environments whose share of the slots is taken.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { createOrganization } from '../../src/db/repos/accounts.js';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { eventRow } from '../../src/db/repos/events.js';
+import { claimDueJobs, jobRow, type JobLane } from '../../src/db/repos/jobs.js';
+import { newId } from '../../src/ids.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { recordQueries } from '../helpers/queries.js';
+
+let testDb: TestDb;
+let environments: string[];
+let eventId: string;
+
+beforeAll(async () => {
+  testDb = await createTestDb();
+  const { db } = testDb;
+  const { environmentIds } = await createOrganization(db, { name: 'Lanes', plan: 'enterprise', environments: ['development', 'production'] });
+  environments = [environmentIds.development, environmentIds.production];
+  eventId = newId();
+  const workflow = { id: newId(), workflowId: 'lanes', name: 'Lanes', critical: false, preferenceSettings: {}, steps: [] } as never;
+  await insertRows(db, 'events', [eventRow({ id: eventId, environmentId: environments[0], transactionId: 'lanes', workflow, payload: {}, overrides: {}, createdAt: new Date().toISOString() })]);
+});
+afterAll(async () => testDb?.close());
+
+/** Due jobs of these types, oldest first in the order given, in the first environment unless named. */
+async function queue(types: Array<string | [string, number]>) {
+  const now = Date.now();
+  const rows = types.map((entry, i) => {
+    const [type, environment] = typeof entry === 'string' ? [entry, 0] : entry;
+    return jobRow({ environmentId: environments[environment], eventId, notificationId: null, kind: type === 'fanout' ? 'fanout' : 'step', stepIndex: 0, type, status: 'pending', runAt: new Date(now - 60_000 + i) }, new Date(now));
+  });
+  await insertRows(testDb.db, 'jobs', rows);
+  return rows.map((row) => row.id);
+}
+
+const claim = (lane: JobLane, limit: number, excludeEnvironments?: string[]) =>
+  claimDueJobs(testDb.db, { owner: `lanes-${lane}`, now: new Date(), leaseMs: 60_000, limit, lane, excludeEnvironments });
+
+describe('claiming by lane', () => {
+  it('takes sends and local work apart, each in due order, and leaves the other lane alone', async () => {
+    await testDb.db('jobs').delete();
+    const ids = await queue(['chat', 'email', 'in_app', 'sms', 'delay', 'push', 'digest', 'fanout']);
+    const local = await claim('local', 10);
+    expect(local.map((job) => job.id)).toEqual([ids[2], ids[4], ids[6], ids[7]]);
+    const sends = await claim('send', 2);
+    expect(sends.map((job) => job.id)).toEqual([ids[0], ids[1]]);
+    expect((await claim('send', 10)).map((job) => job.type)).toEqual(['sms', 'push']);
+    expect(await claim('local', 10)).toEqual([]);
+  });
+
+  it('passes over the environments it is told to', async () => {
+    await testDb.db('jobs').delete();
+    const ids = await queue([['chat', 0], ['chat', 0], ['chat', 1]]);
+    expect((await claim('send', 10, [environments[0]])).map((job) => job.id)).toEqual([ids[2]]);
+    expect((await claim('send', 10)).map((job) => job.id)).toEqual([ids[0], ids[1]]);
+  });
+});
+
+describe.runIf(testDatabaseUrl())('lane claims on PostgreSQL', () => {
+  it("read their lane's partial index in order", async () => {
+    await testDb.db('jobs').delete();
+    await queue(Array.from({ length: 2_000 }, (_, i) => (i % 2 ? 'chat' : 'in_app')));
+    await testDb.db.raw('ANALYZE jobs');
+    await testDb.db('jobs').update({ status: 'completed' });
+    for (const [lane, index] of [['send', 'jobs_due_send'], ['local', 'jobs_due_local']] as const) {
+      const recording = recordQueries(testDb.db, /./);
+      await claim(lane, 100, [environments[1]]);
+      const [sent] = recording.stop();
+      const connection = (await testDb.db.client.acquireConnection()) as pg.Client;
+      try {
+        const { rows } = await connection.query(`EXPLAIN ${sent.sql}`, sent.bindings);
+        const plan = rows.map((row: { 'QUERY PLAN': string }) => row['QUERY PLAN']).join('\n');
+        expect(plan).toMatch(new RegExp(`Index (Only )?Scan using ${index} on jobs`));
+      } finally {
+        await testDb.db.client.releaseConnection(connection);
+      }
+    }
+  });
+});

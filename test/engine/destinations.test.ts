@@ -1,0 +1,98 @@
+// The bounds and breakers of destinations, on a clock moved by hand: what the runner's tests with
+// real webhooks show end to end, here step by step.
+import { describe, expect, it } from 'vitest';
+import { Destinations, destinationOf, isRateLimited, verdictOf, type Admission } from '../../src/engine/destinations.js';
+import { ProviderError } from '../../src/providers/types.js';
+import { loadConfig, DEFAULT_DELIVERY } from '../../src/config.js';
+
+function setup(options: Partial<ConstructorParameters<typeof Destinations>[0]> = {}) {
+  let now = 1_000_000;
+  const destinations = new Destinations({ perDestination: 2, failures: 3, cooldownMs: 1_000, maxCooldownMs: 4_000, ...options }, () => now, () => 0.5);
+  return { destinations, advance: (ms: number) => (now += ms), now: () => now };
+}
+
+const started = (admission: Admission) => {
+  if (!admission.go) throw new Error(`deferred until ${admission.until.toISOString()}`);
+  return admission.started;
+};
+
+describe('destinations', () => {
+  it('lets a bounded number of sends through, and defers the next one at a slow destination', async () => {
+    const { destinations, advance, now } = setup();
+    const a = started(await destinations.admit('chat:i1:slow.example'));
+    started(await destinations.admit('chat:i1:slow.example'));
+    // Another destination is not held up.
+    started(await destinations.admit('chat:i1:other.example'));
+    advance(2_000); // the two sends are out for 2 s: slow
+    const third = await destinations.admit('chat:i1:slow.example');
+    expect(third.go).toBe(false);
+    if (!third.go) {
+      expect(third.why).toBeUndefined(); // busy, not broken: no execution detail
+      // Back in the queue for about as long as the sends there have taken so far.
+      expect(third.until.getTime() - now()).toBe(2_000);
+    }
+    destinations.finished('chat:i1:slow.example', 'ok', a);
+    started(await destinations.admit('chat:i1:slow.example'));
+  });
+
+  it('hands a place at a quick, busy destination to the send waiting for it', async () => {
+    const { destinations } = setup({ perDestination: 1 });
+    const first = started(await destinations.admit('sms:i2'));
+    const waiting = destinations.admit('sms:i2');
+    destinations.finished('sms:i2', 'ok', first);
+    expect((await waiting).go).toBe(true);
+  });
+
+  it('opens after failures in a row, defers with a reason, lets one probe through after the cooldown, and closes on its success', async () => {
+    const { destinations, advance } = setup({ perDestination: 10 });
+    for (let i = 0; i < 3; i++) destinations.finished('email:i3', 'failed', started(await destinations.admit('email:i3')));
+    expect(destinations.isOpen('email:i3')).toBe(true);
+    const deferred = await destinations.admit('email:i3');
+    expect(deferred).toMatchObject({ go: false, why: expect.stringMatching(/^The email integration i3 failed 3 times in a row; its sends wait until /) });
+    advance(1_000);
+    const probe = started(await destinations.admit('email:i3'));
+    // While the probe is out, the others still wait.
+    expect((await destinations.admit('email:i3')).go).toBe(false);
+    destinations.finished('email:i3', 'ok', probe);
+    expect(destinations.isOpen('email:i3')).toBe(false);
+    started(await destinations.admit('email:i3'));
+  });
+
+  it('waits twice as long after a failed probe, up to the longest wait', async () => {
+    const { destinations, advance, now } = setup({ perDestination: 10 });
+    for (let i = 0; i < 3; i++) destinations.finished('push:i4', 'failed', started(await destinations.admit('push:i4')));
+    let wait = 1_000;
+    for (const next of [2_000, 4_000, 4_000]) {
+      advance(wait);
+      destinations.finished('push:i4', 'failed', started(await destinations.admit('push:i4')));
+      const after = await destinations.admit('push:i4');
+      expect(after.go).toBe(false);
+      if (!after.go) expect(after.until.getTime() - now()).toBeGreaterThanOrEqual(next);
+      wait = next;
+    }
+  });
+
+  it("counts a 4xx as the destination working and a 429 as neither", async () => {
+    expect(verdictOf(new ProviderError('hooks.example answered 404', true, '404 no'))).toBe('ok');
+    expect(verdictOf(new ProviderError('hooks.example answered 503', false, '503 down'))).toBe('failed');
+    expect(verdictOf(new ProviderError('Could not reach hooks.example: no answer within 10 s', false))).toBe('failed');
+    const paced = new ProviderError('hooks.example answered 429', false, '429 slow down', 5_000);
+    expect(isRateLimited(paced)).toBe(true);
+    expect(verdictOf(paced)).toBe('neutral');
+  });
+
+  it('names a webhook destination by its integration and host', () => {
+    expect(destinationOf('chat', 'int-1', 'https://hooks.slack.com/services/T/B/x')).toBe('chat:int-1:hooks.slack.com');
+    expect(destinationOf('chat', 'int-1', 'http://127.0.0.1:8080/hook')).toBe('chat:int-1:127.0.0.1:8080');
+    expect(destinationOf('sms', 'int-2')).toBe('sms:int-2');
+  });
+});
+
+describe('delivery settings', () => {
+  it('has documented defaults, and takes each from its environment variable', () => {
+    expect(loadConfig({}).delivery).toEqual({ ...DEFAULT_DELIVERY, sendSlotsPerEnvironment: 32 });
+    const delivery = loadConfig({ HERALD_SEND_SLOTS: '10', HERALD_SENDS_PER_DESTINATION: '3', HERALD_BREAKER_FAILURES: '2', HERALD_RUNNER_COALESCE_MS: '0' }).delivery;
+    expect(delivery).toMatchObject({ sendSlots: 10, sendSlotsPerEnvironment: 5, sendsPerDestination: 3, breakerFailures: 2, coalesceMs: 0 });
+    expect(() => loadConfig({ HERALD_SEND_SLOTS: '0' })).toThrow(/HERALD_SEND_SLOTS must be a positive whole number/);
+  });
+});
