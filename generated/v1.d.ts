@@ -1212,7 +1212,7 @@ export interface components {
             data: components["schemas"]["Workflow"][];
         };
         /** @description One step of a workflow; `type` says which kind. */
-        Step: components["schemas"]["InAppStep"] | components["schemas"]["EmailStep"] | components["schemas"]["SmsStep"] | components["schemas"]["ChatStep"] | components["schemas"]["PushStep"] | components["schemas"]["DelayStep"] | components["schemas"]["DigestStep"];
+        Step: components["schemas"]["InAppStep"] | components["schemas"]["EmailStep"] | components["schemas"]["SmsStep"] | components["schemas"]["ChatStep"] | components["schemas"]["PushStep"] | components["schemas"]["DelayStep"] | components["schemas"]["DigestStep"] | components["schemas"]["ThrottleStep"];
         /**
          * @description The step's id within the workflow; derived from `type` when left out, and always present in responses.
          * @example in-app
@@ -1418,6 +1418,36 @@ export interface components {
             digestKey?: components["schemas"]["PayloadPath"];
         };
         /**
+         * @description Lets at most `threshold` notifications per subscriber (and `throttleKey` value) through in a
+         *     window. The window opens with the first notification that reaches the step and lasts `amount`
+         *     `unit`s, or until the time in the payload field `windowPath`. A notification over the
+         *     threshold goes no further: its remaining steps are `skipped`, each with the execution detail
+         *     `Throttled: …`, and the notification ends `completed`. Counts are per workflow step and exact
+         *     across every worker sharing the database. When `windowPath` holds no valid time, the step lets
+         *     the notification through and says why in its execution detail.
+         */
+        ThrottleStep: {
+            /**
+             * @description The kind of step. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "throttle";
+            stepId?: components["schemas"]["StepId"];
+            name?: components["schemas"]["StepName"];
+            active?: components["schemas"]["StepActive"];
+            conditions?: components["schemas"]["StepConditions"];
+            amount?: components["schemas"]["DurationAmount"];
+            unit?: components["schemas"]["DurationUnit"];
+            windowPath?: components["schemas"]["PayloadPath"];
+            /**
+             * @description How many notifications a window lets through.
+             * @default 1
+             * @example 3
+             */
+            threshold?: number;
+            throttleKey?: components["schemas"]["PayloadPath"];
+        } & (unknown | unknown);
+        /**
          * @description How many units of time. A wait that would end after the year 9999 ends at its last instant.
          * @example 1
          */
@@ -1430,7 +1460,9 @@ export interface components {
         DurationUnit: "seconds" | "minutes" | "hours" | "days" | "weeks";
         /**
          * @description A dotted path into the payload. For `delayPath`, the field holds an ISO 8601 time to wait
-         *     until; for `digestKey`, events digest together only when the field has the same value.
+         *     until; for `digestKey`, events digest together only when the field has the same value; for
+         *     `windowPath`, the field holds the time a throttle's window ends (ISO 8601) or its length
+         *     (`{"amount": 1, "unit": "hours"}`); for `throttleKey`, events are counted apart by the field's value.
          * @example post.id
          */
         PayloadPath: string;
@@ -1635,7 +1667,7 @@ export interface components {
          * @example in_app
          * @enum {string}
          */
-        StepType: "in_app" | "email" | "sms" | "chat" | "push" | "delay" | "digest";
+        StepType: "in_app" | "email" | "sms" | "chat" | "push" | "delay" | "digest" | "throttle";
         /** @description One attempt or decision of a job. */
         ExecutionDetail: {
             /**

@@ -6,12 +6,13 @@ import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
-import { setNotificationStatus } from '../db/repos/notifications.js';
+import { notificationRecipient, setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../contract.js';
 import { CANCELED_BEFORE_RUN, decideStep, loadStepContext, sendDecided, Undeliverable, type DecidedSend, type Delivered } from './deliver.js';
 import { isRateLimited, verdictOf, type Verdict } from './destinations.js';
-import { continueAfter, nextActiveStep, startNotifications, UNMET_CONDITION } from './schedule.js';
+import { continueAfter, nextActiveStep, startNotifications, THROTTLED_STATE, UNMET_CONDITION } from './schedule.js';
+import { passThrottle, type ThrottleStep } from './throttle.js';
 import { startWithInApp } from './in-app-batch.js';
 import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { FANOUT_BATCH, fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
@@ -46,11 +47,22 @@ interface Outcome {
   refundAttempt?: boolean;
 }
 
-async function settle(ctx: WorkerContext, job: JobRecord, outcome: Outcome, also?: (trx: Transaction, event: EventRecord) => Promise<void>): Promise<void> {
+/**
+ * Records a job's outcome and what follows from it, in one transaction. An outcome given as a
+ * function is decided inside that transaction (a throttle's count), so a worker that lost the
+ * lease leaves no trace of it either.
+ */
+async function settle(
+  ctx: WorkerContext,
+  job: JobRecord,
+  decided: Outcome | ((trx: Transaction) => Promise<Outcome>),
+  also?: (trx: Transaction, event: EventRecord) => Promise<void>,
+): Promise<void> {
   const now = ctx.deps.clock.now();
   try {
     // On SQLite the outcomes of the jobs running side by side share a commit (group-commit.ts).
     await writeTransaction(ctx.deps.db, async (trx) => {
+      const outcome = typeof decided === 'function' ? await decided(trx) : decided;
       const changed = await updateClaimedJob(
         trx,
         job.id,
@@ -136,6 +148,17 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
   }
 }
 
+/** A throttle step's outcome: counted in, or throttled, when its job's outcome is recorded. */
+async function throttleOutcome(trx: Transaction, ctx: WorkerContext, job: JobRecord, event: EventRecord, step: ThrottleStep): Promise<Outcome> {
+  const { subscriber_key: subscriberKey } = (await notificationRecipient(trx, job.notificationId!))!;
+  const decision = await passThrottle(trx, event, step, subscriberKey, ctx.deps.clock.now());
+  return {
+    status: 'completed',
+    detail: { status: decision.throttled ? 'warning' : 'success', text: decision.detail },
+    state: decision.throttled ? { ...job.state, [THROTTLED_STATE]: decision.detail } : job.state,
+  };
+}
+
 async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord): Promise<void> {
   const closed = await closeHeldDigest(ctx.deps.db, job, ctx.owner, event.payload);
   if (!closed) return;
@@ -166,6 +189,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   }
   if (step.type === 'delay') return settle(ctx, job, { status: 'completed', detail: { status: 'success', text: 'Delay over' } });
   if (step.type === 'digest') return fireDigest(ctx, job, event);
+  if (step.type === 'throttle') return settle(ctx, job, (trx) => throttleOutcome(trx, ctx, job, event, step));
   let outcome: Outcome;
   // A send keeps its place at its destination until its outcome is recorded: a worker that dies
   // can have sent no more unrecorded sends there than the destination's bound.

@@ -2,11 +2,7 @@
 // job exists only for the step a notification is at; later steps get theirs when it is done, so a
 // canceled event simply creates nothing more.
 import type { Runner } from '../db/knex.js';
-import {
-  insertJobs,
-  type JobRecord,
-  type NewJob,
-} from '../db/repos/jobs.js';
+import { addExecutionDetail, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
 import {
   insertNotifications,
   notificationRecipient,
@@ -152,15 +148,18 @@ async function stepJob(
 }
 
 /**
- * Where a delay or digest job whose conditions did not hold when its step was reached says why, in
- * its state. Channel steps check theirs when they run (deliver.ts); a wait cannot, as it would have
- * waited first.
+ * Where a delay, digest or throttle job whose conditions did not hold when its step was reached says
+ * why, in its state. Channel steps check theirs when they run (deliver.ts); a wait cannot, as it
+ * would have waited first, nor a throttle, which would have counted.
  */
 export const UNMET_CONDITION = 'unmetCondition';
 
-/** A delay or digest step with conditions: they are checked when the step is reached, before any wait. */
+/**
+ * A delay, digest or throttle step with conditions: they are checked when the step is reached,
+ * before any wait or count.
+ */
 function waitsOnConditions(step: EventRecord['workflow']['steps'][number]): boolean {
-  return (step.type === 'delay' || step.type === 'digest') && (step.conditions?.length ?? 0) > 0;
+  return (step.type === 'delay' || step.type === 'digest' || step.type === 'throttle') && (step.conditions?.length ?? 0) > 0;
 }
 
 async function unmetCondition(trx: Runner, event: EventRecord, notificationId: string, step: EventRecord['workflow']['steps'][number]): Promise<string | undefined> {
@@ -209,7 +208,9 @@ export async function continueAfter(
     if (!passed) await settleDigestRiders(trx, event, notificationId, now);
     return;
   }
-  const next = nextActiveStep(event, job.stepIndex!);
+  const throttled = state[THROTTLED_STATE];
+  if (typeof throttled === 'string') await skipRemainingSteps(trx, event, notificationId, job.stepIndex!, throttled, now);
+  const next = typeof throttled === 'string' ? -1 : nextActiveStep(event, job.stepIndex!);
   if (next === -1) {
     await settleNotifications(trx, [notificationId], now);
     await settleDigestRiders(trx, event, notificationId, now);
@@ -218,4 +219,20 @@ export async function continueAfter(
   const { subscriber_key: subscriberKey } = (await notificationRecipient(trx, notificationId))!;
   const nextJob = await stepJob(trx, event, notificationId, subscriberKey, next, state, now);
   if (nextJob) await insertJobs(trx, [nextJob], now);
+}
+
+/** Where a throttle step's job tells continueAfter that the notification goes no further, and why. */
+export const THROTTLED_STATE = 'throttled';
+
+/**
+ * Records every active step after `after` as skipped, each with the reason, so the notification
+ * shows what it did not do. Nothing runs for them.
+ */
+async function skipRemainingSteps(trx: Runner, event: EventRecord, notificationId: string, after: number, reason: string, now: Date): Promise<void> {
+  const skipped: NewJob[] = [];
+  for (let index = nextActiveStep(event, after); index !== -1; index = nextActiveStep(event, index)) {
+    skipped.push({ ...plainStepJob(event, notificationId, index, {}, now), id: newId(now.getTime()), status: 'skipped', runAt: now });
+  }
+  await insertJobs(trx, skipped, now);
+  for (const job of skipped) await addExecutionDetail(trx, { jobId: job.id!, status: 'warning', detail: reason, isRetry: false }, now);
 }
