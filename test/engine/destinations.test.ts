@@ -72,13 +72,15 @@ describe('destinations', () => {
     }
   });
 
-  it("counts a 4xx as the destination working and a 429 as neither", async () => {
-    expect(verdictOf(new ProviderError('hooks.example answered 404', true, '404 no'))).toBe('ok');
-    expect(verdictOf(new ProviderError('hooks.example answered 503', false, '503 down'))).toBe('failed');
-    expect(verdictOf(new ProviderError('Could not reach hooks.example: no answer within 10 s', false))).toBe('failed');
-    const paced = new ProviderError('hooks.example answered 429', false, '429 slow down', 5_000);
+  it('counts a 4xx as the destination working, and neither a 429 nor a refused address', async () => {
+    expect(verdictOf(new ProviderError('hooks.example answered 404', true, '404 no', undefined, 'rejected'))).toBe('ok');
+    expect(verdictOf(new ProviderError('hooks.example answered 503', false, '503 down', undefined, 'http-5xx'))).toBe('failed');
+    expect(verdictOf(new ProviderError('Could not reach hooks.example: no answer within 10 s', false, undefined, undefined, 'timeout'))).toBe('failed');
+    expect(verdictOf(new ProviderError('Could not reach hooks.example', false))).toBe('failed');
+    const paced = new ProviderError('hooks.example answered 429', false, '429 slow down', 5_000, 'rate-limited');
     expect(isRateLimited(paced)).toBe(true);
     expect(verdictOf(paced)).toBe('neutral');
+    expect(verdictOf(new ProviderError('Destination refused', true, undefined, undefined, 'refused'))).toBe('neutral');
   });
 
   it('names a webhook destination by its integration and host', () => {
