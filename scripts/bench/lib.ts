@@ -292,28 +292,7 @@ export async function runLoad(tool: LoadTool, spec: LoadSpec, seconds: number, c
       fs.rmSync(dir, { recursive: true, force: true });
     }
   }
-  const args = ['--no-install', 'autocannon', '-j', '-c', String(connections), '-d', String(seconds), '-m', spec.method];
-  for (const [name, value] of Object.entries(spec.headers)) args.push('-H', `${name}=${value}`);
-  if (spec.body !== undefined) args.push('-b', spec.body);
-  args.push(spec.url);
-  const out = await run('npx', args);
-  const start = out.stdout.indexOf('{');
-  if (out.code !== 0 || start < 0) throw new Error(`autocannon failed (${out.code}): ${out.stderr}${out.stdout}`);
-  const json = JSON.parse(out.stdout.slice(start)) as {
-    requests: { average: number; total: number };
-    latency: { p50: number; p99: number };
-    non2xx: number;
-    errors: number;
-    timeouts: number;
-  };
-  return {
-    rps: json.requests.average,
-    p50Ms: json.latency.p50,
-    p99Ms: json.latency.p99,
-    requests: json.requests.total,
-    non2xx: json.non2xx,
-    socketErrors: json.errors + json.timeouts,
-  };
+  return runAutocannon(spec, seconds, connections, []);
 }
 
 /**
@@ -321,7 +300,12 @@ export async function runLoad(tool: LoadTool, spec: LoadSpec, seconds: number, c
  * autocannon's overall rate) for `seconds`: the load a steady stream of triggers makes.
  */
 export async function runPacedLoad(spec: LoadSpec, seconds: number, rate: number, connections: number): Promise<LoadResult> {
-  const args = ['--no-install', 'autocannon', '-j', '-c', String(connections), '-d', String(seconds), '-R', String(rate), '-m', spec.method];
+  return runAutocannon(spec, seconds, connections, ['-R', String(rate)]);
+}
+
+/** One autocannon run of `spec` (with `extra` flags, e.g. a fixed rate), read from its JSON summary. */
+async function runAutocannon(spec: LoadSpec, seconds: number, connections: number, extra: string[]): Promise<LoadResult> {
+  const args = ['--no-install', 'autocannon', '-j', '-c', String(connections), '-d', String(seconds), ...extra, '-m', spec.method];
   for (const [name, value] of Object.entries(spec.headers)) args.push('-H', `${name}=${value}`);
   if (spec.body !== undefined) args.push('-b', spec.body);
   args.push(spec.url);
