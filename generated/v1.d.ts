@@ -1960,6 +1960,8 @@ export interface components {
              * @example true
              */
             primary?: boolean;
+            /** @description How fast Herald may send through it; left out or `null`, the provider's published limits. */
+            sendLimits?: components["schemas"]["SendLimits"] | null;
         };
         /** @description The fields to change. */
         IntegrationUpdate: {
@@ -1976,6 +1978,8 @@ export interface components {
              * @example true
              */
             primary?: boolean;
+            /** @description How fast Herald may send through it; `null` goes back to the provider's published limits. */
+            sendLimits?: components["schemas"]["SendLimits"] | null;
         };
         /** @description A provider connected to a channel. */
         Integration: {
@@ -2008,6 +2012,12 @@ export interface components {
              * @example true
              */
             primary: boolean;
+            sendLimits: components["schemas"]["SendLimits"];
+            /**
+             * @description Whether `sendLimits` were set for this integration (`false`, the provider's published limits).
+             * @example false
+             */
+            customSendLimits: boolean;
             /**
              * @description Always `false`; kept for Novu's clients.
              * @example false
@@ -2029,6 +2039,54 @@ export interface components {
         /** @description A page of integrations. */
         IntegrationList: components["schemas"]["ListMeta"] & {
             data: components["schemas"]["Integration"][];
+        };
+        /**
+         * @description How fast Herald sends through an integration, so that the provider is not asked for more than
+         *     it accepts. Each window allows `limit` sends per `seconds`, as a token bucket that holds
+         *     `limit` sends and refills at `limit / seconds`; several windows all apply. `perIntegration`
+         *     counts every send of the integration (Twilio: its sender number); `perDestination` counts the
+         *     sends to one destination of it (a Slack or Teams webhook URL). A send over a limit waits for its
+         *     turn in the queue, spends no attempt, and keeps its place: sends to one destination leave in the
+         *     order they were reserved. Across worker processes on PostgreSQL the windows are shared. A bucket
+         *     lets a full `limit` go at once after a quiet spell and then refills, so one stretch of `seconds`
+         *     can see more than `limit` sends (at most twice it); a provider that counts strictly answers
+         *     `429`, which is followed as below.
+         *
+         *     Left out or `null`, the provider's published limits apply, and so they do for a scope left out
+         *     of the object: Slack 1 message a second per
+         *     webhook; Microsoft Teams 4 a second, 60 in 30 s, 100 an hour, 150 in 2 hours and 1,800 a day per
+         *     webhook; Twilio 1 a second per sender (a long code); Expo 600 a second per integration. Other
+         *     providers have none (SendGrid does not limit `mail/send`; Discord announces its limits in each
+         *     answer, and its `429`s are followed). Whatever the limits, a provider's `429` holds the send back
+         *     until its `Retry-After`, again without spending an attempt.
+         * @example {
+         *       "perIntegration": [],
+         *       "perDestination": [
+         *         {
+         *           "limit": 1,
+         *           "seconds": 1
+         *         }
+         *       ]
+         *     }
+         */
+        SendLimits: {
+            /** @description Windows over all the integration's sends; `[]` for none. */
+            perIntegration?: components["schemas"]["SendWindow"][];
+            /** @description Windows over the sends to one destination (a webhook URL); `[]` for none. */
+            perDestination?: components["schemas"]["SendWindow"][];
+        };
+        /** @description At most `limit` sends in `seconds`. */
+        SendWindow: {
+            /**
+             * @description Sends allowed in the window (and at once, after a quiet spell).
+             * @example 4
+             */
+            limit: number;
+            /**
+             * @description The window's length in seconds (a day at most).
+             * @example 1
+             */
+            seconds: number;
         };
     };
     responses: {
