@@ -6,11 +6,11 @@ import type { EventRecord } from '../db/repos/events.js';
 import type { JobRecord } from '../db/repos/jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { findSubscriber, type Subscriber } from '../db/repos/subscribers.js';
-import { deliveryIntegrationOf, findIntegrationRow, readCredentials } from '../db/repos/integrations.js';
+import { deliveryIntegrationOf, findIntegrationRow, ownSendLimits, readCredentials, type IntegrationRow } from '../db/repos/integrations.js';
 import { globalLayer, workflowLayer } from '../db/repos/preferences.js';
 import { notificationRecipient } from '../db/repos/notifications.js';
 import { channelCredentialsForSending } from '../db/repos/subscriber-channels.js';
-import { PROVIDERS, type IntegrationCredentials, type ProviderId } from '../providers/catalogue.js';
+import { PROVIDERS, type IntegrationCredentials, type ProviderId, type SendLimits } from '../providers/catalogue.js';
 import { senders } from '../providers/index.js';
 import type { ChatMessage, Delivery, EmailMessage, PushMessage, SmsMessage } from '../providers/types.js';
 import type { Step } from '../db/repos/workflows.js';
@@ -36,15 +36,21 @@ export interface Delivered {
 
 type ChannelStep = Extract<Step, { template: unknown }>;
 
-interface Target {
+export interface Target {
   integrationId: string;
   providerId: ProviderId;
   credentials: IntegrationCredentials;
+  /** The integration's own send limits, or null for its provider's. */
+  sendLimits: SendLimits | null;
+}
+
+function targetOf(row: IntegrationRow, secret: string | undefined): Target {
+  return { integrationId: row.id, providerId: row.provider_id, credentials: readCredentials(row, secret), sendLimits: ownSendLimits(row) };
 }
 
 async function integrationFor(deps: Deps, environmentId: string, channel: Channel): Promise<Target | undefined> {
   const row = await deliveryIntegrationOf(deps.db, environmentId, channel);
-  return row ? { integrationId: row.id, providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } : undefined;
+  return row ? targetOf(row, deps.config.secret) : undefined;
 }
 
 type SubscriberChannel = Subscriber['channels'][number];
@@ -56,7 +62,7 @@ async function subscriberChannel(deps: Deps, environmentId: string, subscriber: 
     const row = await findIntegrationRow(deps.db, environmentId, entry._integrationId);
     if (row && (row.active === true || row.active === 1)) {
       const credentials = (await channelCredentialsForSending(deps.db, subscriberKey, entry._integrationId, deps.config.secret)) ?? entry.credentials;
-      return { entry: { ...entry, credentials }, target: { integrationId: row.id, providerId: row.provider_id, credentials: readCredentials(row, deps.config.secret) } };
+      return { entry: { ...entry, credentials }, target: targetOf(row, deps.config.secret) };
     }
   }
   return undefined;
@@ -154,6 +160,10 @@ export async function loadStepContext(deps: Deps, job: JobRecord, event: EventRe
 export interface DecidedSend {
   destination: string;
   target: Target;
+  /** The exact address it goes to, where that is a destination of its own for send limits (a webhook URL). */
+  address?: string;
+  /** What it counts against send limits: messages (Expo counts each device token). */
+  cost: number;
   request:
     | { channel: 'email'; message: EmailMessage }
     | { channel: 'sms'; message: SmsMessage }
@@ -183,13 +193,13 @@ export function decideStep(context: StepContext): Delivered | DecidedSend {
       if (!subscriber.email) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no email address`);
       const target = context.integration ?? noIntegration('email');
       const message = { to: subscriber.email, subject: text('subject')!, html: html('content'), preheader: text('preheader'), senderName: template.senderName };
-      return { destination: destinationOf('email', target.integrationId), target, request: { channel, message }, detail: `Email sent to ${subscriber.email}` };
+      return { destination: destinationOf('email', target.integrationId), target, cost: 1, request: { channel, message }, detail: `Email sent to ${subscriber.email}` };
     }
     case 'sms': {
       if (!subscriber.phone) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no phone number`);
       const target = context.integration ?? noIntegration('sms');
       const message = { to: subscriber.phone, content: text('content')! };
-      return { destination: destinationOf('sms', target.integrationId), target, request: { channel, message }, detail: `SMS sent to ${subscriber.phone}` };
+      return { destination: destinationOf('sms', target.integrationId), target, cost: 1, request: { channel, message }, detail: `SMS sent to ${subscriber.phone}` };
     }
     case 'chat': {
       const { entry, target } = context.channel ?? noCredentials(recipient, 'chat');
@@ -198,6 +208,8 @@ export function decideStep(context: StepContext): Delivered | DecidedSend {
       return {
         destination: destinationOf('chat', target.integrationId, message.webhookUrl),
         target,
+        address: message.webhookUrl,
+        cost: 1,
         request: { channel, message },
         detail: `Posted to the ${entry.providerId} webhook`,
       };
@@ -215,7 +227,14 @@ export function decideStep(context: StepContext): Delivered | DecidedSend {
       };
       // A push webhook posts to its own URL (the integration's); Expo to its API.
       const url = (target.credentials as { webhookUrl?: string }).webhookUrl;
-      return { destination: destinationOf('push', target.integrationId, url), target, request: { channel, message }, detail: `Push sent to ${deviceTokens.length} device(s)` };
+      return {
+        destination: destinationOf('push', target.integrationId, url),
+        target,
+        address: url,
+        cost: deviceTokens.length,
+        request: { channel, message },
+        detail: `Push sent to ${deviceTokens.length} device(s)`,
+      };
     }
   }
 }

@@ -8,9 +8,11 @@ import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, t
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { notificationRecipient, setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
+import { PROVIDERS } from '../providers/catalogue.js';
 import type { Schemas } from '../contract.js';
 import { CANCELED_BEFORE_RUN, decideStep, loadStepContext, sendDecided, Undeliverable, type DecidedSend, type Delivered } from './deliver.js';
 import { isRateLimited, verdictOf, type Verdict } from './destinations.js';
+import { takeTurn } from './pacing.js';
 import { continueAfter, nextActiveStep, startNotifications, THROTTLED_STATE, UNMET_CONDITION } from './schedule.js';
 import { passThrottle, type ThrottleStep } from './throttle.js';
 import { startWithInApp } from './in-app-batch.js';
@@ -29,6 +31,8 @@ export function retryDelayMs(attempt: number, random: () => number): number {
 
 /** Where a job counts the 429s it was given back for, and how many it may be. */
 const RATE_LIMITED = 'rateLimited';
+/** The attempt whose send-limit turn the job holds (pacing.ts): come back, it goes without another. */
+const TURN_TAKEN = 'turnTaken';
 const MAX_RATE_LIMITED = 20;
 
 /** The longest a provider's Retry-After holds a retry back. */
@@ -83,7 +87,7 @@ async function settle(
       if (also) await also(trx, event);
       if (job.kind === 'step' && ['completed', 'skipped', 'failed', 'canceled'].includes(outcome.status)) {
         // The count of a step's 429s is its own: the next step starts without it.
-        const { [RATE_LIMITED]: _, ...state } = outcome.state ?? job.state;
+        const { [RATE_LIMITED]: _, [TURN_TAKEN]: __, ...state } = outcome.state ?? job.state;
         await continueAfter(trx, event, job, state, now, outcome.status === 'canceled');
       }
     });
@@ -219,11 +223,19 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
 }
 
 /**
- * Sends once the destination admits it; a destination that is busy or whose breaker is open
+ * Sends once its turn under the send limits has come (pacing.ts) and the destination admits it;
+ * a turn still to come puts the job back until then; a destination that is busy or whose breaker is open
  * defers the job instead (back in the queue at a later run_at, its attempt given back; a breaker's
  * deferral with an execution detail saying why).
  */
 async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred'> {
+  const turn = job.state[TURN_TAKEN] === job.attempts ? undefined : await takeTurn(ctx.deps, decided);
+  if (turn) {
+    const text = `Waiting for its turn under ${PROVIDERS[decided.target.providerId].displayName}'s send limits: goes at ${turn.toISOString()} (no attempt spent)`;
+    const state = { ...job.state, [TURN_TAKEN]: job.attempts };
+    await settle(ctx, job, { status: 'queued', runAt: turn, refundAttempt: true, state, detail: { status: 'queued', text } });
+    return 'deferred';
+  }
   const gate = ctx.gate;
   if (!gate) return sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
   const admission = await gate.admit(decided.destination);

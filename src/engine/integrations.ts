@@ -23,6 +23,15 @@ const inactivePrimary = () =>
   unprocessable('An inactive integration cannot be primary', [{ field: 'body/primary', message: 'cannot be true while active is false' }]);
 
 /** 422 naming each credential the provider needs and lacks, or does not take. Values are never quoted. */
+/** In-app messages are stored, not sent through a provider: there is nothing to pace. */
+function checkSendLimits(providerId: ProviderId, sendLimits: unknown): void {
+  if (providerId === 'herald' && sendLimits) {
+    throw unprocessable('In-app messages are stored by Herald, not sent: they take no send limits', [
+      { field: 'body/sendLimits', message: 'is not taken by herald' },
+    ]);
+  }
+}
+
 function checkCredentials(deps: Deps, providerId: ProviderId, credentials: IntegrationCredentials | undefined): void {
   const problems = checkIntegrationCredentials(providerId, credentials, deps.config.outbound.allowedNetworks);
   if (problems.length === 0) return;
@@ -100,6 +109,7 @@ export async function createIntegration(deps: Deps, environmentId: string, body:
   const active = body.active ?? true;
   if (body.primary === true && !active) throw inactivePrimary();
   checkCredentials(deps, provider.id, body.credentials);
+  checkSendLimits(provider.id, body.sendLimits);
 
   const now = deps.clock.now();
   const secret = deps.config.secret;
@@ -114,6 +124,7 @@ export async function createIntegration(deps: Deps, environmentId: string, body:
       identifier: body.identifier ?? (await freeIdentifier(trx, environmentId, provider.id)),
       credentials: body.credentials ?? {},
       active,
+      sendLimits: body.sendLimits,
     };
     const id = await repo.insertIntegration(trx, environmentId, input, now, secret);
     await applyPrimaryRules(trx, environmentId, { id, channel: provider.channel }, { wasActive: false, active, primary: body.primary }, now);
@@ -135,6 +146,7 @@ export async function updateIntegration(
     const active = body.active ?? wasActive;
     if (body.primary === true && !active) throw inactivePrimary();
     if (body.credentials !== undefined) checkCredentials(deps, row.provider_id, body.credentials);
+    checkSendLimits(row.provider_id, body.sendLimits);
     if (body.identifier !== undefined && (await repo.identifierTaken(trx, environmentId, body.identifier, row.id))) {
       throw identifierClash(body.identifier);
     }
@@ -142,7 +154,7 @@ export async function updateIntegration(
       trx,
       environmentId,
       row.id,
-      { name: body.name, identifier: body.identifier, active: body.active, credentials: body.credentials ?? resealed(row, secret) },
+      { name: body.name, identifier: body.identifier, active: body.active, credentials: body.credentials ?? resealed(row, secret), sendLimits: body.sendLimits },
       now,
       secret,
     );

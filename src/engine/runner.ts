@@ -6,6 +6,7 @@ import { executeJob } from './execute.js';
 import type { WorkerContext } from './worker-context.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 import { Destinations } from './destinations.js';
+import { forgetFullTurns } from './pacing.js';
 
 export interface RunnerOptions {
   /** Local jobs (in-app, delay, digest, fan-out) claimed at a time; also runBatch's claim. */
@@ -262,7 +263,10 @@ export class JobRunner {
 
   private async sendLoop(): Promise<void> {
     // Only sends in flight are renewed: every claimed send starts at once, so none waits unrenewed.
-    const renewal = setInterval(() => this.renewLeases([...this.inFlight.keys()]), this.options.leaseMs / 3);
+    const renewal = setInterval(() => {
+      this.renewLeases([...this.inFlight.keys()]);
+      forgetFullTurns(this.deps).catch((err: unknown) => this.deps.logger.warn({ err }, 'job runner: forgetting full send-limit windows failed'));
+    }, this.options.leaseMs / 3);
     let idleMs = 10;
     try {
       while (!this.stopping) {

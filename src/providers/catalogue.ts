@@ -10,6 +10,7 @@ export type ProviderId = components['schemas']['ProviderId'];
 export type ChannelType = components['schemas']['ChannelType'];
 export type IntegrationCredentials = components['schemas']['IntegrationCredentials'];
 export type ChannelCredentials = components['schemas']['ChannelCredentials'];
+export type SendLimits = components['schemas']['SendLimits'];
 export type CredentialName = keyof IntegrationCredentials;
 export type ChannelCredentialName = keyof ChannelCredentials;
 
@@ -30,6 +31,8 @@ export interface ProviderEntry {
   credentials: Partial<Record<CredentialName, CredentialSpec>>;
   /** Chat and push: what each subscriber must give (PUT /subscribers/{id}/credentials). */
   subscriberCredentials?: Partial<Record<ChannelCredentialName, { required?: boolean; destination?: 'url' }>>;
+  /** How fast it accepts sends, from its own published limits (an integration may set its own). */
+  sendLimits?: SendLimits;
 }
 
 /** One problem with a credentials object; the same shape as the error body's `details`. */
@@ -69,16 +72,45 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderEntry>> = {
     channel: 'sms',
     displayName: 'Twilio',
     credentials: { accountSid: { required: true }, token: { required: true, secret: true }, from: { required: true }, baseUrl: { destination: 'url' } },
+    // One segment a second from a long code, which is one integration's sender.
+    sendLimits: { perIntegration: [{ limit: 1, seconds: 1 }] },
   },
-  slack: { id: 'slack', channel: 'chat', displayName: 'Slack', credentials: {}, subscriberCredentials: webhookChat },
+  slack: {
+    id: 'slack',
+    channel: 'chat',
+    displayName: 'Slack',
+    credentials: {},
+    subscriberCredentials: webhookChat,
+    // About one message a second per channel, that is per incoming webhook.
+    sendLimits: { perDestination: [{ limit: 1, seconds: 1 }] },
+  },
+  // Discord announces its limits in every answer; its 429s are followed instead.
   discord: { id: 'discord', channel: 'chat', displayName: 'Discord', credentials: {}, subscriberCredentials: webhookChat },
-  msteams: { id: 'msteams', channel: 'chat', displayName: 'Microsoft Teams', credentials: {}, subscriberCredentials: webhookChat },
+  msteams: {
+    id: 'msteams',
+    channel: 'chat',
+    displayName: 'Microsoft Teams',
+    credentials: {},
+    subscriberCredentials: webhookChat,
+    // The connector windows per webhook, all at once.
+    sendLimits: {
+      perDestination: [
+        { limit: 4, seconds: 1 },
+        { limit: 60, seconds: 30 },
+        { limit: 100, seconds: 3_600 },
+        { limit: 150, seconds: 7_200 },
+        { limit: 1_800, seconds: 86_400 },
+      ],
+    },
+  },
   expo: {
     id: 'expo',
     channel: 'push',
     displayName: 'Expo Push',
     credentials: { apiKey: { secret: true }, baseUrl: { destination: 'url' } },
     subscriberCredentials: pushTokens,
+    // 600 notifications a second per project; a send costs one per device token.
+    sendLimits: { perIntegration: [{ limit: 600, seconds: 1 }] },
   },
   'push-webhook': {
     id: 'push-webhook',
@@ -91,6 +123,15 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderEntry>> = {
 
 export function providerEntry(providerId: ProviderId): ProviderEntry {
   return PROVIDERS[providerId];
+}
+
+/** The limits an integration sends under: for each scope, its own windows when it set them, else its provider's. */
+export function sendLimitsOf(providerId: ProviderId, own: SendLimits | null | undefined): Required<SendLimits> {
+  const published = PROVIDERS[providerId].sendLimits ?? {};
+  return {
+    perIntegration: own?.perIntegration ?? published.perIntegration ?? [],
+    perDestination: own?.perDestination ?? published.perDestination ?? [],
+  };
 }
 
 /** Whether a credential of this provider must never be shown, even partly. Unknown names count as secret. */

@@ -3,7 +3,7 @@
 // failing destination is deferred by its breaker, a 429 spends no attempt, and stopping drains.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp, type Client } from '../helpers/app.js';
-import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
+import { createIntegration, createSubscriber, createWorkflow, integrationBodies, step } from '../helpers/factories.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { startHangingWebhook } from '../helpers/webhook.js';
 import { JobRunner, type RunnerOptions } from '../../src/engine/runner.js';
@@ -23,7 +23,8 @@ function liveRunner(options: RunnerOptions = {}) {
 /** Subscribers whose Slack webhook is `url`/<their id>, in an environment with a Slack integration and a chat workflow. */
 async function chatAudience(client: Client, workflowId: string, url: string, ids: string[]) {
   const integrations = (await client.get('/v1/integrations').expect(200)).body.data as unknown[];
-  if (integrations.length === 0) await createIntegration(client);
+  // These tests are about slots and breakers, not Slack's pace: no send limits.
+  if (integrations.length === 0) await createIntegration(client, { ...integrationBodies.slack, sendLimits: { perDestination: [] } });
   if ((await client.get(`/v1/workflows/${workflowId}`)).status === 404) await createWorkflow(client, { workflowId, steps: [step.chat({ content: workflowId })] });
   for (const subscriberId of ids) {
     await createSubscriber(client, { subscriberId });

@@ -12,6 +12,7 @@ import * as idempotency from './20261122_31_idempotency.js';
 import * as jobIndexes from './20261124_40_job_indexes.js';
 import * as jobLanes from './20261125_50_job_lanes.js';
 import * as throttles from './20261125_80_throttles.js';
+import * as sendLimits from './20261125_97_send_limits.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -31,6 +32,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261124_40_job_indexes': jobIndexes,
   '20261125_50_job_lanes': jobLanes,
   '20261125_80_throttles': throttles,
+  '20261125_97_send_limits': sendLimits,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

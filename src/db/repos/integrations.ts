@@ -3,7 +3,7 @@ import { selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { open, sealIfSecret } from '../../crypto.js';
-import { isSecretCredential, type ChannelType, type IntegrationCredentials, type ProviderId } from '../../providers/catalogue.js';
+import { isSecretCredential, sendLimitsOf, type ChannelType, type IntegrationCredentials, type ProviderId, type SendLimits } from '../../providers/catalogue.js';
 import { readBool, readJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 
@@ -18,6 +18,8 @@ export interface IntegrationRow {
   name: string;
   identifier: string;
   credentials: string;
+  /** The integration's own send limits (JSON), or null for its provider's. */
+  send_limits: string | null;
   active: unknown;
   primary_channel: string | null;
   created_at: string;
@@ -54,6 +56,11 @@ export function writeCredentials(credentials: IntegrationCredentials, secret: st
   return sealIfSecret(JSON.stringify(credentials), secret);
 }
 
+/** The send limits the integration set itself, if it did. */
+export function ownSendLimits(row: Pick<IntegrationRow, 'send_limits'>): SendLimits | null {
+  return row.send_limits === null ? null : readJson<SendLimits>(row.send_limits, {});
+}
+
 function toWire(row: IntegrationRow, secret: string | undefined): Integration {
   return {
     integrationId: row.id,
@@ -65,6 +72,8 @@ function toWire(row: IntegrationRow, secret: string | undefined): Integration {
     credentials: maskCredentials(row.provider_id, readCredentials(row, secret) as Record<string, unknown>),
     active: readBool(row.active),
     primary: row.primary_channel !== null,
+    sendLimits: sendLimitsOf(row.provider_id, ownSendLimits(row)),
+    customSendLimits: row.send_limits !== null,
     deleted: false,
     _organizationId: row.organization_id,
     _environmentId: row.environment_id,
@@ -83,7 +92,7 @@ function scoped(db: Runner, environmentId: string) {
 // IntegrationRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared, and
 // on SQLite its rows are named one by one (knex.ts).
 const INTEGRATION_COLUMNS = `i.id, i.environment_id, e.organization_id, i.provider_id, i.channel, i.name, i.identifier, i.credentials,
-  i.active, i.primary_channel, i.created_at, i.updated_at`;
+  i.send_limits, i.active, i.primary_channel, i.created_at, i.updated_at`;
 
 /** scoped() as plain SQL, for the reads every send makes: prepared statements, not the query builder. */
 const SCOPED_SQL = `SELECT ${INTEGRATION_COLUMNS}
@@ -202,6 +211,7 @@ export interface IntegrationInsert {
   identifier: string;
   credentials: IntegrationCredentials;
   active: boolean;
+  sendLimits?: SendLimits | null;
 }
 
 /** Inserts a non-primary integration and returns its id; make it primary with setPrimary. */
@@ -222,6 +232,7 @@ export async function insertIntegration(
     name: input.name,
     identifier: input.identifier,
     credentials: writeCredentials(input.credentials, secret),
+    send_limits: input.sendLimits ? JSON.stringify(input.sendLimits) : null,
     active: input.active,
     primary_channel: null,
     created_at: at,
@@ -235,6 +246,8 @@ export interface IntegrationChanges {
   identifier?: string;
   credentials?: IntegrationCredentials;
   active?: boolean;
+  /** null: back to the provider's limits. */
+  sendLimits?: SendLimits | null;
 }
 
 export async function updateIntegrationRow(
@@ -250,6 +263,7 @@ export async function updateIntegrationRow(
   if (changes.identifier !== undefined) columns.identifier = changes.identifier;
   if (changes.credentials !== undefined) columns.credentials = writeCredentials(changes.credentials, secret);
   if (changes.active !== undefined) columns.active = changes.active;
+  if (changes.sendLimits !== undefined) columns.send_limits = changes.sendLimits === null ? null : JSON.stringify(changes.sendLimits);
   await trx('integrations').where({ environment_id: environmentId, id: integrationId }).update(columns);
 }
 
