@@ -22,6 +22,8 @@ export interface Config {
   keyCacheMs: number;
   /** PostgreSQL: the most connections each process opens. */
   postgresPoolMax: number;
+  /** PostgreSQL: keep statements prepared on each connection (HERALD_PG_PREPARED_STATEMENTS). */
+  postgresPreparedStatements: boolean;
   /**
    * Where providers may send (public addresses, plus HERALD_ALLOWED_NETWORKS) and how long a send may
    * take (HERALD_PROVIDER_CONNECT_TIMEOUT_MS, _FIRST_BYTE_TIMEOUT_MS, _SEND_TIMEOUT_MS).
@@ -81,6 +83,13 @@ function wholeNumber(value: string | undefined, fallback: number, name: string, 
   return number;
 }
 
+function onOff(value: string | undefined, fallback: boolean, name: string): boolean {
+  if (value === undefined || value === '') return fallback;
+  const word = value.toLowerCase();
+  if (word !== 'on' && word !== 'off') throw new Error(`${name} must be on or off, not "${value}"`);
+  return word === 'on';
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const defaultPlan = (env.HERALD_DEFAULT_PLAN ?? 'enterprise') as Plan;
   if (!PLANS.includes(defaultPlan)) {
@@ -105,6 +114,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobLeaseMs: wholeNumber(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
     keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
     postgresPoolMax: wholeNumber(env.HERALD_PG_POOL_MAX, DEFAULT_POSTGRES_POOL_MAX, 'HERALD_PG_POOL_MAX'),
+    postgresPreparedStatements: onOff(env.HERALD_PG_PREPARED_STATEMENTS, true, 'HERALD_PG_PREPARED_STATEMENTS'),
     outbound: {
       allowedNetworks: parseNetworks(env.HERALD_ALLOWED_NETWORKS),
       timeouts: {

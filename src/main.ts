@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   // A process that runs jobs writes in batches: its SQLite checkpoints run beside them.
-  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax, synchronous: config.sqliteSynchronous });
+  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax, preparedStatements: config.postgresPreparedStatements, synchronous: config.sqliteSynchronous });
   await migrate(db);
   config.secret = await settleSecret(config, db, logger);
   const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };

@@ -27,6 +27,12 @@ export interface DbOptions {
   /** PostgreSQL only: the most connections the pool opens (HERALD_PG_POOL_MAX). */
   poolMax?: number;
   /**
+   * PostgreSQL only: keep plain statements prepared on each connection (named prepared statements;
+   * HERALD_PG_PREPARED_STATEMENTS). On by default; off for a pooler in transaction mode that cannot
+   * keep them.
+   */
+  preparedStatements?: boolean;
+  /**
    * SQLite only: when a commit reaches the disk (HERALD_SQLITE_SYNCHRONOUS). `full` (the default):
    * each commit syncs the write-ahead log before it is acknowledged, so a power loss keeps every
    * acknowledged write (group commit pays one sync for the writes that arrive together). `normal`:

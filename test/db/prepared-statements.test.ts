@@ -1,7 +1,8 @@
 // On PostgreSQL, selectRows, changeRows and the inserts run their statements without knex's runner
 // (queryPostgres), on a pool connection or on the transaction's own: the same statements, errors and
-// query events as knex. None is a named prepared statement (they earned nothing in the benchmark),
-// so a pooler in transaction mode needs no support for them.
+// query events as knex. Each is kept prepared on its connection (a named prepared statement), unless
+// it reads `*`, carries many values, or the database was opened with preparedStatements off (for a
+// pooler in transaction mode that cannot keep them).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
 import { createDb, selectRows, type Db } from '../../src/db/knex.js';
@@ -23,17 +24,35 @@ async function preparedOn(trx: Knex.Transaction): Promise<string[]> {
 }
 
 describe.runIf(testDatabaseUrl())('prepared statements on PostgreSQL', () => {
-  it('leaves no named statement on the connection, whatever it runs', async () => {
+  it('keeps a statement prepared on its connection, but not one that reads * or carries many values', async () => {
     await testDb.db.transaction(async (trx) => {
       const now = new Date().toISOString();
       const sql = 'SELECT id FROM environments WHERE id = ? AND id <> ?';
       expect(await selectRows(trx, sql, ['none', 'other'])).toEqual([]);
       expect(await selectRows(trx, sql, ['still none', 'other'])).toEqual([]);
-      await insertAll(trx, [{ table: 'organizations', rows: [{ id: 'org-unnamed', name: 'Unnamed', plan: 'free', created_at: now }] }]);
-      expect(await selectRows(trx, 'SELECT name FROM organizations WHERE id = ?', ['org-unnamed'])).toEqual([{ name: 'Unnamed' }]);
-      expect(await preparedOn(trx)).toEqual([]);
-      await trx('organizations').where({ id: 'org-unnamed' }).delete();
+      const many = Array.from({ length: 17 }, (_, i) => `v${i}`);
+      expect(await selectRows(trx, `SELECT id FROM environments WHERE id IN (${many.map(() => '?').join(', ')})`, many)).toEqual([]);
+      expect(await selectRows(trx, 'SELECT * FROM environments WHERE id = ? AND id <> ?', ['none', 'every column'])).toEqual([]);
+      await insertAll(trx, [{ table: 'organizations', rows: [{ id: 'org-named', name: 'Named', plan: 'free', created_at: now }] }]);
+      expect(await selectRows(trx, 'SELECT name FROM organizations WHERE id = ?', ['org-named'])).toEqual([{ name: 'Named' }]);
+      const prepared = await preparedOn(trx);
+      expect(prepared).toContain('SELECT id FROM environments WHERE id = $1 AND id <> $2');
+      expect(prepared).toContain('SELECT name FROM organizations WHERE id = $1');
+      expect(prepared.filter((text) => text.includes('$17') || text.includes('*'))).toEqual([]);
+      await trx('organizations').where({ id: 'org-named' }).delete();
     });
+  });
+
+  it('keeps none prepared when the database is opened with preparedStatements off', async () => {
+    const db = createDb(processDatabaseUrl(testDb), { preparedStatements: false });
+    try {
+      await db.transaction(async (trx) => {
+        expect(await selectRows(trx, 'SELECT id FROM environments WHERE id = ? AND id <> ? AND 1 = 1', ['none', 'other'])).toEqual([]);
+        expect(await preparedOn(trx)).toEqual([]);
+      });
+    } finally {
+      await db.destroy();
+    }
   });
 
   it('reads every column of a table a column was added to meanwhile', async () => {
@@ -74,7 +93,7 @@ describe.runIf(testDatabaseUrl())('prepared statements on PostgreSQL', () => {
     });
     afterAll(async () => db?.destroy());
 
-    it('runs the statement on a pool connection, unnamed, and tells knex of it', async () => {
+    it('runs the statement on a pool connection, kept prepared there, and tells knex of it', async () => {
       const sql = 'SELECT id FROM environments WHERE id = ? AND id <> ? AND id <> ?';
       const recording = recordQueries(db, /id <> \$3/);
       const answered: unknown[] = [];
@@ -86,7 +105,7 @@ describe.runIf(testDatabaseUrl())('prepared statements on PostgreSQL', () => {
       expect(await selectRows(db, sql, ['none', 'a', 'b'])).toEqual([]);
       expect(await selectRows(db, sql, ['still none', 'a', 'b'])).toEqual([]);
       const prepared = await selectRows<{ statement: string }>(db, 'SELECT statement FROM pg_prepared_statements WHERE statement LIKE ?', ['%id <> $3']);
-      expect(prepared).toEqual([]);
+      expect(prepared).toEqual([{ statement: sql.replace(/\?/g, (_, i) => `$${sql.slice(0, i).split('?').length}`) }]);
       expect(recording.stop().map((query) => query.bindings)).toEqual([['none', 'a', 'b'], ['still none', 'a', 'b']]);
       db.off('query-response', onResponse);
       // Answered once each, under a query id of its own (scripts/bench/queries.ts times them by it).
