@@ -21,3 +21,12 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_POOL_MAX', ()
     }
   });
 });
+
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_PREPARED_STATEMENTS', () => {
+  it('is on unless set off, and refuses anything but on or off', () => {
+    expect(loadConfig({}).postgresPreparedStatements).toBe(true);
+    expect(loadConfig({ HERALD_PG_PREPARED_STATEMENTS: 'OFF' }).postgresPreparedStatements).toBe(false);
+    expect(loadConfig({ HERALD_PG_PREPARED_STATEMENTS: 'on' }).postgresPreparedStatements).toBe(true);
+    expect(() => loadConfig({ HERALD_PG_PREPARED_STATEMENTS: 'no' })).toThrow('HERALD_PG_PREPARED_STATEMENTS must be on or off, not "no"');
+  });
+});
