@@ -45,7 +45,10 @@ export interface RecipientOutcome {
 }
 
 export interface SendResult {
-  /** A short excerpt of the provider's answer (at most RAW_EXCERPT_CHARS), kept in the execution detail. */
+  /**
+   * A short excerpt of the provider's answer (at most RAW_EXCERPT_CHARS), kept in the execution
+   * detail; for a push to several devices, every device's outcome in a short line each.
+   */
   raw?: string;
   /** A send to many recipients: one outcome each, in the order they were given. */
   outcomes?: RecipientOutcome[];

@@ -226,9 +226,8 @@ describe('an Expo push to a dozen devices', () => {
       const job = (await notificationOf(res.body.data.transactionId)).jobs[0];
       expect(job).toMatchObject({ status: 'completed', attempts: 1 });
       const raw: string = job.executionDetails[0].raw;
-      expect(raw.length).toBeLessThanOrEqual(500);
       expect(raw).toMatch(/^200 11 of 12 tickets ok\./);
-      for (const [i, token] of tokens.entries()) expect(raw).toContain(`${token}: ${i === 4 ? 'DeviceNotRegistered' : 'ok'}`);
+      for (const [i, token] of tokens.entries()) expect(raw).toContain(`#${i + 1} …${token.slice(-12)}: ${i === 4 ? 'DeviceNotRegistered' : 'ok'}`);
     } finally {
       await expo.close();
     }

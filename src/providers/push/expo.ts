@@ -1,4 +1,4 @@
-import { baseUrl, excerpt, post, RAW_EXCERPT_CHARS } from '../http.js';
+import { baseUrl, excerpt, post } from '../http.js';
 import { ProviderError, type PushProvider, type RecipientOutcome } from '../types.js';
 
 interface ExpoTicket {
@@ -7,6 +7,10 @@ interface ExpoTicket {
   message?: string;
   details?: { error?: string };
 }
+
+/** How much of each token and of each ticket's error the execution detail keeps. */
+const TOKEN_TAIL = 12;
+const ERROR_CHARS = 80;
 
 /** Expo asks senders to slow down with this ticket error; every other one is about the device or the message. */
 const RATE_EXCEEDED = 'MessageRateExceeded';
@@ -27,12 +31,14 @@ function outcomesOf(text: string, deviceTokens: string[]): RecipientOutcome[] | 
   });
 }
 
-/** The execution detail's excerpt: the counts, then each token's outcome as far as it fits. */
+/**
+ * The execution detail's excerpt: the counts, then every token's outcome, each token shown by its
+ * position and its last characters (a token can be 4 KiB long; a subscriber has at most 100).
+ */
 function summary(status: number, outcomes: RecipientOutcome[]): string {
   const ok = outcomes.filter((outcome) => outcome.status === 'ok').length;
-  const each = outcomes.map((outcome) => `${outcome.to}: ${outcome.status === 'ok' ? 'ok' : outcome.error}`).join('; ');
-  const text = `${status} ${ok} of ${outcomes.length} tickets ok. ${each}`;
-  return text.length <= RAW_EXCERPT_CHARS ? text : `${text.slice(0, RAW_EXCERPT_CHARS - 1)}…`;
+  const each = outcomes.map((outcome, i) => `#${i + 1} …${outcome.to.slice(-TOKEN_TAIL)}: ${outcome.status === 'ok' ? 'ok' : (outcome.error ?? 'error').slice(0, ERROR_CHARS)}`);
+  return `${status} ${ok} of ${outcomes.length} tickets ok. ${each.join('; ')}`;
 }
 
 /**
