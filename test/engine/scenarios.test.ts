@@ -194,7 +194,8 @@ describe('a chat step', () => {
       const commits = recording.stop().length;
       expect(hook.requests.map((request) => request.path).sort()).toEqual(ids.map((id) => `/${id}`).sort());
       for (const subscriberId of ids) expect((await notificationOf(tx, subscriberId)).status).toBe('completed');
-      if (testDatabaseUrl()) expect(commits).toBe(ids.length);
+      // On PostgreSQL each send commits twice: its turn under Slack's send limits, then its outcome.
+      if (testDatabaseUrl()) expect(commits).toBe(2 * ids.length);
       else expect(commits).toBeLessThan(ids.length / 2);
     } finally {
       await hook.close();
