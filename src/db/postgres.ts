@@ -69,9 +69,9 @@ let queriesRun = 0;
 
 /**
  * A statement with `?` placeholders, run on PostgreSQL straight on a connection (a pool connection
- * outside a transaction, the transaction's own inside one), kept prepared there (statementName). knex's runner (its binding rewrites,
- * query object and promise chain) costs more of the worker's CPU than the statement a chat job
- * sends (`npm run bench`, the chat row). knex's `query`, `query-response` and
+ * outside a transaction, the transaction's own inside one), kept prepared there (statementName).
+ * knex's runner (its binding rewrites, query object and promise chain) costs more of the worker's
+ * CPU than the statement a chat job sends (`npm run bench`, the chat row). knex's `query`, `query-response` and
  * `query-error` events are still emitted (a transaction's reach the transaction too), an error
  * still names its statement, and a transaction that has ended still refuses statements, as knex's
  * would.

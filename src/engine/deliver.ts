@@ -36,7 +36,7 @@ export interface Delivered {
 
 type ChannelStep = Extract<Step, { template: unknown }>;
 
-export interface Target {
+interface Target {
   integrationId: string;
   providerId: ProviderId;
   credentials: IntegrationCredentials;
