@@ -33,7 +33,9 @@ export const newPatternBudget = (): PatternBudget => ({ left: PATTERN_BUDGET_CHA
 /** A validation stopped because its patterns would check more than the request's budget. */
 export class PatternBudgetSpent extends Error {
   constructor() {
-    super(`the payloadSchema's patterns would check more than ${PATTERN_BUDGET_CHARS.toLocaleString('en')} characters, their budget for one request`);
+    super(
+      `would need more than ${PATTERN_BUDGET_CHARS.toLocaleString('en')} characters checked by the payloadSchema's patterns, their budget for one request (a bulk request's events share it)`,
+    );
   }
 }
 

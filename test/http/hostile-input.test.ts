@@ -45,6 +45,32 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     await t.a.post('/v1/events/trigger', { name: workflowId, to: 'regex-victim', payload: { name: 'a'.repeat(40) } }).expect(201);
   });
 
+  it("bounds the patterns' work per request: a long value under many patterns is a 422 at once, before any is matched", async () => {
+    // 200 patterns over 900,000 characters: unbounded, RE2 would take tens of seconds on this.
+    const allOf = Array.from({ length: 200 }, (_, i) => ({ pattern: `^[a-z${i}]*$` }));
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { note: { type: 'string', allOf } } } });
+    await createSubscriber(t.a, { subscriberId: 'pattern-victim' });
+    const started = performance.now();
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'pattern-victim', payload: { note: 'a'.repeat(900_000) } });
+    // A liveness bound with a wide margin.
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(res.status).toBe(422);
+    expect(res.body.details).toEqual([{ field: 'body/payload', message: expect.stringContaining('would need more than 262,144 characters checked by the payloadSchema') }]);
+    // Within the budget the patterns do their work as before.
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'pattern-victim', payload: { note: 'a'.repeat(1_000) } }).expect(201);
+  });
+
+  it("shares one pattern budget between a bulk request's events: those past it are answered error", async () => {
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { note: { type: 'string', pattern: '^[a-z]*$' } } } });
+    await createSubscriber(t.a, { subscriberId: 'bulk-victim' });
+    const event = { name: workflowId, to: 'bulk-victim', payload: { note: 'a'.repeat(100_000) } };
+    const res = await t.a.post('/v1/events/trigger/bulk', { events: [event, event, event] }).expect(201);
+    expect(res.body.data.map((r: { status: string }) => r.status)).toEqual(['processed', 'processed', 'error']);
+    expect(res.body.data[2].error).toEqual([expect.stringMatching(/^payload would need more than 262,144 characters checked/)]);
+    // The next request has a budget of its own.
+    await t.a.post('/v1/events/trigger', event).expect(201);
+  });
+
   it('refuses, when the workflow is saved, a pattern that cannot match in linear time, naming the field', async () => {
     const payloadSchema = { type: 'object', patternProperties: { '^(?!x)': { type: 'string' } }, properties: { a: { type: 'string', pattern: '(a)\\1' } } };
     const res = await t.a.post('/v1/workflows', { name: 'Lookaround', payloadSchema, steps: [step.inApp()] }).expect(422);
@@ -80,6 +106,17 @@ describe('work budgets: rendering', () => {
   it('fails the job of a template that renders more than the size cap of a message', async () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '{{#each payload.items}}{{../payload.big}}{{/each}}' })] });
     const { notification, feed } = await deliverOnce(workflowId, { items: Array.from({ length: 100 }, () => 1), big: 'x'.repeat(10_000) });
+    expect(notification.jobs[0]).toMatchObject({ status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringContaining('more than 262,144 characters') }] });
+    expect(feed).toEqual([]);
+  });
+
+  it('fails, without building it, a template that repeats a large payload value outside any loop', async () => {
+    // 1,000 copies of 600,000 characters would pass the longest string V8 can make: the output is
+    // counted as it is written, so the render stops at the first copy over the cap.
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '{{big}}'.repeat(1_000) })] });
+    const started = performance.now();
+    const { notification, feed } = await deliverOnce(workflowId, { big: 'x'.repeat(600_000) });
+    expect(performance.now() - started).toBeLessThan(5_000);
     expect(notification.jobs[0]).toMatchObject({ status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringContaining('more than 262,144 characters') }] });
     expect(feed).toEqual([]);
   });
