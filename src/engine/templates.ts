@@ -16,6 +16,21 @@ export const MAX_RENDERED_CHARS = 256 * 1024;
 export const MAX_ITERATIONS = 100_000;
 /** How long one render's loops may run. */
 export const MAX_RENDER_MS = 250;
+/**
+ * The most `{{…}}` expressions one template may have, and a workflow's templates together:
+ * compiling costs time for each, and it happens in the request that saves the workflow.
+ */
+export const MAX_EXPRESSIONS = 1_000;
+
+/** How many `{{` a template has: its expressions, counted without parsing it (which costs as much as compiling). */
+export function expressionCount(source: string): number {
+  let count = 0;
+  for (let at = source.indexOf('{{'); at !== -1; at = source.indexOf('{{', at + 2)) count++;
+  return count;
+}
+
+const tooManyExpressions = (count: number) =>
+  `has ${count.toLocaleString('en')} {{…}} expressions, more than the ${MAX_EXPRESSIONS.toLocaleString('en')} a template may have`;
 
 /** A template that went over its work budget: its job fails with this message as the detail. */
 export class TemplateOverBudget extends Undeliverable {}
@@ -175,9 +190,12 @@ function unsupported(node: unknown): string | undefined {
 
 /** Why a Handlebars template cannot be used, in one line; undefined when it compiles. */
 export function templateProblem(source: string): string | undefined {
+  const count = expressionCount(source);
+  if (count > MAX_EXPRESSIONS) return tooManyExpressions(count);
   try {
-    handlebars.precompile(source, { strict: false });
-    return unsupported(handlebars.parse(source));
+    const ast = handlebars.parse(source);
+    handlebars.precompile(ast, { strict: false });
+    return unsupported(ast);
   } catch (err) {
     return (err instanceof Error ? err.message : String(err)).split('\n').filter(Boolean).join(' ').replace(/\s+/g, ' ');
   }
@@ -225,6 +243,9 @@ export function render(source: string, context: object, { escape }: { escape: bo
   const key = `${escape ? 'e' : 'n'}:${source}`;
   let template = compiled.get(key);
   if (!template) {
+    // A trigger's overrides are templates no save has checked.
+    const count = expressionCount(source);
+    if (count > MAX_EXPRESSIONS) throw new TemplateOverBudget(`The template ${tooManyExpressions(count)}`);
     template = handlebars.compile(source, { noEscape: !escape, strict: false });
     if (compiled.size >= CACHE_LIMIT) compiled.delete(compiled.keys().next().value!);
     compiled.set(key, template);

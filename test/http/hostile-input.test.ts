@@ -136,6 +136,35 @@ describe('work budgets: rendering', () => {
   });
 });
 
+describe('work budgets: compiling templates', () => {
+  it('refuses at once, when the workflow is saved, templates with more {{…}} expressions than it compiles', async () => {
+    // 50,000 expressions: compiling them all would hold the request (and every other) for seconds.
+    const started = performance.now();
+    const res = await t.a.post('/v1/workflows', { name: 'Many expressions', steps: [step.email({ content: '{{a}}'.repeat(50_000) })] }).expect(422);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(res.body.details).toEqual([{ field: 'body/steps/0/template/content', message: expect.stringContaining('more than 1,000 {{…}} expressions') }]);
+  });
+
+  it("counts the workflow's templates together, naming the one that goes over", async () => {
+    const steps = [step.inApp({ content: '{{a}}'.repeat(600) }), step.chat({ content: '{{b}}'.repeat(600) })];
+    const res = await t.a.post('/v1/workflows', { name: 'Two halves', steps }).expect(422);
+    expect(res.body.details.map((d: { field: string }) => d.field)).toEqual(['body/steps/1/template/content']);
+    await t.a.post('/v1/workflows', { name: 'One half', steps: steps.slice(0, 1) }).expect(201);
+  });
+
+  it("fails the job of a trigger whose overrides carry such a template, which no save has checked", async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'fine' })] });
+    const subscriberId = uniqueId('override');
+    await createSubscriber(t.a, { subscriberId });
+    const overrides = { in_app: { content: '{{a}}'.repeat(1_001) } };
+    const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, overrides }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+    const [listed] = (await t.a.get(`/v1/notifications?transactionId=${trigger.body.data.transactionId}`).expect(200)).body.data;
+    const notification = (await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
+    expect(notification.jobs).toMatchObject([{ status: 'failed', executionDetails: [{ status: 'failed', detail: 'The template has 1,001 {{…}} expressions, more than the 1,000 a template may have' }] }]);
+  });
+});
+
 describe('templates reach only their data', () => {
   const spies: Array<ReturnType<typeof vi.spyOn>> = [];
   beforeAll(() => {
