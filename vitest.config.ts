@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 // names a server (CI starts one). Each test file gets its own SQLite file or PostgreSQL schema.
 //
 // Each database has two projects: the fast one (`sqlite`, `postgres`: everything in-process, under
-// test/http, test/engine, test/db, test/providers, test/unit) and the end-to-end one (`sqlite-e2e`,
+// test/http, test/compat, test/engine, test/db, test/providers, test/unit) and the end-to-end one (`sqlite-e2e`,
 // `postgres-e2e`: test/e2e, the tests that launch Chromium, spawn processes, run the built server or
 // fuzz). `npm test` runs every project; `npm run test:fast` only `sqlite`.
 //

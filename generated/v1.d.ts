@@ -303,7 +303,10 @@ export interface paths {
          * @description Creates a workflow. Its `workflowId`, the name triggers use, is derived from `name` unless
          *     given; one that already exists is a `409`. Templates are compiled and `payloadSchema` is
          *     checked now: a template that does not compile or an invalid schema is a `422` naming the
-         *     step or the schema error.
+         *     step or the schema error. Templates read the payload as `{{payload.orderId}}` or, as Novu v1
+         *     templates do, as `{{orderId}}`; Herald's names (`payload`, `subscriber`, `actor`, `step`,
+         *     `tenant`, `transactionId`) come before payload fields of the same name. The answer carries the
+         *     workflow's `_id`, which the paths `/workflows/{workflowId}` accept too.
          */
         post: operations["createWorkflow"];
         delete?: never;
@@ -317,21 +320,27 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The workflow's id, the name its triggers use. */
+                /**
+                 * @description The workflow's `workflowId`, the name its triggers use, or its `_id`. When a workflow has the
+                 *     text as its `workflowId` and another as its `_id`, the `workflowId` wins.
+                 */
                 workflowId: components["parameters"]["WorkflowId"];
             };
             cookie?: never;
         };
         /**
          * Get a workflow
-         * @description Returns one workflow with its steps.
+         * @description Returns one workflow with its steps. `{workflowId}` is the workflow's `workflowId` or its
+         *     `_id`.
          */
         get: operations["getWorkflow"];
         /**
          * Update a workflow
          * @description Changes the fields present in the body. `steps` replaces the whole list. The `workflowId`
-         *     cannot change, and the status has its own operation. Templates and `payloadSchema` are
-         *     checked as on create. Events already triggered keep running the steps they started with.
+         *     and the `_id` cannot change, and the status has its own operation. Templates and
+         *     `payloadSchema` are checked as on create (templates read the payload at the top level too:
+         *     `{{orderId}}`, Herald's own names first). Events already triggered keep running the steps
+         *     they started with. `{workflowId}` is the workflow's `workflowId` or its `_id`.
          */
         put: operations["updateWorkflow"];
         post?: never;
@@ -339,6 +348,7 @@ export interface paths {
          * Delete a workflow
          * @description Deletes the workflow and the subscribers' preferences for it. Later triggers of its
          *     `workflowId` are rejected with `422`. Notifications already created stay readable.
+         *     `{workflowId}` is the workflow's `workflowId` or its `_id`, as Novu's clients delete by.
          */
         delete: operations["deleteWorkflow"];
         options?: never;
@@ -351,7 +361,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The workflow's id, the name its triggers use. */
+                /**
+                 * @description The workflow's `workflowId`, the name its triggers use, or its `_id`. When a workflow has the
+                 *     text as its `workflowId` and another as its `_id`, the `workflowId` wins.
+                 */
                 workflowId: components["parameters"]["WorkflowId"];
             };
             cookie?: never;
@@ -1186,6 +1199,13 @@ export interface components {
              * @example comment-added
              */
             workflowId: string;
+            /**
+             * @description Herald's own id for the workflow, under the name Novu's clients read (their `id`). It never
+             *     changes. `GET`, `PUT` and `DELETE /workflows/{workflowId}` accept it in place of the
+             *     `workflowId`.
+             * @example 0194f2a1c3b27e4d9a1f0c20
+             */
+            _id: string;
             name: components["schemas"]["WorkflowName"];
             description?: components["schemas"]["WorkflowDescription"];
             tags: components["schemas"]["WorkflowTags"];
@@ -1720,6 +1740,11 @@ export interface components {
         Notification: {
             notificationId: components["schemas"]["Id"];
             /**
+             * @description The same as `notificationId`, under the name Novu's clients read (their `id`).
+             * @example 0194f2a1c3b27e4d9a1f0c40
+             */
+            _id: string;
+            /**
              * @description The trigger it came from.
              * @example 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f
              */
@@ -2233,7 +2258,10 @@ export interface components {
         IdempotencyKey: string;
         /** @description The subscriber's id, as you chose it. */
         SubscriberId: string;
-        /** @description The workflow's id, the name its triggers use. */
+        /**
+         * @description The workflow's `workflowId`, the name its triggers use, or its `_id`. When a workflow has the
+         *     text as its `workflowId` and another as its `_id`, the `workflowId` wins.
+         */
         WorkflowId: string;
         /** @description The topic's key. */
         TopicKey: string;
@@ -2918,7 +2946,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The workflow's id, the name its triggers use. */
+                /**
+                 * @description The workflow's `workflowId`, the name its triggers use, or its `_id`. When a workflow has the
+                 *     text as its `workflowId` and another as its `_id`, the `workflowId` wins.
+                 */
                 workflowId: components["parameters"]["WorkflowId"];
             };
             cookie?: never;
@@ -2955,7 +2986,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The workflow's id, the name its triggers use. */
+                /**
+                 * @description The workflow's `workflowId`, the name its triggers use, or its `_id`. When a workflow has the
+                 *     text as its `workflowId` and another as its `_id`, the `workflowId` wins.
+                 */
                 workflowId: components["parameters"]["WorkflowId"];
             };
             cookie?: never;
@@ -3000,7 +3034,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The workflow's id, the name its triggers use. */
+                /**
+                 * @description The workflow's `workflowId`, the name its triggers use, or its `_id`. When a workflow has the
+                 *     text as its `workflowId` and another as its `_id`, the `workflowId` wins.
+                 */
                 workflowId: components["parameters"]["WorkflowId"];
             };
             cookie?: never;
@@ -3040,7 +3077,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The workflow's id, the name its triggers use. */
+                /**
+                 * @description The workflow's `workflowId`, the name its triggers use, or its `_id`. When a workflow has the
+                 *     text as its `workflowId` and another as its `_id`, the `workflowId` wins.
+                 */
                 workflowId: components["parameters"]["WorkflowId"];
             };
             cookie?: never;

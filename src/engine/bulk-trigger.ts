@@ -5,6 +5,7 @@ import { ApiError } from '../errors.js';
 import { chunks } from '../db/chunks.js';
 import { recipientsOf, trigger } from './trigger.js';
 import { bulkTriggerStore } from '../db/trigger-store.js';
+import { newPatternBudget } from '../json-schema.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
 type TriggerResult = Schemas['TriggerResult'];
@@ -25,9 +26,11 @@ const BULK_EVENTS_AT_ONCE = 25;
  */
 export async function triggerBulk(deps: Deps, auth: Auth, events: TriggerRequest[]): Promise<TriggerResult[]> {
   const store = bulkTriggerStore(deps.db, auth.environmentId);
+  // One budget for the whole request's pattern matching: a bulk request costs what one trigger may.
+  const patterns = newPatternBudget();
   const checked = async (event: TriggerRequest): Promise<TriggerResult> => {
     try {
-      return await trigger(deps, auth, event, store);
+      return await trigger(deps, auth, event, store, patterns);
     } catch (err) {
       if (!(err instanceof ApiError) || err.status >= 500) throw err;
       const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];

@@ -18,7 +18,7 @@ import { allowsChannel } from './preferences.js';
 import type { Channel } from '../contract.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { failedCondition } from './conditions.js';
-import { render } from './templates.js';
+import { render, templateData } from './templates.js';
 import { destinationOf } from './destinations.js';
 
 import { Undeliverable } from './undeliverable.js';
@@ -93,7 +93,8 @@ export function suppression(event: EventRecord, step: ChannelStep, recipient: Re
 /** Renders the step's templates for one recipient; trigger overrides replace them for this event. */
 function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscriber: Subscriber) {
   const template = { ...step.template, ...(event.overrides[step.type] as Record<string, string> | undefined) } as Record<string, string | undefined>;
-  const context = { payload: event.payload, subscriber, actor: event.actor ?? {}, step: job.state.digest ?? {}, transactionId: event.transactionId };
+  const payload = event.payload;
+  const context = templateData({ payload, subscriber, actor: event.actor ?? {}, step: job.state.digest ?? {}, transactionId: event.transactionId }, payload);
   return {
     template,
     text: (field: string) => (template[field] === undefined ? undefined : render(template[field]!, context, { escape: false })),

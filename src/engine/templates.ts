@@ -1,10 +1,12 @@
 // Templates are the tenants' code, run by the worker on their payloads. They run in a Handlebars
 // of their own with only the helpers registered here (none with a side effect: `log` renders
 // nothing and writes nothing), and under a work budget: their loops may go round so many times,
-// for so long, and a rendered field may be so large. A template over its budget fails its job
+// for so long, and a message field may be so large. A template over its budget fails its job
 // with a detail that says which budget (TemplateOverBudget, an Undeliverable: never retried).
-// Bounding the loops keeps the render in the worker's thread: everything else a template does is
-// linear in its own size and its data's.
+// The size is counted as the output grows, not measured once it is built: every value and every
+// piece of text a template writes passes through `countOutput` (the compilers below), so a
+// template that repeats a large value stops at the cap. With the loops bounded too, the render
+// stays in the worker's thread: everything else a template does is linear in its own size.
 import Handlebars from 'handlebars';
 import { Undeliverable } from './undeliverable.js';
 
@@ -14,6 +16,21 @@ export const MAX_RENDERED_CHARS = 256 * 1024;
 export const MAX_ITERATIONS = 100_000;
 /** How long one render's loops may run. */
 export const MAX_RENDER_MS = 250;
+/**
+ * The most `{{…}}` expressions one template may have, and a workflow's templates together:
+ * compiling costs time for each, and it happens in the request that saves the workflow.
+ */
+export const MAX_EXPRESSIONS = 1_000;
+
+/** How many `{{` a template has: its expressions, counted without parsing it (which costs as much as compiling). */
+export function expressionCount(source: string): number {
+  let count = 0;
+  for (let at = source.indexOf('{{'); at !== -1; at = source.indexOf('{{', at + 2)) count++;
+  return count;
+}
+
+const tooManyExpressions = (count: number) =>
+  `has ${count.toLocaleString('en')} {{…}} expressions, more than the ${MAX_EXPRESSIONS.toLocaleString('en')} a template may have`;
 
 /** A template that went over its work budget: its job fails with this message as the detail. */
 export class TemplateOverBudget extends Undeliverable {}
@@ -28,27 +45,112 @@ handlebars.unregisterDecorator('inline');
 // The budget of the render under way: rendering is synchronous, so one render runs at a time.
 let iterationsLeft = 0;
 let deadline = 0;
+let outputLeft = 0;
 
 const builtinEach = handlebars.helpers.each;
-/** Handlebars' own `each`, each iteration counted, timed, and its output measured. */
+/** Handlebars' own `each`, each iteration counted and timed. */
 handlebars.registerHelper('each', function (this: unknown, context: unknown, options: Handlebars.HelperOptions) {
   if (!options || typeof options.fn !== 'function') return builtinEach.call(this, context, options);
   const fn = options.fn;
-  let size = 0;
   const counted = Object.assign((value: unknown, frame?: Handlebars.RuntimeOptions) => {
     if (--iterationsLeft < 0) throw new TemplateOverBudget(`The template's loops ran more than ${MAX_ITERATIONS.toLocaleString('en')} times, their budget for one message`);
     if ((iterationsLeft & 63) === 0 && performance.now() > deadline) throw new TemplateOverBudget(`The template took more than ${MAX_RENDER_MS} ms to render, its budget for one message`);
-    const out = fn(value, frame);
-    size += out.length;
-    if (size > MAX_RENDERED_CHARS) throw tooLarge();
-    return out;
+    return fn(value, frame);
   }, fn);
   return builtinEach.call(this, context, { ...options, fn: counted });
+});
+
+const builtinLookup = handlebars.helpers.lookup;
+/** Handlebars' own `lookup`: as a block (`{{#lookup …}}`) what it returns is output, so it is counted. */
+handlebars.registerHelper('lookup', function (this: unknown, ...args: unknown[]) {
+  const value = builtinLookup.apply(this, args as Parameters<typeof builtinLookup>);
+  const options = args.at(-1) as Partial<Handlebars.HelperOptions> | undefined;
+  return typeof options?.fn === 'function' ? countOutput(value) : value;
 });
 
 function tooLarge(): TemplateOverBudget {
   return new TemplateOverBudget(`The template renders more than ${MAX_RENDERED_CHARS.toLocaleString('en')} characters, the most one message field may have`);
 }
+
+/**
+ * What a template writes, on its way into the output: each value of a `{{mustache}}` (escaped
+ * first where the render escapes), each piece of the template's own text, and what `{{#lookup}}`
+ * returns. Other blocks are not counted again: every other helper a block can call (`if`,
+ * `unless`, `with`, `each`, and the missing-helper fallback) returns what its insides wrote. So the
+ * count is the output's length, known before the output is built.
+ */
+function countOutput(value: unknown): unknown {
+  if (value == null) return value;
+  // `'' +` as the output buffer itself converts a value, so what is counted is what is written.
+  const text = typeof value === 'string' ? value : '' + (value as string);
+  outputLeft -= text.length;
+  if (outputLeft < 0) throw tooLarge();
+  return text;
+}
+
+// Handlebars' two compilers (not in its typings), as far as the output count uses them: the first
+// turns a template into opcodes, the second opcodes into JavaScript. Ours differ in three places.
+type Code = unknown;
+interface CompilerBase {
+  options: { noEscape?: boolean };
+  SubExpression(node: object): void;
+  opcode(name: string, ...args: unknown[]): void;
+}
+interface JavaScriptCompilerBase {
+  source: { push(code: Code): void; quotedString(text: string): Code };
+  pendingContent?: string;
+  pendingLocation?: unknown;
+  popStack(): Code;
+  push(code: Code[]): Code;
+  append(): void;
+  aliasable(name: string): Code;
+  appendToBuffer(source: Code, location?: unknown, explicit?: boolean): Code;
+  pushSource(source: Code): void;
+  createFunctionContext(asObject: boolean): Code;
+}
+const internals = handlebars as unknown as {
+  Compiler: new () => CompilerBase;
+  JavaScriptCompiler: new () => JavaScriptCompilerBase;
+};
+
+/** A `{{mustache}}` appends its value through `countOutput` (opcode appendValue); a block appends as before. */
+class CountingCompiler extends internals.Compiler {
+  MustacheStatement(mustache: { escaped: boolean }): void {
+    this.SubExpression(mustache);
+    this.opcode(mustache.escaped && !this.options.noEscape ? 'appendEscaped' : 'appendValue');
+  }
+}
+Object.assign(CountingCompiler.prototype, { compiler: CountingCompiler });
+
+/** Code in which values and text reach the output through `countOutput`, bound in each function made. */
+class CountingJavaScriptCompiler extends internals.JavaScriptCompiler {
+  appendValue(): void {
+    this.push(['countOutput(', this.popStack(), ')']);
+    this.append();
+  }
+
+  appendEscaped(): void {
+    this.pushSource(this.appendToBuffer(['countOutput(', this.aliasable('container.escapeExpression'), '(', this.popStack(), '))']));
+  }
+
+  override pushSource(source: Code): void {
+    if (this.pendingContent) {
+      const text = this.pendingContent;
+      this.pendingContent = undefined;
+      this.source.push(this.appendToBuffer(['countOutput(', this.source.quotedString(text), ')'], this.pendingLocation));
+    }
+    super.pushSource(source);
+  }
+
+  // Handlebars makes each function with `new Function`, in global scope: ours is made inside one
+  // that takes `countOutput`, so the code reaches it and templates (which see only their data) do not.
+  override createFunctionContext(asObject: boolean): Code {
+    const code = super.createFunctionContext(false);
+    return asObject ? new Function('countOutput', `return ${String(code)}`)(countOutput) : code;
+  }
+}
+Object.assign(CountingJavaScriptCompiler.prototype, { compiler: CountingJavaScriptCompiler });
+Object.assign(handlebars, { Compiler: CountingCompiler, JavaScriptCompiler: CountingJavaScriptCompiler });
 
 /** The helpers a template may call, all registered above. Anything else would only fail at send time. */
 const KNOWN_HELPERS = new Set(['if', 'unless', 'each', 'with', 'lookup', 'log']);
@@ -88,12 +190,45 @@ function unsupported(node: unknown): string | undefined {
 
 /** Why a Handlebars template cannot be used, in one line; undefined when it compiles. */
 export function templateProblem(source: string): string | undefined {
+  const count = expressionCount(source);
+  if (count > MAX_EXPRESSIONS) return tooManyExpressions(count);
   try {
-    handlebars.precompile(source, { strict: false });
-    return unsupported(handlebars.parse(source));
+    const ast = handlebars.parse(source);
+    handlebars.precompile(ast, { strict: false });
+    return unsupported(ast);
   } catch (err) {
     return (err instanceof Error ? err.message : String(err)).split('\n').filter(Boolean).join(' ').replace(/\s+/g, ' ');
   }
+}
+
+/**
+ * Herald's own names at a template's top level. They come before the payload's fields: a payload
+ * field of one of these names is read as `{{payload.<name>}}` only. `tenant` is kept for Herald,
+ * though it has none yet, so that giving it one later changes no template.
+ */
+export const RESERVED_NAMES = ['payload', 'subscriber', 'actor', 'step', 'tenant', 'transactionId'] as const;
+export type ReservedName = (typeof RESERVED_NAMES)[number];
+const RESERVED = new Set<string>(RESERVED_NAMES);
+
+/**
+ * What a template sees at its top level: Herald's values under their names and, beside them, the
+ * payload's own fields, the way Novu v1 templates read them (`{{orderId}}` for
+ * `{{payload.orderId}}`). A view over the two, not a copy: making it costs the same for any payload,
+ * and it answers as a plain object would (own fields only; `{{#each this}}` lists both).
+ */
+export function templateData(values: Partial<Record<ReservedName, unknown>>, payload: Record<string, unknown>): object {
+  const own = (key: string) => (RESERVED.has(key) ? Object.hasOwn(values, key) && values[key as ReservedName] !== undefined : Object.hasOwn(payload, key));
+  const read = (key: string) => (RESERVED.has(key) ? values[key as ReservedName] : payload[key]);
+  return new Proxy<Record<string, unknown>>(
+    {},
+    {
+      get: (target, key) => (typeof key === 'string' && own(key) ? read(key) : RESERVED.has(key as string) ? undefined : Reflect.get(target, key)),
+      has: (target, key) => (typeof key === 'string' && own(key)) || Reflect.has(target, key),
+      ownKeys: () => [...RESERVED_NAMES.filter(own), ...Object.keys(payload).filter((key) => !RESERVED.has(key))],
+      getOwnPropertyDescriptor: (_target, key) =>
+        typeof key === 'string' && own(key) ? { value: read(key), writable: true, enumerable: true, configurable: true } : undefined,
+    },
+  );
 }
 
 const compiled = new Map<string, Handlebars.TemplateDelegate>();
@@ -108,12 +243,16 @@ export function render(source: string, context: object, { escape }: { escape: bo
   const key = `${escape ? 'e' : 'n'}:${source}`;
   let template = compiled.get(key);
   if (!template) {
+    // A trigger's overrides are templates no save has checked.
+    const count = expressionCount(source);
+    if (count > MAX_EXPRESSIONS) throw new TemplateOverBudget(`The template ${tooManyExpressions(count)}`);
     template = handlebars.compile(source, { noEscape: !escape, strict: false });
     if (compiled.size >= CACHE_LIMIT) compiled.delete(compiled.keys().next().value!);
     compiled.set(key, template);
   }
   iterationsLeft = MAX_ITERATIONS;
   deadline = performance.now() + MAX_RENDER_MS;
+  outputLeft = MAX_RENDERED_CHARS;
   let out: string;
   try {
     out = template(context, { allowProtoPropertiesByDefault: false, allowProtoMethodsByDefault: false });
@@ -123,6 +262,5 @@ export function render(source: string, context: object, { escape }: { escape: bo
     const why = (err instanceof Error ? err.message : String(err)).split('\n')[0];
     throw new Undeliverable(`The template does not render: ${why}`);
   }
-  if (out.length > MAX_RENDERED_CHARS) throw tooLarge();
   return out;
 }

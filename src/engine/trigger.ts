@@ -8,7 +8,7 @@ import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
-import { createTenantAjv } from '../json-schema.js';
+import { createTenantAjv, newPatternBudget, PatternBudgetSpent, validateWithin, type PatternBudget } from '../json-schema.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
@@ -31,7 +31,7 @@ type InlineSubscriber = Schemas['SubscriberCreate'];
 // Compiled payload schemas, per workflow version.
 const payloadValidators = new Map<string, ValidateFunction>();
 
-function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>): ErrorDetail[] {
+function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>, patterns: PatternBudget): ErrorDetail[] {
   const problems: ErrorDetail[] = [];
   if (workflow.payloadSchema) {
     const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
@@ -47,7 +47,14 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
       if (payloadValidators.size > 500) payloadValidators.clear();
       payloadValidators.set(cacheKey, validate);
     }
-    if (!validate(payload)) {
+    let valid: boolean;
+    try {
+      valid = validateWithin(patterns, validate, payload);
+    } catch (err) {
+      if (!(err instanceof PatternBudgetSpent)) throw err;
+      return [{ field: 'body/payload', message: err.message }];
+    }
+    if (!valid) {
       for (const error of validate.errors ?? []) {
         const missing = error.keyword === 'required' ? `/${String(error.params.missingProperty)}` : '';
         problems.push({ field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') });
@@ -88,7 +95,17 @@ export function recipientsOf(request: TriggerRequest) {
   return { named, inline, topicKeys, direct };
 }
 
-export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, store?: TriggerStore): Promise<TriggerResult> {
+/**
+ * Checks and stores one trigger. `store` and `patterns` are shared by the events of one bulk
+ * request: its reads, and its payloads' budget for pattern matching (json-schema.ts).
+ */
+export async function trigger(
+  deps: Deps,
+  auth: Auth,
+  request: TriggerRequest,
+  store?: TriggerStore,
+  patterns: PatternBudget = newPatternBudget(),
+): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;
   // Sort the recipients: ids that must exist, inline subscribers to create or update, topics.
@@ -103,7 +120,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, s
   if (!workflow.steps.some((step) => step.active !== false)) return { acknowledged: true, status: 'no_workflow_active_steps_defined' };
 
   const payload = (request.payload ?? {}) as Record<string, unknown>;
-  const problems = payloadProblems(workflow, payload);
+  const problems = payloadProblems(workflow, payload, patterns);
 
   for (const { subscriber, field } of given) {
     const problem = timezoneProblem(subscriber.timezone, field);

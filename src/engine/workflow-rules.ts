@@ -3,7 +3,7 @@
 import type { ErrorDetail } from '../contract.js';
 import { createTenantAjv, linearPatternProblem } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
-import { templateProblem } from './templates.js';
+import { expressionCount, MAX_EXPRESSIONS, templateProblem } from './templates.js';
 
 /** Templates are every string field of a step's `template`, except the plain sender name. */
 const PLAIN_TEMPLATE_FIELDS = new Set(['senderName']);
@@ -28,6 +28,8 @@ export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorD
   const problems: ErrorDetail[] = [];
   const taken = new Set(steps.map((step) => step.stepId).filter(Boolean));
   const seen = new Set<string>();
+  // Compiling costs time for each expression: the workflow's templates together have a budget.
+  let expressionsLeft = MAX_EXPRESSIONS;
   const normalized = steps.map((step, index) => {
     const at = `body/steps/${index}`;
     let stepId = step.stepId;
@@ -43,6 +45,12 @@ export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorD
     if ('template' in step) {
       for (const [field, source] of Object.entries(step.template)) {
         if (typeof source !== 'string' || PLAIN_TEMPLATE_FIELDS.has(field)) continue;
+        if (expressionsLeft < 0) break; // over the budget already, and said so: nothing more is compiled
+        expressionsLeft -= expressionCount(source);
+        if (expressionsLeft < 0) {
+          problems.push({ field: `${at}/template/${field}`, message: `brings the workflow's templates to more than ${MAX_EXPRESSIONS.toLocaleString('en')} {{…}} expressions, the most they may have together` });
+          break;
+        }
         const problem = templateProblem(source);
         if (problem) problems.push({ field: `${at}/template/${field}`, message: `does not compile: ${problem}` });
       }

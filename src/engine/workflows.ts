@@ -9,6 +9,13 @@ import { normalizeSteps, payloadSchemaProblems, slugify } from './workflow-rules
 
 export const workflowNotFound = (workflowId: string) => notFound(`Workflow ${workflowId} not found`);
 
+/** The workflow a path names by its workflowId or its `_id` (repo: findWorkflowByEitherId); 404 when none. */
+async function named(deps: Deps, environmentId: string, workflowIdOrId: string): Promise<repo.StoredWorkflow> {
+  const workflow = await repo.findWorkflowByEitherId(deps.db, environmentId, workflowIdOrId);
+  if (!workflow) throw workflowNotFound(workflowIdOrId);
+  return workflow;
+}
+
 function rejectIfAny(problems: ErrorDetail[]): void {
   if (problems.length > 0) {
     throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).slice(0, 5).join('; '), problems);
@@ -60,16 +67,14 @@ export async function createWorkflow(deps: Deps, environmentId: string, body: Bo
   return stored(deps, environmentId, workflowId);
 }
 
-export async function getWorkflow(deps: Deps, environmentId: string, workflowId: string): Promise<repo.Workflow> {
-  const workflow = await repo.findWorkflow(deps.db, environmentId, workflowId);
-  if (!workflow) throw workflowNotFound(workflowId);
-  return repo.toWire(workflow);
+export async function getWorkflow(deps: Deps, environmentId: string, workflowIdOrId: string): Promise<repo.Workflow> {
+  return repo.toWire(await named(deps, environmentId, workflowIdOrId));
 }
 
 /** Changes what the body gives; preferenceSettings merge into the current ones. */
-export async function updateWorkflow(deps: Deps, environmentId: string, workflowId: string, body: Body<'updateWorkflow'>): Promise<repo.Workflow> {
-  const current = await repo.findWorkflow(deps.db, environmentId, workflowId);
-  if (!current) throw workflowNotFound(workflowId);
+export async function updateWorkflow(deps: Deps, environmentId: string, workflowIdOrId: string, body: Body<'updateWorkflow'>): Promise<repo.Workflow> {
+  const current = await named(deps, environmentId, workflowIdOrId);
+  const { workflowId } = current;
   const steps = body.steps === undefined ? undefined : checkedContent(body);
   if (body.steps === undefined && body.payloadSchema) rejectIfAny(payloadSchemaProblems(body.payloadSchema));
   const values: Partial<repo.WorkflowValues> = {
@@ -85,7 +90,14 @@ export async function updateWorkflow(deps: Deps, environmentId: string, workflow
   return stored(deps, environmentId, workflowId);
 }
 
-export async function setWorkflowStatus(deps: Deps, environmentId: string, workflowId: string, active: boolean): Promise<repo.Workflow> {
-  if (!(await repo.updateWorkflow(deps.db, environmentId, workflowId, { active }, deps.clock.now()))) throw workflowNotFound(workflowId);
+export async function setWorkflowStatus(deps: Deps, environmentId: string, workflowIdOrId: string, active: boolean): Promise<repo.Workflow> {
+  const { workflowId } = await named(deps, environmentId, workflowIdOrId);
+  if (!(await repo.updateWorkflow(deps.db, environmentId, workflowId, { active }, deps.clock.now()))) throw workflowNotFound(workflowIdOrId);
   return stored(deps, environmentId, workflowId);
+}
+
+/** Deletes the workflow a path names by its workflowId or its `_id`. */
+export async function deleteWorkflow(deps: Deps, environmentId: string, workflowIdOrId: string): Promise<void> {
+  const { id } = await named(deps, environmentId, workflowIdOrId);
+  if (!(await repo.deleteWorkflow(deps.db, environmentId, id))) throw workflowNotFound(workflowIdOrId);
 }

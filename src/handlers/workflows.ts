@@ -29,6 +29,6 @@ export const updateWorkflowStatus: OperationHandler<'updateWorkflowStatus'> = as
 });
 
 export const deleteWorkflow: OperationHandler<'deleteWorkflow'> = async ({ params, auth, deps }) => {
-  if (!(await repo.deleteWorkflow(deps.db, auth.environmentId, params.workflowId))) throw workflows.workflowNotFound(params.workflowId);
+  await workflows.deleteWorkflow(deps, auth.environmentId, params.workflowId);
   return { status: 200, body: { data: { acknowledged: true, status: 'deleted' } } };
 };

@@ -45,6 +45,32 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     await t.a.post('/v1/events/trigger', { name: workflowId, to: 'regex-victim', payload: { name: 'a'.repeat(40) } }).expect(201);
   });
 
+  it("bounds the patterns' work per request: a long value under many patterns is a 422 at once, before any is matched", async () => {
+    // 200 patterns over 900,000 characters: unbounded, RE2 would take tens of seconds on this.
+    const allOf = Array.from({ length: 200 }, (_, i) => ({ pattern: `^[a-z${i}]*$` }));
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { note: { type: 'string', allOf } } } });
+    await createSubscriber(t.a, { subscriberId: 'pattern-victim' });
+    const started = performance.now();
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'pattern-victim', payload: { note: 'a'.repeat(900_000) } });
+    // A liveness bound with a wide margin.
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(res.status).toBe(422);
+    expect(res.body.details).toEqual([{ field: 'body/payload', message: expect.stringContaining('would need more than 262,144 characters checked by the payloadSchema') }]);
+    // Within the budget the patterns do their work as before.
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'pattern-victim', payload: { note: 'a'.repeat(1_000) } }).expect(201);
+  });
+
+  it("shares one pattern budget between a bulk request's events: those past it are answered error", async () => {
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { note: { type: 'string', pattern: '^[a-z]*$' } } } });
+    await createSubscriber(t.a, { subscriberId: 'bulk-victim' });
+    const event = { name: workflowId, to: 'bulk-victim', payload: { note: 'a'.repeat(100_000) } };
+    const res = await t.a.post('/v1/events/trigger/bulk', { events: [event, event, event] }).expect(201);
+    expect(res.body.data.map((r: { status: string }) => r.status)).toEqual(['processed', 'processed', 'error']);
+    expect(res.body.data[2].error).toEqual([expect.stringMatching(/^payload would need more than 262,144 characters checked/)]);
+    // The next request has a budget of its own.
+    await t.a.post('/v1/events/trigger', event).expect(201);
+  });
+
   it('refuses, when the workflow is saved, a pattern that cannot match in linear time, naming the field', async () => {
     const payloadSchema = { type: 'object', patternProperties: { '^(?!x)': { type: 'string' } }, properties: { a: { type: 'string', pattern: '(a)\\1' } } };
     const res = await t.a.post('/v1/workflows', { name: 'Lookaround', payloadSchema, steps: [step.inApp()] }).expect(422);
@@ -84,6 +110,17 @@ describe('work budgets: rendering', () => {
     expect(feed).toEqual([]);
   });
 
+  it('fails, without building it, a template that repeats a large payload value outside any loop', async () => {
+    // 1,000 copies of 600,000 characters would pass the longest string V8 can make: the output is
+    // counted as it is written, so the render stops at the first copy over the cap.
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '{{big}}'.repeat(1_000) })] });
+    const started = performance.now();
+    const { notification, feed } = await deliverOnce(workflowId, { big: 'x'.repeat(600_000) });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(notification.jobs[0]).toMatchObject({ status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringContaining('more than 262,144 characters') }] });
+    expect(feed).toEqual([]);
+  });
+
   it('fails a single (non in-app) job over budget at once, without retries', async () => {
     const subject = '{{#each payload.items}}{{#each ../payload.items}}{{#each ../../payload.items}}x{{/each}}{{/each}}{{/each}}';
     const { workflowId } = await createWorkflow(t.a, { steps: [step.email({ subject })] });
@@ -96,6 +133,35 @@ describe('work budgets: rendering', () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '{{#each payload.items}}{{@index}}:{{this}} {{/each}}{{#payload.items}}.{{/payload.items}}' })] });
     const { feed } = await deliverOnce(workflowId, { items: ['a', 'b'] });
     expect(feed.map((m) => m.content)).toEqual(['0:a 1:b ..']);
+  });
+});
+
+describe('work budgets: compiling templates', () => {
+  it('refuses at once, when the workflow is saved, templates with more {{…}} expressions than it compiles', async () => {
+    // 50,000 expressions: compiling them all would hold the request (and every other) for seconds.
+    const started = performance.now();
+    const res = await t.a.post('/v1/workflows', { name: 'Many expressions', steps: [step.email({ content: '{{a}}'.repeat(50_000) })] }).expect(422);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(res.body.details).toEqual([{ field: 'body/steps/0/template/content', message: expect.stringContaining('more than 1,000 {{…}} expressions') }]);
+  });
+
+  it("counts the workflow's templates together, naming the one that goes over", async () => {
+    const steps = [step.inApp({ content: '{{a}}'.repeat(600) }), step.chat({ content: '{{b}}'.repeat(600) })];
+    const res = await t.a.post('/v1/workflows', { name: 'Two halves', steps }).expect(422);
+    expect(res.body.details.map((d: { field: string }) => d.field)).toEqual(['body/steps/1/template/content']);
+    await t.a.post('/v1/workflows', { name: 'One half', steps: steps.slice(0, 1) }).expect(201);
+  });
+
+  it("fails the job of a trigger whose overrides carry such a template, which no save has checked", async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'fine' })] });
+    const subscriberId = uniqueId('override');
+    await createSubscriber(t.a, { subscriberId });
+    const overrides = { in_app: { content: '{{a}}'.repeat(1_001) } };
+    const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, overrides }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+    const [listed] = (await t.a.get(`/v1/notifications?transactionId=${trigger.body.data.transactionId}`).expect(200)).body.data;
+    const notification = (await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
+    expect(notification.jobs).toMatchObject([{ status: 'failed', executionDetails: [{ status: 'failed', detail: 'The template has 1,001 {{…}} expressions, more than the 1,000 a template may have' }] }]);
   });
 });
 

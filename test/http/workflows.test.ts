@@ -291,3 +291,42 @@ describe('GET /workflows: text beyond ASCII, and tags holding quotes', () => {
     }
   });
 });
+
+describe('/workflows/{workflowId} by the workflow’s _id (as Novu’s clients name it)', () => {
+  it('carries the _id in every answer, the same on every read', async () => {
+    const created = (await t.a.post('/v1/workflows', commentAdded).expect(201)).body.data;
+    expect(created._id).toMatch(/^[0-9a-f]{24}$/);
+    expect((await t.a.get('/v1/workflows/comment-added').expect(200)).body.data._id).toBe(created._id);
+    expect((await t.a.get('/v1/workflows').expect(200)).body.data.map((w: { _id: string }) => w._id)).toEqual([created._id]);
+    expect((await t.a.put('/v1/workflows/comment-added', { name: 'Renamed' }).expect(200)).body.data._id).toBe(created._id);
+  });
+
+  it('reads, updates, sets the status of and deletes a workflow named by its _id', async () => {
+    const { _id } = (await t.a.post('/v1/workflows', commentAdded).expect(201)).body.data;
+    expect((await t.a.get(`/v1/workflows/${_id}`).expect(200)).body.data).toMatchObject({ workflowId: 'comment-added', _id });
+    expect((await t.a.put(`/v1/workflows/${_id}`, { name: 'Comment on your post' }).expect(200)).body.data).toMatchObject({ workflowId: 'comment-added', name: 'Comment on your post' });
+    expect((await t.a.put(`/v1/workflows/${_id}/status`, { active: false }).expect(200)).body.data).toMatchObject({ workflowId: 'comment-added', active: false });
+    expect((await t.a.get('/v1/workflows/comment-added').expect(200)).body.data).toMatchObject({ name: 'Comment on your post', active: false });
+    await t.a.delete(`/v1/workflows/${_id}`).expect(200);
+    await t.a.get('/v1/workflows/comment-added').expect(404);
+    expect((await t.a.get(`/v1/workflows/${_id}`).expect(404)).body.message).toBe(`Workflow ${_id} not found`);
+  });
+
+  it('names by workflowId first: a workflow whose workflowId is another’s _id is the one the path names', async () => {
+    const first = (await t.a.post('/v1/workflows', commentAdded).expect(201)).body.data;
+    const second = (await t.a.post('/v1/workflows', { workflowId: first._id, name: 'Named like an id' }).expect(201)).body.data;
+    expect((await t.a.get(`/v1/workflows/${first._id}`).expect(200)).body.data).toMatchObject({ workflowId: first._id, _id: second._id, name: 'Named like an id' });
+    await t.a.delete(`/v1/workflows/${first._id}`).expect(200);
+    // Now that no workflowId is that text, it names the first workflow by its _id.
+    expect((await t.a.get(`/v1/workflows/${first._id}`).expect(200)).body.data).toMatchObject({ workflowId: 'comment-added', _id: first._id });
+  });
+
+  it("answers 404 for another environment's workflow by its _id, and leaves it", async () => {
+    const { _id } = (await t.a.post('/v1/workflows', commentAdded).expect(201)).body.data;
+    await t.b.get(`/v1/workflows/${_id}`).expect(404);
+    await t.aProduction.put(`/v1/workflows/${_id}`, { name: 'Taken over' }).expect(404);
+    await t.b.put(`/v1/workflows/${_id}/status`, { active: false }).expect(404);
+    await t.b.delete(`/v1/workflows/${_id}`).expect(404);
+    expect((await t.a.get(`/v1/workflows/${_id}`).expect(200)).body.data).toMatchObject({ name: 'Comment added', active: true });
+  });
+});

@@ -117,6 +117,7 @@ export async function settleCanceledNotifications(trx: Runner, eventId: string, 
 function toWire(row: Record<string, unknown>): Notification {
   return {
     notificationId: row.id as string,
+    _id: row.id as string,
     transactionId: row.transaction_id as string,
     workflowId: row.workflow_key as string,
     subscriberId: row.subscriber_id as string,

@@ -37,6 +37,7 @@ function toStored(row: WorkflowRow): StoredWorkflow {
   const workflow: StoredWorkflow = {
     id: row.id,
     workflowId: row.workflow_id,
+    _id: row.id,
     name: row.name,
     tags: readJson(row.tags, []),
     active: readBool(row.active),
@@ -54,7 +55,7 @@ function toStored(row: WorkflowRow): StoredWorkflow {
   return workflow;
 }
 
-/** The wire shape: the stored workflow without its internal id. */
+/** The wire shape: the stored workflow without `id` (the wire calls it `_id`, as Novu's clients do). */
 export function toWire({ id: _id, ...workflow }: StoredWorkflow): Workflow {
   return workflow;
 }
@@ -115,6 +116,24 @@ const WORKFLOW_BY_ID = `SELECT ${WORKFLOW_COLUMNS} ${ONE_WORKFLOW}`;
 
 export async function findWorkflow(db: Db, environmentId: string, workflowId: string): Promise<StoredWorkflow | undefined> {
   const [row] = await selectRows<WorkflowRow>(db, WORKFLOW_BY_ID, [environmentId, workflowId]);
+  return row ? toStored(row) : undefined;
+}
+
+const WORKFLOW_BY_INTERNAL_ID = `SELECT ${WORKFLOW_COLUMNS} FROM workflows w JOIN environments e ON e.id = w.environment_id
+  WHERE w.environment_id = ? AND w.id = ? LIMIT 1`;
+
+/** What Herald's ids look like (ids.ts): only such a text is looked up as an `_id`. */
+const INTERNAL_ID = /^[0-9a-f]{24}$/;
+
+/**
+ * A workflow by its workflowId or, when none has it, by its `_id` (Herald's own id, the one Novu's
+ * clients hold): the paths `/workflows/{workflowId}` take either. A workflowId always wins, so
+ * nothing that worked by workflowId changes.
+ */
+export async function findWorkflowByEitherId(db: Db, environmentId: string, workflowIdOrId: string): Promise<StoredWorkflow | undefined> {
+  const byKey = await findWorkflow(db, environmentId, workflowIdOrId);
+  if (byKey || !INTERNAL_ID.test(workflowIdOrId)) return byKey;
+  const [row] = await selectRows<WorkflowRow>(db, WORKFLOW_BY_INTERNAL_ID, [environmentId, workflowIdOrId]);
   return row ? toStored(row) : undefined;
 }
 
@@ -201,7 +220,7 @@ export async function updateWorkflow(
   return updated > 0;
 }
 
-/** Deletes a workflow; subscribers' preferences for it go with it (foreign keys). */
-export async function deleteWorkflow(db: Db, environmentId: string, workflowId: string): Promise<boolean> {
-  return (await db('workflows').where({ environment_id: environmentId, workflow_id: workflowId }).delete()) > 0;
+/** Deletes a workflow by its internal id; subscribers' preferences for it go with it (foreign keys). */
+export async function deleteWorkflow(db: Db, environmentId: string, id: string): Promise<boolean> {
+  return (await db('workflows').where({ environment_id: environmentId, id }).delete()) > 0;
 }

@@ -8,8 +8,11 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Novu } from '@novu/api';
 import { ErrorDto, SDKError, SDKValidationError } from '@novu/api/models/errors/index.js';
+import { resolveGlobalSecurity } from '@novu/api/lib/security.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createTopic, createWorkflow } from '../helpers/factories.js';
+import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
+import { JobRunner } from '../../src/engine/runner.js';
 
 let t: TestApp;
 let server: Server;
@@ -50,6 +53,22 @@ async function requestsDuring(work: () => Promise<unknown>): Promise<Array<{ met
     server.off('request', record);
   }
   return seen;
+}
+
+/**
+ * A request the SDK has no method for (0.0.1 has none for workflows), made through the SDK's own
+ * client: its `ApiKey` header, its hooks (which unwrap `{data: …}`), no retries. Answers the status
+ * and the body as the hooks left it.
+ */
+async function sdkRequest(method: string, path: string): Promise<{ status: number; body: unknown }> {
+  const security = resolveGlobalSecurity({ apiKey: t.a.key });
+  const retryConfig = { strategy: 'none' } as const;
+  const context = { operationID: `herald ${method} ${path}`, oAuth2Scopes: [], resolvedSecurity: security, securitySource: t.a.key, retryConfig, retryCodes: [] };
+  const request = novu._createRequest(context, { method, path, security, timeoutMs: 10_000 });
+  if (!request.ok) throw request.error;
+  const response = await novu._do(request.value, { context, errorCodes: ['4XX', '5XX'], retryConfig, retryCodes: [] });
+  if (!response.ok) throw response.error;
+  return { status: response.value.status, body: await response.value.json() };
 }
 
 /** The id of an integration, read past the SDK: its results carry none (see the integrations tests). */
@@ -476,5 +495,103 @@ describe('events', () => {
     const { transactionId } = (await novu.trigger({ name: 'ping', to: 'eve' })).result;
     expect(await failure(novu.cancel(transactionId!))).toBeInstanceOf(SDKValidationError);
     expect((await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body).toEqual({ data: false });
+  });
+});
+
+describe('notifications', () => {
+  beforeEach(async () => {
+    await createAda();
+    await createWorkflow(t.a, { name: 'Order shipped', steps: [{ type: 'in_app', template: { content: 'Order {{orderId}} shipped' } }] });
+  });
+
+  it('list: each notification carries its id (`_id`, the SDK’s `id`), and the SDK returns the page', async () => {
+    const { transactionId } = (await novu.trigger({ name: 'order-shipped', to: 'ada', payload: { orderId: 'A-1' } })).result;
+    const res = await novu.notifications.list({ page: 0 });
+    expect(res.result).toMatchObject({ page: 0, pageSize: 10, hasMore: false });
+    expect(res.result.data).toEqual([
+      expect.objectContaining({ id: expect.stringMatching(/^[0-9a-f]{24}$/), transactionId, subscriberId: 'ada', environmentId: t.environments.a, channels: ['in_app'] }),
+    ]);
+    const listed = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
+    expect(res.result.data[0].id).toBe(listed.notificationId);
+  });
+
+  it('retrieve with the id from list reaches the notification; the SDK cannot type its jobs (SDKValidationError)', async () => {
+    await novu.trigger({ name: 'order-shipped', to: 'ada', payload: { orderId: 'A-1' } });
+    await new JobRunner(t.deps).runUntilIdle();
+    const [listed] = (await novu.notifications.list({ page: 0 })).result.data;
+    const seen = await requestsDuring(async () => {
+      const err = await failure(novu.notifications.retrieve(listed.id!));
+      // Novu's job shape needs a Novu provider id on every job and execution detail (a delay has
+      // none; `smtp` is Novu's `nodemailer`), a step object and more: Herald's jobs are its own.
+      expect(err).toBeInstanceOf(SDKValidationError);
+      const raw = (err as SDKValidationError).rawValue as { Result: Record<string, unknown> };
+      expect(raw.Result).toMatchObject({ _id: listed.id, notificationId: listed.id, transactionId: listed.transactionId, status: 'completed' });
+      expect((err as SDKValidationError).message).toContain('Response validation failed');
+    });
+    expect(seen.map((r) => `${r.method} ${r.url}`)).toEqual([`GET /v1/notifications/${listed.id}`]);
+  });
+});
+
+describe('workflows', () => {
+  it('a workflow made through the API is deleted by its `_id` through the SDK’s client (0.0.1 has no workflow method)', async () => {
+    const created = await createWorkflow(t.a, { name: 'Order shipped' });
+    expect(created._id).toMatch(/^[0-9a-f]{24}$/);
+    expect(created._id).not.toBe(created.workflowId);
+    const deleted = await sdkRequest('DELETE', `/v1/workflows/${created._id}`);
+    expect(deleted).toEqual({ status: 200, body: { acknowledged: true, status: 'deleted' } });
+    await t.a.get(`/v1/workflows/${created.workflowId}`).expect(404);
+    expect(await sdkRequest('DELETE', `/v1/workflows/${created._id}`)).toMatchObject({ status: 404, body: { message: `Workflow ${created._id} not found` } });
+  });
+});
+
+describe('a Novu v1 template, unchanged', () => {
+  // Novu v1 reads payload fields at the top level ({{orderId}}) beside {{subscriber.firstName}}.
+  const novuTemplate = {
+    subject: 'Order {{orderId}} shipped',
+    content: 'Hi {{subscriber.firstName}}, order {{orderId}} ({{items.length}} items) is on its way{{#if express}}, express{{/if}}.',
+  };
+
+  it('renders the same text through email (SMTP), chat (a Slack webhook) and in-app', async () => {
+    const smtp = await startSmtpPeer();
+    const slack = await startHttpPeer();
+    try {
+      await novu.subscribers.create({ subscriberId: 'ada', email: 'ada@example.com', firstName: 'Ada' });
+      await novu.integrations.create({ providerId: 'smtp', channel: 'email', credentials: { host: '127.0.0.1', port: String(smtp.port), from: 'shop@example.com' }, active: true });
+      await createTeamSlack();
+      await novu.subscribers.credentials.update({ providerId: 'slack', credentials: { webhookUrl: `${slack.url}/hook` } }, 'ada');
+      await createWorkflow(t.a, {
+        name: 'Order shipped',
+        steps: [
+          { type: 'email', template: { subject: novuTemplate.subject, content: `<p>${novuTemplate.content}</p>` } },
+          { type: 'chat', template: { content: novuTemplate.content } },
+          { type: 'in_app', template: { content: novuTemplate.content } },
+        ],
+      });
+      const payload = { orderId: 'A-1', items: [1, 2, 3], express: true };
+      const { transactionId } = (await novu.trigger({ name: 'order-shipped', to: 'ada', payload })).result;
+      await new JobRunner(t.deps).runUntilIdle();
+
+      const text = 'Hi Ada, order A-1 (3 items) is on its way, express.';
+      expect(smtp.mails).toHaveLength(1);
+      expect(smtp.mails[0].subject).toBe('Order A-1 shipped');
+      expect(smtp.mails[0].raw).toContain(`<p>${text}</p>`);
+      expect(slack.requests.map((r) => r.json())).toEqual([{ text }]);
+      const feed = (await t.a.get('/v1/subscribers/ada/messages').expect(200)).body.data as Array<{ content: string; transactionId: string }>;
+      expect(feed).toEqual([expect.objectContaining({ content: text, transactionId })]);
+    } finally {
+      await Promise.all([smtp.close(), slack.close()]);
+    }
+  });
+
+  it("keeps Herald's names first: a payload field called subscriber, step or payload is read only under payload", async () => {
+    await createAda();
+    await createWorkflow(t.a, {
+      name: 'Shadowed',
+      steps: [{ type: 'in_app', template: { content: '{{subscriber.firstName}}|{{step.total_count}}|{{payload.subscriber}}|{{payload.step}}|{{tenant}}|{{orderId}}' } }],
+    });
+    await novu.trigger({ name: 'shadowed', to: 'ada', payload: { subscriber: 'Mallory', step: 'forged', tenant: 'other', orderId: 'A-2' } });
+    await new JobRunner(t.deps).runUntilIdle();
+    const feed = (await t.a.get('/v1/subscribers/ada/messages').expect(200)).body.data as Array<{ content: string }>;
+    expect(feed.map((m) => m.content)).toEqual(['Ada||Mallory|forged||A-2']);
   });
 });

@@ -1,0 +1,74 @@
+// The template engine on its own: the top-level view (payload fields beside Herald's names, as
+// Novu v1 templates read them) and the size budget, counted while the output is written.
+import { describe, expect, it } from 'vitest';
+import { MAX_RENDERED_CHARS, render, templateData } from '../../src/engine/templates.js';
+
+const text = { escape: false };
+const html = { escape: true };
+
+describe('templateData: what a template sees at its top level', () => {
+  const payload = { orderId: 'A-1', subscriber: 'Mallory', step: 'forged', tenant: 'other', items: ['x', 'y'] };
+  const data = () => templateData({ payload, subscriber: { firstName: 'Ada' }, step: { total_count: 2 }, transactionId: 'tx-1' }, payload);
+
+  it('reads payload fields at the top level and under payload', () => {
+    expect(render('{{orderId}}/{{payload.orderId}}/{{#each items}}{{this}}{{/each}}/{{transactionId}}', data(), text)).toBe('A-1/A-1/xy/tx-1');
+  });
+
+  it("gives Herald's names first, tenant included though it has no value", () => {
+    expect(render('{{subscriber.firstName}}|{{step.total_count}}|{{tenant}}|{{payload.subscriber}}|{{payload.tenant}}', data(), text)).toBe('Ada|2||Mallory|other');
+  });
+
+  it('lists Herald’s names, then the payload’s other fields, as the keys of the top level', () => {
+    expect(render('{{#each this}}{{@key}} {{/each}}', data(), text)).toBe('payload subscriber step transactionId orderId items ');
+  });
+
+  it('answers as a plain object: nothing inherited is readable', () => {
+    expect(render('[{{constructor}}][{{toString}}][{{__proto__}}][{{hasOwnProperty}}]', data(), text)).toBe('[][][][]');
+  });
+
+  it('makes no copy of the payload: later changes to it show', () => {
+    const live: Record<string, unknown> = { a: 1 };
+    const view = templateData({ payload: live }, live);
+    live.b = 2;
+    expect(render('{{a}}{{b}}', view, text)).toBe('12');
+  });
+});
+
+describe('the size budget, counted as the output is written', () => {
+  it('renders exactly the cap, and fails one character over it', () => {
+    const half = 'z'.repeat(MAX_RENDERED_CHARS / 2);
+    expect(render('{{big}}{{big}}', { big: half }, text)).toHaveLength(MAX_RENDERED_CHARS);
+    expect(() => render('{{big}}{{big}}!', { big: half }, text)).toThrow(`more than ${MAX_RENDERED_CHARS.toLocaleString('en')} characters`);
+  });
+
+  it('counts what escaping writes, not the value before it', () => {
+    const value = '<'.repeat(MAX_RENDERED_CHARS / 4 + 1); // each `<` is written as `&lt;`
+    expect(render('{{value}}', { value }, text)).toHaveLength(value.length);
+    expect(() => render('{{value}}', { value }, html)).toThrow('more than 262,144 characters');
+  });
+
+  it('stops at the value that goes over the cap, without reading the rest of the template', () => {
+    let reads = 0;
+    const context = {
+      get big() {
+        reads += 1;
+        return 'y'.repeat(100_000);
+      },
+    };
+    expect(() => render('{{big}}'.repeat(200), context, html)).toThrow('more than 262,144 characters');
+    expect(reads).toBe(3);
+  });
+
+  it('counts values inside blocks and loops, and the text of the template itself, once each', () => {
+    const value = 'v'.repeat(50_000);
+    // with + if: 2 × 50,000 + text; each over 3 items: 3 × 50,000; total 250,000 + 5 < the cap.
+    expect(render('{{#with this}}{{#if value}}{{value}}{{value}}{{/if}}{{/with}}{{#each items}}{{../value}}{{/each}}12345', { value, items: [1, 2, 3] }, text)).toHaveLength(250_005);
+    expect(() => render('{{#each items}}{{../value}}{{/each}}', { value, items: [1, 2, 3, 4, 5, 6] }, text)).toThrow('more than 262,144 characters');
+    expect(() => render(`{{#each items}}${'t'.repeat(100)}{{/each}}`, { items: Array.from({ length: 3000 }, () => 0) }, text)).toThrow('more than 262,144 characters');
+  });
+
+  it('counts what {{#lookup}} writes as a block', () => {
+    const big = 'w'.repeat(100_000);
+    expect(() => render('{{#lookup this "big"}}{{/lookup}}'.repeat(3), { big }, text)).toThrow('more than 262,144 characters');
+  });
+});
