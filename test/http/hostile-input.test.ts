@@ -37,8 +37,8 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     await createSubscriber(t.a, { subscriberId: 'regex-victim' });
     const started = performance.now();
     const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'regex-victim', payload: { name: `${'a'.repeat(40)}!` } });
-    // A liveness bound with a wide margin: with backtracking this value takes hours.
-    expect(performance.now() - started).toBeLessThan(2_000);
+    // A liveness bound with a wide margin (a loaded machine included): with backtracking this value takes hours.
+    expect(performance.now() - started).toBeLessThan(10_000);
     expect(res.status).toBe(422);
     expect(res.body.details).toEqual([{ field: 'body/payload/name', message: 'must match pattern "^([a-z]|[a-z0-9])*$"' }]);
     // The pattern still does its work.
@@ -141,7 +141,8 @@ describe('work budgets: compiling templates', () => {
     // 50,000 expressions: compiling them all would hold the request (and every other) for seconds.
     const started = performance.now();
     const res = await t.a.post('/v1/workflows', { name: 'Many expressions', steps: [step.email({ content: '{{a}}'.repeat(50_000) })] }).expect(422);
-    expect(performance.now() - started).toBeLessThan(2_000);
+    // Compiling them would take 8–12 s; refusing them takes milliseconds, under load too.
+    expect(performance.now() - started).toBeLessThan(5_000);
     expect(res.body.details).toEqual([{ field: 'body/steps/0/template/content', message: expect.stringContaining('more than 1,000 {{…}} expressions') }]);
   });
 
