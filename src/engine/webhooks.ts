@@ -130,7 +130,8 @@ export async function recoverEndpoint(deps: Deps, environmentId: string, endpoin
   if (endpoint.disabled) throw unprocessable(`Webhook endpoint ${endpointId} is disabled: enable it first`);
   const now = deps.clock.now();
   const from = new Date(since);
-  const to = until ? new Date(until) : now;
+  // Without `until`, everything since `since`, this very millisecond's included.
+  const to = until ? new Date(until) : new Date(now.getTime() + 1);
   if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime())) throw unprocessable('since and until must be times');
   const queued = await deps.db.transaction((trx) => deliveries.recoverDeliveries(trx, endpointId, from.toISOString(), to.toISOString(), now));
   if (queued > 0) deps.workQueued.notify();
