@@ -94,7 +94,7 @@ describe('POST /v1/webhook-endpoints/{endpointId}/secret/rotate', () => {
     expect(rotated.previousSecretExpiresAt).toBe(new Date(t.clock.now().getTime() + 3_600_000).toISOString());
     await t.a.post(`/v1/webhook-endpoints/${created.endpointId}/test`).expect(200);
     await runner().runUntilIdle();
-    expect(receiver.requests[0].headers['webhook-signature']!.split(' ')).toHaveLength(2);
+    expect(String(receiver.requests[0].headers['webhook-signature']).split(' ')).toHaveLength(2);
     expect(receiver.verified(created.secret)).toHaveLength(1);
     expect(receiver.verified(rotated.secret)).toHaveLength(1);
 
