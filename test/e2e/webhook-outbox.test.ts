@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { Webhook } from 'standardwebhooks';
-import { createTestDb, processDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { createTestDb, processDatabaseUrl, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { startScript } from '../helpers/process.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
@@ -74,5 +74,50 @@ describe('a server killed between a state change and its webhook', () => {
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
     for (const release of held.splice(0)) release();
+  }, 120_000);
+});
+
+// Each process remembers which environments have endpoints; on PostgreSQL an endpoint created
+// through one process must count at once in the others (NOTIFY), not after their memory expires.
+describe.runIf(testDatabaseUrl())('an endpoint created through another process', () => {
+  let testDb: TestDb;
+  let key: string;
+  let env: Record<string, string>;
+  const children: ChildProcess[] = [];
+  let receiver: Awaited<ReturnType<typeof startHttpPeer>>;
+
+  beforeAll(async () => {
+    testDb = await createTestDb();
+    receiver = await startHttpPeer();
+    const { environmentIds } = await createOrganization(testDb.db, { name: 'Two', plan: 'enterprise', environments: ['production'] });
+    key = (await createApiKey(testDb.db, { environmentId: environmentIds.production, name: 'two' })).key;
+    await insertSubscriber(testDb.db, environmentIds.production, { subscriberId: 'ada' }, new Date());
+    env = { DATABASE_URL: processDatabaseUrl(testDb), HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info' };
+  });
+
+  afterAll(async () => {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    await receiver?.close();
+    await testDb?.close();
+  });
+
+  it("counts in a worker that had just found the environment without endpoints", async () => {
+    const api = await startScript('src/main.ts', { env, args: ['--role', 'api'], ready: [/"msg":"Herald is listening"/], timeoutMs: 60_000 });
+    const worker = await startScript('src/main.ts', { env, args: ['--role', 'worker'], ready: [/Herald worker is running jobs/], timeoutMs: 60_000 });
+    children.push(api.child, worker.child);
+    const port = Number(/"port":(\d+)/.exec(api.output())![1]);
+    const call = async (method: string, path: string, body?: object) => {
+      const res = await fetch(`http://127.0.0.1:${port}/v1${path}`, { method, headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as { data: Record<string, string> } };
+    };
+    expect((await call('POST', '/workflows', { name: 'Hello', steps: [{ type: 'in_app', template: { content: 'hi' } }] })).status).toBe(201);
+    // The worker delivers one and so remembers the environment as one without endpoints.
+    expect((await call('POST', '/events/trigger', { name: 'hello', to: 'ada' })).status).toBe(201);
+    await expect.poll(async () => (await testDb.db('messages')).length, { timeout: 20_000, interval: 50 }).toBe(1);
+    expect((await call('POST', '/webhook-endpoints', { url: `${receiver.url}/hooks` })).status).toBe(201);
+    expect((await call('POST', '/events/trigger', { name: 'hello', to: 'ada' })).status).toBe(201);
+    await expect.poll(() => receiver.requests.length, { timeout: 20_000, interval: 50 }).toBe(1);
+    expect((receiver.requests[0].json() as { type: string }).type).toBe('message.delivered');
+    for (const child of [api.child, worker.child]) child.kill('SIGTERM');
   }, 120_000);
 });
