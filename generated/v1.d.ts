@@ -645,7 +645,7 @@ export interface paths {
          * @description Adds an endpoint that Herald POSTs the environment's events to, signed with a new secret. The
          *     answer is the only one besides `GET /webhook-endpoints/{endpointId}/secret` that shows the
          *     secret. Events are recorded for an endpoint from the moment this answer is sent. A URL that is
-         *     not a public `http(s)` address (loopback, private, link-local, metadata) is a `400` unless the
+         *     not a public `http(s)` address (loopback, private, link-local, metadata) is a `422` unless the
          *     operator allowed its network (`HERALD_ALLOWED_NETWORKS`).
          */
         post: operations["createWebhookEndpoint"];
