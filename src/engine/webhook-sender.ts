@@ -5,7 +5,7 @@
 // endpoint's health, its disabling) are written in one transaction, while this worker holds it.
 import { createHmac } from 'node:crypto';
 import type { Transaction } from '../db/knex.js';
-import { addAttempt, failPendingDeliveries, finishDelivery, releaseDeliveries, type DeliveryChange, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
+import { addAttempt, dropDelivery, failPendingDeliveries, finishDelivery, releaseDeliveries, type DeliveryChange, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { disableEndpoint, endpointTargets, markEndpointFailing, markEndpointHealthy, type EndpointTarget } from '../db/repos/webhook-endpoints.js';
 import { subscriptionsChanged } from '../db/webhook-subscriptions.js';
 import { post, type HttpAnswer } from '../providers/http.js';
@@ -135,7 +135,7 @@ function verdictOfTry(tried: Tried): Verdict {
 export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, gate?: Gate): Promise<void> {
   const { db, clock, config } = ctx.deps;
   const endpoint = (await endpointTargets(db, [delivery.endpointId], config.secret, clock.now())).get(delivery.endpointId);
-  if (!endpoint) return; // Deleted, and its deliveries with it.
+  if (!endpoint) return dropDelivery(db, delivery.id, ctx.owner); // deleted since the event was recorded
   if (endpoint.disabled && delivery.eventType !== 'webhook.test') {
     await record(ctx, delivery, { status: 'failed' }, { durationMs: 0, error: 'The endpoint is disabled', ok: false, gone: false, refused: false }, endpoint);
     return;

@@ -4,6 +4,8 @@ import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
+import { subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
+import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 
 // How the job runner delivers webhooks, on a clock the tests move by hand: Svix's retry schedule,
 // Retry-After, 410 Gone, five days of failures, a destination the guard refuses, and the
@@ -176,5 +178,22 @@ describe('rateLimitPerSecond', () => {
     t.clock.advance(1500);
     await worker.runUntilIdle();
     expect(peer.requests).toHaveLength(4);
+  });
+});
+
+describe('an endpoint deleted by another process', () => {
+  it('still lets the change commit, and its delivery is dropped when claimed', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const workflow = await createWorkflow(t.a, { steps: [step.inApp()] });
+    // This process remembers the endpoint; another deletes it behind its back.
+    expect(await subscriptionsFor(t.db, t.environments.a)).toHaveLength(1);
+    await t.db('webhook_endpoints').where({ id: endpoint.endpointId }).delete();
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201)).body.data;
+    await worker.runUntilIdle();
+    expect((await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0].status).toBe('completed');
+    expect(await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId })).toHaveLength(0);
+    expect(peer.requests).toHaveLength(0);
   });
 });

@@ -7,7 +7,10 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('webhook_deliveries', (t) => {
     t.string('id', 24).primary();
     t.string('environment_id', 24).notNullable().references('environments.id').onDelete('CASCADE');
-    t.string('endpoint_id', 24).notNullable().references('webhook_endpoints.id').onDelete('CASCADE');
+    // No foreign key: a change recorded by a process that has not yet heard of the endpoint's
+    // deletion must still commit. Deleting an endpoint deletes its deliveries; a delivery left for
+    // a deleted endpoint is dropped when it is claimed.
+    t.string('endpoint_id', 24).notNullable();
     t.string('event_id', 32).notNullable();
     t.string('event_type', 40).notNullable();
     t.text('payload').notNullable();

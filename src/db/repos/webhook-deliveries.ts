@@ -268,3 +268,8 @@ export async function recoverDeliveries(trx: Runner, endpointId: string, since: 
 export async function failPendingDeliveries(trx: Runner, endpointId: string, now: Date): Promise<void> {
   await changeRows(trx, `UPDATE webhook_deliveries SET status = 'failed', updated_at = ? WHERE endpoint_id = ? AND status = 'pending'`, [now.toISOString(), endpointId]);
 }
+
+/** A delivery whose endpoint is gone (deleted after a process recorded the event) is dropped. */
+export async function dropDelivery(db: Runner, id: string, owner: string): Promise<void> {
+  await changeRows(db, `DELETE FROM webhook_deliveries WHERE id = ? AND lease_owner = ?`, [id, owner]);
+}

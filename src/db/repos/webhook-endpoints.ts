@@ -136,8 +136,11 @@ export async function updateEndpoint(trx: Runner, environmentId: string, endpoin
   return (await trx('webhook_endpoints').where({ environment_id: environmentId, id: endpointId }).update(columns)) > 0;
 }
 
+/** Deletes the endpoint and its deliveries (their tries with them). */
 export async function deleteEndpoint(trx: Runner, environmentId: string, endpointId: string): Promise<boolean> {
-  return (await trx('webhook_endpoints').where({ environment_id: environmentId, id: endpointId }).delete()) > 0;
+  if ((await trx('webhook_endpoints').where({ environment_id: environmentId, id: endpointId }).delete()) === 0) return false;
+  await trx('webhook_deliveries').where({ endpoint_id: endpointId }).delete();
+  return true;
 }
 
 /** The plain secret, and the previous one with its expiry while it has one. */
