@@ -5,6 +5,7 @@
 // endpoint's health, its disabling) are written in one transaction, while this worker holds it.
 import { createHmac } from 'node:crypto';
 import type { Transaction } from '../db/knex.js';
+import { writeTransaction } from '../db/group-commit.js';
 import { addAttempt, dropDelivery, failPendingDeliveries, finishDelivery, type DeliveryChange, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { disableEndpoint, endpointTargets, markEndpointFailing, markEndpointHealthy, type EndpointTarget } from '../db/repos/webhook-endpoints.js';
 import { subscriptionsChanged } from '../db/webhook-subscriptions.js';
@@ -180,7 +181,8 @@ function nextStep(ctx: WebhookRun, delivery: DeliveryRecord, tried: Tried): Deli
 async function record(ctx: WebhookRun, delivery: DeliveryRecord, change: DeliveryChange, tried: Tried, endpoint: EndpointTarget): Promise<void> {
   const now = ctx.deps.clock.now();
   try {
-    await ctx.deps.db.transaction(async (trx) => {
+    // On SQLite the tries ending together share a commit (group-commit.ts), as jobs' outcomes do.
+    await writeTransaction(ctx.deps.db, async (trx) => {
       if (!(await finishDelivery(trx, delivery.id, ctx.owner, change, now))) throw new LeaseLost();
       await addAttempt(
         trx,
