@@ -6,6 +6,7 @@ import { notFound } from '../errors.js';
 import type { Page, PageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/messages.js';
 import { existingSubscriberKey } from './subscribers.js';
+import { recordMessageChange, type MessageState } from './webhook-events.js';
 
 export async function listFeed(
   deps: Deps,
@@ -27,8 +28,18 @@ export async function markFeedMessage(
   change: Body<'updateSubscriberMessage'>,
 ): Promise<repo.InAppMessage> {
   const key = await existingSubscriberKey(deps.db, environmentId, subscriberId);
-  if (!(await repo.markMessage(deps.db, key, messageId, change, deps.clock.now()))) {
-    throw notFound(`Message ${messageId} not found in the feed of ${subscriberId}`);
-  }
-  return (await repo.findMessage(deps.db, key, messageId))!;
+  const now = deps.clock.now();
+  // The mark and the webhook events it makes (message.seen, message.read) commit together.
+  return deps.db.transaction(async (trx) => {
+    const before = await repo.findMessage(trx, key, messageId);
+    if (!before) throw notFound(`Message ${messageId} not found in the feed of ${subscriberId}`);
+    await repo.markMessage(trx, key, messageId, change, now);
+    const after = (await repo.findMessage(trx, key, messageId))!;
+    await recordMessageChange(trx, environmentId, state(before), state(after), now);
+    return after;
+  });
+}
+
+function state(message: repo.InAppMessage): MessageState {
+  return { ...message, workflowId: message.workflowId };
 }

@@ -12,6 +12,9 @@ import * as idempotency from './20261122_31_idempotency.js';
 import * as jobIndexes from './20261124_40_job_indexes.js';
 import * as jobLanes from './20261125_50_job_lanes.js';
 import * as throttles from './20261125_80_throttles.js';
+import * as webhookEndpoints from './20261125_85_webhook_endpoints.js';
+import * as webhookDeliveries from './20261125_86_webhook_deliveries.js';
+import * as webhookAttempts from './20261125_87_webhook_attempts.js';
 import * as sendLimits from './20261125_97_send_limits.js';
 
 /**
@@ -32,6 +35,9 @@ const migrations: Record<string, Knex.Migration> = {
   '20261124_40_job_indexes': jobIndexes,
   '20261125_50_job_lanes': jobLanes,
   '20261125_80_throttles': throttles,
+  '20261125_85_webhook_endpoints': webhookEndpoints,
+  '20261125_86_webhook_deliveries': webhookDeliveries,
+  '20261125_87_webhook_attempts': webhookAttempts,
   '20261125_97_send_limits': sendLimits,
 };
 

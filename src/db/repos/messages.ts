@@ -8,6 +8,8 @@ import { paginate, type Page, type PageRequest } from '../paginate.js';
 export type InAppMessage = Schemas['InAppMessage'];
 
 export interface NewMessage {
+  /** Given when an event written with it names it (a webhook's message.delivered). */
+  id?: string;
   environmentId: string;
   subscriberKey: string;
   subscriberId: string;
@@ -27,7 +29,7 @@ export async function insertMessages(trx: Runner, messages: NewMessage[], now: D
     trx,
     'messages',
     messages.map((message) => ({
-      id: newId(now.getTime()),
+      id: message.id ?? newId(now.getTime()),
       environment_id: message.environmentId,
       subscriber_key: message.subscriberKey,
       subscriber_id: message.subscriberId,
@@ -88,13 +90,13 @@ export async function listMessages(
   );
 }
 
-export async function findMessage(db: Db, subscriberKey: string, messageId: string): Promise<InAppMessage | undefined> {
+export async function findMessage(db: Runner, subscriberKey: string, messageId: string): Promise<InAppMessage | undefined> {
   const row = await db('messages').where({ subscriber_key: subscriberKey, id: messageId }).first(MESSAGE_COLUMNS);
   return row ? toWire(row) : undefined;
 }
 
 /** Marks a message seen/read (reading implies seeing); the first time of each is kept. */
-export async function markMessage(db: Db, subscriberKey: string, messageId: string, change: { seen?: boolean; read?: boolean }, now: Date): Promise<boolean> {
+export async function markMessage(db: Runner, subscriberKey: string, messageId: string, change: { seen?: boolean; read?: boolean }, now: Date): Promise<boolean> {
   const at = now.toISOString();
   const seen = change.read === true ? true : change.seen;
   const columns: Record<string, unknown> = {};
