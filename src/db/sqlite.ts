@@ -209,6 +209,13 @@ export const sqlite: Dialect = {
     if (method !== 'select') return (await query) as unknown[];
     return readRows(read, sql, bindings.map(sqliteValue));
   },
+  async selectBuiltInBackground(query) {
+    const read = readConnections.get(query.client);
+    if (!read) return (await query) as unknown[];
+    const { method, sql, bindings } = query.toSQL();
+    if (method !== 'select') return (await query) as unknown[];
+    return read.background.read(sql, bindings.map(sqliteValue) as never[]);
+  },
   async changeRows(db, sql, bindings) {
     if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings)) as number;
     return ((await db.raw(sql, bindings as never[])) as { changes: number }).changes;

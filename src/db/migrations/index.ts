@@ -12,6 +12,10 @@ import * as idempotency from './20261122_31_idempotency.js';
 import * as jobIndexes from './20261124_40_job_indexes.js';
 import * as jobLanes from './20261125_50_job_lanes.js';
 import * as throttles from './20261125_80_throttles.js';
+import * as notificationListIndexes from './20261125_89_notification_list_indexes.js';
+import * as notificationCounts from './20261125_90_notification_counts.js';
+import * as retentionDays from './20261125_91_retention_days.js';
+import * as retentionIndexes from './20261125_92_retention_indexes.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -31,6 +35,10 @@ const migrations: Record<string, Knex.Migration> = {
   '20261124_40_job_indexes': jobIndexes,
   '20261125_50_job_lanes': jobLanes,
   '20261125_80_throttles': throttles,
+  '20261125_89_notification_list_indexes': notificationListIndexes,
+  '20261125_90_notification_counts': notificationCounts,
+  '20261125_91_retention_days': retentionDays,
+  '20261125_92_retention_indexes': retentionIndexes,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
