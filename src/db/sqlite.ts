@@ -84,6 +84,27 @@ function inlineLimits(client: CompilingClient): void {
   };
 }
 
+interface TransactionMaking {
+  transaction(...args: unknown[]): { begin(conn: unknown): unknown; query(conn: unknown, sql: string): unknown };
+}
+
+/**
+ * Every transaction begins as a writer (BEGIN IMMEDIATE), not as a reader that becomes one at its
+ * first write. A deferred transaction that read first and then writes fails at once
+ * (SQLITE_BUSY_SNAPSHOT, no busy wait) when another process committed in between: with an API and
+ * a worker process on one file, a fan-out batch failed that way on nearly every commit of the API.
+ * An immediate one waits for the file's write lock (busy_timeout) before it reads anything. Within
+ * one process nothing changes: its one writing connection runs one transaction at a time anyway.
+ */
+function beginAsWriter(client: TransactionMaking): void {
+  const make = client.transaction.bind(client);
+  client.transaction = (...args: unknown[]) => {
+    const trx = make(...args);
+    trx.begin = (conn: unknown) => trx.query(conn, 'BEGIN IMMEDIATE;');
+    return trx;
+  };
+}
+
 /** A SQLite database's read connection, opened on first use (after the migrations). */
 interface ReadConnection {
   file: string;
@@ -262,6 +283,7 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
     },
   });
   inlineLimits(db.client as CompilingClient);
+  beginAsWriter(db.client as TransactionMaking);
   if (file !== ':memory:') {
     // A second connection to an in-memory database would be another database: reads share knex's.
     const read: ReadConnection = { file, background: new BackgroundReader(file) };
