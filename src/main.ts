@@ -8,6 +8,7 @@ import { bootstrap } from './accounts/bootstrap.js';
 import { settleSecret } from './accounts/secret.js';
 import { systemClock } from './clock.js';
 import { JobRunner } from './engine/runner.js';
+import { RetentionSweeper } from './engine/retention.js';
 import type { Deps } from './deps.js';
 import { WorkSignal } from './work-signal.js';
 import type { HeraldServer } from './http/server.js';
@@ -43,6 +44,9 @@ async function main(): Promise<void> {
   const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
   const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });
   runner?.start();
+  // Processes that run jobs also delete what is past its retention.
+  const sweeper = role === 'api' ? undefined : new RetentionSweeper(deps);
+  sweeper?.start();
 
   let served: HeraldServer | undefined;
   if (role !== 'worker') {
@@ -81,7 +85,7 @@ async function main(): Promise<void> {
       logger.error('work still under way after the grace period; exiting anyway');
       process.exit(1);
     }, SHUTDOWN_GRACE_MS).unref();
-    await Promise.all([served?.drain(), runner?.stop()]);
+    await Promise.all([served?.drain(), runner?.stop(), sweeper?.stop()]);
     await db.destroy();
     process.exit(0);
   };

@@ -55,7 +55,16 @@ function random(seed: number): () => number {
  */
 export async function seedLarge(
   db: Db,
-  options: { notifications: number; subscribers: number; others?: number; days?: number; now?: Date; progress?: (done: number) => void },
+  options: {
+    notifications: number;
+    subscribers: number;
+    others?: number;
+    days?: number;
+    now?: Date;
+    /** Gather the planners' statistics at the end (default): a server that has run a while has them on PostgreSQL. */
+    analyze?: boolean;
+    progress?: (done: number) => void;
+  },
 ): Promise<LargeData> {
   const now = options.now ?? new Date();
   const days = options.days ?? 60;
@@ -189,9 +198,7 @@ export async function seedLarge(
   };
   await write(environmentId, options.notifications);
   if (options.others) await write(environmentIds.development, options.others);
-  // Fresh statistics, as a server that has run for a while has them.
-  for (const table of ['subscribers', 'topic_subscribers', 'events', 'notifications', 'jobs', 'messages']) await db.raw(`ANALYZE ${table}`);
-  if (db.client.config.client === 'pg') await db.raw('VACUUM (ANALYZE) notifications');
+  if (options.analyze !== false) await analyzeLarge(db);
   const messageOwner = await db('messages').where('environment_id', environmentId).first('subscriber_key');
   return {
     environmentId,
@@ -202,6 +209,12 @@ export async function seedLarge(
     topicKey: 'everyone',
     transactionId: `txn-${environmentId.slice(-6)}-${options.notifications - 1}`,
   };
+}
+
+/** Fresh statistics for the planners, as a PostgreSQL server that has run for a while has them (autovacuum). */
+export async function analyzeLarge(db: Db): Promise<void> {
+  for (const table of ['subscribers', 'topic_subscribers', 'events', 'notifications', 'jobs', 'messages']) await db.raw(`ANALYZE ${table}`);
+  if (db.client.config.client === 'pg') await db.raw('VACUUM (ANALYZE) notifications');
 }
 
 async function inChunks(db: Db, table: string, rows: Array<Record<string, unknown>>): Promise<void> {

@@ -262,6 +262,11 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
       min: 1,
       max: 1,
       afterCreate(conn: { pragma(sql: string): unknown }, done: (err: Error | null, conn: unknown) => void) {
+        // A new file keeps a map of its pages, so that the pages retention frees can be given back
+        // to the file system a few at a time (PRAGMA incremental_vacuum), without the rewrite of the
+        // whole file a VACUUM is. On a file with tables already this changes nothing until a VACUUM
+        // (README: retention). Set before anything else writes to a new file.
+        conn.pragma('auto_vacuum = INCREMENTAL');
         conn.pragma('journal_mode = WAL');
         // FULL: a commit is on disk before it is acknowledged (DbOptions.synchronous says the trade-off).
         conn.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);

@@ -10,7 +10,7 @@ import { listNotifications, type NotificationFilters } from '../../src/db/repos/
 import { listSubscribers } from '../../src/db/repos/subscribers.js';
 import { findTopicRow, listMembers, listTopics } from '../../src/db/repos/topics.js';
 import { listMessages } from '../../src/db/repos/messages.js';
-import { LARGE_WORKFLOWS, seedLarge, type LargeData } from '../../scripts/bench/large-data.js';
+import { analyzeLarge, LARGE_WORKFLOWS, seedLarge, type LargeData } from '../../scripts/bench/large-data.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { recordQueries, type RecordedQuery } from '../helpers/queries.js';
 
@@ -32,7 +32,9 @@ beforeAll(async () => {
     db = createDb('sqlite::memory:');
     await migrate(db);
   }
-  data = await seedLarge(db, { notifications: NOTIFICATIONS, subscribers: SUBSCRIBERS, others: OTHERS });
+  // SQLite's planner first without statistics, as a Herald server's file has none (it never runs
+  // ANALYZE), then with them; PostgreSQL's autovacuum gathers them, so it is planned with them.
+  data = await seedLarge(db, { notifications: NOTIFICATIONS, subscribers: SUBSCRIBERS, others: OTHERS, analyze: postgres });
 }, 120_000);
 afterAll(async () => {
   if (testDb) await testDb.close();
@@ -86,7 +88,7 @@ async function expectNoScan(list: () => Promise<unknown>) {
   }
 }
 
-describe('list query plans on a large environment', () => {
+function checkEveryList() {
   it('lists notifications, first page and deep, unfiltered, with their exact total from the kept count', async () => {
     const first = await listNotifications(db, data.environmentId, { page: 0, limit: 10 }, {});
     expect(first.totalCount).toBe(NOTIFICATIONS);
@@ -131,8 +133,12 @@ describe('list query plans on a large environment', () => {
       // The count and the page's ids (not the read of the page's rows by id) go through the filter's index.
       const filtered = (await plansOf(() => listNotifications(db, data.environmentId, { page: 0, limit: 10 }, filter))).filter(({ sql }) => !/n[`"]?\.[`"]?id[`"]? in/i.test(sql));
       expect(filtered).toHaveLength(2);
-      // (PostgreSQL may walk the environment's index in order instead, for a filter most rows pass.)
-      if (!postgres) for (const { sql, plan } of filtered) expect({ sql, plan: plan.join('\n') }).toEqual({ sql, plan: expect.stringMatching(index) });
+      // (PostgreSQL may read a page by walking the environment's index in order instead, for a
+      // filter most rows pass; its count still goes through the filter's index.)
+      for (const { sql, plan } of filtered) {
+        if (postgres && !/count\(\*\)/.test(sql)) continue;
+        expect({ sql, plan: plan.join('\n') }).toEqual({ sql, plan: expect.stringMatching(index) });
+      }
     });
   }
 
@@ -145,4 +151,15 @@ describe('list query plans on a large environment', () => {
     await expectNoScan(() => listMembers(db, topic!.id, { page: 3, limit: 10 }));
     await expectNoScan(() => listMessages(db, data.subscriberKey, { page: 0, limit: 10 }, { read: false }));
   });
+}
+
+describe.runIf(!postgres)('list query plans on a large environment, without statistics', () => {
+  checkEveryList();
+});
+
+describe('list query plans on a large environment, with statistics', () => {
+  beforeAll(async () => {
+    if (!postgres) await analyzeLarge(db);
+  });
+  checkEveryList();
 });

@@ -17,8 +17,14 @@ export function channelCondition(channel: string): string {
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('CREATE INDEX notifications_status ON notifications (environment_id, status, created_at, id)');
   await knex.raw('CREATE INDEX notifications_workflow ON notifications (environment_id, workflow_key, created_at, id)');
-  await knex.schema.alterTable('notifications', (t) => t.dropIndex(['environment_id', 'subscriber_id']));
+  await knex.schema.alterTable('notifications', (t) => {
+    t.dropIndex(['environment_id', 'subscriber_id']);
+    t.dropIndex(['environment_id', 'transaction_id']);
+  });
   await knex.raw('CREATE INDEX notifications_subscriber ON notifications (environment_id, subscriber_id, created_at, id)');
+  // Without the order in it, SQLite (with no statistics, as a server's file has) walked the whole
+  // environment in created_at order rather than sort a transaction's few notifications.
+  await knex.raw('CREATE INDEX notifications_transaction ON notifications (environment_id, transaction_id, created_at, id)');
   for (const channel of CHANNEL_INDEXED) {
     await knex.raw(`CREATE INDEX notifications_channel_${channel} ON notifications (environment_id, created_at, id) WHERE ${channelCondition(channel)}`);
   }
@@ -26,8 +32,12 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   for (const channel of CHANNEL_INDEXED) await knex.raw(`DROP INDEX notifications_channel_${channel}`);
+  await knex.raw('DROP INDEX notifications_transaction');
   await knex.raw('DROP INDEX notifications_subscriber');
-  await knex.schema.alterTable('notifications', (t) => t.index(['environment_id', 'subscriber_id']));
+  await knex.schema.alterTable('notifications', (t) => {
+    t.index(['environment_id', 'subscriber_id']);
+    t.index(['environment_id', 'transaction_id']);
+  });
   await knex.raw('DROP INDEX notifications_workflow');
   await knex.raw('DROP INDEX notifications_status');
 }

@@ -9,8 +9,9 @@ import { isPostgres } from '../dialect.js';
 //
 // PostgreSQL: a statement-level trigger adds each statement's rows at once, into a shard picked by
 // the connection (pg_backend_pid), so concurrent transactions of one environment rarely wait on
-// one row and a transaction only ever holds its own shard (no deadlock between two). SQLite has one
-// writer: one row per environment (shard 0), a row-level trigger.
+// one row and a transaction that inserts only ever holds its own shard (no deadlock between two);
+// deletes (retention) subtract from the environment's first shard. The total is their sum. SQLite
+// has one writer: one row per environment (shard 0), a row-level trigger.
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('notification_counts', (t) => {
     t.string('environment_id', 24).notNullable().references('environments.id').onDelete('CASCADE');
@@ -26,11 +27,12 @@ export async function up(knex: Knex): Promise<void> {
             SELECT environment_id, pg_backend_pid() % 16, count(*) FROM new_rows GROUP BY environment_id ORDER BY environment_id
             ON CONFLICT (environment_id, shard) DO UPDATE SET total = notification_counts.total + EXCLUDED.total;
         ELSE
-          INSERT INTO notification_counts (environment_id, shard, total)
-            SELECT o.environment_id, pg_backend_pid() % 16, -count(*) FROM old_rows o
-              WHERE EXISTS (SELECT 1 FROM environments e WHERE e.id = o.environment_id)
-              GROUP BY o.environment_id ORDER BY o.environment_id
-            ON CONFLICT (environment_id, shard) DO UPDATE SET total = notification_counts.total + EXCLUDED.total;
+          -- Subtracted from a shard the environment has (one exists since its first insert), and
+          -- never inserted: when the environment itself is being deleted, its rows go with it.
+          UPDATE notification_counts c SET total = c.total - d.n
+            FROM (SELECT environment_id, count(*) AS n FROM old_rows GROUP BY environment_id) d
+            WHERE c.environment_id = d.environment_id
+              AND c.shard = (SELECT min(shard) FROM notification_counts m WHERE m.environment_id = d.environment_id);
         END IF;
         RETURN NULL;
       END $$`);
