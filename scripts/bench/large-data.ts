@@ -152,6 +152,8 @@ export async function seedLarge(
           created,
         );
         notifications.push(notification);
+        // A notification still open waits on a long delay (a year): a server runs none of it meanwhile.
+        const open = status === 'pending' || status === 'processing';
         const job = jobRow(
           {
             environmentId: environment,
@@ -159,9 +161,9 @@ export async function seedLarge(
             notificationId: notification.id as string,
             kind: 'step',
             stepIndex: 0,
-            type: workflow.channels[0] as never,
-            status: status === 'pending' || status === 'processing' ? 'pending' : status === 'failed' ? 'failed' : 'completed',
-            runAt: created,
+            type: (open ? 'delay' : workflow.channels[0]) as never,
+            status: open ? 'delayed' : status === 'failed' ? 'failed' : 'completed',
+            runAt: open ? new Date(created.getTime() + 365 * 86_400_000) : created,
           },
           created,
         );

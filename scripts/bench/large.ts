@@ -11,6 +11,8 @@
 //     30 s.
 // --quick writes 100,000 notifications and 10,000 subscribers instead.
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../src/config.js';
@@ -325,7 +327,10 @@ export async function runLarge(opened: OpenedDb, options: LargeOptions): Promise
   const port = await freePort();
   // Retention off: the seeded notifications span 60 days, and a sweep would delete half of them mid-run.
   const env = { DATABASE_URL: opened.childUrl, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', HERALD_RETENTION_DAYS: '0' };
-  const api = startNode('server', 'dist/src/main.js', [], env, options.nodeArgs);
+  const logFile = path.join(os.tmpdir(), `herald-large-${opened.kind}-server.log`);
+  fs.rmSync(logFile, { force: true });
+  log(`the server's output: ${logFile}`);
+  const api = startNode('server', 'dist/src/main.js', [], env, options.nodeArgs, logFile);
   const base = `http://127.0.0.1:${port}`;
   try {
     await waitForHttp(api, `${base}/health`, 120_000);

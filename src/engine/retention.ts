@@ -49,11 +49,12 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
   }
   const space = await freeSpace(deps.db);
   if (space?.incremental) {
-    for (let free = space.freePages; free > 0; free = (await freeSpace(deps.db))!.freePages) {
+    // As many steps as the pages free now need: pages freed meanwhile wait for the next pass.
+    for (let step = 0; step < Math.ceil(space.freePages / PAGES_A_STEP); step++) {
       await giveBackPages(deps.db, PAGES_A_STEP);
-      swept.pages += Math.min(free, PAGES_A_STEP);
       await yieldToEventLoop();
     }
+    swept.pages = Math.max(0, space.freePages - (await freeSpace(deps.db))!.freePages);
   } else if (space && swept.notifications > 0) {
     deps.logger.warn(
       { freePages: space.freePages },
