@@ -8,7 +8,13 @@
 // `--role worker` processes. Every process runs the build (`npm run build`), as `npm start` does.
 //
 //   --quick            shorter runs (1 s warm-up, 3 s per row; 2,000 fan-out subscribers, 500 chat jobs)
-//   --large            100,000 fan-out subscribers
+//   --large            a large environment instead of the table (scripts/bench/large.ts): 1,000,000
+//                      notifications and 100,000 subscribers seeded, each list's latency and the event
+//                      loop's worst delay meanwhile, a 100,000 fan-out with the API's p99 during it
+//                      (with --quick: 100,000 and 10,000)
+//   --soak [MIN]       with --large: then MIN minutes (default 15) of steady load, the API's RSS every 30 s
+//   --soak-rate N      requests a second during the soak (default 300)
+//   --notifications N  with --large: notifications to seed
 //   --both             SQLite, then PostgreSQL (DATABASE_URL), side by side in one table
 //   --only a,b         only these rows: trigger, get, list, bulk, fanout, chat, slow, cpu, webhooks
 //   --duration S       seconds per HTTP row (default 10)      --warmup S   seconds of warm-up (default 2)
@@ -51,6 +57,7 @@ import {
   type LoadTool,
   type NodeChild,
 } from './bench/lib.js';
+import { runLarge } from './bench/large.js';
 
 const ROW_IDS = ['trigger', 'get', 'list', 'bulk', 'fanout', 'chat', 'slow', 'cpu', 'webhooks'] as const;
 /** Members of the topic a fan-out worker warms up on before its timed fan-out. */
@@ -59,6 +66,11 @@ type RowId = (typeof ROW_IDS)[number];
 
 interface Options {
   quick: boolean;
+  /** --large: subscribers and notifications to seed (large.ts's defaults when not given), the soak. */
+  largeSubscribers?: number;
+  notifications?: number;
+  soakMinutes?: number;
+  soakRate: number;
   large: boolean;
   rows: Set<RowId>;
   duration: number;
@@ -117,6 +129,9 @@ function parseOptions(): Options {
     options: {
       quick: { type: 'boolean', default: false },
       large: { type: 'boolean', default: false },
+      soak: { type: 'string' },
+      'soak-rate': { type: 'string' },
+      notifications: { type: 'string' },
       both: { type: 'boolean', default: false },
       only: { type: 'string' },
       duration: { type: 'string' },
@@ -133,7 +148,11 @@ function parseOptions(): Options {
       help: { type: 'boolean', default: false },
     },
     // `--profile` alone means the default folder.
-    args: process.argv.slice(2).flatMap((arg, i, all) => (arg === '--profile' && (all[i + 1] === undefined || all[i + 1].startsWith('--')) ? ['--profile', ''] : [arg])),
+    // `--soak` alone means 15 minutes.
+    args: process.argv
+      .slice(2)
+      .flatMap((arg, i, all) => (arg === '--profile' && (all[i + 1] === undefined || all[i + 1].startsWith('--')) ? ['--profile', ''] : [arg]))
+      .flatMap((arg, i, all) => (arg === '--soak' && (all[i + 1] === undefined || all[i + 1].startsWith('--')) ? ['--soak', '15'] : [arg])),
   });
   if (values.help) {
     process.stdout.write(fs.readFileSync(new URL(import.meta.url), 'utf8').split('\nimport ')[0].replace(/^\/\/ ?/gm, '') + '\n');
@@ -156,7 +175,11 @@ function parseOptions(): Options {
     warmup: number(values.warmup, quick ? 1 : 2),
     connections: number(values.connections, 50),
     threads: number(values.threads, 1),
-    subscribers: number(values.subscribers, values.large ? 100_000 : quick ? 2_000 : 10_000),
+    subscribers: number(values.subscribers, quick ? 2_000 : 10_000),
+    largeSubscribers: values.subscribers === undefined ? undefined : number(values.subscribers, 0),
+    notifications: values.notifications === undefined ? undefined : number(values.notifications, 0),
+    soakMinutes: values.soak === undefined ? undefined : number(values.soak, 15),
+    soakRate: number(values['soak-rate'], 300),
     deliveries: number(values.deliveries, quick ? 500 : 2_000),
     profileDir: values.profile === undefined ? undefined : path.resolve(ROOT, values.profile || 'bench/profiles'),
     nodeArgs: (values['node-args'] ?? '').split(/\s+/).filter(Boolean),
@@ -904,6 +927,38 @@ async function main(): Promise<void> {
   const both = options.both;
   if (both && !pgUrl) throw new Error('--both needs DATABASE_URL=postgres://…');
   const kinds: Array<'sqlite' | 'postgres'> = both ? ['sqlite', 'postgres'] : [pgUrl ? 'postgres' : 'sqlite'];
+  if (options.large) {
+    await buildForBench();
+    const sections: string[] = [];
+    for (const kind of kinds) {
+      const opened = await openDatabase(kind);
+      try {
+        sections.push(
+          await runLarge(opened, {
+            quick: options.quick,
+            notifications: options.notifications,
+            subscribers: options.largeSubscribers,
+            soakMinutes: options.soakMinutes,
+            soakRate: options.soakRate,
+            nodeArgs: options.nodeArgs,
+          }),
+        );
+      } finally {
+        await opened.close(options.keep);
+      }
+    }
+    const cpus = os.cpus();
+    process.stdout.write(
+      [
+        '',
+        `Machine: ${cpus[0]?.model ?? 'unknown CPU'}, ${cpus.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GB RAM; Node ${process.version}; load average ${os.loadavg().map((n) => n.toFixed(2)).join(' ')}`,
+        `Code: ${codeVersion()}`,
+        '',
+        ...sections.flatMap((section) => [section, '']),
+      ].join('\n'),
+    );
+    return;
+  }
   const tool = chooseLoadTool(log);
   await buildForBench();
   if (options.profileDir) fs.mkdirSync(options.profileDir, { recursive: true });

@@ -1,4 +1,5 @@
 // npm run plans -- list | set <organization id> --plan free|pro|enterprise [--rate N --burst N]
+//                  | retention [<environment id> <days>|default]
 //
 // The operator's view of plans and rate limits: Free and Pro have the seed's numbers, Enterprise
 // the organization's own (`--rate` requests per minute, a bucket of `--burst`), or none at all.
@@ -6,13 +7,21 @@ import { parseArgs } from 'node:util';
 import { loadConfig, PLANS, type Plan } from '../src/config.js';
 import { createDb, migrate } from '../src/db/knex.js';
 import { listOrganizations, setOrganizationPlan } from '../src/db/repos/plans.js';
+import { listEnvironmentRetention, setEnvironmentRetention } from '../src/db/repos/retention.js';
 import { policyFor } from '../src/http/rate-limit.js';
 import { runCli } from './cli.js';
 
 const USAGE = `usage: npm run plans -- list
        npm run plans -- set <organization id> --plan free|pro|enterprise [--rate N --burst N]
          (--rate requests per minute and --burst, both or neither, for enterprise only;
-          enterprise without them has no limit)`;
+          enterprise without them has no limit)
+       npm run plans -- retention
+         (each environment's retention: how many days its notifications are kept)
+       npm run plans -- retention <environment id> <days>|default
+         (0 keeps them for ever; default follows HERALD_RETENTION_DAYS)`;
+
+/** Ten years: longer is for ever (0). */
+const MAX_RETENTION_DAYS = 3_650;
 
 /** Per environment; at most this much, so the bucket arithmetic stays exact. */
 const MAX_NUMBER = 1_000_000;
@@ -37,6 +46,7 @@ async function run(argv: string[]): Promise<number> {
     options: { plan: { type: 'string' }, rate: { type: 'string' }, burst: { type: 'string' } },
   });
   const [command, ...rest] = positionals;
+  if (command === 'retention' && (rest.length === 0 || rest.length === 2)) return retention(rest);
   if (command !== 'list' && !(command === 'set' && rest.length === 1 && values.plan)) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
@@ -75,6 +85,37 @@ async function run(argv: string[]): Promise<number> {
       return 1;
     }
     process.stdout.write(`Organization ${id} is on plan ${input!.plan}: ${describeLimit(input!)} per environment\n`);
+    return 0;
+  } finally {
+    await db.destroy();
+  }
+}
+
+/** Shows every environment's retention, or sets one's (days, or `default` for the server's). */
+async function retention([environmentId, days]: string[]): Promise<number> {
+  const config = loadConfig();
+  let value: number | null = null;
+  if (days !== undefined && days !== 'default') {
+    if (!/^\d+$/.test(days) || Number(days) > MAX_RETENTION_DAYS) throw new Error(`days must be a whole number from 0 to ${MAX_RETENTION_DAYS}, or default, not "${days}"`);
+    value = Number(days);
+  }
+  const describeRetention = (own: number | null) => {
+    const days = own ?? config.retentionDays;
+    const kept = days === 0 ? 'for ever' : `${days} days`;
+    return own === null ? `${kept} (the server's HERALD_RETENTION_DAYS)` : kept;
+  };
+  const db = createDb(config.databaseUrl);
+  try {
+    await migrate(db);
+    if (environmentId === undefined) {
+      for (const e of await listEnvironmentRetention(db)) process.stdout.write(`${e.id}  ${e.organizationId}  ${e.name}  ${describeRetention(e.retentionDays)}\n`);
+      return 0;
+    }
+    if (!(await setEnvironmentRetention(db, environmentId, value))) {
+      process.stderr.write(`No environment ${environmentId}\n`);
+      return 1;
+    }
+    process.stdout.write(`Environment ${environmentId} keeps its notifications ${describeRetention(value)}\n`);
     return 0;
   } finally {
     await db.destroy();

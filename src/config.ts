@@ -4,6 +4,9 @@ import { DEFAULT_PROVIDER_TIMEOUTS, parseNetworks, type OutboundPolicy } from '.
 export type Plan = 'free' | 'pro' | 'enterprise';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
 
+/** Novu keeps notifications 30 days (its messages of other channels too; in-app ones a year). */
+export const DEFAULT_RETENTION_DAYS = 30;
+
 export interface Config {
   /** `postgres://…` for PostgreSQL, `sqlite:<path>` or nothing for a SQLite file. */
   databaseUrl: string;
@@ -24,6 +27,12 @@ export interface Config {
   postgresPoolMax: number;
   /** PostgreSQL: keep statements prepared on each connection (HERALD_PG_PREPARED_STATEMENTS). */
   postgresPreparedStatements: boolean;
+  /**
+   * HERALD_RETENTION_DAYS: days an environment keeps its notifications, their jobs, execution
+   * details, messages and events (engine/retention.ts); 0 keeps them for ever. An environment's own
+   * setting (`npm run plans -- retention`) wins.
+   */
+  retentionDays: number;
   /**
    * Where providers may send (public addresses, plus HERALD_ALLOWED_NETWORKS) and how long a send may
    * take (HERALD_PROVIDER_CONNECT_TIMEOUT_MS, _FIRST_BYTE_TIMEOUT_MS, _SEND_TIMEOUT_MS).
@@ -115,6 +124,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
     postgresPoolMax: wholeNumber(env.HERALD_PG_POOL_MAX, DEFAULT_POSTGRES_POOL_MAX, 'HERALD_PG_POOL_MAX'),
     postgresPreparedStatements: onOff(env.HERALD_PG_PREPARED_STATEMENTS, true, 'HERALD_PG_PREPARED_STATEMENTS'),
+    retentionDays: wholeNumber(env.HERALD_RETENTION_DAYS, DEFAULT_RETENTION_DAYS, 'HERALD_RETENTION_DAYS', { allowZero: true }),
     outbound: {
       allowedNetworks: parseNetworks(env.HERALD_ALLOWED_NETWORKS),
       timeouts: {

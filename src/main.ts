@@ -8,6 +8,7 @@ import { bootstrap } from './accounts/bootstrap.js';
 import { settleSecret } from './accounts/secret.js';
 import { systemClock } from './clock.js';
 import { JobRunner } from './engine/runner.js';
+import { RetentionSweeper } from './engine/retention.js';
 import { listenForSubscriptionChanges } from './db/webhook-subscriptions.js';
 import type { Deps } from './deps.js';
 import { WorkSignal } from './work-signal.js';
@@ -46,6 +47,9 @@ async function main(): Promise<void> {
   const stopListening = await listenForSubscriptionChanges(db, (err) => logger.warn({ err }, 'listening for webhook endpoint changes failed; reconnecting'));
   const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });
   runner?.start();
+  // Processes that run jobs also delete what is past its retention.
+  const sweeper = role === 'api' ? undefined : new RetentionSweeper(deps);
+  sweeper?.start();
 
   let served: HeraldServer | undefined;
   if (role !== 'worker') {
@@ -84,6 +88,7 @@ async function main(): Promise<void> {
       logger.error('work still under way after the grace period; exiting anyway');
       process.exit(1);
     }, SHUTDOWN_GRACE_MS).unref();
+    await Promise.all([served?.drain(), runner?.stop(), sweeper?.stop()]);
     await Promise.all([served?.drain(), runner?.stop()]);
     await stopListening();
     await db.destroy();

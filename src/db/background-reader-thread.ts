@@ -6,6 +6,8 @@ const port = parentPort!;
 const { file } = workerData as { file: string };
 const db = new Database(file, { readonly: true, fileMustExist: true });
 db.pragma('busy_timeout = 5000');
+// The SQL functions every connection has (sqlite.ts defineFunctions): a filtered count runs here too.
+db.function('unicode_lower', { deterministic: true }, (value: unknown) => (typeof value === 'string' ? value.toLowerCase() : value));
 const statements = new Map<string, Database.Statement>();
 
 port.on('message', (message: 'stop' | { id: number; sql: string; bindings: unknown[] }) => {

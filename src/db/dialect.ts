@@ -21,6 +21,8 @@ export interface Dialect {
   selectRowsInBackground(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
   /** The rows of a read built with knex's query builder. */
   selectBuilt(query: Knex.QueryBuilder): Promise<unknown[]>;
+  /** selectBuilt for a read that may walk many index entries (a count, a deep page), without holding the event loop. */
+  selectBuiltInBackground(query: Knex.QueryBuilder): Promise<unknown[]>;
   /** Runs an UPDATE or DELETE and answers how many rows it changed. */
   changeRows(db: Runner, sql: string, bindings: readonly Binding[]): Promise<number>;
 }

@@ -78,6 +78,11 @@ export async function changeRows(db: Runner, sql: string, bindings: readonly Bin
   return dialectOf(db).changeRows(db, sql, bindings);
 }
 
+/** selectBuilt for a read that may walk many index entries (a filtered count, a deep page), off the event loop. */
+export async function selectBuiltInBackground<T>(query: Knex.QueryBuilder): Promise<T[]> {
+  return (await dialectOf(query as unknown as Runner).selectBuiltInBackground(query)) as T[];
+}
+
 export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url);
 }

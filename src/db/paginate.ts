@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { selectBuilt } from './knex.js';
+import { selectBuilt, selectBuiltInBackground } from './knex.js';
 
 export interface PageRequest {
   page: number;
@@ -16,31 +16,48 @@ export interface Page<T> {
 
 export const DEFAULT_PAGE_SIZE = 10;
 
+/**
+ * Past this many rows skipped, a page is read off the event loop (selectBuiltInBackground): OFFSET
+ * walks every row it skips, and a deep page of a large table would hold every other request.
+ */
+export const DEEP_OFFSET = 5_000;
+
 /** Reads `page` and `limit` (or Novu's `pageSize`) from a validated query, with their defaults. */
 export function pageRequest(query: { page?: number; limit?: number; pageSize?: number } | undefined): PageRequest {
   return { page: query?.page ?? 0, limit: query?.limit ?? query?.pageSize ?? DEFAULT_PAGE_SIZE };
 }
 
+/** The exact number of rows a filtered query answers, counted off the event loop. */
+export async function countOf(query: Knex.QueryBuilder): Promise<number> {
+  const [row] = await selectBuiltInBackground<{ n: number | string }>(query.clone().clearSelect().clearOrder().count({ n: '*' }));
+  return Number(row.n);
+}
+
+/** A page's rows: a deep one off the event loop. */
+export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): Promise<Row[]> {
+  return offset >= DEEP_OFFSET ? selectBuiltInBackground<Row>(query) : selectBuilt<Row>(query);
+}
+
 /**
- * Runs a filtered query as one page plus an exact total (both read as selectBuilt reads).
- * `orderBy` must end in a unique column so that pages never overlap or skip rows. `toWire` maps a
- * whole page, so it can load related rows in one query.
+ * Runs a filtered query as one page plus an exact total. `orderBy` must end in a unique column so
+ * that pages never overlap or skip rows. `toWire` maps a whole page, so it can load related rows in
+ * one query. `counted` is the same filter without the page's joins, when it has any: the total
+ * need not read what only the page shows.
  */
 export async function paginate<Row, T>(
   query: Knex.QueryBuilder,
   { page, limit }: PageRequest,
   orderBy: Array<{ column: string; order: 'asc' | 'desc' }>,
   toWire: (rows: Row[]) => T[] | Promise<T[]>,
+  counted: Knex.QueryBuilder = query,
 ): Promise<Page<T>> {
-  const [countRow] = await selectBuilt<{ n: number | string }>(query.clone().clearSelect().clearOrder().count({ n: '*' }));
-  const totalCount = Number(countRow.n);
+  const totalCount = await countOf(counted);
   const offset = page * limit;
-  const rows = offset >= totalCount ? [] : await selectBuilt<Row>(query.clone().orderBy(orderBy).limit(limit).offset(offset));
-  return {
-    data: await toWire(rows),
-    totalCount,
-    page,
-    pageSize: limit,
-    hasMore: offset + rows.length < totalCount,
-  };
+  const rows = offset >= totalCount ? [] : await pageRows<Row>(query.clone().orderBy(orderBy).limit(limit).offset(offset), offset);
+  return pageOf(await toWire(rows), totalCount, { page, limit });
+}
+
+/** The page's envelope around its rows. */
+export function pageOf<T>(data: T[], totalCount: number, { page, limit }: PageRequest): Page<T> {
+  return { data, totalCount, page, pageSize: limit, hasMore: page * limit + data.length < totalCount };
 }

@@ -127,5 +127,6 @@ export const postgres: Dialect = {
   // The server scans; the event loop only waits.
   selectRowsInBackground: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rows,
   selectBuilt: async (query) => (await query) as unknown[],
+  selectBuiltInBackground: async (query) => (await query) as unknown[],
   changeRows: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rowCount ?? 0,
 };

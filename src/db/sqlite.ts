@@ -84,6 +84,27 @@ function inlineLimits(client: CompilingClient): void {
   };
 }
 
+interface TransactionMaking {
+  transaction(...args: unknown[]): { begin(conn: unknown): unknown; query(conn: unknown, sql: string): unknown };
+}
+
+/**
+ * Every transaction begins as a writer (BEGIN IMMEDIATE), not as a reader that becomes one at its
+ * first write. A deferred transaction that read first and then writes fails at once
+ * (SQLITE_BUSY_SNAPSHOT, no busy wait) when another process committed in between: with an API and
+ * a worker process on one file, a fan-out batch failed that way on nearly every commit of the API.
+ * An immediate one waits for the file's write lock (busy_timeout) before it reads anything. Within
+ * one process nothing changes: its one writing connection runs one transaction at a time anyway.
+ */
+function beginAsWriter(client: TransactionMaking): void {
+  const make = client.transaction.bind(client);
+  client.transaction = (...args: unknown[]) => {
+    const trx = make(...args);
+    trx.begin = (conn: unknown) => trx.query(conn, 'BEGIN IMMEDIATE;');
+    return trx;
+  };
+}
+
 /** A SQLite database's read connection, opened on first use (after the migrations). */
 interface ReadConnection {
   file: string;
@@ -209,6 +230,13 @@ export const sqlite: Dialect = {
     if (method !== 'select') return (await query) as unknown[];
     return readRows(read, sql, bindings.map(sqliteValue));
   },
+  async selectBuiltInBackground(query) {
+    const read = readConnections.get(query.client);
+    if (!read) return (await query) as unknown[];
+    const { method, sql, bindings } = query.toSQL();
+    if (method !== 'select') return (await query) as unknown[];
+    return read.background.read(sql, bindings.map(sqliteValue) as never[]);
+  },
   async changeRows(db, sql, bindings) {
     if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings)) as number;
     return ((await db.raw(sql, bindings as never[])) as { changes: number }).changes;
@@ -234,6 +262,11 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
       min: 1,
       max: 1,
       afterCreate(conn: { pragma(sql: string): unknown }, done: (err: Error | null, conn: unknown) => void) {
+        // A new file keeps a map of its pages, so that the pages retention frees can be given back
+        // to the file system a few at a time (PRAGMA incremental_vacuum), without the rewrite of the
+        // whole file a VACUUM is. On a file with tables already this changes nothing until a VACUUM
+        // (README: retention). Set before anything else writes to a new file.
+        conn.pragma('auto_vacuum = INCREMENTAL');
         conn.pragma('journal_mode = WAL');
         // FULL: a commit is on disk before it is acknowledged (DbOptions.synchronous says the trade-off).
         conn.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
@@ -255,6 +288,7 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
     },
   });
   inlineLimits(db.client as CompilingClient);
+  beginAsWriter(db.client as TransactionMaking);
   if (file !== ':memory:') {
     // A second connection to an in-memory database would be another database: reads share knex's.
     const read: ReadConnection = { file, background: new BackgroundReader(file) };

@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Deps } from '../deps.js';
-import { claimDueJobs, releaseJobs, renewLeases, type JobLane, type JobRecord } from '../db/repos/jobs.js';
-import { executeJob } from './execute.js';
+import { claimDueJobs, releaseJobs, renewLeases, retryJobsLater, type JobLane, type JobRecord } from '../db/repos/jobs.js';
+import { executeJob, retryDelayMs } from './execute.js';
 import type { WorkerContext } from './worker-context.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 import { Destinations } from './destinations.js';
@@ -85,6 +85,13 @@ const EMPTY_CLAIM_GAP_MS = 50;
 const WEBHOOK = 'webhook:';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Lets the event loop run what waits (requests, timers, I/O) before the next batch. On SQLite a
+ * statement runs on the calling thread and every promise of a batch resolves at once: batch after
+ * batch (a fan-out's 200) would otherwise run as one chain that never returns to the event loop.
+ */
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * The job runner: claims due jobs under a lease and runs them, continuously, on two paths that
@@ -234,6 +241,7 @@ export class JobRunner {
   private async localLoop(): Promise<void> {
     let idleMs = 10;
     while (!this.stopping) {
+      await yieldToEventLoop();
       let claimed = 0;
       let fanout = false;
       try {
@@ -262,6 +270,7 @@ export class JobRunner {
         await executeInAppBatch(this.ctx, inApp);
       } catch (err) {
         this.deps.logger.error({ err, jobs: inApp.length }, 'in-app batch failed unexpectedly');
+        await this.retryLater(inApp);
       }
     }
     const queue = jobs.filter((job) => !isInAppJob(job));
@@ -299,7 +308,10 @@ export class JobRunner {
           }
         }
         // A full claim may leave more behind, for the slots still free.
-        if (limit > 0 && claimed >= limit && this.inFlight.size < this.options.slots) continue;
+        if (limit > 0 && claimed >= limit && this.inFlight.size < this.options.slots) {
+          await yieldToEventLoop();
+          continue;
+        }
         idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
         // Every trigger wakes both loops, in-app ones too: after a claim that found no send, the
         // next waits a little, so a stream of in-app triggers costs few empty claims here.
@@ -363,8 +375,22 @@ export class JobRunner {
     try {
       await executeJob(gated ? { ...this.ctx, gate: this.destinations } : this.ctx, job);
     } catch (err) {
-      // Left running under its lease: another worker (or this one) takes it over when the lease ends.
       this.deps.logger.error({ err, jobId: job.id }, 'job failed unexpectedly');
+      await this.retryLater([job]);
+    }
+  }
+
+  /**
+   * Jobs whose run failed unexpectedly go back in the queue after their backoff (a busy database,
+   * a bug), not at the end of their lease. Should even that fail, the lease still ends.
+   */
+  private async retryLater(jobs: JobRecord[]): Promise<void> {
+    const now = this.deps.clock.now();
+    const attempts = Math.max(1, ...jobs.map((job) => job.attempts));
+    try {
+      await retryJobsLater(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, now, new Date(now.getTime() + retryDelayMs(attempts, this.ctx.random)));
+    } catch (err) {
+      this.deps.logger.error({ err, jobs: jobs.length }, 'job runner: putting failed jobs back failed; their leases will end');
     }
   }
 

@@ -79,6 +79,28 @@ describe('npm run plans', () => {
     expect((await keys.enterprise.get('/v1/subscribers').expect(200)).headers).not.toHaveProperty('ratelimit');
   });
 
+  it("sets an environment's retention, back to the server's with default, and lists each", async () => {
+    const { environmentIds } = await createTenant(t, { name: 'retention org', plan: 'pro' });
+    const environmentId = environmentIds.development;
+    const set = await runScript('scripts/plans.ts', ['retention', environmentId, '90'], env);
+    expect(set).toMatchObject({ code: 0, stdout: `Environment ${environmentId} keeps its notifications 90 days\n` });
+    expect(await t.db('environments').where({ id: environmentId }).first('retention_days')).toEqual({ retention_days: 90 });
+    expect((await runScript('scripts/plans.ts', ['retention'], env)).stdout).toContain(`${environmentId}  `);
+    expect((await runScript('scripts/plans.ts', ['retention'], env)).stdout).toMatch(new RegExp(`${environmentId} {2}\\w+ {2}development {2}90 days\n`));
+    expect((await runScript('scripts/plans.ts', ['retention', environmentId, '0'], env)).stdout).toContain('keeps its notifications for ever');
+    const back = await runScript('scripts/plans.ts', ['retention', environmentId, 'default'], env);
+    expect(back.stdout).toContain("30 days (the server's HERALD_RETENTION_DAYS)");
+    expect(await t.db('environments').where({ id: environmentId }).first('retention_days')).toEqual({ retention_days: null });
+    for (const [args, message] of [
+      [['retention', environmentId, 'week'], 'days must be a whole number'],
+      [['retention', 'nope', '7'], 'No environment nope'],
+    ] as const) {
+      const res = await runScript('scripts/plans.ts', [...args], env);
+      expect(res.code).toBe(1);
+      expect(res.stderr).toContain(message);
+    }
+  }, 60_000);
+
   it('refuses bad input before touching anything', async () => {
     const cases: Array<[string[], number, string]> = [
       [['set', enterpriseOrganizationId, '--plan', 'platinum'], 1, '--plan must be one of free, pro, enterprise'],

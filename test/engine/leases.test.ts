@@ -108,6 +108,27 @@ describe('digest under concurrent triggers', () => {
     const feed = (await t.a.get('/v1/subscribers/busy/messages').expect(200)).body;
     expect(feed.data.map((m: { content: string }) => m.content)).toEqual(['20']);
   });
+
+  it('put a job whose run failed unexpectedly back in the queue after its backoff, not at the end of its lease', async () => {
+    await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada', transactionId: 'unexpected' }).expect(201);
+    const { id: eventId } = await t.db('events').where({ transaction_id: 'unexpected' }).first('id');
+    const ours = () => t.db('jobs').where({ event_id: eventId });
+    // A step the workflow does not have: the run throws something no provider said (a bug of ours).
+    await ours().update({ step_index: 7 });
+    const runner = new JobRunner(t.deps, { leaseMs: 600_000, random: () => 0.5 });
+    await runner.runBatch();
+    const job = await ours().first('status', 'lease_owner', 'run_at', 'attempts');
+    expect(job).toMatchObject({ status: 'queued', lease_owner: null, attempts: 1 });
+    // The first retry's backoff (about 2 s), far short of the lease.
+    const waitMs = Date.parse(job.run_at) - t.clock.now().getTime();
+    expect(waitMs).toBeGreaterThan(0);
+    expect(waitMs).toBeLessThan(5_000);
+    await runner.runBatch();
+    expect(await ours().first('attempts')).toEqual({ attempts: 1 });
+    t.clock.advance(waitMs);
+    await runner.runBatch();
+    expect(await ours().first('attempts')).toEqual({ attempts: 2 });
+  });
 });
 
 describe('waking', () => {

@@ -15,6 +15,10 @@ import * as throttles from './20261125_80_throttles.js';
 import * as webhookEndpoints from './20261125_85_webhook_endpoints.js';
 import * as webhookDeliveries from './20261125_86_webhook_deliveries.js';
 import * as webhookAttempts from './20261125_87_webhook_attempts.js';
+import * as notificationListIndexes from './20261125_89_notification_list_indexes.js';
+import * as notificationCounts from './20261125_90_notification_counts.js';
+import * as retentionDays from './20261125_91_retention_days.js';
+import * as retentionIndexes from './20261125_92_retention_indexes.js';
 import * as sendLimits from './20261125_97_send_limits.js';
 
 /**
@@ -38,6 +42,10 @@ const migrations: Record<string, Knex.Migration> = {
   '20261125_85_webhook_endpoints': webhookEndpoints,
   '20261125_86_webhook_deliveries': webhookDeliveries,
   '20261125_87_webhook_attempts': webhookAttempts,
+  '20261125_89_notification_list_indexes': notificationListIndexes,
+  '20261125_90_notification_counts': notificationCounts,
+  '20261125_91_retention_days': retentionDays,
+  '20261125_92_retention_indexes': retentionIndexes,
   '20261125_97_send_limits': sendLimits,
 };
 

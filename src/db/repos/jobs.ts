@@ -240,6 +240,22 @@ export async function releaseJobs(db: Db, ids: string[], owner: string, now: Dat
     });
 }
 
+/**
+ * Jobs a worker holds whose run failed unexpectedly (an error of ours or of the database, not of a
+ * provider): back in the queue from `runAt` on (the job's backoff), their attempt spent, instead of
+ * running under their lease until it runs out.
+ */
+export async function retryJobsLater(db: Db, ids: string[], owner: string, now: Date, runAt: Date): Promise<void> {
+  for (const part of chunks(ids)) {
+    const list = inList(db, 'id', part);
+    await changeRows(
+      db,
+      `UPDATE jobs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, run_at = ?, updated_at = ? WHERE lease_owner = ? AND status = 'running' AND ${list.sql}`,
+      [runAt.toISOString(), now.toISOString(), owner, ...list.bindings],
+    );
+  }
+}
+
 /** Jobs merged into a digest, oldest first, with the payloads of their events. */
 export async function digestFollowers(trx: Runner, leaderId: string): Promise<Array<JobRecord & { payload: unknown }>> {
   const rows = await trx('jobs as j')

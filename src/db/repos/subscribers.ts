@@ -88,6 +88,7 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
       { column: 's.id', order: 'asc' },
     ],
     (rows) => withChannels(db, rows),
+    db('subscribers').where('environment_id', environmentId),
   );
 }
 

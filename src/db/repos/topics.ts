@@ -2,7 +2,7 @@ import type { Db, Runner } from '../knex.js';
 import { whereInShard, type FanoutShard } from '../fanout-shards.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
-import { paginate, type Page, type PageRequest } from '../paginate.js';
+import { countOf, paginate, type Page, type PageRequest } from '../paginate.js';
 import { chunks, ID_CHUNK } from '../chunks.js';
 
 export type Topic = Schemas['Topic'];
@@ -53,40 +53,26 @@ function scoped(db: Db, environmentId: string) {
 }
 
 /**
- * The member count and first members of several topics, in a fixed number of queries however
- * large the topics are: one grouped COUNT, and one ranking of memberships cut at the first 100 per
- * topic. Subscribers are joined only for the rows that survive the cut.
+ * The member count and first members of several topics (a page of them), each read as membersOf
+ * reads one: a ranking of all the topics' memberships at once numbered every member of a topic of
+ * 100,000 to keep its first 100.
  */
 async function membersOfMany(db: Db, topicIds: string[]): Promise<Map<string, Members>> {
-  const members = new Map<string, Members>(topicIds.map((id) => [id, { count: 0, first: [] }]));
-  for (const ids of chunks(topicIds, ID_CHUNK)) {
-    const counts = await db('topic_subscribers').whereIn('topic_id', ids).groupBy('topic_id').select('topic_id').count({ n: '*' });
-    for (const row of counts as Array<{ topic_id: string; n: number | string }>) members.get(row.topic_id)!.count = Number(row.n);
-    const ranked = db('topic_subscribers')
-      .whereIn('topic_id', ids)
-      .select('topic_id', 'subscriber_id', db.raw('row_number() over (partition by topic_id order by created_at, subscriber_id) as rn'))
-      .as('r');
-    const first = await db
-      .from(ranked)
-      .join('subscribers as s', 's.id', 'r.subscriber_id')
-      .where('r.rn', '<=', INLINE_MEMBERS)
-      .orderBy([{ column: 'r.topic_id' }, { column: 'r.rn' }])
-      .select('r.topic_id', 's.subscriber_id');
-    for (const row of first as Array<{ topic_id: string; subscriber_id: string }>) members.get(row.topic_id)!.first.push(row.subscriber_id);
-  }
+  const members = new Map<string, Members>();
+  for (const id of topicIds) members.set(id, await membersOf(db, id));
   return members;
 }
 
-/** The same for one topic, with a plain COUNT and an index-ordered LIMIT. */
+/** A topic's member count (off the event loop: a topic may have many) and its first members, in the index's order. */
 async function membersOf(db: Db, topicId: string): Promise<Members> {
-  const [countRow] = await db('topic_subscribers').where('topic_id', topicId).count({ n: '*' });
+  const count = await countOf(db('topic_subscribers').where('topic_id', topicId));
   const first = await db('topic_subscribers as ts')
     .join('subscribers as s', 's.id', 'ts.subscriber_id')
     .where('ts.topic_id', topicId)
     .orderBy([{ column: 'ts.created_at' }, { column: 'ts.subscriber_id' }])
     .limit(INLINE_MEMBERS)
     .select('s.subscriber_id');
-  return { count: Number((countRow as { n: number | string }).n), first: first.map((row: { subscriber_id: string }) => row.subscriber_id) };
+  return { count, first: first.map((row: { subscriber_id: string }) => row.subscriber_id) };
 }
 
 async function withMembers(db: Db, rows: TopicRow[]): Promise<Topic[]> {
@@ -97,7 +83,11 @@ async function withMembers(db: Db, rows: TopicRow[]): Promise<Topic[]> {
 
 export async function listTopics(db: Db, environmentId: string, page: PageRequest, key?: string): Promise<Page<Topic>> {
   const query = scoped(db, environmentId);
-  if (key !== undefined) query.where('t.topic_key', key);
+  const counted = db('topics').where('environment_id', environmentId);
+  if (key !== undefined) {
+    query.where('t.topic_key', key);
+    counted.where('topic_key', key);
+  }
   return paginate<TopicRow, Topic>(
     query,
     page,
@@ -106,6 +96,7 @@ export async function listTopics(db: Db, environmentId: string, page: PageReques
       { column: 't.id', order: 'asc' },
     ],
     (rows) => withMembers(db, rows),
+    counted,
   );
 }
 
@@ -151,6 +142,8 @@ export async function listMembers(db: Db, topicId: string, page: PageRequest): P
       { column: 'ts.subscriber_id', order: 'asc' },
     ],
     (rows) => rows.map((row) => ({ subscriberId: row.subscriber_id, addedAt: row.created_at })),
+    // Every membership has its subscriber (a foreign key that cascades): counted without the join.
+    db('topic_subscribers').where('topic_id', topicId),
   );
 }
 

@@ -1,0 +1,101 @@
+// What retention (engine/retention.ts) deletes, a small batch a transaction: notifications past
+// their environment's retention with what hangs off them, then the events left without any. The
+// foreign keys cascade from a notification to its jobs and their execution details, and from an
+// event to its own jobs (a fan-out's); messages are deleted by their notification. The kept count
+// of notifications (migration 90) follows in the same transaction.
+import { changeRows, inList, isPostgres, selectRows, type Db } from '../knex.js';
+import { writeTransaction } from '../group-commit.js';
+import { OPEN_JOB_STATUSES } from './jobs.js';
+
+const OPEN = OPEN_JOB_STATUSES.map((status) => `'${status}'`).join(', ');
+
+/** Each environment and its own retention in days (null: the server's). */
+export async function environmentRetention(db: Db): Promise<Array<{ id: string; retentionDays: number | null }>> {
+  const rows = await selectRows<{ id: string; retention_days: number | null }>(db, 'SELECT id, retention_days FROM environments ORDER BY id', []);
+  return rows.map((row) => ({ id: row.id, retentionDays: row.retention_days === null ? null : Number(row.retention_days) }));
+}
+
+/**
+ * An environment's notifications created before `before`, oldest first, but for those whose work
+ * is not over: a job of theirs still open (a pending delay or digest, a send to retry), or merged
+ * into a digest that is still open (which reads their events when it closes).
+ */
+const EXPIRED_NOTIFICATIONS = `SELECT n.id FROM notifications n
+  WHERE n.environment_id = ? AND n.created_at < ?
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notification_id = n.id AND (j.status IN (${OPEN})
+      OR (j.status = 'merged' AND EXISTS (SELECT 1 FROM jobs d WHERE d.id = j.merged_into AND d.status IN (${OPEN})))))
+  ORDER BY n.created_at, n.id LIMIT ?`;
+
+/** An environment's events created before `before` with no notification left and no job still open. */
+const EXPIRED_EVENTS = `SELECT e.id FROM events e
+  WHERE e.environment_id = ? AND e.created_at < ?
+    AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.event_id = e.id)
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = e.id AND j.status IN (${OPEN}))
+  ORDER BY e.created_at, e.id LIMIT ?`;
+
+/**
+ * Deletes up to `limit` of an environment's notifications created before `before` (EXPIRED_NOTIFICATIONS),
+ * with their messages, jobs and execution details, in one transaction. Answers how many it deleted:
+ * fewer than `limit` once none is left.
+ */
+export async function deleteExpiredNotifications(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
+  return writeTransaction(db, async (trx) => {
+    const ids = (await selectRows<{ id: string }>(trx, EXPIRED_NOTIFICATIONS, [environmentId, before.toISOString(), limit])).map((row) => row.id);
+    if (ids.length === 0) return 0;
+    const messages = inList(trx, 'notification_id', ids);
+    await changeRows(trx, `DELETE FROM messages WHERE ${messages.sql}`, messages.bindings);
+    const notifications = inList(trx, 'id', ids);
+    await changeRows(trx, `DELETE FROM notifications WHERE ${notifications.sql}`, notifications.bindings);
+    return ids.length;
+  });
+}
+
+/** Deletes up to `limit` of an environment's events created before `before` that nothing needs any more (EXPIRED_EVENTS). */
+export async function deleteExpiredEvents(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
+  return writeTransaction(db, async (trx) => {
+    const ids = (await selectRows<{ id: string }>(trx, EXPIRED_EVENTS, [environmentId, before.toISOString(), limit])).map((row) => row.id);
+    if (ids.length === 0) return 0;
+    const events = inList(trx, 'id', ids);
+    await changeRows(trx, `DELETE FROM events WHERE ${events.sql}`, events.bindings);
+    return ids.length;
+  });
+}
+
+/**
+ * SQLite: whether the file gives deleted pages back (auto_vacuum = INCREMENTAL, set on every new
+ * file by sqlite.ts), and how many pages are free. A file made before that keeps its pages (for new
+ * rows) until a VACUUM rewrites it (README: retention). PostgreSQL: null; its autovacuum reuses them.
+ */
+export async function freeSpace(db: Db): Promise<{ incremental: boolean; freePages: number } | null> {
+  if (isPostgres(db)) return null;
+  const [mode] = (await db.raw('PRAGMA auto_vacuum')) as Array<{ auto_vacuum: number }>;
+  const [free] = (await db.raw('PRAGMA freelist_count')) as Array<{ freelist_count: number }>;
+  return { incremental: mode.auto_vacuum === 2, freePages: free.freelist_count };
+}
+
+/** SQLite (auto_vacuum = INCREMENTAL): gives up to `pages` free pages back to the file system. */
+export async function giveBackPages(db: Db, pages: number): Promise<void> {
+  if (isPostgres(db)) return;
+  // Run to its end with exec: a prepared statement's run() steps it once, which gives back one page.
+  const connection = (await db.client.acquireConnection()) as { exec(sql: string): unknown };
+  try {
+    connection.exec(`PRAGMA incremental_vacuum(${Math.max(1, Math.floor(pages))})`);
+  } finally {
+    await db.client.releaseConnection(connection);
+  }
+}
+
+/** Sets an environment's own retention in days (null: the server's HERALD_RETENTION_DAYS; 0: for ever). False when there is no such environment. */
+export async function setEnvironmentRetention(db: Db, environmentId: string, days: number | null): Promise<boolean> {
+  return (await changeRows(db, 'UPDATE environments SET retention_days = ? WHERE id = ?', [days, environmentId])) > 0;
+}
+
+/** Every environment with its organization and its own retention (null: the server's), for the operator's CLI. */
+export async function listEnvironmentRetention(db: Db): Promise<Array<{ id: string; organizationId: string; name: string; retentionDays: number | null }>> {
+  const rows = await selectRows<{ id: string; organization_id: string; name: string; retention_days: number | null }>(
+    db,
+    'SELECT id, organization_id, name, retention_days FROM environments ORDER BY organization_id, name',
+    [],
+  );
+  return rows.map((row) => ({ id: row.id, organizationId: row.organization_id, name: row.name, retentionDays: row.retention_days === null ? null : Number(row.retention_days) }));
+}

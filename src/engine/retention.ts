@@ -1,0 +1,102 @@
+// Retention: notifications, their jobs, execution details and messages, and their events, are kept
+// for their environment's retention (its own, else HERALD_RETENTION_DAYS) and then deleted, a small
+// batch a transaction, the event loop free between two; a notification whose work is not over (a
+// delay or digest still pending) is kept until it is. On SQLite the pages freed go back to the file
+// system a few at a time. Runs in every process that runs jobs, once soon after start and then
+// every RETENTION_EVERY_MS.
+import type { Deps } from '../deps.js';
+import {
+  deleteExpiredEvents,
+  deleteExpiredNotifications,
+  environmentRetention,
+  freeSpace,
+  giveBackPages,
+} from '../db/repos/retention.js';
+
+/** Notifications (or events) a transaction: each batch's transaction stays short (a few ms). */
+export const RETENTION_BATCH = 250;
+/** SQLite pages given back a step (4 KiB each). */
+const PAGES_A_STEP = 2_000;
+const DAY_MS = 86_400_000;
+export const RETENTION_EVERY_MS = 60 * 60_000;
+const FIRST_SWEEP_MS = 60_000;
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export interface Swept {
+  notifications: number;
+  events: number;
+  /** SQLite: pages given back to the file system. */
+  pages: number;
+}
+
+/** One pass over every environment: deletes what is past its retention, then gives SQLite's free pages back. */
+export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = RETENTION_BATCH): Promise<Swept> {
+  const swept: Swept = { notifications: 0, events: 0, pages: 0 };
+  const now = deps.clock.now().getTime();
+  for (const environment of await environmentRetention(deps.db)) {
+    const days = environment.retentionDays ?? deps.config.retentionDays;
+    if (days <= 0) continue;
+    const before = new Date(now - days * DAY_MS);
+    for (let deleted = batch; deleted === batch; swept.notifications += deleted) {
+      deleted = await deleteExpiredNotifications(deps.db, environment.id, before, batch);
+      await yieldToEventLoop();
+    }
+    for (let deleted = batch; deleted === batch; swept.events += deleted) {
+      deleted = await deleteExpiredEvents(deps.db, environment.id, before, batch);
+      await yieldToEventLoop();
+    }
+  }
+  const space = await freeSpace(deps.db);
+  if (space?.incremental) {
+    // As many steps as the pages free now need: pages freed meanwhile wait for the next pass.
+    for (let step = 0; step < Math.ceil(space.freePages / PAGES_A_STEP); step++) {
+      await giveBackPages(deps.db, PAGES_A_STEP);
+      await yieldToEventLoop();
+    }
+    swept.pages = Math.max(0, space.freePages - (await freeSpace(deps.db))!.freePages);
+  } else if (space && swept.notifications > 0) {
+    deps.logger.warn(
+      { freePages: space.freePages },
+      'retention: this SQLite file was made without auto_vacuum, so it reuses the space freed but does not shrink; see the README (retention) to convert it',
+    );
+  }
+  return swept;
+}
+
+/** Runs sweepExpired now and then, until stopped; a pass that fails is logged and tried again at the next. */
+export class RetentionSweeper {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+
+  constructor(private readonly deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>) {}
+
+  start(firstInMs = FIRST_SWEEP_MS): void {
+    this.schedule(firstInMs);
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  private schedule(ms: number): void {
+    this.timer = setTimeout(() => {
+      this.running = this.sweep().finally(() => {
+        this.running = undefined;
+        if (this.timer) this.schedule(RETENTION_EVERY_MS);
+      });
+    }, ms);
+    this.timer.unref();
+  }
+
+  private async sweep(): Promise<void> {
+    try {
+      const swept = await sweepExpired(this.deps);
+      if (swept.notifications + swept.events > 0) this.deps.logger.info(swept, 'retention: deleted what was past its retention');
+    } catch (err) {
+      this.deps.logger.error({ err }, 'retention: a pass failed; trying again at the next');
+    }
+  }
+}

@@ -1,0 +1,141 @@
+// Retention deletes what is past its environment's retention, with everything that hangs off it,
+// a batch at a time; it keeps what a pending delay or an open digest still needs, and what an
+// environment keeps longer (or for ever); the kept count of notifications follows.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createOrganization } from '../../src/db/repos/accounts.js';
+import { eventRow } from '../../src/db/repos/events.js';
+import { addExecutionDetails, jobRow, type JobStatus } from '../../src/db/repos/jobs.js';
+import { countNotifications, notificationRow } from '../../src/db/repos/notifications.js';
+import { freeSpace, setEnvironmentRetention } from '../../src/db/repos/retention.js';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { sweepExpired } from '../../src/engine/retention.js';
+import { newId } from '../../src/ids.js';
+import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+
+const NOW = new Date('2026-11-25T12:00:00.000Z');
+const daysAgo = (days: number) => new Date(NOW.getTime() - days * 86_400_000);
+
+let testDb: TestDb;
+let environments: { production: string; development: string };
+let subscriberKey: string;
+
+beforeEach(async () => {
+  testDb = await createTestDb();
+  const { environmentIds } = await createOrganization(testDb.db, { name: 'Retention', plan: 'enterprise', environments: ['production', 'development'] });
+  environments = { production: environmentIds.production, development: environmentIds.development };
+  subscriberKey = newId();
+  for (const environmentId of Object.values(environments)) {
+    const key = environmentId === environments.production ? subscriberKey : newId();
+    await insertRows(testDb.db, 'subscribers', [{ id: key, environment_id: environmentId, subscriber_id: 'ada', data: '{}', created_at: NOW.toISOString(), updated_at: NOW.toISOString() }]);
+  }
+});
+afterEach(async () => testDb?.close());
+
+/**
+ * A notification of its own event created `days` ago, with one job in `status` (and an execution
+ * detail), an in-app message, and a fan-out job of its event; answers the ids.
+ */
+async function notification(environmentId: string, days: number, status: JobStatus = 'completed', extra: { mergedInto?: string } = {}) {
+  const at = daysAgo(days);
+  const eventId = newId(at.getTime());
+  const workflow = { id: 'w', workflowId: 'welcome', name: 'Welcome', critical: false, preferenceSettings: {}, steps: [] } as never;
+  const row = notificationRow({ environmentId, eventId, transactionId: eventId, workflowKey: 'welcome', subscriberKey, subscriberId: 'ada', channels: ['in_app'] }, at);
+  const job = jobRow({ environmentId, eventId, notificationId: row.id as string, kind: 'step', stepIndex: 0, type: 'in_app', status, runAt: at, mergedInto: extra.mergedInto }, at);
+  const fanout = jobRow({ environmentId, eventId, notificationId: null, kind: 'fanout', type: 'fanout' as never, status: 'completed', runAt: at }, at);
+  await testDb.db.transaction(async (trx) => {
+    await insertRows(trx, 'events', [eventRow({ id: eventId, environmentId, transactionId: eventId, workflow, payload: {}, overrides: {}, createdAt: at.toISOString() } as never)]);
+    await insertRows(trx, 'notifications', [row]);
+    await insertRows(trx, 'jobs', [job, fanout]);
+    await addExecutionDetails(trx, [{ jobId: job.id, status: 'success', detail: 'done', isRetry: false }], at);
+    await insertRows(trx, 'messages', [
+      {
+        id: newId(at.getTime()),
+        environment_id: environmentId,
+        subscriber_key: subscriberKey,
+        subscriber_id: 'ada',
+        notification_id: row.id,
+        job_id: job.id,
+        transaction_id: eventId,
+        workflow_key: 'welcome',
+        content: 'Hi',
+        seen: false,
+        read: false,
+        created_at: at.toISOString(),
+      },
+    ]);
+  });
+  return { notificationId: row.id as string, jobId: job.id, eventId };
+}
+
+function sweep(retentionDays = 30, batch = 3) {
+  const deps = { db: testDb.db, clock: { now: () => NOW }, config: { ...loadConfig({}), retentionDays }, logger: createLogger('silent') };
+  return sweepExpired(deps, batch);
+}
+
+const count = async (table: string, where: Record<string, string> = {}) => Number((await testDb.db(table).where(where).count({ n: '*' }).first())!.n);
+
+describe('retention', () => {
+  it('deletes notifications past the retention with their jobs, execution details, messages and events, a batch at a time', async () => {
+    const old = [];
+    for (let i = 0; i < 8; i++) old.push(await notification(environments.production, 31 + i));
+    const recent = await notification(environments.production, 29);
+    expect(await countNotifications(testDb.db, environments.production)).toBe(9);
+
+    const swept = await sweep();
+    expect(swept).toMatchObject({ notifications: 8, events: 8 });
+    expect(await testDb.db('notifications').pluck('id')).toEqual([recent.notificationId]);
+    expect(await testDb.db('events').pluck('id')).toEqual([recent.eventId]);
+    // The step job and the fan-out job of the recent one, nothing of the others.
+    expect(await count('jobs')).toBe(2);
+    expect(await testDb.db('execution_details').pluck('job_id')).toEqual([recent.jobId]);
+    expect(await testDb.db('messages').pluck('notification_id')).toEqual([recent.notificationId]);
+    // The kept count follows the deletes, in their transactions.
+    expect(await countNotifications(testDb.db, environments.production)).toBe(1);
+    // A second pass finds nothing.
+    expect(await sweep()).toMatchObject({ notifications: 0, events: 0 });
+  });
+
+  it('keeps a notification whose delay or digest is still pending, and one merged into a digest still open', async () => {
+    const delayed = await notification(environments.production, 40, 'delayed');
+    const digest = await notification(environments.production, 10, 'pending');
+    const rider = await notification(environments.production, 40, 'merged', { mergedInto: digest.jobId });
+    const done = await notification(environments.production, 40);
+    await sweep();
+    expect((await testDb.db('notifications').pluck('id')).sort()).toEqual([delayed.notificationId, digest.notificationId, rider.notificationId].sort());
+    expect((await testDb.db('events').pluck('id')).sort()).toEqual([delayed.eventId, digest.eventId, rider.eventId].sort());
+    expect(await count('notifications', { id: done.notificationId })).toBe(0);
+
+    // Once the digest has closed, its rider goes at the next pass.
+    await testDb.db('jobs').where('id', digest.jobId).update({ status: 'completed' });
+    await sweep();
+    expect(await count('notifications', { id: rider.notificationId })).toBe(0);
+    expect(await count('notifications', { id: delayed.notificationId })).toBe(1);
+  });
+
+  it("follows an environment's own retention over the server's, and keeps everything when either is 0", async () => {
+    const production = await notification(environments.production, 40);
+    const development = await notification(environments.development, 40);
+    await setEnvironmentRetention(testDb.db, environments.development, 60);
+    await sweep();
+    expect(await testDb.db('notifications').pluck('id')).toEqual([development.notificationId]);
+
+    await setEnvironmentRetention(testDb.db, environments.development, 0);
+    await notification(environments.production, 400);
+    expect(await sweep(0)).toMatchObject({ notifications: 0 });
+    await setEnvironmentRetention(testDb.db, environments.development, 10);
+    expect(await sweep(0)).toMatchObject({ notifications: 1 });
+    expect(await count('notifications', { id: production.notificationId })).toBe(0);
+    expect(await count('notifications', { environment_id: environments.production })).toBe(1);
+  });
+
+  it.runIf(!testDatabaseUrl())('gives the pages it freed back to the file system on SQLite', async () => {
+    for (let i = 0; i < 200; i++) await notification(environments.production, 31 + (i % 5));
+    expect((await freeSpace(testDb.db))?.incremental).toBe(true);
+    const swept = await sweep(30, 50);
+    expect(swept.notifications).toBe(200);
+    expect(swept.pages).toBeGreaterThan(0);
+    expect((await freeSpace(testDb.db))?.freePages).toBe(0);
+  });
+});
