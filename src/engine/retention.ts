@@ -7,6 +7,7 @@
 import type { Deps } from '../deps.js';
 import {
   deleteExpiredEvents,
+  deleteExpiredWebhookDeliveries,
   deleteExpiredNotifications,
   environmentRetention,
   freeSpace,
@@ -26,13 +27,14 @@ const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resol
 export interface Swept {
   notifications: number;
   events: number;
+  webhookDeliveries: number;
   /** SQLite: pages given back to the file system. */
   pages: number;
 }
 
 /** One pass over every environment: deletes what is past its retention, then gives SQLite's free pages back. */
 export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = RETENTION_BATCH): Promise<Swept> {
-  const swept: Swept = { notifications: 0, events: 0, pages: 0 };
+  const swept: Swept = { notifications: 0, events: 0, webhookDeliveries: 0, pages: 0 };
   const now = deps.clock.now().getTime();
   for (const environment of await environmentRetention(deps.db)) {
     const days = environment.retentionDays ?? deps.config.retentionDays;
@@ -44,6 +46,10 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     }
     for (let deleted = batch; deleted === batch; swept.events += deleted) {
       deleted = await deleteExpiredEvents(deps.db, environment.id, before, batch);
+      await yieldToEventLoop();
+    }
+    for (let deleted = batch; deleted === batch; swept.webhookDeliveries += deleted) {
+      deleted = await deleteExpiredWebhookDeliveries(deps.db, environment.id, before, batch);
       await yieldToEventLoop();
     }
   }
@@ -94,7 +100,7 @@ export class RetentionSweeper {
   private async sweep(): Promise<void> {
     try {
       const swept = await sweepExpired(this.deps);
-      if (swept.notifications + swept.events > 0) this.deps.logger.info(swept, 'retention: deleted what was past its retention');
+      if (swept.notifications + swept.events + swept.webhookDeliveries > 0) this.deps.logger.info(swept, 'retention: deleted what was past its retention');
     } catch (err) {
       this.deps.logger.error({ err }, 'retention: a pass failed; trying again at the next');
     }

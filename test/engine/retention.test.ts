@@ -138,4 +138,17 @@ describe('retention', () => {
     expect(swept.pages).toBeGreaterThan(0);
     expect((await freeSpace(testDb.db))?.freePages).toBe(0);
   });
+  it('deletes webhook deliveries past the retention once they are over, with their attempts, and keeps those still to be tried', async () => {
+    const delivery = (status: string, daysOld: number) => {
+      const at = daysAgo(daysOld).toISOString();
+      return { id: newId(), environment_id: environments.production, endpoint_id: newId(), event_id: `msg_${newId()}`, event_type: 'message.sent', payload: '{}', status, attempts: 1, manual: false, run_at: at, created_at: at, updated_at: at };
+    };
+    const rows = [delivery('succeeded', 40), delivery('failed', 35), delivery('pending', 40), delivery('succeeded', 5)];
+    await insertRows(testDb.db, 'webhook_deliveries', rows);
+    await insertRows(testDb.db, 'webhook_attempts', [{ id: newId(), delivery_id: rows[0].id, attempt: 1, trigger: 'scheduled', status_code: 200, duration_ms: 3, response: 'ok', created_at: rows[0].created_at }]);
+
+    expect(await sweep()).toMatchObject({ webhookDeliveries: 2 });
+    expect((await testDb.db('webhook_deliveries').pluck('id')).sort()).toEqual([rows[2].id, rows[3].id].sort());
+    expect(await count('webhook_attempts')).toBe(0);
+  });
 });

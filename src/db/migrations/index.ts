@@ -20,6 +20,7 @@ import * as notificationCounts from './20261125_90_notification_counts.js';
 import * as retentionDays from './20261125_91_retention_days.js';
 import * as retentionIndexes from './20261125_92_retention_indexes.js';
 import * as sendLimits from './20261125_97_send_limits.js';
+import * as webhookRetention from './20261125_98_webhook_retention.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -47,6 +48,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261125_91_retention_days': retentionDays,
   '20261125_92_retention_indexes': retentionIndexes,
   '20261125_97_send_limits': sendLimits,
+  '20261125_98_webhook_retention': webhookRetention,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,5 +1,6 @@
 // What retention (engine/retention.ts) deletes, a small batch a transaction: notifications past
-// their environment's retention with what hangs off them, then the events left without any. The
+// their environment's retention with what hangs off them, then the events left without any, then
+// the webhook deliveries that are over (their attempts cascade). The
 // foreign keys cascade from a notification to its jobs and their execution details, and from an
 // event to its own jobs (a fan-out's); messages are deleted by their notification. The kept count
 // of notifications (migration 90) follows in the same transaction.
@@ -57,6 +58,22 @@ export async function deleteExpiredEvents(db: Db, environmentId: string, before:
     if (ids.length === 0) return 0;
     const events = inList(trx, 'id', ids);
     await changeRows(trx, `DELETE FROM events WHERE ${events.sql}`, events.bindings);
+    return ids.length;
+  });
+}
+
+/** An environment's webhook deliveries created before `before` that are over (delivered, or failed for good). */
+const EXPIRED_DELIVERIES = `SELECT id FROM webhook_deliveries
+  WHERE environment_id = ? AND created_at < ? AND status IN ('succeeded', 'failed')
+  ORDER BY created_at, id LIMIT ?`;
+
+/** Deletes up to `limit` of an environment's webhook deliveries past its retention (EXPIRED_DELIVERIES), with their attempts. */
+export async function deleteExpiredWebhookDeliveries(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
+  return writeTransaction(db, async (trx) => {
+    const ids = (await selectRows<{ id: string }>(trx, EXPIRED_DELIVERIES, [environmentId, before.toISOString(), limit])).map((row) => row.id);
+    if (ids.length === 0) return 0;
+    const deliveries = inList(trx, 'id', ids);
+    await changeRows(trx, `DELETE FROM webhook_deliveries WHERE ${deliveries.sql}`, deliveries.bindings);
     return ids.length;
   });
 }
