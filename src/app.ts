@@ -12,6 +12,7 @@ import { docsPage } from './http/docs.js';
 import { metricsEndpoint, recordHttpMetrics } from './http/metrics.js';
 import { registerEngineMetrics } from './engine/metrics.js';
 import { dashboard } from './dashboard/index.js';
+import { inboxExample } from './http/examples.js';
 import { isReady } from './db/knex.js';
 
 export interface AppOptions {
@@ -63,6 +64,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   app.get('/docs', docsPage(deps.logger, options.docsFile));
   app.all(['/health', '/ready', '/metrics', '/docs'], onlyGet);
   app.use('/dashboard', dashboard(deps));
+  app.use('/examples/inbox', inboxExample());
 
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));
   app.use(errorHandler(deps.logger));

@@ -129,6 +129,8 @@ export function createInboxClient({ baseUrl, token, fetch: customFetch }: InboxC
         headers: async () => ({ Authorization: `Bearer ${await currentToken()}` }),
         lastEventId: options.lastEventId,
         idleTimeoutMs: options.idleTimeoutMs,
+        // A fixed token refused once is refused forever; a token function may bring a new one.
+        retryUnauthorized: typeof token === 'function',
         fetch: customFetch,
         onOpen: handlers.onOpen,
         onError: handlers.onError,

@@ -29,6 +29,8 @@ export interface EventStreamOptions {
   maxRetryMs?: number;
   /** No byte for this long (the server pings every 25 s) means a dead connection: reconnect. */
   idleTimeoutMs?: number;
+  /** Try again after a 401 (default): worth it only when `headers` can bring a renewed credential. */
+  retryUnauthorized?: boolean;
   fetch?: typeof fetch;
 }
 
@@ -109,7 +111,7 @@ export function openEventStream(options: EventStreamOptions): EventStream {
       if (closed) return;
       const reason = signal.aborted ? signal.reason : caught;
       const error = reason instanceof EventStreamError ? reason : new EventStreamError(reason instanceof Error ? reason.message : String(reason), 0);
-      if (FATAL.has(error.status)) {
+      if (FATAL.has(error.status) || (error.status === 401 && options.retryUnauthorized === false)) {
         closed = true;
         options.onError?.(error, undefined);
         return;

@@ -111,6 +111,17 @@ describe('openEventStream', () => {
     expect(connections).toHaveLength(3);
   });
 
+  it('stops at a 401 when told the credential cannot change', async () => {
+    const { url, connections } = await sseServer(({ res }) => {
+      res.writeHead(401, { 'Content-Type': 'application/json' }).end('{"statusCode":401,"error":"Unauthorized","message":"Invalid subscriber token"}');
+    });
+    const errors: Array<number | undefined> = [];
+    stream = openEventStream({ url, retryMs: 20, retryUnauthorized: false, onEvent: () => undefined, onError: (_error, retryIn) => errors.push(retryIn) });
+    await expect.poll(() => errors).toEqual([undefined]);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(connections).toHaveLength(1);
+  });
+
   it('drops a connection that says nothing for longer than the idle timeout, and reconnects', async () => {
     const { url, connections } = await sseServer(({ res }, index) => {
       streamHead(res);
