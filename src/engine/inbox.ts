@@ -273,3 +273,8 @@ export async function markInboxMessages(
   const until = await cursor(deps, key, upTo);
   return writeTransaction(deps.db, (trx) => changeInboxMessages(trx, owner.environmentId, key, set, until, deps.clock.now()));
 }
+
+/** The subscriber's key, for a stream (404 when the subscriber is gone). */
+export async function inboxSubscriberKey(deps: Deps, owner: InboxOwner): Promise<string> {
+  return keyOf(deps, owner);
+}
