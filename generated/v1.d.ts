@@ -685,8 +685,9 @@ export interface paths {
          *
          *     A live UI pages with cursors rather than page numbers, so items that arrive meanwhile neither
          *     repeat nor go missing: `before=<messageId>` gives the items older than that one (the next
-         *     page down), `after=<messageId>` the items newer than it (what arrived since the top of the
-         *     list, oldest of them last). A cursor that is not an item of this subscriber is a `404`.
+         *     page down), `after=<messageId>` the `limit` items just newer than it (what arrived since the
+         *     top of the list), also newest first; when `hasMore` is true, ask again with `after` set to the
+         *     first of them. A cursor that is not an item of this subscriber is a `404`.
          */
         get: operations["listInboxMessages"];
         put?: never;

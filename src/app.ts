@@ -14,6 +14,8 @@ import { registerEngineMetrics } from './engine/metrics.js';
 import { dashboard } from './dashboard/index.js';
 import { inboxExample } from './http/examples.js';
 import { isReady } from './db/knex.js';
+import { InboxHub } from './engine/inbox-hub.js';
+import { inboxCors, inboxPreflight } from './http/inbox-cors.js';
 
 export interface AppOptions {
   /** Compile every request validator in the background now rather than on each first use. */
@@ -24,10 +26,13 @@ export interface AppOptions {
 
 /** The HTTP application: request id and log → API key → rate limit → contract router (key check, JSON body, validation) → errors. */
 export async function createApp(deps: Deps, options: AppOptions = {}): Promise<Express> {
-  const api = await createApi(handlers, deps);
+  // The inbox's open streams; `app.locals.inboxHub.close()` ends them when the server stops.
+  const inboxHub = new InboxHub(deps);
+  const api = await createApi(handlers, deps, { inboxHub });
   if (options.precompile) precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');
+  app.locals.inboxHub = inboxHub;
   // Every answer is what its Content-Type says: a browser never sniffs a JSON error into HTML.
   app.use((_req, res, next) => {
     res.setHeader('X-Content-Type-Options', 'nosniff');
@@ -52,7 +57,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   // headers. Whether the key authorizes the request is the backend's decision, and the body is read
   // only once it has (api.ts, securityHandler). The four steps are one layer, so express's router
   // strips and restores the /v1 prefix once, not four times.
-  app.use('/v1', inSequence(route, authentication(deps), rateLimits(deps), apiMiddleware(api)));
+  app.use('/v1', inboxPreflight(deps), inSequence(route, authentication(deps), inboxCors(deps), rateLimits(deps), apiMiddleware(api)));
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });

@@ -5,7 +5,8 @@ import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
-import { insertMessages, type NewMessage } from '../db/repos/messages.js';
+import type { NewMessage } from '../db/repos/messages.js';
+import { deliverInboxMessages } from './inbox.js';
 import { notificationRecipient, setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import type { Schemas } from '../contract.js';
@@ -78,7 +79,7 @@ async function settle(
           now,
         );
       }
-      if (outcome.message) await insertMessages(trx, [outcome.message], now);
+      if (outcome.message) await deliverInboxMessages(trx, [outcome.message], now);
       const event = (await findEvent(trx, job.eventId, true))!;
       if (also) await also(trx, event);
       if (job.kind === 'step' && ['completed', 'skipped', 'failed', 'canceled'].includes(outcome.status)) {

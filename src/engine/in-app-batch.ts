@@ -9,7 +9,8 @@ import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, type JobRecord } from '../db/repos/jobs.js';
 import { markNotificationsProcessing, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
-import { insertMessages, type NewMessage } from '../db/repos/messages.js';
+import type { NewMessage } from '../db/repos/messages.js';
+import { deliverInboxMessages } from './inbox.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER } from './preferences.js';
@@ -72,7 +73,7 @@ async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promi
     })),
     now,
   );
-  await insertMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
+  await deliverInboxMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
 }
 
 export function isInAppJob(job: JobRecord): boolean {

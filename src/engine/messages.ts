@@ -6,6 +6,8 @@ import { notFound } from '../errors.js';
 import type { Page, PageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/messages.js';
 import { existingSubscriberKey } from './subscribers.js';
+import { writeTransaction } from '../db/group-commit.js';
+import { changeInboxMessage } from './inbox.js';
 
 export async function listFeed(
   deps: Deps,
@@ -18,7 +20,10 @@ export async function listFeed(
   return repo.listMessages(deps.db, key, page, { read: filters.read, seen: filters.seen });
 }
 
-/** Marks one message of the subscriber's feed seen or read, and answers it as it is now. */
+/**
+ * Marks one message of the subscriber's feed seen or read, and answers it as it is now: the same
+ * change as the inbox's (engine/inbox.ts), so the counts and every open inbox stream follow.
+ */
 export async function markFeedMessage(
   deps: Deps,
   environmentId: string,
@@ -27,8 +32,7 @@ export async function markFeedMessage(
   change: Body<'updateSubscriberMessage'>,
 ): Promise<repo.InAppMessage> {
   const key = await existingSubscriberKey(deps.db, environmentId, subscriberId);
-  if (!(await repo.markMessage(deps.db, key, messageId, change, deps.clock.now()))) {
-    throw notFound(`Message ${messageId} not found in the feed of ${subscriberId}`);
-  }
+  const changed = await writeTransaction(deps.db, (trx) => changeInboxMessage(trx, environmentId, key, messageId, { seen: change.seen, read: change.read }, deps.clock.now()));
+  if (!changed) throw notFound(`Message ${messageId} not found in the feed of ${subscriberId}`);
   return (await repo.findMessage(deps.db, key, messageId))!;
 }

@@ -131,6 +131,7 @@ export async function trigger(deps: Deps, auth: Auth, request: TriggerRequest, s
       critical: workflow.critical,
       preferenceSettings: workflow.preferenceSettings,
       steps: workflow.steps,
+      tags: workflow.tags,
     },
     payload,
     overrides: (request.overrides ?? {}) as EventRecord['overrides'],
