@@ -22,6 +22,7 @@ import { signInLimit, type SignInLimitScope } from './sign-in-limit.js';
 import { apiKeysPage, messagePage, signInPage, type KeysPageData } from './views.js';
 import { pageContext, requireCsrf, requireSession, sendPage as send } from './guards.js';
 import { activityRoutes } from './activity.js';
+import { inboxSettingsRoutes } from './inbox-settings.js';
 
 const KEY_NAME_MAX = 100;
 
@@ -113,6 +114,7 @@ export function dashboard(deps: Deps): Router {
   });
 
   activityRoutes(router, deps);
+  inboxSettingsRoutes(router, deps);
 
   router.use((req, res) => {
     send(res, 404, messagePage(pageContext(req, res), 'Page not found', 'There is nothing here.', { href: `${req.baseUrl}/`, text: 'Go to the dashboard' }));

@@ -70,6 +70,10 @@ tr:last-child td { border-bottom:0; }
 .hint { text-align:center; font-size:13px; color:var(--muted); }
 .actions { text-align:right; }
 .empty { text-align:center; padding:28px; color:var(--muted); }
+textarea { font:13px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; width:100%; padding:9px 12px; border:1px solid #d0d5dd; border-radius:8px; }
+.form-foot { margin-top:12px; }
+details.secret .keyrow { margin-top:6px; }
+details.secret code { max-width:420px; }
 a.button { display:inline-block; font-weight:600; border-radius:8px; padding:8px 14px; text-decoration:none; border:1px solid #d0d5dd; }
 .tabs { display:flex; gap:6px; margin-bottom:16px; }
 .tab { padding:6px 14px; border-radius:999px; border:1px solid var(--line); background:var(--card); color:var(--ink); text-decoration:none; text-transform:capitalize; font-weight:500; }
@@ -193,7 +197,13 @@ export interface ShellData {
 /** The pages of the side navigation, by section; `active` is the one shown. */
 const NAV: Array<{ section: string; pages: Array<{ id: string; path: string; label: string }> }> = [
   { section: 'Monitor', pages: [{ id: 'activity', path: '/activity', label: 'Activity' }] },
-  { section: 'Settings', pages: [{ id: 'api-keys', path: '/settings/api-keys', label: 'API keys' }] },
+  {
+    section: 'Settings',
+    pages: [
+      { id: 'api-keys', path: '/settings/api-keys', label: 'API keys' },
+      { id: 'inbox', path: '/settings/inbox', label: 'Inbox' },
+    ],
+  },
 ];
 
 /** A signed-in page: the top bar (organization, owner, sign out), the side navigation, the page. */
