@@ -920,8 +920,439 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook endpoints
+         * @description Lists the webhook endpoints of your environment, oldest first. Secrets are not shown.
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Create a webhook endpoint
+         * @description Adds an endpoint that Herald POSTs the environment's events to, signed with a new secret. The
+         *     answer is the only one besides `GET /webhook-endpoints/{endpointId}/secret` that shows the
+         *     secret. Events are recorded for an endpoint from the moment this answer is sent. A URL that is
+         *     not a public `http(s)` address (loopback, private, link-local, metadata) is a `422` unless the
+         *     operator allowed its network (`HERALD_ALLOWED_NETWORKS`).
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a webhook endpoint
+         * @description Returns the endpoint, without its secret (`GET /webhook-endpoints/{endpointId}/secret`).
+         */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Deletes the endpoint with its deliveries; deliveries under way are dropped. Answers `204`.
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a webhook endpoint
+         * @description Changes the fields given. Enabling a disabled endpoint (`disabled: false`) forgets why Herald
+         *     disabled it and restarts its count of failing days; the deliveries that failed meanwhile stay
+         *     failed (`POST /webhook-endpoints/{endpointId}/recover` sends them again). Changing
+         *     `eventTypes` applies to events recorded from now on.
+         */
+        patch: operations["updateWebhookEndpoint"];
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get an endpoint's secret
+         * @description Returns the endpoint's signing secret, and after a rotation until when the previous one still
+         *     signs. Herald stores secrets encrypted when the server has `HERALD_SECRET` set.
+         */
+        get: operations["getWebhookEndpointSecret"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/secret/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an endpoint's secret
+         * @description Makes a new secret and answers it. For `gracePeriodSeconds` (default 24 hours, at most 7
+         *     days) every delivery carries two signatures in `webhook-signature`, the new secret's and the
+         *     old one's, so a receiver can switch at its own pace. Rotating again during a grace period
+         *     drops the oldest secret.
+         */
+        post: operations["rotateWebhookEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event
+         * @description Queues a `webhook.test` event for this endpoint alone, whatever its `eventTypes`, even when
+         *     it is disabled; it is delivered like any other (signed, retried on failure). Answers the
+         *     delivery; follow it with `GET /webhook-endpoints/{endpointId}/deliveries`.
+         */
+        post: operations["testWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an endpoint's deliveries
+         * @description The events sent (or being sent) to the endpoint, newest first, each with its tries: status
+         *     code, duration, the first kilobyte of the answer, and when the next try is due.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-endpoints/{endpointId}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send failed deliveries again
+         * @description Every delivery to this endpoint that failed, of events created from `since` (until `until`,
+         *     or now), is due again now with a fresh schedule. The endpoint must be enabled.
+         */
+        post: operations["recoverWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-deliveries/{deliveryId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook delivery's id (one event to one endpoint). */
+                deliveryId: components["parameters"]["DeliveryId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry a delivery
+         * @description Sends the delivery's event to its endpoint again now, whatever its status, with the same
+         *     `webhook-id`; a pending delivery's next try is simply brought forward. A disabled endpoint is a
+         *     `422`.
+         */
+        post: operations["retryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "message.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * message.sent
+         * @description The `message.sent` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["messageSentWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "message.delivered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * message.delivered
+         * @description The `message.delivered` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["messageDeliveredWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "message.attempt-failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * message.attempt_failed
+         * @description The `message.attempt_failed` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["messageAttemptFailedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "message.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * message.failed
+         * @description The `message.failed` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["messageFailedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "message.skipped": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * message.skipped
+         * @description The `message.skipped` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["messageSkippedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "message.seen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * message.seen
+         * @description The `message.seen` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["messageSeenWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "message.read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * message.read
+         * @description The `message.read` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["messageReadWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "message.archived": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * message.archived
+         * @description The `message.archived` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["messageArchivedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "notification.canceled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * notification.canceled
+         * @description The `notification.canceled` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["notificationCanceledWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description The `webhook.test` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["webhookTestWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook-endpoint.disabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook_endpoint.disabled
+         * @description The `webhook_endpoint.disabled` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         */
+        post: operations["webhookEndpointDisabledWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description The body of every error response. */
@@ -2600,6 +3031,582 @@ export interface components {
              */
             url?: string;
         };
+        /**
+         * @description The type of a webhook event. `message.*` follow one channel step of a notification;
+         *     `message.seen|read|archived` follow an in-app message; `webhook.test` is sent by
+         *     `POST /webhook-endpoints/{endpointId}/test`; `webhook_endpoint.disabled` tells an environment's
+         *     other endpoints that Herald disabled one.
+         * @example message.sent
+         * @enum {string}
+         */
+        WebhookEventType: "message.sent" | "message.delivered" | "message.attempt_failed" | "message.failed" | "message.skipped" | "message.seen" | "message.read" | "message.archived" | "notification.canceled" | "webhook.test" | "webhook_endpoint.disabled";
+        /** @description A new webhook endpoint. */
+        WebhookEndpointCreate: {
+            /**
+             * Format: uri
+             * @description Where Herald POSTs the events: an absolute `http` or `https` URL of a public address (see
+             *     `HERALD_ALLOWED_NETWORKS` for receivers on a private network). Redirects are not followed.
+             * @example https://api.example.com/herald/webhooks
+             */
+            url: string;
+            /**
+             * @description A note for people.
+             * @example Delivery status for the billing service
+             */
+            description?: string;
+            /**
+             * @description The event types to send; every type when left out.
+             * @example [
+             *       "message.sent",
+             *       "message.failed"
+             *     ]
+             */
+            eventTypes?: components["schemas"]["WebhookEventType"][];
+            /**
+             * @description A disabled endpoint is sent nothing, and no events are recorded for it.
+             * @default false
+             * @example false
+             */
+            disabled?: boolean;
+            /**
+             * @description The most deliveries a second to this endpoint; no limit when left out.
+             * @example 50
+             */
+            rateLimitPerSecond?: number;
+            /**
+             * @description Whether `message.*` events carry the rendered subject and content (in-app messages).
+             * @default false
+             * @example false
+             */
+            includeContent?: boolean;
+        };
+        /** @description The fields to change; `null` clears one. */
+        WebhookEndpointUpdate: {
+            /**
+             * Format: uri
+             * @description Where Herald POSTs the events (a public `http` or `https` URL).
+             * @example https://api.example.com/herald/webhooks
+             */
+            url?: string;
+            /**
+             * @description A note for people.
+             * @example Delivery status for the billing service
+             */
+            description?: string | null;
+            /**
+             * @description The event types to send; `null` for every type.
+             * @example [
+             *       "message.failed"
+             *     ]
+             */
+            eventTypes?: components["schemas"]["WebhookEventType"][] | null;
+            /**
+             * @description Disable the endpoint, or enable it again (which also forgets why Herald disabled it and
+             *     restarts the count of its failing days).
+             * @example false
+             */
+            disabled?: boolean;
+            /**
+             * @description The most deliveries a second; `null` for no limit.
+             * @example 50
+             */
+            rateLimitPerSecond?: number | null;
+            /**
+             * @description Whether `message.*` events carry the rendered content.
+             * @example true
+             */
+            includeContent?: boolean;
+        };
+        /** @description Where Herald sends an environment's webhook events, and which ones. */
+        WebhookEndpoint: {
+            endpointId: components["schemas"]["Id"];
+            /**
+             * @description Where the events are POSTed.
+             * @example https://api.example.com/herald/webhooks
+             */
+            url: string;
+            /**
+             * @description A note for people.
+             * @example Delivery status for the billing service
+             */
+            description?: string;
+            /** @description The event types sent; left out when every type is. */
+            eventTypes?: components["schemas"]["WebhookEventType"][];
+            /**
+             * @description Whether deliveries are stopped.
+             * @example false
+             */
+            disabled: boolean;
+            /**
+             * @description Why Herald disabled the endpoint itself (a `410 Gone`, or five days of only failures).
+             * @example The endpoint answered 410 Gone
+             */
+            disabledReason?: string;
+            /**
+             * @description The most deliveries a second.
+             * @example 50
+             */
+            rateLimitPerSecond?: number;
+            /**
+             * @description Whether events carry rendered content.
+             * @example false
+             */
+            includeContent: boolean;
+            /** @description Since when every delivery to the endpoint failed; left out while it succeeds. */
+            failingSince?: components["schemas"]["Timestamp"];
+            /** @description After a rotation, until when deliveries are signed with the previous secret too. */
+            previousSecretExpiresAt?: components["schemas"]["Timestamp"];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description The endpoint's signing secret: `whsec_` and the base64 of 32 random bytes. The HMAC key is the
+         *     decoded bytes, as every Standard Webhooks library expects.
+         * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw+Y5ng5sTL+I=
+         */
+        WebhookSecretValue: string;
+        /** @description A new endpoint, with its secret (shown here and by `GET …/secret` only). */
+        WebhookEndpointCreated: components["schemas"]["WebhookEndpoint"] & {
+            secret: components["schemas"]["WebhookSecretValue"];
+        };
+        /** @description A new endpoint, wrapped. */
+        WebhookEndpointCreatedResponse: {
+            data: components["schemas"]["WebhookEndpointCreated"];
+        };
+        /** @description A webhook endpoint, wrapped. */
+        WebhookEndpointResponse: {
+            data: components["schemas"]["WebhookEndpoint"];
+        };
+        /** @description A page of webhook endpoints. */
+        WebhookEndpointList: components["schemas"]["ListMeta"] & {
+            data: components["schemas"]["WebhookEndpoint"][];
+        };
+        /** @description An endpoint's signing secret, wrapped. */
+        WebhookSecretResponse: {
+            /** @description The secret, and how long the previous one still signs. */
+            data: {
+                secret: components["schemas"]["WebhookSecretValue"];
+                /** @description Until when deliveries carry the previous secret's signature too. */
+                previousSecretExpiresAt?: components["schemas"]["Timestamp"];
+            };
+        };
+        /** @description How to rotate. */
+        WebhookSecretRotate: {
+            /**
+             * @description How long deliveries are signed with the old secret too (at most 7 days; 0 ends it now).
+             * @default 86400
+             * @example 86400
+             */
+            gracePeriodSeconds?: number;
+        };
+        /** @description Which failed deliveries to send again. */
+        WebhookRecover: {
+            /** @description Deliveries of events created at or after this time. */
+            since: components["schemas"]["Timestamp"];
+            /** @description And before this time; now when left out. */
+            until?: components["schemas"]["Timestamp"];
+        };
+        /** @description What a recover queued, wrapped. */
+        WebhookRecoverResultResponse: {
+            /** @description The count of deliveries queued again. */
+            data: {
+                /**
+                 * @description How many failed deliveries are due again now.
+                 * @example 3
+                 */
+                queued: number;
+            };
+        };
+        /** @description One try to deliver an event to an endpoint. */
+        WebhookAttempt: {
+            /**
+             * @description Which try of the delivery this was, from 1.
+             * @example 1
+             */
+            attempt: number;
+            /**
+             * @description `scheduled` by the retry schedule, `manual` by a retry or a recover.
+             * @example scheduled
+             * @enum {string}
+             */
+            trigger: "scheduled" | "manual";
+            /**
+             * @description The endpoint's HTTP status; left out when none came (a timeout, a refused address).
+             * @example 500
+             */
+            statusCode?: number;
+            /**
+             * @description How long the try took.
+             * @example 87
+             */
+            durationMs: number;
+            /**
+             * @description The first kilobyte of the endpoint's answer.
+             * @example {"error":"database unavailable"}
+             */
+            response?: string;
+            /**
+             * @description Why the try failed, in Herald's words.
+             * @example api.example.com answered 500
+             */
+            error?: string;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        /** @description One event on its way to one endpoint: its status, the next try, and each try so far (newest last). */
+        WebhookDelivery: {
+            deliveryId: components["schemas"]["Id"];
+            endpointId: components["schemas"]["Id"];
+            /**
+             * @description The event's id, sent as `webhook-id`; the same at every try and to every endpoint.
+             * @example msg_0194f2a1c3b27e4d9a1f0c90
+             */
+            eventId: string;
+            eventType: components["schemas"]["WebhookEventType"];
+            /**
+             * @description `pending` while tries remain (the next at `nextAttemptAt`); `succeeded` after a `2xx`;
+             *     `failed` when the schedule ran out, the endpoint answered `410`, or it was disabled.
+             * @example pending
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            /** @description When the next try is due (pending deliveries). */
+            nextAttemptAt?: components["schemas"]["Timestamp"];
+            /** @description Each try so far, oldest first (the last 20). */
+            attempts: components["schemas"]["WebhookAttempt"][];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /** @description A webhook delivery, wrapped. */
+        WebhookDeliveryResponse: {
+            data: components["schemas"]["WebhookDelivery"];
+        };
+        /** @description A page of webhook deliveries, newest first. */
+        WebhookDeliveryList: components["schemas"]["ListMeta"] & {
+            data: components["schemas"]["WebhookDelivery"][];
+        };
+        /**
+         * @description The channel step an event is about. Herald adds fields within v1; a receiver should ignore those
+         *     it does not know.
+         */
+        WebhookMessageData: {
+            notificationId: components["schemas"]["Id"];
+            /**
+             * @description The trigger's transactionId.
+             * @example 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f
+             */
+            transactionId: string;
+            /**
+             * @description Whom the message is for.
+             * @example user-123
+             */
+            subscriberId: string;
+            /**
+             * @description The workflow that was triggered.
+             * @example comment-added
+             */
+            workflowId: string;
+            /**
+             * @description The step of the workflow.
+             * @example email-1
+             */
+            stepId: string;
+            channel: components["schemas"]["ChannelType"];
+            /**
+             * @description The provider that took the message (`herald` for in-app).
+             * @example smtp
+             */
+            providerId?: string;
+            jobId: components["schemas"]["Id"];
+            /**
+             * @description The rendered subject (endpoints with `includeContent`, in-app messages).
+             * @example New comment
+             */
+            subject?: string;
+            /**
+             * @description The rendered content (endpoints with `includeContent`, in-app messages).
+             * @example Grace commented on Release notes
+             */
+            content?: string;
+        };
+        /** @description An in-app message whose state changed, as it is now. */
+        WebhookInAppData: {
+            messageId: components["schemas"]["Id"];
+            notificationId: components["schemas"]["Id"];
+            /**
+             * @description The trigger's transactionId.
+             * @example 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f
+             */
+            transactionId: string;
+            /**
+             * @description Whose feed it is in.
+             * @example user-123
+             */
+            subscriberId: string;
+            /**
+             * @description The workflow.
+             * @example comment-added
+             */
+            workflowId: string;
+            /**
+             * @description Whether it is seen.
+             * @example true
+             */
+            seen: boolean;
+            /**
+             * @description Whether it is read.
+             * @example true
+             */
+            read: boolean;
+            /**
+             * @description Whether it is archived (from the inbox).
+             * @example false
+             */
+            archived?: boolean;
+            seenAt?: components["schemas"]["Timestamp"];
+            readAt?: components["schemas"]["Timestamp"];
+        };
+        /** @description Why a send failed. */
+        WebhookError: {
+            /**
+             * @description What went wrong, in Herald's words (the execution detail).
+             * @example api.sendgrid.com answered 503
+             */
+            message: string;
+            /**
+             * @description The start of the provider's answer, when there was one.
+             * @example 503 {"errors":[{"message":"unavailable"}]}
+             */
+            providerStatus?: string;
+        };
+        /** @description A provider accepted a message (email, SMS, chat, push). */
+        WebhookEventMessageSent: {
+            /**
+             * @description The event type.
+             * @example message.sent
+             * @constant
+             */
+            type: "message.sent";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            data: components["schemas"]["WebhookMessageData"];
+        };
+        /** @description An in-app message was stored in the subscriber's feed (`data.messageId` names it). */
+        WebhookEventMessageDelivered: {
+            /**
+             * @description The event type.
+             * @example message.delivered
+             * @constant
+             */
+            type: "message.delivered";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            /** @description The step, and the in-app message. */
+            data: components["schemas"]["WebhookMessageData"] & {
+                messageId: components["schemas"]["Id"];
+            };
+        };
+        /** @description A send failed and will be tried again at `nextAttemptAt`. */
+        WebhookEventMessageAttemptFailed: {
+            /**
+             * @description The event type.
+             * @example message.attempt_failed
+             * @constant
+             */
+            type: "message.attempt_failed";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            /** @description The step, and the failed attempt. */
+            data: components["schemas"]["WebhookMessageData"] & {
+                /**
+                 * @description Which attempt failed, from 1.
+                 * @example 1
+                 */
+                attempt: number;
+                /**
+                 * @description How many attempts a send gets.
+                 * @example 5
+                 */
+                maxAttempts: number;
+                /**
+                 * @description Always `true` here; a failure that is not ends in `message.failed`.
+                 * @example true
+                 */
+                retryable: boolean;
+                nextAttemptAt: components["schemas"]["Timestamp"];
+                error: components["schemas"]["WebhookError"];
+            };
+        };
+        /** @description A send failed for good: its attempts ran out, or the failure was final (a refused address, a template over its budget). */
+        WebhookEventMessageFailed: {
+            /**
+             * @description The event type.
+             * @example message.failed
+             * @constant
+             */
+            type: "message.failed";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            /** @description The step, and why it failed. */
+            data: components["schemas"]["WebhookMessageData"] & {
+                /**
+                 * @description How many attempts were made.
+                 * @example 5
+                 */
+                attempts: number;
+                error: components["schemas"]["WebhookError"];
+            };
+        };
+        /** @description A channel step sent nothing, and why. */
+        WebhookEventMessageSkipped: {
+            /**
+             * @description The event type.
+             * @example message.skipped
+             * @constant
+             */
+            type: "message.skipped";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            /** @description The step, and why it was skipped. */
+            data: components["schemas"]["WebhookMessageData"] & {
+                /**
+                 * @description `preference`: the subscriber turned the channel off; `condition`: the step's
+                 *     conditions did not hold; `throttled`: an earlier throttle step stopped the
+                 *     notification; `other`: anything else (the detail says what).
+                 * @example preference
+                 * @enum {string}
+                 */
+                reason: "preference" | "condition" | "throttled" | "other";
+                /**
+                 * @description The execution detail.
+                 * @example Skipped by the subscriber's preferences
+                 */
+                detail: string;
+            };
+        };
+        /** @description An in-app message was marked seen. */
+        WebhookEventMessageSeen: {
+            /**
+             * @description The event type.
+             * @example message.seen
+             * @constant
+             */
+            type: "message.seen";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            data: components["schemas"]["WebhookInAppData"];
+        };
+        /** @description An in-app message was marked read. */
+        WebhookEventMessageRead: {
+            /**
+             * @description The event type.
+             * @example message.read
+             * @constant
+             */
+            type: "message.read";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            data: components["schemas"]["WebhookInAppData"];
+        };
+        /** @description An in-app message was archived (from the inbox). */
+        WebhookEventMessageArchived: {
+            /**
+             * @description The event type.
+             * @example message.archived
+             * @constant
+             */
+            type: "message.archived";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            data: components["schemas"]["WebhookInAppData"];
+        };
+        /** @description A notification was canceled with its event (`DELETE /events/trigger/{transactionId}`). */
+        WebhookEventNotificationCanceled: {
+            /**
+             * @description The event type.
+             * @example notification.canceled
+             * @constant
+             */
+            type: "notification.canceled";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            /** @description The notification. */
+            data: {
+                notificationId: components["schemas"]["Id"];
+                /**
+                 * @description The trigger's transactionId.
+                 * @example 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f
+                 */
+                transactionId: string;
+                /**
+                 * @description Whom it was for.
+                 * @example user-123
+                 */
+                subscriberId: string;
+                /**
+                 * @description The workflow.
+                 * @example comment-added
+                 */
+                workflowId: string;
+            };
+        };
+        /** @description Sent by `POST /webhook-endpoints/{endpointId}/test` to that endpoint alone. */
+        WebhookEventTest: {
+            /**
+             * @description The event type.
+             * @example webhook.test
+             * @constant
+             */
+            type: "webhook.test";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            /** @description Which endpoint is tested. */
+            data: {
+                endpointId: components["schemas"]["Id"];
+                /**
+                 * @description A line for people.
+                 * @example A test event from Herald
+                 */
+                message: string;
+            };
+        };
+        /** @description Herald disabled an endpoint (a `410 Gone`, or five days of only failures); sent to the environment's other endpoints. */
+        WebhookEventEndpointDisabled: {
+            /**
+             * @description The event type.
+             * @example webhook_endpoint.disabled
+             * @constant
+             */
+            type: "webhook_endpoint.disabled";
+            /** @description When the change happened. */
+            timestamp: components["schemas"]["Timestamp"];
+            environmentId: components["schemas"]["Id"];
+            /** @description The disabled endpoint. */
+            data: {
+                endpointId: components["schemas"]["Id"];
+                /**
+                 * @description Its URL.
+                 * @example https://old.example.com/hooks
+                 */
+                url: string;
+                /**
+                 * @description Why it was disabled.
+                 * @example The endpoint answered 410 Gone
+                 */
+                reason: string;
+                /** @description Since when its deliveries failed. */
+                failingSince?: components["schemas"]["Timestamp"];
+            };
+        };
     };
     responses: {
         /** @description The request does not match its schema; `details` names each field. */
@@ -2781,6 +3788,16 @@ export interface components {
         TransactionId: string;
         /** @description The inbox item's id. */
         InboxMessageId: string;
+        /** @description The webhook endpoint's id. */
+        EndpointId: string;
+        /** @description The webhook delivery's id (one event to one endpoint). */
+        DeliveryId: string;
+        /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+        WebhookIdHeader: string;
+        /** @description Unix seconds of this try; reject one more than five minutes off. */
+        WebhookTimestampHeader: string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+        WebhookSignatureHeader: string;
     };
     requestBodies: never;
     headers: {
@@ -4690,6 +5707,834 @@ export interface operations {
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: {
+                /** @description The page number, starting at 0. */
+                page?: components["parameters"]["Page"];
+                /** @description The page size, 1 to 100. Defaults to 10. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                pageSize?: components["parameters"]["PageSize"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of endpoints. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEndpointCreate"];
+            };
+        };
+        responses: {
+            /** @description The endpoint was created. */
+            201: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint was deleted. */
+            204: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEndpointUpdate"];
+            };
+        };
+        responses: {
+            /** @description The endpoint as it is now. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getWebhookEndpointSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The secret. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecretResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    rotateWebhookEndpointSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["WebhookSecretRotate"];
+            };
+        };
+        responses: {
+            /** @description The new secret. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecretResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    testWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The test event is queued. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description The page number, starting at 0. */
+                page?: components["parameters"]["Page"];
+                /** @description The page size, 1 to 100. Defaults to 10. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                pageSize?: components["parameters"]["PageSize"];
+                /** @description Only deliveries with this status. */
+                status?: "pending" | "succeeded" | "failed";
+                /** @description Only deliveries of this event type. */
+                eventType?: components["schemas"]["WebhookEventType"];
+            };
+            header?: never;
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of deliveries. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    recoverWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The webhook endpoint's id. */
+                endpointId: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookRecover"];
+            };
+        };
+        responses: {
+            /** @description The failed deliveries are due again. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookRecoverResultResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    retryWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The webhook delivery's id (one event to one endpoint). */
+                deliveryId: components["parameters"]["DeliveryId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery is due now. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    messageSentWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventMessageSent"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    messageDeliveredWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventMessageDelivered"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    messageAttemptFailedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventMessageAttemptFailed"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    messageFailedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventMessageFailed"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    messageSkippedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventMessageSkipped"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    messageSeenWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventMessageSeen"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    messageReadWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventMessageRead"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    messageArchivedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventMessageArchived"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    notificationCanceledWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventNotificationCanceled"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookTestWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventTest"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookEndpointDisabledWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same at every try and to every endpoint; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /** @description Unix seconds of this try; reject one more than five minutes off. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`; two, space-separated, during a rotation. */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEventEndpointDisabled"];
+            };
+        };
+        responses: {
+            /** @description Any `2xx` is a success; the body is not read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The endpoint is gone; Herald disables it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

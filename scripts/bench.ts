@@ -10,7 +10,7 @@
 //   --quick            shorter runs (1 s warm-up, 3 s per row; 2,000 fan-out subscribers, 500 chat jobs)
 //   --large            100,000 fan-out subscribers
 //   --both             SQLite, then PostgreSQL (DATABASE_URL), side by side in one table
-//   --only a,b         only these rows: trigger, get, list, bulk, fanout, chat, slow, cpu
+//   --only a,b         only these rows: trigger, get, list, bulk, fanout, chat, slow, cpu, webhooks
 //   --duration S       seconds per HTTP row (default 10)      --warmup S   seconds of warm-up (default 2)
 //   --connections N    open connections (default 50)          --threads N  wrk threads (default 1)
 //   --subscribers N    fan-out topic size (default 10,000)    --deliveries N  chat jobs (default 2,000)
@@ -29,6 +29,7 @@ import { createDb, isPostgresUrl, migrate, type Db } from '../src/db/knex.js';
 import { createApiKey, createOrganization } from '../src/db/repos/accounts.js';
 import { addMembers, findTopicRow, insertTopic } from '../src/db/repos/topics.js';
 import { newId } from '../src/ids.js';
+import { SUBSCRIPTIONS_TTL_MS } from '../src/db/webhook-subscriptions.js';
 import {
   ROOT,
   buildForBench,
@@ -51,7 +52,7 @@ import {
   type NodeChild,
 } from './bench/lib.js';
 
-const ROW_IDS = ['trigger', 'get', 'list', 'bulk', 'fanout', 'chat', 'slow', 'cpu'] as const;
+const ROW_IDS = ['trigger', 'get', 'list', 'bulk', 'fanout', 'chat', 'slow', 'cpu', 'webhooks'] as const;
 /** Members of the topic a fan-out worker warms up on before its timed fan-out. */
 const WARM_UP_FANOUT = 2_000;
 type RowId = (typeof ROW_IDS)[number];
@@ -94,6 +95,8 @@ interface Row {
   slow?: { p50Ratio: number; p99Ratio: number; chatRatio: number };
   /** CPU per delivery: at 500 triggers/s over at 2,000/s. */
   cpuRatio?: number;
+  /** Webhooks: the trigger row with one endpoint taking every event over the same row with none. */
+  webhookRatio?: number;
   notes: string[];
 }
 
@@ -705,6 +708,88 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       await both.stop();
     }
 
+    // 8. Webhooks. (a) The trigger row, with a worker delivering what it queues, A/B in one run:
+    // no endpoint, then one endpoint taking every event (each in-app delivery also records a
+    // message.delivered and the worker sends it), twice each, alternating. (b) Webhook events
+    // delivered a second: N deliveries queued, then a fresh worker drains them to one endpoint.
+    if (options.rows.has('webhooks')) {
+      await db('jobs').whereIn('status', ['pending', 'queued', 'delayed']).update({ status: 'canceled' });
+      const hookPort = await freePort();
+      const hook = startNode('webhook (endpoint)', 'dist/bench/webhook.js', [String(hookPort)], {}, [], logOf('webhook-endpoint'));
+      children.push(hook);
+      await waitForOutput(hook, /webhook listening/);
+      const received = async () => ((await (await fetch(`http://127.0.0.1:${hookPort}/stats`)).json()) as { received: number }).received;
+      const worker = await startWorker('webhooks');
+      const variants: Record<'none' | 'endpoint', Array<{ rps: number; p99Ms: number; apiCpu: number; workerCpu: number }>> = { none: [], endpoint: [] };
+      let endpointId: string | undefined;
+      for (const variant of ['none', 'endpoint', 'none', 'endpoint'] as const) {
+        if (variant === 'endpoint' && !endpointId) {
+          endpointId = (await call('POST', '/webhook-endpoints', { url: `http://127.0.0.1:${hookPort}/herald` })).json.data.endpointId as string;
+        } else if (variant === 'none' && endpointId) {
+          await call('DELETE', `/webhook-endpoints/${endpointId}`, undefined, [204]);
+          endpointId = undefined;
+        }
+        // On SQLite the worker, another process, hears of the change when its memory of it expires.
+        if (kind === 'sqlite') await sleep(SUBSCRIPTIONS_TTL_MS + 500);
+        log(`${kind}: webhooks: the trigger row, ${variant === 'none' ? 'no endpoint' : 'one endpoint taking every event'}`);
+        const workerCpu = cpuMs(worker.pid);
+        const result = await measure(specs.trigger, api.pid);
+        variants[variant].push({ rps: result.rps, p99Ms: result.p99Ms, apiCpu: result.cpuMsPerOp, workerCpu: (cpuMs(worker.pid) - workerCpu) / Math.max(1, result.requests) });
+        // What the run queued is not the next run's work.
+        await db('jobs').whereIn('status', ['pending', 'queued', 'delayed']).update({ status: 'canceled' });
+        await db('webhook_deliveries').where({ status: 'pending' }).update({ status: 'failed' });
+        await waitIdle(worker.pid, { timeoutMs: 120_000 });
+      }
+      const mean = (runs: Array<{ rps: number }>, key: 'rps' | 'p99Ms' | 'apiCpu' | 'workerCpu') => runs.reduce((sum, run) => sum + (run as Record<string, number>)[key], 0) / runs.length;
+      const webhookRatio = mean(variants.endpoint, 'rps') / mean(variants.none, 'rps');
+      const sent = await received();
+      await worker.stop();
+
+      // (b) Deliveries queued in the outbox, drained by a fresh worker.
+      endpointId ??= (await call('POST', '/webhook-endpoints', { url: `http://127.0.0.1:${hookPort}/herald` })).json.data.endpointId as string;
+      const total = options.deliveries;
+      const at = new Date().toISOString();
+      const payload = JSON.stringify({ type: 'message.delivered', timestamp: at, environmentId: env, data: { notificationId: newId(), transactionId: 'bench', subscriberId: subscriberId(0), workflowId: 'bench-in-app', stepId: 'in-app', channel: 'in_app', providerId: 'herald', jobId: newId(), messageId: newId() } });
+      for (let from = 0; from < total; from += 500) {
+        await db('webhook_deliveries').insert(
+          Array.from({ length: Math.min(500, total - from) }, () => ({
+            id: newId(), environment_id: env, endpoint_id: endpointId, event_id: `msg_${newId()}`, event_type: 'message.delivered', payload,
+            status: 'pending', attempts: 0, manual: false, run_at: at, created_at: at, updated_at: at,
+          })),
+        );
+      }
+      log(`${kind}: webhooks: ${total} deliveries queued; a worker drains them`);
+      const before = await received();
+      const drainer = await startWorker('webhook-drain');
+      const started = Date.now();
+      const drainCpu = cpuMs(drainer.pid);
+      const queued = () => db('webhook_deliveries').where({ endpoint_id: endpointId });
+      await until('webhook deliveries', total, () => count(queued().whereIn('status', ['succeeded', 'failed'])), undefined, 1_000);
+      const drainCpuUsed = cpuMs(drainer.pid) - drainCpu;
+      const elapsed = Date.parse((await queued().max({ at: 'updated_at' }).first())!.at) - started;
+      const failed = await count(queued().where({ status: 'failed' }));
+      const notes = [
+        `${total.toLocaleString('en-US')} deliveries in ${(elapsed / 1000).toFixed(2)} s (endpoint received ${(await received()) - before})`,
+        `trigger row, no endpoint: ${variants.none.map((r) => fmt(r.rps)).join(' and ')} req/s (p99 ${ms(mean(variants.none, 'p99Ms'))}, API ${cpu(mean(variants.none, 'apiCpu'))}/req, worker ${cpu(mean(variants.none, 'workerCpu'))}/req)`,
+        `one endpoint taking every event: ${variants.endpoint.map((r) => fmt(r.rps)).join(' and ')} req/s (p99 ${ms(mean(variants.endpoint, 'p99Ms'))}, API ${cpu(mean(variants.endpoint, 'apiCpu'))}/req, worker ${cpu(mean(variants.endpoint, 'workerCpu'))}/req; ${sent} webhooks sent meanwhile)`,
+        `with ÷ without = ${webhookRatio.toFixed(2)}`,
+      ];
+      if (failed > 0) notes.push(`${failed} failed`);
+      suite.rows.push({
+        id: 'webhooks',
+        label: '8. Webhooks: outbox drained to one endpoint; the trigger row with and without an endpoint taking every event',
+        throughput: (total / elapsed) * 1000,
+        unit: 'webhooks/s',
+        cpuMsPerOp: drainCpuUsed / total,
+        rssMb: peakRssMb(drainer.pid),
+        rssOf: 'worker',
+        webhookRatio,
+        notes,
+      });
+      await drainer.stop();
+      await hook.stop();
+    }
+
     const code = await api.stop();
     if (code !== 0) log(`${kind}: the API exited with ${code}:\n${api.output().slice(-2000)}`);
     return suite;
@@ -781,6 +866,8 @@ function targets(suites: Suite[]): string[] {
     check(slow && slow.chatRatio >= 0.8, `slow destinations: healthy chat ≥ 0.8× without them: ${slow ? slow.chatRatio.toFixed(2) : '–'}`);
     const cpuRow = row('cpu');
     check(cpuRow && cpuRow.cpuRatio! <= 1, `CPU per in-app delivery at 500/s ≤ at 2,000/s: ${cpuRow ? cpuRow.cpuRatio!.toFixed(2) : '–'}×`);
+    const webhooks = row('webhooks');
+    check(webhooks && webhooks.webhookRatio! >= 0.9, `trigger row with one endpoint taking every event ≥ 0.9 × without: ${webhooks ? webhooks.webhookRatio!.toFixed(2) : '–'}`);
     const peaks = [suite.apiStartRssMb, ...suite.rows.map((r) => r.rssMb)].filter((n): n is number => n !== undefined);
     const peak = peaks.length ? Math.max(...peaks) : undefined;
     check(peak === undefined ? undefined : peak <= 200, `peak RSS ≤ 200 MB through all rows: ${peak === undefined ? '–' : `${fmt(peak, 1)} MB`} (API after start ${fmt(suite.apiStartRssMb, 1)} MB)`);

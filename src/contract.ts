@@ -4,7 +4,8 @@
 import type { components, operations } from '../generated/v1.js';
 
 export type Schemas = components['schemas'];
-export type OperationId = keyof operations;
+/** The operations Herald serves; the contract's `webhooks` (what Herald sends, ids ending in `Webhook`) are not among them. */
+export type OperationId = Exclude<keyof operations, `${string}Webhook`>;
 
 type Responses<K extends OperationId> = operations[K]['responses'];
 type SuccessStatus<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 204>;

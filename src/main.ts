@@ -8,6 +8,7 @@ import { bootstrap } from './accounts/bootstrap.js';
 import { settleSecret } from './accounts/secret.js';
 import { systemClock } from './clock.js';
 import { JobRunner } from './engine/runner.js';
+import { listenForSubscriptionChanges } from './db/webhook-subscriptions.js';
 import type { Deps } from './deps.js';
 import { WorkSignal } from './work-signal.js';
 import type { HeraldServer } from './http/server.js';
@@ -41,6 +42,8 @@ async function main(): Promise<void> {
   await migrate(db);
   config.secret = await settleSecret(config, db, logger);
   const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
+  // Every process records webhook events: each hears of the others' changes to endpoints.
+  const stopListening = await listenForSubscriptionChanges(db, (err) => logger.warn({ err }, 'listening for webhook endpoint changes failed; reconnecting'));
   const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });
   runner?.start();
 
@@ -86,6 +89,7 @@ async function main(): Promise<void> {
     // Open inbox streams never end by themselves: end them, so the drain can finish (clients reconnect elsewhere with Last-Event-ID).
     await closeStreams?.();
     await Promise.all([served?.drain(), runner?.stop()]);
+    await stopListening();
     await db.destroy();
     process.exit(0);
   };

@@ -20,7 +20,6 @@ export interface InboxSettingsPageData extends ShellData {
 export const inboxSettingsHref = (base: string, environmentId: string) => `${base}/settings/inbox?environment=${encodeURIComponent(environmentId)}`;
 
 export function inboxSettingsPage(ctx: PageContext, data: InboxSettingsPageData): string {
-  const here = inboxSettingsHref(ctx.base, data.environmentId);
   const action = (path: string) => `${ctx.base}/settings/inbox/${path}?environment=${encodeURIComponent(data.environmentId)}`;
   const csrf = html`<input type="hidden" name="_csrf" value="${data.csrfToken}">`;
   const secrets = data.secrets.map(
@@ -73,7 +72,6 @@ export function inboxSettingsPage(ctx: PageContext, data: InboxSettingsPageData)
         <div><label for="token-subscriber">Subscriber</label><input id="token-subscriber" name="subscriberId" maxlength="200" required placeholder="subscriberId" value="${data.subscriberDraft ?? ''}"></div>
         <button class="ghost" type="submit">Mint a token</button>
       </form>
-    </section>
-    <p><a href="${here}">Reload</a></p>`,
+    </section>`,
   );
 }

@@ -1,5 +1,7 @@
 // The dashboard (seed section 5): the account owner signs in and manages API keys under
-// Settings → API keys. Plain server-rendered HTML; every form carries a CSRF token.
+// Settings → API keys; Monitor → Activity (activity.ts), Monitor → Webhooks (webhooks.ts) and
+// Settings → Inbox (inbox-settings.ts) are rooms of their own. Plain server-rendered HTML; every
+// form carries a CSRF token.
 import express, { type Request, type Response, type Router } from 'express';
 import type { Deps } from '../deps.js';
 import { verifyPassword, UNKNOWN_OWNER_HASH } from '../accounts/passwords.js';
@@ -23,6 +25,7 @@ import { apiKeysPage, messagePage, signInPage, type KeysPageData } from './views
 import { pageContext, requireCsrf, requireSession, sendPage as send } from './guards.js';
 import { activityRoutes } from './activity.js';
 import { inboxSettingsRoutes } from './inbox-settings.js';
+import { webhookRoutes } from './webhooks.js';
 
 const KEY_NAME_MAX = 100;
 
@@ -115,6 +118,7 @@ export function dashboard(deps: Deps): Router {
 
   activityRoutes(router, deps);
   inboxSettingsRoutes(router, deps);
+  webhookRoutes(router, deps);
 
   router.use((req, res) => {
     send(res, 404, messagePage(pageContext(req, res), 'Page not found', 'There is nothing here.', { href: `${req.baseUrl}/`, text: 'Go to the dashboard' }));

@@ -72,6 +72,17 @@ tr:last-child td { border-bottom:0; }
 .empty { text-align:center; padding:28px; color:var(--muted); }
 textarea { font:13px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; width:100%; padding:9px 12px; border:1px solid #d0d5dd; border-radius:8px; }
 .form-foot { margin-top:12px; }
+.form-row { margin-bottom:12px; }
+.form-row input { width:100%; max-width:560px; }
+fieldset.event-types { border:1px solid var(--line); border-radius:8px; padding:10px 14px; margin:0 0 14px; display:flex; flex-wrap:wrap; gap:6px 18px; }
+fieldset.event-types legend { font-size:13px; font-weight:600; padding:0 4px; }
+label.check { display:inline-flex; gap:6px; align-items:center; font-weight:500; font-family:ui-monospace,Menlo,Consolas,monospace; font-size:12.5px; margin:0; }
+label.check input { min-width:0; }
+.button-row { display:flex; gap:10px; flex-wrap:wrap; margin-top:10px; }
+button.small { padding:4px 10px; font-size:13px; }
+h1.endpoint-url { font-size:18px; word-break:break-all; }
+table.deliveries td { vertical-align:top; font-size:14px; }
+details.attempts pre { max-height:160px; }
 details.secret .keyrow { margin-top:6px; }
 details.secret code { max-width:420px; }
 a.button { display:inline-block; font-weight:600; border-radius:8px; padding:8px 14px; text-decoration:none; border:1px solid #d0d5dd; }
@@ -196,7 +207,13 @@ export interface ShellData {
 
 /** The pages of the side navigation, by section; `active` is the one shown. */
 const NAV: Array<{ section: string; pages: Array<{ id: string; path: string; label: string }> }> = [
-  { section: 'Monitor', pages: [{ id: 'activity', path: '/activity', label: 'Activity' }] },
+  {
+    section: 'Monitor',
+    pages: [
+      { id: 'activity', path: '/activity', label: 'Activity' },
+      { id: 'webhooks', path: '/webhooks', label: 'Webhooks' },
+    ],
+  },
   {
     section: 'Settings',
     pages: [

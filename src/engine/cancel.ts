@@ -4,6 +4,7 @@ import { notFound } from '../errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
 import { addExecutionDetails, cancelableJobs, hasRunningJob, setJobsStatus } from '../db/repos/jobs.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
+import { recordCanceledNotifications } from './webhook-events.js';
 import { handOverOpenDigest, passOnWaitingSends, settleDigestRiders } from './digests.js';
 
 /**
@@ -26,7 +27,7 @@ export async function cancelEvent(deps: Deps, environmentId: string, transaction
     await setJobsStatus(trx, jobs.map((job) => job.id), 'canceled', now);
     await addExecutionDetails(trx, jobs.map((job) => ({ jobId: job.id, status: 'warning', detail: `Canceled with event ${transactionId}`, isRetry: false })), now);
     for (const leader of jobs) if (leader.digestKey !== null) await handOverOpenDigest(trx, { id: leader.id, digestKey: leader.digestKey, runAt: leader.runAt }, now);
-    await settleCanceledNotifications(trx, event.id, now);
+    await recordCanceledNotifications(trx, event, now, () => settleCanceledNotifications(trx, event.id, now));
     // A closed digest's send stopped with no other event to take it on: its riders settle with it.
     const stopped = new Set(jobs.map((job) => job.notificationId).filter((id): id is string => id !== null));
     for (const notificationId of stopped) await settleDigestRiders(trx, event, notificationId, now);

@@ -16,8 +16,10 @@ import { continueAfter, nextActiveStep, startNotifications, THROTTLED_STATE, UNM
 import { passThrottle, type ThrottleStep } from './throttle.js';
 import { startWithInApp } from './in-app-batch.js';
 import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
+import { newId } from '../ids.js';
 import { FANOUT_BATCH, fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
 import type { WorkerContext } from './worker-context.js';
+import { recordStepEvent, type StepEvent } from './webhook-events.js';
 
 export const MAX_ATTEMPTS = 5;
 
@@ -46,6 +48,8 @@ interface Outcome {
   message?: NewMessage;
   /** The claim's attempt is given back (a deferral, a provider's 429). */
   refundAttempt?: boolean;
+  /** What the outcome tells the webhooks, recorded with it (webhook-events.ts). */
+  webhook?: StepEvent;
 }
 
 /**
@@ -81,6 +85,7 @@ async function settle(
       }
       if (outcome.message) await deliverInboxMessages(trx, [outcome.message], now);
       const event = (await findEvent(trx, job.eventId, true))!;
+      if (outcome.webhook) await recordJobEvent(trx, job, event, outcome, outcome.webhook, now);
       if (also) await also(trx, event);
       if (job.kind === 'step' && ['completed', 'skipped', 'failed', 'canceled'].includes(outcome.status)) {
         // The count of a step's 429s is its own: the next step starts without it.
@@ -91,6 +96,32 @@ async function settle(
   } catch (err) {
     if (!(err instanceof LeaseLost)) throw err;
   }
+}
+
+/** Records the webhook event of a channel step's outcome, in the outcome's transaction. */
+function recordJobEvent(trx: Transaction, job: JobRecord, event: EventRecord, outcome: Outcome, webhook: StepEvent, now: Date): Promise<void> {
+  const facts = {
+    environmentId: job.environmentId,
+    notificationId: job.notificationId!,
+    transactionId: event.transactionId,
+    workflowId: event.workflow.workflowId,
+    stepId: job.stepId,
+    channel: job.type,
+    providerId: outcome.providerId ?? job.providerId,
+    jobId: job.id,
+    subscriberId: outcome.message?.subscriberId,
+  };
+  return recordStepEvent(trx, facts, webhook, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
+}
+
+/** The event a step's delivered or skipped outcome tells the webhooks. */
+function deliveredEvent(delivered: Delivered): StepEvent {
+  if (delivered.status === 'skipped') return { type: 'message.skipped', detail: delivered.detail };
+  if (delivered.message) {
+    delivered.message.id ??= newId(Date.now());
+    return { type: 'message.delivered', messageId: delivered.message.id, subject: delivered.message.subject, content: delivered.message.content };
+  }
+  return { type: 'message.sent' };
 }
 
 /** The outcome of a failed send: retried later while attempts remain, unless the failure is final. */
@@ -108,14 +139,20 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
     const detail = { status: 'warning' as const, text: `${text}: rate limited; trying again at ${runAt.toISOString()} (no attempt spent)`, raw };
     return { status: 'queued', runAt, refundAttempt: true, state: { ...job.state, [RATE_LIMITED]: paced + 1 }, detail };
   }
+  const error = raw === undefined ? { message: text } : { message: text, providerStatus: raw };
   if (permanent || job.attempts >= MAX_ATTEMPTS) {
     const why = permanent ? text : `${text} (gave up after ${job.attempts} attempts)`;
-    return { status: 'failed', detail: { status: 'failed', text: why, raw } };
+    return { status: 'failed', detail: { status: 'failed', text: why, raw }, webhook: { type: 'message.failed', attempts: job.attempts, error: { ...error, message: why } } };
   }
   // A provider that said how long to wait (Retry-After) is waited for, up to an hour.
   const asked = err instanceof ProviderError ? Math.min(err.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS) : 0;
   const runAt = new Date(ctx.deps.clock.now().getTime() + Math.max(retryDelayMs(job.attempts, ctx.random), asked));
-  return { status: 'queued', runAt, detail: { status: 'failed', text: `${text}; retrying at ${runAt.toISOString()}`, raw } };
+  return {
+    status: 'queued',
+    runAt,
+    detail: { status: 'failed', text: `${text}; retrying at ${runAt.toISOString()}`, raw },
+    webhook: { type: 'message.attempt_failed', attempt: job.attempts, maxAttempts: MAX_ATTEMPTS, nextAttemptAt: runAt, error },
+  };
 }
 
 /**
@@ -186,7 +223,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   const unmet = job.state[UNMET_CONDITION];
   if (typeof unmet === 'string') {
     const { [UNMET_CONDITION]: _, ...state } = job.state;
-    return settle(ctx, job, { status: 'skipped', state, detail: { status: 'warning', text: unmet } });
+    return settle(ctx, job, { status: 'skipped', state, detail: { status: 'warning', text: unmet }, webhook: { type: 'message.skipped', detail: unmet, reason: 'condition' } });
   }
   if (step.type === 'delay') return settle(ctx, job, { status: 'completed', detail: { status: 'success', text: 'Delay over' } });
   if (step.type === 'digest') return fireDigest(ctx, job, event);
@@ -205,6 +242,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
       providerId: delivered.providerId,
       message: delivered.message,
       detail: { status: delivered.status === 'completed' ? 'success' : 'warning', text: delivered.detail, raw: delivered.raw },
+      webhook: deliveredEvent(delivered),
     };
   } catch (err) {
     if (!(err instanceof Undeliverable) && !(err instanceof ProviderError)) {

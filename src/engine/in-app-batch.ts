@@ -7,10 +7,11 @@
 import type { Runner, Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, type JobRecord } from '../db/repos/jobs.js';
-import { markNotificationsProcessing, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
+import { markNotificationsProcessing, notificationRecipient, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { deliverInboxMessages } from './inbox.js';
+import { recordStepEvent, type StepEvent } from './webhook-events.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER } from './preferences.js';
@@ -73,7 +74,29 @@ async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promi
     })),
     now,
   );
+  // Ids given here, so the message.delivered events below can name the messages they stored.
+  for (const d of decided) if (d.status === 'completed') d.message.id ??= newId(now.getTime());
   await deliverInboxMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
+  for (const d of decided) {
+    if (d.status === 'canceled') continue;
+    const facts = {
+      environmentId: d.job.environmentId,
+      notificationId: d.job.notificationId!,
+      transactionId: d.event.transactionId,
+      workflowId: d.event.workflow.workflowId,
+      stepId: d.job.stepId,
+      channel: d.job.type,
+      jobId: d.job.id,
+      subscriberId: d.status === 'completed' ? d.message.subscriberId : undefined,
+    };
+    const webhook: StepEvent =
+      d.status === 'completed'
+        ? { type: 'message.delivered', messageId: d.message.id!, subject: d.message.subject, content: d.message.content }
+        : d.status === 'skipped'
+          ? { type: 'message.skipped', detail: d.detail }
+          : { type: 'message.failed', attempts: d.job.attempts, error: { message: d.detail } };
+    await recordStepEvent(trx, facts, webhook, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
+  }
 }
 
 export function isInAppJob(job: JobRecord): boolean {

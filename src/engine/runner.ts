@@ -6,6 +6,8 @@ import { executeJob } from './execute.js';
 import type { WorkerContext } from './worker-context.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 import { Destinations } from './destinations.js';
+import { claimDueDeliveries, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
+import { deliverWebhook, EndpointPace, type WebhookRun } from './webhook-sender.js';
 
 export interface RunnerOptions {
   /** Local jobs (in-app, delay, digest, fan-out) claimed at a time; also runBatch's claim. */
@@ -78,6 +80,9 @@ const SEND_COALESCE = { target: 8, ms: 2 };
 /** The least time between a send claim that found nothing and the next. */
 const EMPTY_CLAIM_GAP_MS = 50;
 
+/** How a webhook delivery's id is told from a job's among the sends in flight. */
+const WEBHOOK = 'webhook:';
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -101,6 +106,9 @@ export class JobRunner {
   /** Sends in flight: each job's run, by job id, and how many slots each environment holds. */
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly slotsOf = new Map<string, number>();
+  /** Webhook deliveries share the send slots; which of the two a claim asks first alternates, so neither starves the other. */
+  private webhooksFirst = false;
+  private readonly webhooks: WebhookRun;
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
     const d = deps.config.delivery;
@@ -130,6 +138,7 @@ export class JobRunner {
       random,
     );
     this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random };
+    this.webhooks = { ...this.ctx, pace: new EndpointPace() };
   }
 
   start(): void {
@@ -172,6 +181,7 @@ export class JobRunner {
    */
   async runBatch(): Promise<number> {
     const jobs = await this.claim('all', this.options.batchSize);
+    const deliveries = await this.claimDeliveries(this.options.batchSize);
     const unstarted = await this.runLocal(jobs.filter(isInAppJob));
     const queue: JobRecord[] = jobs.filter((job) => !isInAppJob(job));
     const lane = async () => {
@@ -185,12 +195,19 @@ export class JobRunner {
     const ids = queue.map((job) => job.id);
     const renewal = ids.length > 0 ? setInterval(() => this.renewLeases(ids), this.options.leaseMs / 3) : undefined;
     try {
-      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, queue.length) }, lane));
+      await Promise.all([
+        ...Array.from({ length: Math.min(this.options.concurrency, queue.length) }, lane),
+        ...deliveries.map((delivery) => this.deliver(delivery, false)),
+      ]);
     } finally {
       clearInterval(renewal);
     }
     await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
-    return jobs.length;
+    return jobs.length + deliveries.length;
+  }
+
+  private claimDeliveries(limit: number, excludeEnvironments?: string[]): Promise<DeliveryRecord[]> {
+    return claimDueDeliveries(this.deps.db, { owner: this.ctx.owner, now: this.deps.clock.now(), leaseMs: this.options.leaseMs, limit, excludeEnvironments });
   }
 
   private claim(lane: JobLane, limit: number, excludeEnvironments?: string[]): Promise<JobRecord[]> {
@@ -302,26 +319,40 @@ export class JobRunner {
     const full = [...this.slotsOf].filter(([, n]) => n >= share).map(([environmentId]) => environmentId);
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
     const limit = Math.min(free, share, ...left);
-    const jobs = await this.claim('send', limit, full);
+    this.webhooksFirst = !this.webhooksFirst;
+    let deliveries = this.webhooksFirst ? await this.claimDeliveries(limit, full) : [];
+    const jobs = deliveries.length < limit ? await this.claim('send', limit - deliveries.length, full) : [];
+    if (!this.webhooksFirst && jobs.length < limit) deliveries = await this.claimDeliveries(limit - jobs.length, full);
+    const claimed = jobs.length + deliveries.length;
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
-      return { claimed: jobs.length, limit };
+      await releaseDeliveries(this.deps.db, deliveries.map((delivery) => delivery.id), this.ctx.owner, this.deps.clock.now());
+      return { claimed, limit };
     }
-    for (const job of jobs) this.startSend(job);
-    return { claimed: jobs.length, limit };
+    for (const job of jobs) this.startSend(job.id, job.environmentId, () => this.execute(job, true));
+    for (const delivery of deliveries) this.startSend(WEBHOOK + delivery.id, delivery.environmentId, () => this.deliver(delivery, true));
+    return { claimed, limit };
   }
 
-  private startSend(job: JobRecord): void {
-    const environmentId = job.environmentId;
+  private startSend(id: string, environmentId: string, send: () => Promise<void>): void {
     this.slotsOf.set(environmentId, (this.slotsOf.get(environmentId) ?? 0) + 1);
-    const run = this.execute(job, true).finally(() => {
-      this.inFlight.delete(job.id);
+    const run = send().finally(() => {
+      this.inFlight.delete(id);
       const left = this.slotsOf.get(environmentId)! - 1;
       if (left > 0) this.slotsOf.set(environmentId, left);
       else this.slotsOf.delete(environmentId);
       this.sendWake.notify();
     });
-    this.inFlight.set(job.id, run);
+    this.inFlight.set(id, run);
+  }
+
+  private async deliver(delivery: DeliveryRecord, gated: boolean): Promise<void> {
+    try {
+      await deliverWebhook(this.webhooks, delivery, gated ? this.destinations : undefined);
+    } catch (err) {
+      // Left running under its lease: another worker (or this one) takes it over when the lease ends.
+      this.deps.logger.error({ err, deliveryId: delivery.id }, 'webhook delivery failed unexpectedly');
+    }
   }
 
   private async execute(job: JobRecord, gated: boolean): Promise<void> {
@@ -336,6 +367,10 @@ export class JobRunner {
   private renewLeases(ids: string[]): void {
     if (ids.length === 0) return;
     const until = new Date(this.deps.clock.now().getTime() + this.options.leaseMs);
-    renewLeases(this.deps.db, this.ctx.owner, ids, until).catch((err: unknown) => this.deps.logger.error({ err }, 'job runner: renewing leases failed'));
+    const failed = (err: unknown) => this.deps.logger.error({ err }, 'job runner: renewing leases failed');
+    const jobs = ids.filter((id) => !id.startsWith(WEBHOOK));
+    const deliveries = ids.filter((id) => id.startsWith(WEBHOOK)).map((id) => id.slice(WEBHOOK.length));
+    if (jobs.length > 0) renewLeases(this.deps.db, this.ctx.owner, jobs, until).catch(failed);
+    if (deliveries.length > 0) renewDeliveryLeases(this.deps.db, this.ctx.owner, deliveries, until).catch(failed);
   }
 }

@@ -16,6 +16,7 @@ import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from '../contract.js';
 import { failedCondition } from './conditions.js';
+import { recordCanceledNotifications, recordStepEvent } from './webhook-events.js';
 import { openOrJoinDigest, passOnClosedDigest, settleDigestRiders, type Heir } from './digests.js';
 
 export interface Recipient {
@@ -204,7 +205,7 @@ export async function continueAfter(
   if (event.canceledAt) {
     const from = jobCanceled ? job.stepIndex! : nextActiveStep(event, job.stepIndex!);
     const passed = from !== -1 && (await passOnClosedDigest(trx, notificationId, now, (heir) => continueForHeir(trx, heir, from, jobCanceled, state, now)));
-    await settleNotifications(trx, [notificationId], now);
+    await recordCanceledNotifications(trx, event, now, () => settleNotifications(trx, [notificationId], now), notificationId);
     if (!passed) await settleDigestRiders(trx, event, notificationId, now);
     return;
   }
@@ -234,5 +235,17 @@ async function skipRemainingSteps(trx: Runner, event: EventRecord, notificationI
     skipped.push({ ...plainStepJob(event, notificationId, index, {}, now), id: newId(now.getTime()), status: 'skipped', runAt: now });
   }
   await insertJobs(trx, skipped, now);
-  for (const job of skipped) await addExecutionDetail(trx, { jobId: job.id!, status: 'warning', detail: reason, isRetry: false }, now);
+  for (const job of skipped) {
+    await addExecutionDetail(trx, { jobId: job.id!, status: 'warning', detail: reason, isRetry: false }, now);
+    const facts = {
+      environmentId: event.environmentId,
+      notificationId,
+      transactionId: event.transactionId,
+      workflowId: event.workflow.workflowId,
+      stepId: job.stepId ?? null,
+      channel: job.type,
+      jobId: job.id!,
+    };
+    await recordStepEvent(trx, facts, { type: 'message.skipped', detail: reason, reason: 'throttled' }, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
+  }
 }

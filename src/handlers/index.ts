@@ -8,6 +8,7 @@ import * as preferences from './preferences.js';
 import * as subscriberCredentials from './subscriber-credentials.js';
 import * as subscribers from './subscribers.js';
 import * as topics from './topics.js';
+import * as webhooks from './webhooks.js';
 import * as workflows from './workflows.js';
 
 /** Every operation of the contract, by operationId; `satisfies` makes a missing one a type error. */
@@ -22,4 +23,5 @@ export const handlers = {
   ...notifications,
   ...integrations,
   ...inbox,
+  ...webhooks,
 } satisfies OperationHandlers;

@@ -13,6 +13,8 @@ export interface HttpRequest {
   body: string;
   contentType?: string;
   headers?: Record<string, string>;
+  /** Answer every status instead of throwing for those that are not 2xx (webhooks sort them themselves). */
+  anyStatus?: boolean;
 }
 
 export interface HttpAnswer {
@@ -21,6 +23,8 @@ export interface HttpAnswer {
   text: string;
   /** Whether the body went on past ANSWER_LIMIT_BYTES (and was not read further). */
   truncated: boolean;
+  /** The answer's `Retry-After`, in milliseconds from now (only with `anyStatus`). */
+  retryAfterMs?: number;
 }
 
 /** The short form of an answer kept in execution details: its status and the start of its body. */
@@ -114,6 +118,7 @@ export function post(request: HttpRequest, delivery: Delivery): Promise<HttpAnsw
             const text = Buffer.concat(chunks).toString('utf8');
             const status = res.statusCode ?? 0;
             if (status >= 200 && status < 300) return finish(undefined, { status, text, truncated });
+            if (request.anyStatus) return finish(undefined, { status, text, truncated, retryAfterMs: retryAfter(header(res.headers['retry-after'])) });
             finish(statusError(host, status, text, res.headers['retry-after']));
           };
           res.on('data', (chunk: Buffer) => {
@@ -148,6 +153,10 @@ function statusError(host: string, status: number, text: string, retryAfterHeade
   const retryable = kind !== 'rejected';
   const retryAfterMs = retryable ? retryAfter(Array.isArray(retryAfterHeader) ? retryAfterHeader[0] : retryAfterHeader) : undefined;
   return new ProviderError(`${host} answered ${status}`, !retryable, raw, retryAfterMs, kind);
+}
+
+function header(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }
 
 /** A `Retry-After` header in milliseconds from now: whole seconds, or an HTTP date. */

@@ -1,5 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+import { startHttpPeer } from './peers.js';
 
 /**
  * A chat webhook receiver on 127.0.0.1 that answers after `delayMs`, recording the delivery id of
@@ -59,5 +61,26 @@ export async function startHangingWebhook(options: { delayMs?: number; status?: 
         server.close(() => resolve());
         server.closeAllConnections();
       }),
+  };
+}
+
+/**
+ * A receiver of Herald's own webhooks on 127.0.0.1 (startHttpPeer), checking each request as a
+ * customer would, with the official `standardwebhooks` library: `verified(secret)` answers the
+ * events whose signature that secret verifies (and throws at the first one it does not).
+ */
+export async function startWebhookReceiver(respond?: Parameters<typeof startHttpPeer>[0]) {
+  const peer = await startHttpPeer(respond);
+  return {
+    ...peer,
+    /** The bodies of the requests received, each checked with `secret`. */
+    verified(secret: string): Array<{ type: string; timestamp: string; environmentId: string; data: Record<string, unknown> }> {
+      const webhook = new Webhook(secret);
+      return peer.requests.map((request) => webhook.verify(request.body, request.headers as Record<string, string>) as never);
+    },
+    /** The event types received, in order. */
+    types(): string[] {
+      return peer.requests.map((request) => (request.json() as { type: string }).type);
+    },
   };
 }

@@ -16,6 +16,9 @@ import * as inboxMessages from './20261125_81_inbox_messages.js';
 import * as inboxEvents from './20261125_82_inbox_events.js';
 import * as inboxSecrets from './20261125_83_inbox_secrets.js';
 import * as inboxTickets from './20261125_84_inbox_tickets.js';
+import * as webhookEndpoints from './20261125_85_webhook_endpoints.js';
+import * as webhookDeliveries from './20261125_86_webhook_deliveries.js';
+import * as webhookAttempts from './20261125_87_webhook_attempts.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -39,6 +42,9 @@ const migrations: Record<string, Knex.Migration> = {
   '20261125_82_inbox_events': inboxEvents,
   '20261125_83_inbox_secrets': inboxSecrets,
   '20261125_84_inbox_tickets': inboxTickets,
+  '20261125_85_webhook_endpoints': webhookEndpoints,
+  '20261125_86_webhook_deliveries': webhookDeliveries,
+  '20261125_87_webhook_attempts': webhookAttempts,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

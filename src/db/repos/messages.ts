@@ -8,6 +8,8 @@ import { paginate, type Page, type PageRequest } from '../paginate.js';
 export type InAppMessage = Schemas['InAppMessage'];
 
 export interface NewMessage {
+  /** Given when an event written with it names it (a webhook's message.delivered). */
+  id?: string;
   environmentId: string;
   subscriberKey: string;
   subscriberId: string;
@@ -33,7 +35,7 @@ export interface NewMessage {
 export async function insertMessages(trx: Runner, messages: NewMessage[], now: Date): Promise<Array<Record<string, unknown>>> {
   const at = now.toISOString();
   const rows = messages.map((message) => ({
-    id: newId(now.getTime()),
+    id: message.id ?? newId(now.getTime()),
     environment_id: message.environmentId,
     subscriber_key: message.subscriberKey,
     subscriber_id: message.subscriberId,
@@ -100,7 +102,7 @@ export async function listMessages(
   );
 }
 
-export async function findMessage(db: Db, subscriberKey: string, messageId: string): Promise<InAppMessage | undefined> {
+export async function findMessage(db: Runner, subscriberKey: string, messageId: string): Promise<InAppMessage | undefined> {
   const row = await db('messages').where({ subscriber_key: subscriberKey, id: messageId }).first(MESSAGE_COLUMNS);
   return row ? toWire(row) : undefined;
 }

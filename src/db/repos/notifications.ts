@@ -249,3 +249,12 @@ export async function markNotificationsProcessing(trx: Runner, ids: string[], no
   for (const part of chunks(ids)) await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: now.toISOString() });
 }
 
+
+/** An event's notifications with one of `statuses`, with whom each is for (a webhook's notification.canceled). */
+export async function notificationsOfEvent(trx: Runner, eventId: string, statuses: NotificationStatus[]): Promise<Array<{ id: string; subscriber_id: string }>> {
+  return selectRows<{ id: string; subscriber_id: string }>(
+    trx,
+    `SELECT id, subscriber_id FROM notifications WHERE event_id = ? AND status IN (${statuses.map(() => '?').join(', ')})`,
+    [eventId, ...statuses],
+  );
+}

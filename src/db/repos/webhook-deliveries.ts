@@ -1,0 +1,275 @@
+// The webhook outbox and its tries. A delivery (one event to one endpoint) is written in the
+// transaction of the change it tells of, claimed by a job runner under a lease as a job is, and
+// ends succeeded or failed; each try leaves an attempt with the first KB of the answer.
+import type { Db, Runner } from '../knex.js';
+import { changeRows, inList, isPostgres } from '../knex.js';
+import { insertRows } from '../insert-rows.js';
+import type { Schemas } from '../../contract.js';
+import { newId } from '../../ids.js';
+import { readBool } from '../json.js';
+import { chunks } from '../chunks.js';
+import { paginate, type Page, type PageRequest } from '../paginate.js';
+
+export type WebhookDelivery = Schemas['WebhookDelivery'];
+export type DeliveryStatus = WebhookDelivery['status'];
+
+export interface NewDelivery {
+  environmentId: string;
+  endpointId: string;
+  eventId: string;
+  eventType: string;
+  payload: string;
+}
+
+export interface DeliveryRecord {
+  id: string;
+  environmentId: string;
+  endpointId: string;
+  eventId: string;
+  eventType: string;
+  payload: string;
+  /** Tries made, this one included. */
+  attempts: number;
+  /** Whether this try was asked for by a retry or a recover. */
+  manual: boolean;
+  createdAt: string;
+}
+
+/** The tries a delivery keeps showing in the list. */
+const ATTEMPTS_SHOWN = 20;
+
+export async function insertDeliveries(trx: Runner, deliveries: NewDelivery[], now: Date): Promise<string[]> {
+  const at = now.toISOString();
+  const rows = deliveries.map((d) => ({
+    id: newId(now.getTime()),
+    environment_id: d.environmentId,
+    endpoint_id: d.endpointId,
+    event_id: d.eventId,
+    event_type: d.eventType,
+    payload: d.payload,
+    status: 'pending',
+    attempts: 0,
+    manual: false,
+    run_at: at,
+    created_at: at,
+    updated_at: at,
+  }));
+  if (rows.length > 0) await insertRows(trx, 'webhook_deliveries', rows);
+  return rows.map((row) => row.id);
+}
+
+export interface DeliveryClaim {
+  owner: string;
+  now: Date;
+  leaseMs: number;
+  limit: number;
+  excludeEnvironments?: readonly string[];
+}
+
+/**
+ * Claims due deliveries, and those whose worker's lease ran out, for this worker (as claimDueJobs
+ * claims jobs): SKIP LOCKED on PostgreSQL, each kind read from its partial index in its order.
+ */
+export async function claimDueDeliveries(db: Db, options: DeliveryClaim): Promise<DeliveryRecord[]> {
+  const now = options.now.toISOString();
+  const leaseEnd = new Date(options.now.getTime() + options.leaseMs).toISOString();
+  const postgres = isPostgres(db);
+  const skipLocked = postgres ? 'FOR UPDATE SKIP LOCKED' : '';
+  const from = (index: string) => (postgres ? 'webhook_deliveries' : `webhook_deliveries INDEXED BY ${index}`);
+  const excluded = options.excludeEnvironments ?? [];
+  const exclude = excluded.length > 0 ? ` AND environment_id NOT IN (${excluded.map(() => '?').join(', ')})` : '';
+  const result = await db.raw(
+    `WITH due AS (
+       SELECT id, run_at FROM ${from('webhook_deliveries_due')} WHERE status = 'pending' AND run_at <= ?${exclude} ORDER BY run_at, id LIMIT ? ${skipLocked}
+     ), lapsed AS (
+       SELECT id, lease_expires_at AS run_at FROM ${from('webhook_deliveries_leased')} WHERE status = 'running' AND lease_expires_at < ?${exclude} ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
+     )
+     UPDATE webhook_deliveries SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
+     WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
+     RETURNING id, environment_id, endpoint_id, event_id, event_type, payload, attempts, manual, created_at`,
+    [now, ...excluded, options.limit, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
+  );
+  const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
+  return rows.map((row) => ({
+    id: row.id as string,
+    environmentId: row.environment_id as string,
+    endpointId: row.endpoint_id as string,
+    eventId: row.event_id as string,
+    eventType: row.event_type as string,
+    payload: row.payload as string,
+    attempts: Number(row.attempts),
+    manual: readBool(row.manual),
+    createdAt: row.created_at as string,
+  }));
+}
+
+export interface DeliveryChange {
+  status: 'pending' | 'succeeded' | 'failed';
+  runAt?: Date;
+  /** The try did not happen (a busy destination, the endpoint's rate): its attempt is given back. */
+  refundAttempt?: boolean;
+}
+
+/** Moves a delivery on, only while `owner` holds it. Answers whether it did. */
+export async function finishDelivery(trx: Runner, id: string, owner: string, change: DeliveryChange, now: Date): Promise<boolean> {
+  const at = now.toISOString();
+  const refund = change.refundAttempt ? ', attempts = attempts - 1' : '';
+  const manual = change.refundAttempt ? '' : ', manual = false';
+  return (
+    (await changeRows(
+      trx,
+      `UPDATE webhook_deliveries SET status = ?, run_at = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?${refund}${manual}
+        WHERE id = ? AND lease_owner = ? AND status = 'running'`,
+      [change.status, (change.runAt ?? now).toISOString(), at, id, owner],
+    )) > 0
+  );
+}
+
+export interface NewAttempt {
+  deliveryId: string;
+  attempt: number;
+  trigger: 'scheduled' | 'manual';
+  statusCode?: number;
+  durationMs: number;
+  response?: string;
+  error?: string;
+}
+
+export async function addAttempt(trx: Runner, attempt: NewAttempt, now: Date): Promise<void> {
+  await insertRows(trx, 'webhook_attempts', [
+    {
+      id: newId(now.getTime()),
+      delivery_id: attempt.deliveryId,
+      attempt: attempt.attempt,
+      trigger: attempt.trigger,
+      status_code: attempt.statusCode ?? null,
+      duration_ms: attempt.durationMs,
+      response: attempt.response ?? null,
+      error: attempt.error ?? null,
+      created_at: now.toISOString(),
+    },
+  ]);
+}
+
+export async function renewDeliveryLeases(db: Db, owner: string, ids: readonly string[], until: Date): Promise<number> {
+  if (ids.length === 0) return 0;
+  const list = inList(db, 'id', ids);
+  return changeRows(db, `UPDATE webhook_deliveries SET lease_expires_at = ? WHERE lease_owner = ? AND status = 'running' AND ${list.sql}`, [until.toISOString(), owner, ...list.bindings]);
+}
+
+/** Gives claimed deliveries back untouched (their attempt too). */
+export async function releaseDeliveries(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
+  for (const part of chunks(ids)) {
+    await db('webhook_deliveries')
+      .whereIn('id', part)
+      .where({ lease_owner: owner, status: 'running' })
+      .update({ status: 'pending', lease_owner: null, lease_expires_at: null, attempts: db.raw('attempts - 1'), updated_at: now.toISOString() });
+  }
+}
+
+const DELIVERY_COLUMNS = ['id', 'endpoint_id', 'event_id', 'event_type', 'status', 'run_at', 'created_at', 'updated_at'];
+
+async function withAttempts(db: Runner, rows: Array<Record<string, unknown>>): Promise<WebhookDelivery[]> {
+  const attempts = new Map<string, Array<Record<string, unknown>>>();
+  for (const part of chunks(rows.map((row) => row.id as string))) {
+    const found: Array<Record<string, unknown>> = await db('webhook_attempts')
+      .whereIn('delivery_id', part)
+      .orderBy([{ column: 'created_at' }, { column: 'id' }])
+      .select('delivery_id', 'attempt', 'trigger', 'status_code', 'duration_ms', 'response', 'error', 'created_at');
+    for (const row of found) {
+      const list = attempts.get(row.delivery_id as string) ?? [];
+      list.push(row);
+      attempts.set(row.delivery_id as string, list);
+    }
+  }
+  return rows.map((row) => {
+    // A claimed delivery shows as pending: its try is under way.
+    const status = (row.status === 'running' ? 'pending' : row.status) as DeliveryStatus;
+    const delivery: WebhookDelivery = {
+      deliveryId: row.id as string,
+      endpointId: row.endpoint_id as string,
+      eventId: row.event_id as string,
+      eventType: row.event_type as WebhookDelivery['eventType'],
+      status,
+      attempts: (attempts.get(row.id as string) ?? []).slice(-ATTEMPTS_SHOWN).map((a) => {
+        const attempt: WebhookDelivery['attempts'][number] = {
+          attempt: Number(a.attempt),
+          trigger: a.trigger as 'scheduled' | 'manual',
+          durationMs: Number(a.duration_ms),
+          createdAt: a.created_at as string,
+        };
+        if (a.status_code !== null) attempt.statusCode = Number(a.status_code);
+        if (a.response !== null) attempt.response = a.response as string;
+        if (a.error !== null) attempt.error = a.error as string;
+        return attempt;
+      }),
+      createdAt: row.created_at as string,
+      updatedAt: row.updated_at as string,
+    };
+    if (status === 'pending') delivery.nextAttemptAt = row.run_at as string;
+    return delivery;
+  });
+}
+
+export interface DeliveryFilters {
+  status?: DeliveryStatus;
+  eventType?: string;
+}
+
+export async function listDeliveries(db: Db, environmentId: string, endpointId: string, page: PageRequest, filters: DeliveryFilters): Promise<Page<WebhookDelivery>> {
+  const query = db('webhook_deliveries').where({ environment_id: environmentId, endpoint_id: endpointId }).select(DELIVERY_COLUMNS);
+  if (filters.status === 'pending') query.whereIn('status', ['pending', 'running']);
+  else if (filters.status) query.where('status', filters.status);
+  if (filters.eventType) query.where('event_type', filters.eventType);
+  return paginate<Record<string, unknown>, WebhookDelivery>(
+    query,
+    page,
+    [
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ],
+    (rows) => withAttempts(db, rows),
+  );
+}
+
+export async function findDelivery(db: Runner, environmentId: string, deliveryId: string): Promise<WebhookDelivery | undefined> {
+  const row = await db('webhook_deliveries').where({ environment_id: environmentId, id: deliveryId }).first(DELIVERY_COLUMNS);
+  return row ? (await withAttempts(db, [row]))[0] : undefined;
+}
+
+/**
+ * A delivery is due now, by hand: a finished one starts a fresh schedule; a pending one keeps its
+ * count. One a worker holds is left to it. Answers whether it was the environment's.
+ */
+export async function retryDelivery(trx: Runner, environmentId: string, deliveryId: string, now: Date): Promise<boolean> {
+  const at = now.toISOString();
+  const changed = await changeRows(
+    trx,
+    `UPDATE webhook_deliveries SET attempts = CASE WHEN status = 'pending' THEN attempts ELSE 0 END, status = 'pending', manual = true, run_at = ?, updated_at = ?
+      WHERE environment_id = ? AND id = ? AND status <> 'running'`,
+    [at, at, environmentId, deliveryId],
+  );
+  if (changed > 0) return true;
+  return (await trx('webhook_deliveries').where({ environment_id: environmentId, id: deliveryId }).first('id')) !== undefined;
+}
+
+/** Every failed delivery of the endpoint's events created in [since, until) is due now, with a fresh schedule. */
+export async function recoverDeliveries(trx: Runner, endpointId: string, since: string, until: string, now: Date): Promise<number> {
+  const at = now.toISOString();
+  return changeRows(
+    trx,
+    `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, manual = true, run_at = ?, updated_at = ?
+      WHERE endpoint_id = ? AND status = 'failed' AND created_at >= ? AND created_at < ?`,
+    [at, at, endpointId, since, until],
+  );
+}
+
+/** The endpoint's deliveries still to make fail (it was disabled). */
+export async function failPendingDeliveries(trx: Runner, endpointId: string, now: Date): Promise<void> {
+  await changeRows(trx, `UPDATE webhook_deliveries SET status = 'failed', updated_at = ? WHERE endpoint_id = ? AND status = 'pending'`, [now.toISOString(), endpointId]);
+}
+
+/** A delivery whose endpoint is gone (deleted after a process recorded the event) is dropped. */
+export async function dropDelivery(db: Runner, id: string, owner: string): Promise<void> {
+  await changeRows(db, `DELETE FROM webhook_deliveries WHERE id = ? AND lease_owner = ?`, [id, owner]);
+}

@@ -1,0 +1,120 @@
+// Which endpoints of an environment take which webhook events, remembered per process: every
+// state change asks, and nearly every environment has no endpoint, so the answer costs a map
+// lookup instead of a query inside the change's transaction.
+//
+// A change to an environment's endpoints forgets its entry here at once (forgetSubscriptions), and
+// in every other process: on PostgreSQL through NOTIFY, sent in the change's own transaction (so it
+// is delivered when it commits) to each process LISTENing (listenForSubscriptionChanges). A
+// generation number per environment keeps a read that raced a change from being remembered. The
+// entries also expire (SUBSCRIPTIONS_TTL_MS), in case a notification is missed while a listening
+// connection reconnects.
+import type { Knex } from 'knex';
+import type { Db, Runner } from './knex.js';
+import { isPostgres } from './knex.js';
+import { subscriptionsOf, type Subscription } from './repos/webhook-endpoints.js';
+
+export const SUBSCRIPTIONS_TTL_MS = 5_000;
+const MAX_ENTRIES = 10_000;
+const CHANNEL = 'herald_webhook_endpoints';
+
+interface Entry {
+  subscriptions: Subscription[];
+  expiresAt: number;
+}
+
+// Environment ids are unique across databases, so one map serves every database of the process.
+const entries = new Map<string, Entry>();
+const generations = new Map<string, number>();
+let everything = 0;
+
+function generationOf(environmentId: string): number {
+  return everything + (generations.get(environmentId) ?? 0);
+}
+
+/** The enabled endpoints of an environment and what each takes; read through `db` (the caller's transaction) when not remembered. */
+export async function subscriptionsFor(db: Runner, environmentId: string): Promise<Subscription[]> {
+  const now = Date.now();
+  const hit = entries.get(environmentId);
+  if (hit && hit.expiresAt > now) return hit.subscriptions;
+  const generation = generationOf(environmentId);
+  const subscriptions = await subscriptionsOf(db, environmentId);
+  if (generationOf(environmentId) === generation) {
+    entries.delete(environmentId);
+    if (entries.size >= MAX_ENTRIES) entries.delete(entries.keys().next().value!);
+    entries.set(environmentId, { subscriptions, expiresAt: now + SUBSCRIPTIONS_TTL_MS });
+  }
+  return subscriptions;
+}
+
+/** Forgets what this process remembers of an environment's endpoints. */
+export function forgetSubscriptions(environmentId?: string): void {
+  if (environmentId === undefined) {
+    everything++;
+    entries.clear();
+    return;
+  }
+  generations.set(environmentId, (generations.get(environmentId) ?? 0) + 1);
+  entries.delete(environmentId);
+}
+
+/**
+ * An environment's endpoints changed in `trx`: this process forgets them now (and again once the
+ * change commits, for a read that raced it), other processes when the NOTIFY arrives.
+ */
+export async function subscriptionsChanged(trx: Knex.Transaction, environmentId: string): Promise<void> {
+  forgetSubscriptions(environmentId);
+  const forget = () => forgetSubscriptions(environmentId);
+  trx.executionPromise.then(forget, forget);
+  if (isPostgres(trx as unknown as Db)) await trx.raw('SELECT pg_notify(?, ?)', [CHANNEL, environmentId]);
+}
+
+/**
+ * On PostgreSQL, a connection of its own LISTENs for other processes' changes to endpoints, and
+ * reconnects when it drops (forgetting everything, since a notification may have been missed).
+ * Answers how to stop listening. Nothing to do on SQLite: one process writes it.
+ */
+export async function listenForSubscriptionChanges(db: Db, onError: (err: unknown) => void): Promise<() => Promise<void>> {
+  if (!isPostgres(db)) return async () => undefined;
+  type Listener = { query(sql: string): Promise<unknown>; on(event: string, listener: (arg: never) => void): void; end(): Promise<void> };
+  let connection: Listener | undefined;
+  let stopped = false;
+  let retry: NodeJS.Timeout | undefined;
+  const connect = async (): Promise<void> => {
+    try {
+      const client = (await db.client.acquireRawConnection()) as Listener;
+      if (stopped) return void (await client.end());
+      client.on('notification', (message: { channel: string; payload?: string }) => {
+        if (message.channel === CHANNEL && message.payload) forgetSubscriptions(message.payload);
+      });
+      client.on('error', (err: unknown) => {
+        onError(err);
+        reconnect();
+      });
+      client.on('end', () => reconnect());
+      await client.query(`LISTEN ${CHANNEL}`);
+      connection = client;
+      forgetSubscriptions();
+    } catch (err) {
+      onError(err);
+      reconnect();
+    }
+  };
+  const reconnect = () => {
+    connection = undefined;
+    forgetSubscriptions();
+    if (stopped || retry) return;
+    retry = setTimeout(() => {
+      retry = undefined;
+      void connect();
+    }, 1_000);
+    retry.unref();
+  };
+  await connect();
+  return async () => {
+    stopped = true;
+    clearTimeout(retry);
+    const client = connection;
+    connection = undefined;
+    await client?.end().catch(() => undefined);
+  };
+}

@@ -1,0 +1,220 @@
+// The webhook outbox's one entrance: recordWebhookEvent writes an event for each endpoint of the
+// environment that takes it, in the caller's transaction, so the event commits with the change it
+// tells of or not at all. An environment without endpoints costs a map lookup (webhook-subscriptions.ts).
+import type { Runner } from '../db/knex.js';
+import { insertDeliveries } from '../db/repos/webhook-deliveries.js';
+import { notificationsOfEvent } from '../db/repos/notifications.js';
+import { subscriptionsFor } from '../db/webhook-subscriptions.js';
+import type { Subscription, WebhookEventType } from '../db/repos/webhook-endpoints.js';
+import type { Channel } from '../contract.js';
+import { newId } from '../ids.js';
+
+export type { WebhookEventType };
+
+/** Fields only endpoints with `includeContent` get. */
+const CONTENT_FIELDS = ['subject', 'content'] as const;
+
+/** The event id, sent as `webhook-id`: the same at every try and to every endpoint. */
+export function newEventId(now: Date): string {
+  return `msg_${newId(now.getTime())}`;
+}
+
+function takes(subscription: Subscription, type: WebhookEventType): boolean {
+  return subscription.eventTypes === null || subscription.eventTypes.includes(type);
+}
+
+/** The body Herald POSTs: `{type, timestamp, environmentId, data}`. */
+export function webhookBody(type: WebhookEventType, environmentId: string, data: Record<string, unknown>, now: Date): string {
+  return JSON.stringify({ type, timestamp: now.toISOString(), environmentId, data });
+}
+
+/**
+ * Records one event for every enabled endpoint of the environment that takes `type`, in `trx`.
+ * `data` may carry rendered content (`subject`, `content`): only endpoints with `includeContent`
+ * get it. `only` limits it to some endpoints (a test event, another endpoint's disabling). Answers
+ * the ids of the deliveries written.
+ */
+export async function recordWebhookEvent(
+  trx: Runner,
+  environmentId: string,
+  type: WebhookEventType,
+  data: Record<string, unknown>,
+  now: Date,
+  only?: (endpointId: string) => boolean,
+): Promise<string[]> {
+  const subscriptions = (await subscriptionsFor(trx, environmentId)).filter((s) => takes(s, type) && (only?.(s.endpointId) ?? true));
+  if (subscriptions.length === 0) return [];
+  const eventId = newEventId(now);
+  let plain: string | undefined;
+  let full: string | undefined;
+  const hasContent = CONTENT_FIELDS.some((field) => data[field] !== undefined);
+  return insertDeliveries(
+    trx,
+    subscriptions.map((s) => {
+      let payload: string;
+      if (s.includeContent || !hasContent) payload = full ??= webhookBody(type, environmentId, data, now);
+      else payload = plain ??= webhookBody(type, environmentId, Object.fromEntries(Object.entries(data).filter(([key]) => !(CONTENT_FIELDS as readonly string[]).includes(key))), now);
+      return { environmentId, endpointId: s.endpointId, eventId, eventType: type, payload };
+    }),
+    now,
+  );
+}
+
+/** Whether any endpoint of the environment takes `type`: a caller with work of its own to do for an event asks first. */
+export async function wantsWebhookEvent(trx: Runner, environmentId: string, type: WebhookEventType): Promise<boolean> {
+  return (await subscriptionsFor(trx, environmentId)).some((s) => takes(s, type));
+}
+
+/** What a `message.*` event says of the channel step it follows. */
+export interface StepFacts {
+  environmentId: string;
+  notificationId: string;
+  transactionId: string;
+  subscriberId: string;
+  workflowId: string;
+  stepId: string | null;
+  channel: Channel;
+  providerId?: string | null;
+  jobId: string;
+}
+
+export function stepData(facts: StepFacts): Record<string, unknown> {
+  const data: Record<string, unknown> = {
+    notificationId: facts.notificationId,
+    transactionId: facts.transactionId,
+    subscriberId: facts.subscriberId,
+    workflowId: facts.workflowId,
+    stepId: facts.stepId ?? '',
+    channel: facts.channel,
+    jobId: facts.jobId,
+  };
+  if (facts.providerId) data.providerId = facts.providerId;
+  return data;
+}
+
+/** Why a step was skipped, from its execution detail (deliver.ts `suppression`, schedule.ts). */
+export function skipReason(detail: string): 'preference' | 'condition' | 'throttled' | 'other' {
+  if (detail.startsWith('Step condition not met')) return 'condition';
+  if (detail.includes('preferences turn')) return 'preference';
+  if (/throttl/i.test(detail)) return 'throttled';
+  return 'other';
+}
+
+/** What a channel step's outcome tells the webhooks (execute.ts, in-app-batch.ts, schedule.ts record it with the outcome). */
+export type StepEvent =
+  | { type: 'message.sent' }
+  | { type: 'message.delivered'; messageId: string; subject?: string; content?: string }
+  | { type: 'message.skipped'; detail: string; reason?: ReturnType<typeof skipReason> }
+  | { type: 'message.failed'; attempts: number; error: WebhookError }
+  | { type: 'message.attempt_failed'; attempt: number; maxAttempts: number; nextAttemptAt: Date; error: WebhookError };
+
+export interface WebhookError {
+  message: string;
+  providerStatus?: string;
+}
+
+/** The step a job ran, for a `message.*` event; the subscriber is read (one indexed row) only when an endpoint takes the event. */
+export interface JobFacts {
+  environmentId: string;
+  notificationId: string;
+  transactionId: string;
+  workflowId: string;
+  stepId: string | null;
+  channel: string;
+  providerId?: string | null;
+  jobId: string;
+  subscriberId?: string;
+}
+
+const CHANNEL_TYPES: readonly string[] = ['in_app', 'email', 'sms', 'chat', 'push'];
+
+export async function recordStepEvent(
+  trx: Runner,
+  facts: JobFacts,
+  event: StepEvent,
+  now: Date,
+  subscriberOf: (notificationId: string) => Promise<string | undefined>,
+): Promise<void> {
+  if (!CHANNEL_TYPES.includes(facts.channel)) return;
+  if (!(await wantsWebhookEvent(trx, facts.environmentId, event.type))) return;
+  const subscriberId = facts.subscriberId ?? (await subscriberOf(facts.notificationId)) ?? '';
+  const data = stepData({ ...facts, channel: facts.channel as Channel, subscriberId });
+  switch (event.type) {
+    case 'message.delivered':
+      Object.assign(data, { messageId: event.messageId, providerId: 'herald' });
+      if (event.subject !== undefined) data.subject = event.subject;
+      if (event.content !== undefined) data.content = event.content;
+      break;
+    case 'message.skipped':
+      Object.assign(data, { reason: event.reason ?? skipReason(event.detail), detail: event.detail });
+      break;
+    case 'message.failed':
+      Object.assign(data, { attempts: event.attempts, error: event.error });
+      break;
+    case 'message.attempt_failed':
+      Object.assign(data, { attempt: event.attempt, maxAttempts: event.maxAttempts, retryable: true, nextAttemptAt: event.nextAttemptAt.toISOString(), error: event.error });
+      break;
+  }
+  await recordWebhookEvent(trx, facts.environmentId, event.type, data, now);
+}
+
+/**
+ * `notification.canceled` for each notification of a canceled event that `settle` moved from open to
+ * canceled: `settle` runs between the two reads, in the same transaction. Nothing is read when no
+ * endpoint takes the event.
+ */
+export async function recordCanceledNotifications(
+  trx: Runner,
+  event: { id: string; environmentId: string; transactionId: string; workflow: { workflowId: string } },
+  now: Date,
+  settle: () => Promise<void>,
+  only?: string,
+): Promise<void> {
+  if (!(await wantsWebhookEvent(trx, event.environmentId, 'notification.canceled'))) return settle();
+  const mine = (rows: Array<{ id: string; subscriber_id: string }>) => (only === undefined ? rows : rows.filter((row) => row.id === only));
+  const open = new Set(mine(await notificationsOfEvent(trx, event.id, ['pending', 'processing'])).map((row) => row.id));
+  await settle();
+  if (open.size === 0) return;
+  for (const row of mine(await notificationsOfEvent(trx, event.id, ['canceled']))) {
+    if (!open.has(row.id)) continue;
+    const data = { notificationId: row.id, transactionId: event.transactionId, subscriberId: row.subscriber_id, workflowId: event.workflow.workflowId };
+    await recordWebhookEvent(trx, event.environmentId, 'notification.canceled', data, now);
+  }
+}
+
+/** An in-app message's state, as `message.seen|read|archived` carry it. */
+export interface MessageState {
+  messageId: string;
+  notificationId: string;
+  transactionId: string;
+  subscriberId: string;
+  workflowId: string;
+  seen: boolean;
+  read: boolean;
+  archived?: boolean;
+  seenAt?: string;
+  readAt?: string;
+}
+
+/**
+ * `message.seen`, `message.read` and `message.archived` for each of them that a change turned on,
+ * in the change's transaction: the secret-key API's mark (messages.ts) and the inbox's call it
+ * with the message as it was and as it is.
+ */
+export async function recordMessageChange(trx: Runner, environmentId: string, before: MessageState, after: MessageState, now: Date): Promise<void> {
+  const data: Record<string, unknown> = {
+    messageId: after.messageId,
+    notificationId: after.notificationId,
+    transactionId: after.transactionId,
+    subscriberId: after.subscriberId,
+    workflowId: after.workflowId,
+    seen: after.seen,
+    read: after.read,
+  };
+  if (after.archived !== undefined) data.archived = after.archived;
+  if (after.seenAt !== undefined) data.seenAt = after.seenAt;
+  if (after.readAt !== undefined) data.readAt = after.readAt;
+  if (after.seen && !before.seen) await recordWebhookEvent(trx, environmentId, 'message.seen', data, now);
+  if (after.read && !before.read) await recordWebhookEvent(trx, environmentId, 'message.read', data, now);
+  if (after.archived && !before.archived) await recordWebhookEvent(trx, environmentId, 'message.archived', data, now);
+}

@@ -1,0 +1,220 @@
+// Delivering one claimed webhook delivery: signed as Standard Webhooks v1, sent through the
+// providers' HTTP path (the outbound guard, its own 15 s bound, no redirects), admitted by the
+// runner's destinations (the endpoint's host) like any send, and paced by the endpoint's
+// rateLimitPerSecond. The try and what follows from it (the next try on Svix's schedule, the
+// endpoint's health, its disabling) are written in one transaction, while this worker holds it.
+import { createHmac } from 'node:crypto';
+import type { Transaction } from '../db/knex.js';
+import { addAttempt, dropDelivery, failPendingDeliveries, finishDelivery, releaseDeliveries, type DeliveryChange, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
+import { disableEndpoint, endpointTargets, markEndpointFailing, markEndpointHealthy, type EndpointTarget } from '../db/repos/webhook-endpoints.js';
+import { subscriptionsChanged } from '../db/webhook-subscriptions.js';
+import { post, type HttpAnswer } from '../providers/http.js';
+import { ProviderError } from '../providers/types.js';
+import type { OutboundPolicy } from '../outbound-guard.js';
+import { destinationOf, verdictOf, type Gate, type Verdict } from './destinations.js';
+import { recordWebhookEvent } from './webhook-events.js';
+import type { WorkerContext } from './worker-context.js';
+
+/** Svix's schedule: the waits after the 1st, 2nd, … failed try (8 tries over about 27.6 hours). */
+export const RETRY_SCHEDULE_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+/** Each wait is spread ±20 %, so that the endpoints of one outage do not all come back at once. */
+const JITTER = 0.2;
+/** The longest an endpoint's Retry-After holds a try back. */
+const MAX_RETRY_AFTER_MS = 36_000_000;
+/** A whole try, connecting and reading the answer included. */
+export const WEBHOOK_TIMEOUT_MS = 15_000;
+/** An endpoint whose every try failed this long is disabled. */
+export const DISABLE_AFTER_MS = 5 * 24 * 3_600_000;
+/** The part of an answer kept with its try. */
+const RESPONSE_CHARS = 1024;
+
+/** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` for each secret, space-separated (Standard Webhooks). */
+export function signature(secrets: string[], id: string, timestamp: number, body: string): string {
+  return secrets
+    .map((secret) => {
+      const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+      return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+    })
+    .join(' ');
+}
+
+/** The wait after failed try `attempt` (from 1), or undefined when the schedule is over. */
+export function retryWaitMs(attempt: number, random: () => number): number | undefined {
+  const wait = RETRY_SCHEDULE_MS[attempt - 1];
+  return wait === undefined ? undefined : Math.round(wait * (1 - JITTER + 2 * JITTER * random()));
+}
+
+/**
+ * Per-endpoint pacing (rateLimitPerSecond), in this process's memory like the destinations: a
+ * delivery over the endpoint's rate goes back to the queue for the next second, its try not spent.
+ */
+export class EndpointPace {
+  private readonly seconds = new Map<string, { second: number; sent: number }>();
+
+  /** Undefined when a try may go now, else when to come back. */
+  take(endpointId: string, perSecond: number | null, now: number, random: () => number): Date | undefined {
+    if (perSecond === null) return undefined;
+    const second = Math.floor(now / 1000);
+    let state = this.seconds.get(endpointId);
+    if (!state || state.second !== second) {
+      state = { second, sent: 0 };
+      this.seconds.set(endpointId, state);
+      if (this.seconds.size > 10_000) this.seconds.delete(this.seconds.keys().next().value!);
+    }
+    if (state.sent < perSecond) {
+      state.sent++;
+      return undefined;
+    }
+    // Later seconds by how far over the rate the queue is, spread within the second.
+    return new Date((second + 1) * 1000 + Math.floor(random() * 1000));
+  }
+}
+
+export interface WebhookRun extends WorkerContext {
+  pace: EndpointPace;
+}
+
+class LeaseLost extends Error {}
+
+interface Tried {
+  statusCode?: number;
+  durationMs: number;
+  response?: string;
+  error?: string;
+  retryAfterMs?: number;
+  ok: boolean;
+  gone: boolean;
+  refused: boolean;
+}
+
+function policyOf(outbound: OutboundPolicy): OutboundPolicy {
+  const t = outbound.timeouts;
+  return {
+    ...outbound,
+    timeouts: {
+      connectMs: Math.min(t.connectMs, WEBHOOK_TIMEOUT_MS),
+      firstByteMs: Math.min(t.firstByteMs, WEBHOOK_TIMEOUT_MS),
+      sendMs: Math.min(t.sendMs, WEBHOOK_TIMEOUT_MS),
+    },
+  };
+}
+
+async function tryOnce(ctx: WebhookRun, delivery: DeliveryRecord, endpoint: EndpointTarget): Promise<Tried> {
+  const timestamp = Math.floor(ctx.deps.clock.now().getTime() / 1000);
+  const started = performance.now();
+  const headers = {
+    'webhook-id': delivery.eventId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signature(endpoint.secrets, delivery.eventId, timestamp, delivery.payload),
+    'herald-event-type': delivery.eventType,
+  };
+  let answer: HttpAnswer;
+  try {
+    answer = await post({ url: endpoint.url, body: delivery.payload, headers, anyStatus: true }, { deliveryId: delivery.id, outbound: policyOf(ctx.deps.config.outbound) });
+  } catch (err) {
+    const durationMs = Math.round(performance.now() - started);
+    const refused = err instanceof ProviderError && err.kind === 'refused';
+    return { durationMs, error: err instanceof Error ? err.message : String(err), ok: false, gone: false, refused };
+  }
+  const durationMs = Math.round(performance.now() - started);
+  const ok = answer.status >= 200 && answer.status < 300;
+  const tried: Tried = { statusCode: answer.status, durationMs, response: answer.text.slice(0, RESPONSE_CHARS), ok, gone: answer.status === 410, refused: false };
+  if (!ok) tried.error = answer.status >= 300 && answer.status < 400 ? `answered ${answer.status}, a redirect, which Herald does not follow` : `answered ${answer.status}`;
+  if (answer.retryAfterMs !== undefined) tried.retryAfterMs = answer.retryAfterMs;
+  return tried;
+}
+
+/** What a try says of its destination's health, for the breaker: as for any send. */
+function verdictOfTry(tried: Tried): Verdict {
+  if (tried.statusCode === undefined) return tried.refused ? 'neutral' : verdictOf(new ProviderError(tried.error ?? '', false));
+  if (tried.statusCode === 429) return 'neutral';
+  return tried.statusCode >= 500 || tried.statusCode === 408 ? 'failed' : 'ok';
+}
+
+/** Delivers one claimed delivery and records the try. */
+export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, gate?: Gate): Promise<void> {
+  const { db, clock, config } = ctx.deps;
+  const endpoint = (await endpointTargets(db, [delivery.endpointId], config.secret, clock.now())).get(delivery.endpointId);
+  if (!endpoint) return dropDelivery(db, delivery.id, ctx.owner); // deleted since the event was recorded
+  if (endpoint.disabled && delivery.eventType !== 'webhook.test') {
+    await record(ctx, delivery, { status: 'failed' }, { durationMs: 0, error: 'The endpoint is disabled', ok: false, gone: false, refused: false }, endpoint);
+    return;
+  }
+  const paced = ctx.pace.take(endpoint.id, endpoint.rateLimitPerSecond, clock.now().getTime(), ctx.random);
+  if (paced) return putBack(ctx, delivery, paced);
+  const destination = destinationOf('webhook', 'endpoint', endpoint.url);
+  let release: (() => void) | undefined;
+  if (gate) {
+    const admission = await gate.admit(destination);
+    if (!admission.go) return putBack(ctx, delivery, admission.until);
+    let verdict: Verdict = 'neutral';
+    release = () => gate.finished(destination, verdict, admission.started);
+    try {
+      const tried = await tryOnce(ctx, delivery, endpoint);
+      verdict = verdictOfTry(tried);
+      await record(ctx, delivery, nextStep(ctx, delivery, tried), tried, endpoint);
+    } finally {
+      release();
+    }
+    return;
+  }
+  const tried = await tryOnce(ctx, delivery, endpoint);
+  await record(ctx, delivery, nextStep(ctx, delivery, tried), tried, endpoint);
+}
+
+/** Back to the queue without a try (the endpoint's pace, a busy or broken destination). */
+async function putBack(ctx: WebhookRun, delivery: DeliveryRecord, until: Date): Promise<void> {
+  await finishDelivery(ctx.deps.db, delivery.id, ctx.owner, { status: 'pending', runAt: until, refundAttempt: true }, ctx.deps.clock.now());
+}
+
+function nextStep(ctx: WebhookRun, delivery: DeliveryRecord, tried: Tried): DeliveryChange {
+  if (tried.ok) return { status: 'succeeded' };
+  // A 410 disables the endpoint; a refused address stays refused whenever it is tried.
+  if (tried.gone || tried.refused) return { status: 'failed' };
+  const wait = retryWaitMs(delivery.attempts, ctx.random);
+  if (wait === undefined) return { status: 'failed' };
+  const asked = Math.min(tried.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS);
+  return { status: 'pending', runAt: new Date(ctx.deps.clock.now().getTime() + Math.max(wait, asked)) };
+}
+
+async function record(ctx: WebhookRun, delivery: DeliveryRecord, change: DeliveryChange, tried: Tried, endpoint: EndpointTarget): Promise<void> {
+  const now = ctx.deps.clock.now();
+  try {
+    await ctx.deps.db.transaction(async (trx) => {
+      if (!(await finishDelivery(trx, delivery.id, ctx.owner, change, now))) throw new LeaseLost();
+      await addAttempt(
+        trx,
+        {
+          deliveryId: delivery.id,
+          attempt: delivery.attempts,
+          trigger: delivery.manual ? 'manual' : 'scheduled',
+          statusCode: tried.statusCode,
+          durationMs: tried.durationMs,
+          response: tried.response,
+          error: tried.error,
+        },
+        now,
+      );
+      if (endpoint.disabled) return;
+      if (tried.ok) return markEndpointHealthy(trx, endpoint.id);
+      const failingSince = await markEndpointFailing(trx, endpoint.id, now);
+      if (tried.gone) return disable(trx, endpoint, 'The endpoint answered 410 Gone', failingSince, now);
+      if (now.getTime() - Date.parse(failingSince) >= DISABLE_AFTER_MS) {
+        return disable(trx, endpoint, 'Every delivery to the endpoint failed for 5 days', failingSince, now);
+      }
+    });
+  } catch (err) {
+    if (!(err instanceof LeaseLost)) throw err;
+  }
+}
+
+/** Herald disables an endpoint: its waiting deliveries fail, and the environment's other endpoints are told. */
+async function disable(trx: Transaction, endpoint: EndpointTarget, reason: string, failingSince: string, now: Date): Promise<void> {
+  if (!(await disableEndpoint(trx, endpoint.id, reason, now))) return;
+  await failPendingDeliveries(trx, endpoint.id, now);
+  await subscriptionsChanged(trx, endpoint.environmentId);
+  const data = { endpointId: endpoint.id, url: endpoint.url, reason, failingSince };
+  await recordWebhookEvent(trx, endpoint.environmentId, 'webhook_endpoint.disabled', data, now, (id) => id !== endpoint.id);
+}
+
+export { releaseDeliveries };

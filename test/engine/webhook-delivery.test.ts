@@ -1,0 +1,199 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { startWebhookReceiver } from '../helpers/webhook.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
+import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
+import { subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
+import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
+
+// How the job runner delivers webhooks, on a clock the tests move by hand: Svix's retry schedule,
+// Retry-After, 410 Gone, five days of failures, a destination the guard refuses, and the
+// endpoint's rate. Jitter is fixed at its middle (random 0.5), so each wait is the schedule's own.
+const t = useTestApp();
+let worker: JobRunner;
+beforeEach(() => {
+  worker = new JobRunner(t.deps, { random: () => 0.5 });
+});
+
+let peers: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  await Promise.all(peers.map((peer) => peer.close()));
+  peers = [];
+});
+
+async function receiver(respond?: Parameters<typeof startWebhookReceiver>[0]) {
+  const peer = await startWebhookReceiver(respond);
+  peers.push(peer);
+  return peer;
+}
+
+async function endpointAt(url: string, body: Record<string, unknown> = {}) {
+  return (await t.a.post('/v1/webhook-endpoints', { url, ...body }).expect(201)).body.data as { endpointId: string; secret: string };
+}
+
+async function deliveryRow(endpointId: string) {
+  const [row] = await t.db('webhook_deliveries').where({ endpoint_id: endpointId }).select('id', 'status', 'attempts', 'run_at');
+  return row as { id: string; status: string; attempts: number; run_at: string };
+}
+
+describe('the retry schedule', () => {
+  it("tries at once, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h, with one webhook-id, then fails", async () => {
+    const failing = await receiver(() => ({ status: 500, body: 'x'.repeat(3000) }));
+    const endpoint = await endpointAt(`${failing.url}/h`);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    const waits: number[] = [];
+    for (let attempt = 1; attempt <= 8; attempt++) {
+      await worker.runUntilIdle();
+      expect(failing.requests).toHaveLength(attempt);
+      const row = await deliveryRow(endpoint.endpointId);
+      if (row.status === 'failed') break;
+      const wait = Date.parse(row.run_at) - t.clock.now().getTime();
+      waits.push(wait);
+      t.clock.advance(wait - 1);
+      await worker.runUntilIdle();
+      expect(failing.requests).toHaveLength(attempt); // not due a millisecond early
+      t.clock.advance(1);
+    }
+    expect(waits).toEqual(RETRY_SCHEDULE_MS);
+    expect((await deliveryRow(endpoint.endpointId)).status).toBe('failed');
+    expect(new Set(failing.requests.map((r) => r.headers['webhook-id'])).size).toBe(1);
+    const [delivery] = (await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}/deliveries`).expect(200)).body.data;
+    expect(delivery.attempts).toHaveLength(8);
+    expect(delivery.attempts[0].response).toHaveLength(1024);
+  });
+
+  it('spreads each wait by ±20 %', async () => {
+    const failing = await receiver(() => ({ status: 500 }));
+    const endpoint = await endpointAt(`${failing.url}/h`);
+    for (const [random, factor] of [
+      [0, 0.8],
+      [1, 1.2],
+    ] as const) {
+      await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId }).delete();
+      await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+      await new JobRunner(t.deps, { random: () => random }).runUntilIdle();
+      expect(Date.parse((await deliveryRow(endpoint.endpointId)).run_at) - t.clock.now().getTime()).toBe(RETRY_SCHEDULE_MS[0] * factor);
+    }
+  });
+
+  it("waits as long as a 429's or 503's Retry-After asks when it is longer than the schedule", async () => {
+    const busy = await receiver(() => ({ status: 429, headers: { 'Retry-After': '120' } }));
+    const endpoint = await endpointAt(`${busy.url}/h`);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    expect(Date.parse((await deliveryRow(endpoint.endpointId)).run_at) - t.clock.now().getTime()).toBe(120_000);
+  });
+
+  it('does not follow a redirect: it is a failed try', async () => {
+    const elsewhere = await receiver();
+    const redirecting = await receiver(() => ({ status: 307, headers: { Location: `${elsewhere.url}/x` } }));
+    const endpoint = await endpointAt(`${redirecting.url}/h`);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    expect(elsewhere.requests).toHaveLength(0);
+    expect(await deliveryRow(endpoint.endpointId)).toMatchObject({ status: 'pending', attempts: 1 });
+  });
+});
+
+describe('disabling', () => {
+  it('disables an endpoint that answers 410 at once, and tells the other endpoints with webhook_endpoint.disabled', async () => {
+    const gone = await receiver(() => ({ status: 410 }));
+    const other = await receiver();
+    const goneEndpoint = await endpointAt(`${gone.url}/h`);
+    const otherEndpoint = await endpointAt(`${other.url}/h`, { eventTypes: ['webhook_endpoint.disabled'] });
+    await t.a.post(`/v1/webhook-endpoints/${goneEndpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    const after = (await t.a.get(`/v1/webhook-endpoints/${goneEndpoint.endpointId}`).expect(200)).body.data;
+    expect(after).toMatchObject({ disabled: true, disabledReason: 'The endpoint answered 410 Gone' });
+    expect((await deliveryRow(goneEndpoint.endpointId)).status).toBe('failed');
+    expect(other.types()).toEqual(['webhook_endpoint.disabled']);
+    expect(otherEndpoint.secret).toMatch(/^whsec_/);
+    expect(other.requests[0].json()).toMatchObject({ data: { endpointId: goneEndpoint.endpointId, reason: 'The endpoint answered 410 Gone' } });
+    expect(gone.requests).toHaveLength(1);
+  });
+
+  it('disables an endpoint whose deliveries all failed for five days, and enabling it starts the count again', async () => {
+    const failing = await receiver(() => ({ status: 500 }));
+    const endpoint = await endpointAt(`${failing.url}/h`);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    const since = (await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}`).expect(200)).body.data.failingSince;
+    expect(since).toBe(t.clock.now().toISOString());
+    t.clock.advance(DISABLE_AFTER_MS - 1);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    expect((await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}`).expect(200)).body.data.disabled).toBe(false);
+    t.clock.advance(1);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    const disabled = (await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}`).expect(200)).body.data;
+    expect(disabled).toMatchObject({ disabled: true, disabledReason: expect.stringContaining('5 days') });
+    const enabled = (await t.a.patch(`/v1/webhook-endpoints/${endpoint.endpointId}`, { disabled: false }).expect(200)).body.data;
+    expect(enabled.disabledReason).toBeUndefined();
+    expect(enabled.failingSince).toBeUndefined();
+  });
+
+  it('a success clears the failing days', async () => {
+    let fail = true;
+    const flaky = await receiver(() => ({ status: fail ? 500 : 200 }));
+    const endpoint = await endpointAt(`${flaky.url}/h`);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    fail = false;
+    t.clock.advance(RETRY_SCHEDULE_MS[0]);
+    await worker.runUntilIdle();
+    expect((await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}`).expect(200)).body.data.failingSince).toBeUndefined();
+  });
+});
+
+describe('the outbound guard', () => {
+  it('refuses to send to an address that is not allowed, without retrying', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    const allowed = t.deps.config.outbound;
+    t.deps.config.outbound = { ...allowed, allowedNetworks: [] };
+    try {
+      await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+      await worker.runUntilIdle();
+    } finally {
+      t.deps.config.outbound = allowed;
+    }
+    expect(peer.requests).toHaveLength(0);
+    const [delivery] = (await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}/deliveries`).expect(200)).body.data;
+    expect(delivery).toMatchObject({ status: 'failed', attempts: [expect.objectContaining({ error: REFUSED_DESTINATION })] });
+  });
+});
+
+describe('rateLimitPerSecond', () => {
+  it('sends at most that many a second to the endpoint; the rest wait for the next second without spending a try', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`, { rateLimitPerSecond: 2 });
+    for (let i = 0; i < 5; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(2);
+    const waiting = await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId, status: 'pending' }).select('attempts');
+    expect(waiting.map((row: { attempts: number }) => Number(row.attempts))).toEqual([0, 0, 0]);
+    // Back within the next second (at its middle, with random 0.5): two more go, one waits again.
+    t.clock.advance(1500);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(4);
+  });
+});
+
+describe('an endpoint deleted by another process', () => {
+  it('still lets the change commit, and its delivery is dropped when claimed', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const workflow = await createWorkflow(t.a, { steps: [step.inApp()] });
+    // This process remembers the endpoint; another deletes it behind its back.
+    expect(await subscriptionsFor(t.db, t.environments.a)).toHaveLength(1);
+    await t.db('webhook_endpoints').where({ id: endpoint.endpointId }).delete();
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201)).body.data;
+    await worker.runUntilIdle();
+    expect((await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0].status).toBe('completed');
+    expect(await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId })).toHaveLength(0);
+    expect(peer.requests).toHaveLength(0);
+  });
+});

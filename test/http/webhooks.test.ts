@@ -1,0 +1,245 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Webhook } from 'standardwebhooks';
+import { useTestApp, type Client } from '../helpers/app.js';
+import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
+import { startWebhookReceiver } from '../helpers/webhook.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import { systemClock } from '../../src/clock.js';
+
+// Webhook endpoints through the API, and the events of every kind reaching a real receiver on
+// 127.0.0.1 that checks each signature with the `standardwebhooks` library, as a customer would.
+// The runner signs with the real clock (the library checks the timestamp against it).
+const t = useTestApp();
+let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
+const runner = () => new JobRunner({ ...t.deps, clock: systemClock }, { random: () => 0.5 });
+
+beforeEach(async () => {
+  // The app's clock at the real time, so that what it writes and the runner's clock agree.
+  t.clock.advance(Date.now() - t.clock.now().getTime());
+  receiver = await startWebhookReceiver();
+});
+afterEach(async () => receiver.close());
+
+async function createEndpoint(client: Client, body: Record<string, unknown> = {}) {
+  return (await client.post('/v1/webhook-endpoints', { url: `${receiver.url}/hooks`, ...body }).expect(201)).body.data as { endpointId: string; secret: string };
+}
+
+describe('POST /v1/webhook-endpoints', () => {
+  it('creates an endpoint with a whsec_ secret that only the create answer and the secret route show', async () => {
+    const created = await createEndpoint(t.a, { description: 'billing', eventTypes: ['message.sent'] });
+    expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+    expect(Buffer.from(created.secret.slice(6), 'base64')).toHaveLength(32);
+    const got = (await t.a.get(`/v1/webhook-endpoints/${created.endpointId}`).expect(200)).body.data;
+    expect(got).toMatchObject({ endpointId: created.endpointId, description: 'billing', eventTypes: ['message.sent'], disabled: false });
+    expect(got.secret).toBeUndefined();
+    expect((await t.a.get(`/v1/webhook-endpoints/${created.endpointId}/secret`).expect(200)).body.data).toEqual({ secret: created.secret });
+    const list = (await t.a.get('/v1/webhook-endpoints').expect(200)).body;
+    expect(list).toMatchObject({ totalCount: 1, data: [{ endpointId: created.endpointId }] });
+  });
+
+  it('stores the secret sealed at rest', async () => {
+    const created = await createEndpoint(t.a);
+    const [row] = await t.db('webhook_endpoints').where({ id: created.endpointId }).select('secret');
+    if (t.deps.config.secret) expect(row.secret).not.toContain(created.secret.slice(6));
+  });
+
+  it('refuses a URL that is not a public address with 422 naming body/url', async () => {
+    for (const url of ['http://169.254.169.254/latest', 'http://10.0.0.1/hook', 'http://localhost:9/hook', 'ftp://example.com/x']) {
+      const res = await t.a.post('/v1/webhook-endpoints', { url }).expect(422);
+      expect(res.body.details[0].field).toBe('body/url');
+    }
+  });
+
+  it("answers 404 for another environment's endpoint", async () => {
+    const created = await createEndpoint(t.a);
+    await t.b.get(`/v1/webhook-endpoints/${created.endpointId}`).expect(404);
+    await t.b.patch(`/v1/webhook-endpoints/${created.endpointId}`, { disabled: true }).expect(404);
+    await t.b.delete(`/v1/webhook-endpoints/${created.endpointId}`).expect(404);
+  });
+});
+
+describe('PATCH and DELETE /v1/webhook-endpoints/{endpointId}', () => {
+  it('changes the fields given, clears with null, and deletes with 204', async () => {
+    const created = await createEndpoint(t.a, { description: 'x', eventTypes: ['message.sent'], rateLimitPerSecond: 5 });
+    const patched = (await t.a.patch(`/v1/webhook-endpoints/${created.endpointId}`, { description: null, eventTypes: null, rateLimitPerSecond: null, includeContent: true }).expect(200)).body.data;
+    expect(patched.description).toBeUndefined();
+    expect(patched.eventTypes).toBeUndefined();
+    expect(patched.rateLimitPerSecond).toBeUndefined();
+    expect(patched.includeContent).toBe(true);
+    await t.a.delete(`/v1/webhook-endpoints/${created.endpointId}`).expect(204);
+    await t.a.get(`/v1/webhook-endpoints/${created.endpointId}`).expect(404);
+  });
+});
+
+describe('POST /v1/webhook-endpoints/{endpointId}/test', () => {
+  it('delivers a signed webhook.test that standardwebhooks verifies, and lists the try', async () => {
+    const created = await createEndpoint(t.a, { eventTypes: ['message.failed'] });
+    const queued = (await t.a.post(`/v1/webhook-endpoints/${created.endpointId}/test`).expect(200)).body.data;
+    expect(queued).toMatchObject({ eventType: 'webhook.test', status: 'pending' });
+    await runner().runUntilIdle();
+    const [event] = receiver.verified(created.secret);
+    expect(event).toMatchObject({ type: 'webhook.test', environmentId: t.environments.a, data: { endpointId: created.endpointId } });
+    expect(receiver.requests[0].headers['webhook-id']).toBe(queued.eventId);
+    const deliveries = (await t.a.get(`/v1/webhook-endpoints/${created.endpointId}/deliveries?status=succeeded`).expect(200)).body.data;
+    expect(deliveries).toHaveLength(1);
+    expect(deliveries[0].attempts).toEqual([expect.objectContaining({ attempt: 1, trigger: 'scheduled', statusCode: 200, response: '{"ok":true}' })]);
+  });
+});
+
+describe('POST /v1/webhook-endpoints/{endpointId}/secret/rotate', () => {
+  it('signs with both secrets during the grace period, and with the new one alone after a rotation without grace', async () => {
+    const created = await createEndpoint(t.a);
+    const rotated = (await t.a.post(`/v1/webhook-endpoints/${created.endpointId}/secret/rotate`, { gracePeriodSeconds: 3600 }).expect(200)).body.data;
+    expect(rotated.secret).not.toBe(created.secret);
+    expect(rotated.previousSecretExpiresAt).toBe(new Date(t.clock.now().getTime() + 3_600_000).toISOString());
+    await t.a.post(`/v1/webhook-endpoints/${created.endpointId}/test`).expect(200);
+    await runner().runUntilIdle();
+    expect(String(receiver.requests[0].headers['webhook-signature']).split(' ')).toHaveLength(2);
+    expect(receiver.verified(created.secret)).toHaveLength(1);
+    expect(receiver.verified(rotated.secret)).toHaveLength(1);
+
+    const again = (await t.a.post(`/v1/webhook-endpoints/${created.endpointId}/secret/rotate`, { gracePeriodSeconds: 0 }).expect(200)).body.data;
+    receiver.requests.length = 0;
+    await t.a.post(`/v1/webhook-endpoints/${created.endpointId}/test`).expect(200);
+    await runner().runUntilIdle();
+    expect(receiver.verified(again.secret)).toHaveLength(1);
+    expect(() => receiver.verified(rotated.secret)).toThrow();
+  });
+});
+
+describe('the events', () => {
+  it('sends message.delivered for an in-app step, then message.seen and message.read when it is marked', async () => {
+    const endpoint = await createEndpoint(t.a);
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const workflow = await createWorkflow(t.a, { steps: [step.inApp({ content: 'Hi' })] });
+    const triggered = (await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201)).body.data;
+    await runner().runUntilIdle();
+    const [message] = (await t.a.get('/v1/subscribers/ada/messages').expect(200)).body.data;
+    await t.a.patch(`/v1/subscribers/ada/messages/${message.messageId}`, { read: true }).expect(200);
+    await t.a.patch(`/v1/subscribers/ada/messages/${message.messageId}`, { read: true }).expect(200);
+    await runner().runUntilIdle();
+    const events = receiver.verified(endpoint.secret);
+    expect(events.map((e) => e.type).sort()).toEqual(['message.delivered', 'message.read', 'message.seen']);
+    const delivered = events.find((e) => e.type === 'message.delivered')!;
+    expect(delivered.data).toMatchObject({ messageId: message.messageId, subscriberId: 'ada', transactionId: triggered.transactionId, workflowId: workflow.workflowId, channel: 'in_app', providerId: 'herald' });
+    expect(delivered.data.content).toBeUndefined();
+    expect(events.find((e) => e.type === 'message.read')!.data).toMatchObject({ messageId: message.messageId, seen: true, read: true });
+  });
+
+  it('carries the rendered content only to an endpoint with includeContent', async () => {
+    const plain = await createEndpoint(t.a);
+    const other = await startWebhookReceiver();
+    try {
+      const full = (await t.a.post('/v1/webhook-endpoints', { url: `${other.url}/hooks`, includeContent: true }).expect(201)).body.data;
+      await createSubscriber(t.a, { subscriberId: 'ada' });
+      const workflow = await createWorkflow(t.a, { steps: [step.inApp({ content: 'Secret plans' })] });
+      await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201);
+      await runner().runUntilIdle();
+      expect(receiver.verified(plain.secret)[0].data.content).toBeUndefined();
+      expect(other.verified(full.secret)[0].data.content).toBe('Secret plans');
+      expect(other.requests[0].headers['webhook-id']).toBe(receiver.requests[0].headers['webhook-id']);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('sends message.sent, message.attempt_failed and message.failed for chat sends, and message.skipped with its reason', async () => {
+    const endpoint = await createEndpoint(t.a);
+    const slack = await startWebhookReceiver((request) => (request.path.includes('broken') ? { status: 500 } : request.path.includes('refuses') ? { status: 400 } : { status: 200 }));
+    try {
+      await createIntegration(t.a);
+      const workflow = await createWorkflow(t.a, { steps: [step.chat({ content: 'Hi' }, { conditions: [{ field: 'payload.go', operator: 'eq', value: true }] })] });
+      for (const subscriberId of ['fine', 'broken', 'refuses', 'skipped']) {
+        await createSubscriber(t.a, { subscriberId });
+        await t.a.put(`/v1/subscribers/${subscriberId}/credentials`, { providerId: 'slack', credentials: { webhookUrl: `${slack.url}/${subscriberId}` } }).expect(200);
+      }
+      await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: ['fine', 'broken', 'refuses'], payload: { go: true } }).expect(201);
+      await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: ['skipped'], payload: { go: false } }).expect(201);
+      await runner().runUntilIdle();
+      const events = receiver.verified(endpoint.secret);
+      const bySubscriber = (id: string) => events.filter((e) => e.data.subscriberId === id).map((e) => e.type);
+      expect(bySubscriber('fine')).toEqual(['message.sent']);
+      expect(bySubscriber('broken')).toEqual(['message.attempt_failed']);
+      expect(bySubscriber('refuses')).toEqual(['message.failed']);
+      expect(bySubscriber('skipped')).toEqual(['message.skipped']);
+      expect(events.find((e) => e.type === 'message.sent')!.data).toMatchObject({ channel: 'chat', providerId: 'slack', stepId: expect.any(String) });
+      expect(events.find((e) => e.type === 'message.attempt_failed')!.data).toMatchObject({ attempt: 1, maxAttempts: 5, retryable: true, nextAttemptAt: expect.any(String), error: { message: expect.stringContaining('500') } });
+      expect(events.find((e) => e.type === 'message.failed')!.data).toMatchObject({ attempts: 1, error: { message: expect.stringContaining('400') } });
+      expect(events.find((e) => e.type === 'message.skipped')!.data).toMatchObject({ reason: 'condition' });
+    } finally {
+      await slack.close();
+    }
+  });
+
+  it('sends message.skipped with reason preference when the subscriber turned the channel off', async () => {
+    const endpoint = await createEndpoint(t.a, { eventTypes: ['message.skipped'] });
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const workflow = await createWorkflow(t.a, { steps: [step.inApp()] });
+    await t.a.patch('/v1/subscribers/ada/preferences', { channels: { in_app: false } }).expect(200);
+    await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201);
+    await runner().runUntilIdle();
+    expect(receiver.verified(endpoint.secret)).toEqual([expect.objectContaining({ type: 'message.skipped', data: expect.objectContaining({ reason: 'preference' }) })]);
+  });
+
+  it('sends notification.canceled when an event is canceled, and only the types an endpoint asked for', async () => {
+    const endpoint = await createEndpoint(t.a, { eventTypes: ['notification.canceled'] });
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const workflow = await createWorkflow(t.a, { steps: [step.delay(5), step.inApp()] });
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201)).body.data;
+    await runner().runUntilIdle();
+    await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200);
+    await runner().runUntilIdle();
+    expect(receiver.verified(endpoint.secret)).toEqual([
+      expect.objectContaining({ type: 'notification.canceled', data: expect.objectContaining({ transactionId, subscriberId: 'ada', workflowId: workflow.workflowId }) }),
+    ]);
+  });
+
+  it('records nothing for a disabled endpoint, or for an environment without endpoints', async () => {
+    const endpoint = await createEndpoint(t.a, { disabled: true });
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const workflow = await createWorkflow(t.a, { steps: [step.inApp()] });
+    await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201);
+    await runner().runUntilIdle();
+    expect(await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId })).toHaveLength(0);
+  });
+});
+
+describe('deliveries, retry and recover', () => {
+  it('lists failed deliveries by status and type, retries one by hand, and recovers the rest', async () => {
+    let failing = true;
+    const flaky = await startWebhookReceiver(() => ({ status: failing ? 503 : 200 }));
+    try {
+      const endpoint = (await t.a.post('/v1/webhook-endpoints', { url: `${flaky.url}/h` }).expect(201)).body.data;
+      const since = t.clock.now().toISOString();
+      await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+      await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+      await runner().runUntilIdle();
+      const pending = (await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}/deliveries?status=pending&eventType=webhook.test`).expect(200)).body.data;
+      expect(pending).toHaveLength(2);
+      expect(pending[0]).toMatchObject({ nextAttemptAt: expect.any(String), attempts: [expect.objectContaining({ statusCode: 503, error: expect.stringContaining('503') })] });
+      await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId }).update({ status: 'failed' });
+      failing = false;
+      const retried = (await t.a.post(`/v1/webhook-deliveries/${pending[0].deliveryId}/retry`).expect(200)).body.data;
+      expect(retried.status).toBe('pending');
+      await runner().runUntilIdle();
+      const after = (await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}/deliveries?status=succeeded`).expect(200)).body.data;
+      expect(after).toEqual([expect.objectContaining({ deliveryId: pending[0].deliveryId, attempts: expect.arrayContaining([expect.objectContaining({ trigger: 'manual', statusCode: 200 })]) })]);
+      const recovered = (await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/recover`, { since }).expect(200)).body.data;
+      expect(recovered).toEqual({ queued: 1 });
+      await runner().runUntilIdle();
+      expect((await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}/deliveries?status=succeeded`).expect(200)).body.totalCount).toBe(2);
+      expect(new Set(flaky.requests.map((r) => r.headers['webhook-id'])).size).toBe(2);
+      await t.a.post('/v1/webhook-deliveries/0194f2a1c3b27e4d9a1f0c80/retry').expect(404);
+    } finally {
+      await flaky.close();
+    }
+  });
+
+  it('verifies with standardwebhooks from the raw body alone', async () => {
+    const endpoint = await createEndpoint(t.a);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await runner().runUntilIdle();
+    const request = receiver.requests[0];
+    expect(() => new Webhook(endpoint.secret).verify(request.body + ' ', request.headers as Record<string, string>)).toThrow();
+  });
+});
