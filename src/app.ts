@@ -22,13 +22,15 @@ export interface AppOptions {
   precompile?: boolean;
   /** Where the rendered API reference lives (built on first request when missing). */
   docsFile?: string;
+  /** The inbox streams' ping and catch-up intervals (tests shorten them). */
+  inbox?: { pingMs?: number; catchUpMs?: number };
 }
 
 /** The HTTP application: request id and log → API key → rate limit → contract router (key check, JSON body, validation) → errors. */
 export async function createApp(deps: Deps, options: AppOptions = {}): Promise<Express> {
   // The inbox's open streams; `app.locals.inboxHub.close()` ends them when the server stops.
-  const inboxHub = new InboxHub(deps);
-  const api = await createApi(handlers, deps, { inboxHub });
+  const inboxHub = new InboxHub(deps, { catchUpMs: options.inbox?.catchUpMs });
+  const api = await createApi(handlers, deps, { inboxHub, inboxPingMs: options.inbox?.pingMs });
   if (options.precompile) precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');

@@ -122,7 +122,7 @@ function bodyReader(): (req: Request, res: Response) => Promise<void> {
  * 405, requests without a valid key 401, requests that break the schema 400, and only then the
  * operation's handler, whose reply is written as JSON.
  */
-export async function createApi(handlers: OperationHandlers, deps: Deps, options: { inboxHub?: InboxHub } = {}): Promise<OpenAPIBackend> {
+export async function createApi(handlers: OperationHandlers, deps: Deps, options: { inboxHub?: InboxHub; inboxPingMs?: number } = {}): Promise<OpenAPIBackend> {
   const api = await createBackend();
   const readBody = bodyReader();
   /**
@@ -154,7 +154,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
 
   // The inbox's stream is written as server-sent events, not answered as JSON.
   const { inboxHub } = options;
-  if (inboxHub) operations.streamInboxEvents = (c: Context, req: Request, res: Response) => streamInboxEvents(inboxHub, deps, authOf(c), req, res);
+  if (inboxHub) operations.streamInboxEvents = (c: Context, req: Request, res: Response) => streamInboxEvents(inboxHub, deps, authOf(c), req, res, options.inboxPingMs);
 
   api.register({
     ...operations,

@@ -1,5 +1,4 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import supertest from 'supertest';
 import { SignJWT } from 'jose';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
@@ -141,3 +140,170 @@ describe('GET /inbox/messages (listInboxMessages) and GET /inbox/counts (getInbo
     await as(token).get('/v1/inbox/messages?before=000000000000000000000000').expect(404);
   });
 });
+
+describe('PATCH /inbox/messages/{messageId} (updateInboxMessage)', () => {
+  it('marks read (and so seen), archives and unarchives, keeping the counts exact and the first times', async () => {
+    await deliver(2);
+    const token = await tokenFor('ada');
+    const [newest] = (await as(token).get('/v1/inbox/messages').expect(200)).body.data;
+    const read = (await as(token).patch(`/v1/inbox/messages/${newest.messageId}`, { read: true }).expect(200)).body.data;
+    expect(read).toMatchObject({ readAt: t.clock.now().toISOString(), seenAt: t.clock.now().toISOString(), archivedAt: null });
+    t.clock.advance(5000);
+    const again = (await as(token).patch(`/v1/inbox/messages/${newest.messageId}`, { read: true }).expect(200)).body.data;
+    expect(again.readAt).toBe(read.readAt);
+    expect((await as(token).get('/v1/inbox/counts').expect(200)).body.data).toEqual({ unread: 1, unseen: 1, total: 2, archived: 0 });
+    await as(token).patch(`/v1/inbox/messages/${newest.messageId}`, { archived: true }).expect(200);
+    expect((await as(token).get('/v1/inbox/counts').expect(200)).body.data).toEqual({ unread: 1, unseen: 1, total: 1, archived: 1 });
+    expect((await as(token).get('/v1/inbox/messages').expect(200)).body.data).toHaveLength(1);
+    expect((await as(token).get('/v1/inbox/messages?archived=only').expect(200)).body.data.map((m: { messageId: string }) => m.messageId)).toEqual([newest.messageId]);
+    const back = (await as(token).patch(`/v1/inbox/messages/${newest.messageId}`, { archived: false, read: false }).expect(200)).body.data;
+    expect(back).toMatchObject({ archivedAt: null, readAt: null, seenAt: read.seenAt });
+    expect((await as(token).get('/v1/inbox/counts').expect(200)).body.data).toEqual({ unread: 2, unseen: 1, total: 2, archived: 0 });
+  });
+
+  it('shares its counts with the secret-key API’s mark, which changes the same messages', async () => {
+    await deliver(2);
+    const [message] = (await t.a.get('/v1/subscribers/ada/messages').expect(200)).body.data;
+    await t.a.patch(`/v1/subscribers/ada/messages/${message.messageId}`, { read: true }).expect(200);
+    expect((await as(await tokenFor('ada')).get('/v1/inbox/counts').expect(200)).body.data).toEqual({ unread: 1, unseen: 1, total: 2, archived: 0 });
+  });
+
+  it('answers 404 for an unknown item and 400 for an empty or unknown change', async () => {
+    const token = await tokenFor('ada');
+    await as(token).patch('/v1/inbox/messages/000000000000000000000000', { read: true }).expect(404);
+    await deliver(1);
+    const [item] = (await as(token).get('/v1/inbox/messages').expect(200)).body.data;
+    await as(token).patch(`/v1/inbox/messages/${item.messageId}`, {}).expect(400);
+    await as(token).patch(`/v1/inbox/messages/${item.messageId}`, { pinned: true }).expect(400);
+  });
+});
+
+describe('DELETE /inbox/messages/{messageId} (deleteInboxMessage)', () => {
+  it('deletes the item and its share of the counts, once', async () => {
+    await deliver(2);
+    const token = await tokenFor('ada');
+    const [item] = (await as(token).get('/v1/inbox/messages').expect(200)).body.data;
+    await as(token).delete(`/v1/inbox/messages/${item.messageId}`).expect(204);
+    await as(token).delete(`/v1/inbox/messages/${item.messageId}`).expect(404);
+    expect((await as(token).get('/v1/inbox/counts').expect(200)).body.data).toEqual({ unread: 1, unseen: 1, total: 1, archived: 0 });
+  });
+});
+
+describe('POST /inbox/messages/{messageId}/actions/{actionType} (updateInboxMessageAction)', () => {
+  it('marks the primary action done (reading the item) and pending again; a missing action is a 422', async () => {
+    await deliver(1);
+    const token = await tokenFor('ada');
+    const [item] = (await as(token).get('/v1/inbox/messages').expect(200)).body.data;
+    const done = (await as(token).post(`/v1/inbox/messages/${item.messageId}/actions/primary`, { status: 'done' }).expect(200)).body.data;
+    expect(done.primaryAction.status).toBe('done');
+    expect(done.readAt).not.toBeNull();
+    const pending = (await as(token).post(`/v1/inbox/messages/${item.messageId}/actions/primary`, { status: 'pending' }).expect(200)).body.data;
+    expect(pending.primaryAction.status).toBe('pending');
+    await as(token).post(`/v1/inbox/messages/${item.messageId}/actions/secondary`, { status: 'done' }).expect(422);
+    await as(token).post(`/v1/inbox/messages/${item.messageId}/actions/tertiary`, { status: 'done' }).expect(400);
+  });
+});
+
+describe('POST /inbox/messages/bulk (updateInboxMessages)', () => {
+  it('marks everything up to upTo read, leaving a newer item alone, and counts only what changed', async () => {
+    await deliver(3);
+    const token = await tokenFor('ada');
+    const shown = (await as(token).get('/v1/inbox/messages').expect(200)).body.data;
+    await deliver(1); // arrives while the page is open
+    const res = await as(token).post('/v1/inbox/messages/bulk', { set: { read: true }, upTo: shown[0].messageId }).expect(200);
+    expect(res.body.data).toEqual({ updated: 3, counts: { unread: 1, unseen: 1, total: 4, archived: 0 } });
+    expect((await as(token).post('/v1/inbox/messages/bulk', { set: { read: true }, upTo: shown[0].messageId }).expect(200)).body.data.updated).toBe(0);
+    const archived = await as(token).post('/v1/inbox/messages/bulk', { set: { archived: true } }).expect(200);
+    expect(archived.body.data).toEqual({ updated: 4, counts: { unread: 0, unseen: 0, total: 0, archived: 4 } });
+    await as(token).post('/v1/inbox/messages/bulk', { set: { read: true }, upTo: '000000000000000000000000' }).expect(404);
+  });
+});
+
+describe('filters', () => {
+  it('filters by status, workflowId and tag', async () => {
+    await deliver(2);
+    await deliver(1, 'ada', 'other');
+    const token = await tokenFor('ada');
+    const all = (await as(token).get('/v1/inbox/messages').expect(200)).body.data;
+    await as(token).patch(`/v1/inbox/messages/${all[1].messageId}`, { read: true }).expect(200);
+    const ids = async (query: string) => (await as(token).get(`/v1/inbox/messages?${query}`).expect(200)).body.data.map((m: { messageId: string }) => m.messageId);
+    expect(await ids('status=read')).toEqual([all[1].messageId]);
+    expect(await ids('status=unread')).toEqual([all[0].messageId, all[2].messageId]);
+    expect(await ids('workflowId=other')).toEqual([all[0].messageId]);
+    expect(await ids('tag=comments')).toEqual([all[1].messageId, all[2].messageId]);
+    expect((await as(token).get('/v1/inbox/messages?tag=comments').expect(200)).body.totalCount).toBe(2);
+  });
+});
+
+describe('GET and PATCH /inbox/preferences (getInboxPreferences, updateInboxPreferences)', () => {
+  it('shows and changes the subscriber’s own preferences, as the secret-key API sees them', async () => {
+    const token = await tokenFor('ada');
+    const before = (await as(token).get('/v1/inbox/preferences').expect(200)).body.data;
+    expect(before.map((p: { template: { workflowId: string } }) => p.template.workflowId)).toEqual(['comment-added', 'other']);
+    await as(token).patch('/v1/inbox/preferences', { workflowId: 'other', enabled: false }).expect(200);
+    const mine = (await t.a.get('/v1/subscribers/ada/preferences').expect(200)).body.data;
+    expect(mine.find((p: { template: { workflowId: string } }) => p.template.workflowId === 'other').preference.enabled).toBe(false);
+    await as(token).patch('/v1/inbox/preferences', { workflowId: 'nope', enabled: false }).expect(404);
+  });
+});
+
+describe('PUT and GET /inbox/settings (updateInboxSettings, getInboxSettings), and CORS', () => {
+  it('allows cross-origin inbox calls from the environment’s origins only, and never on the secret-key API', async () => {
+    expect((await t.a.get('/v1/inbox/settings').expect(200)).body.data).toEqual({ allowedOrigins: [] });
+    const put = await t.a.put('/v1/inbox/settings', { allowedOrigins: ['https://app.example.com', 'https://App.Example.com'] }).expect(200);
+    expect(put.body.data).toEqual({ allowedOrigins: ['https://app.example.com'] });
+    const token = await tokenFor('ada');
+    const preflight = await t.http.options('/v1/inbox/messages').set('Origin', 'https://app.example.com').set('Access-Control-Request-Method', 'GET').expect(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe('https://app.example.com');
+    expect(preflight.headers['access-control-allow-headers']).toMatch(/Authorization/);
+    await t.http.options('/v1/inbox/messages').set('Origin', 'https://evil.example').set('Access-Control-Request-Method', 'GET').expect(403);
+    const allowed = await as(token).get('/v1/inbox/counts').set('Origin', 'https://app.example.com').expect(200);
+    expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example.com');
+    const other = await as(token).get('/v1/inbox/counts').set('Origin', 'https://evil.example').expect(200);
+    expect(other.headers['access-control-allow-origin']).toBeUndefined();
+    const secretKeyApi = await t.a.get('/v1/subscribers').set('Origin', 'https://app.example.com').expect(200);
+    expect(secretKeyApi.headers['access-control-allow-origin']).toBeUndefined();
+    // Another environment's token from that origin gets no CORS header: the origin is A's.
+    await t.b.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
+    const foreign = await as(await tokenFor('ada', t.b)).get('/v1/inbox/counts').set('Origin', 'https://app.example.com').expect(200);
+    expect(foreign.headers['access-control-allow-origin']).toBeUndefined();
+    await t.a.put('/v1/inbox/settings', { allowedOrigins: ['https://app.example.com/path'] }).expect(400);
+  });
+});
+
+describe('rate limits', () => {
+  it('spends a bucket per subscriber, not the environment’s', async () => {
+    const token = await tokenFor('ada');
+    const res = await as(token).get('/v1/inbox/counts').expect(200);
+    // Enterprise without numbers is unlimited: the header is absent; the bucket key is checked in the rate-limit unit below.
+    expect(res.headers['ratelimit']).toBeUndefined();
+  });
+});
+
+describe('the in-app step template', () => {
+  it('compiles the item’s fields on save: a broken action label is a 422 naming it', async () => {
+    const res = await t.a
+      .post('/v1/workflows', { name: 'Broken', steps: [{ type: 'in_app', template: { content: 'x', primaryAction: { label: '{{#if}}' } } }] })
+      .expect(422);
+    expect(res.body.details).toEqual([expect.objectContaining({ field: 'body/steps/0/template/primaryAction/label' })]);
+  });
+});
+
+describe('POST /inbox/events/tickets (createInboxEventTicket)', () => {
+  it('answers a single-use ticket valid for 60 seconds; an API key cannot ask for one', async () => {
+    const token = await tokenFor('ada');
+    const res = await as(token).post('/v1/inbox/events/tickets').expect(201);
+    expect(res.body.data).toEqual({ ticket: expect.stringMatching(/^tk_/), expiresAt: new Date(t.clock.now().getTime() + 60_000).toISOString() });
+    await t.a.post('/v1/inbox/events/tickets').expect(403);
+  });
+
+  it('refuses a subscriber token or a used ticket in the URL with 401 and the error body', async () => {
+    const token = await tokenFor('ada');
+    const inUrl = await t.http.get(`/v1/inbox/events?token=${token}`).expect(401);
+    expect(inUrl.body).toMatchObject({ statusCode: 401, error: 'Unauthorized', message: expect.stringContaining('URL') });
+    await t.http.get(`/v1/inbox/events?ticket=${token}`).expect(401);
+    await t.http.get('/v1/inbox/events?ticket=tk_unknown').expect(401);
+    await t.a.get('/v1/inbox/events').expect(403);
+  });
+});
+
