@@ -19,8 +19,10 @@ interface Bus {
 const buses = new WeakMap<object, Bus>();
 
 function busOf(db: Runner): Bus {
-  let bus = buses.get(db.client);
-  if (!bus) buses.set(db.client, (bus = { origin: randomBytes(8).toString('hex'), listeners: new Set(), pending: new WeakMap() }));
+  // Keyed by the client's config: knex gives each transaction a client of its own, but the same config.
+  const key = db.client.config as object;
+  let bus = buses.get(key);
+  if (!bus) buses.set(key, (bus = { origin: randomBytes(8).toString('hex'), listeners: new Set(), pending: new WeakMap() }));
   return bus;
 }
 

@@ -86,7 +86,8 @@ describe('createInboxClient', () => {
     const live = inbox.subscribe({ onEvent: (event) => events.push(event) });
     await expect.poll(() => events.map((e) => e.type)).toEqual(['counts']);
     await deliver(1, 'live');
-    await expect.poll(() => events.map((e) => e.type)).toEqual(['counts', 'notification.created']);
+    // Woken after the commit, not by the every-3-seconds catch-up: well inside 2 s.
+    await expect.poll(() => events.map((e) => e.type), { timeout: 2000 }).toEqual(['counts', 'notification.created']);
     expect(events[1].item?.body).toBe('live-0');
     expect(events[1].counts).toMatchObject({ unread: 1 });
     const resumeAfter = live.lastEventId;
