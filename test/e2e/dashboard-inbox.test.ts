@@ -28,8 +28,10 @@ const post = (path: string, form: Record<string, string> = {}, environmentId = t
 const secretsOf = (text: string) => [...text.matchAll(/<tr data-kid="([^"]+)">[\s\S]*?<code id="secret-\d+">([^<]+)<\/code>/g)].map((m) => [m[1], m[2]]);
 
 /** A subscriber token signed as a customer's backend signs it. */
-const sign = (kid: string, secret: string, subscriberId = 'ada') =>
-  new SignJWT({}).setProtectedHeader({ alg: 'HS256', kid }).setSubject(subscriberId).setAudience('herald-inbox').setIssuedAt().setExpirationTime('1h').sign(Buffer.from(secret, 'base64url'));
+const sign = (kid: string, secret: string, subscriberId = 'ada') => {
+  const now = Math.floor(t.clock.now().getTime() / 1000); // the app's clock, which Herald checks the token against
+  return new SignJWT({}).setProtectedHeader({ alg: 'HS256', kid }).setSubject(subscriberId).setAudience('herald-inbox').setIssuedAt(now).setExpirationTime(now + 3600).sign(Buffer.from(secret, 'base64url'));
+};
 const counts = (token: string) => t.http.get('/v1/inbox/counts').set('Authorization', `Bearer ${token}`);
 
 describe('Settings → Inbox', () => {
