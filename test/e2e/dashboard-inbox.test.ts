@@ -2,6 +2,9 @@
 // environment's inbox, and adds and retires its signing secrets; over HTTP on both databases, and
 // in Chromium.
 import { SignJWT } from 'jose';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { startTestApp, type TestApp } from '../helpers/app.js';
@@ -151,6 +154,9 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Settings → Inbox in C
     await example.click('#token-form button[type=submit]');
     await example.click('#bell');
     await expect.poll(() => example.locator('#status').innerText()).toBe('live');
+    const shots = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-inbox-settings-'));
+    await tab.screenshot({ path: path.join(shots, 'inbox-settings.png'), fullPage: true });
+    console.info(`inbox-settings screenshot: ${shots}`);
     expect(problems).toEqual([]);
     await context.close();
   });
