@@ -28,7 +28,7 @@ describe.runIf(testDatabaseUrl())('the inbox stream across API processes on Post
     await testDb?.close();
   });
 
-  it('sends a stream held by one process the items and changes committed through the others', async () => {
+  it('sends a stream held by one process the items and changes committed through the others', { timeout: 180_000 }, async () => {
     const api = await Promise.all([0, 1].map(() => startScript('src/main.ts', { env, args: ['--role', 'api'], ready: [/"msg":"Herald is listening"/], timeoutMs: 60_000 })));
     children.push(...api.map((server) => server.child));
     const ports = api.map((server) => Number(/"port":(\d+)/.exec(server.output())![1]));

@@ -82,6 +82,10 @@ describe('inbox operations that address a message, with subscriber tokens', () =
       tokens[name] = (await client.post(`/v1/subscribers/${SUBSCRIBERS[0].subscriberId}/inbox-tokens`, {}).expect(201)).body.data.token;
     }
   });
+  // The other environments' subscriber goes again, so the sweep below finds nothing there.
+  afterAll(async () => {
+    for (const client of [t.b, t.aProduction]) await client.delete(`/v1/subscribers/${SUBSCRIBERS[0].subscriberId}`).expect(200);
+  });
   const sendAs = (token: string, op: SpecOperation) => {
     const path = fillPath(op.path, inbox);
     const body = op.body?.examples[0] as object | undefined;
