@@ -859,7 +859,8 @@ export interface paths {
          *     **Authentication.** Send the subscriber token as `Authorization: Bearer <token>` (a
          *     fetch-based SSE client can). Browsers' plain `EventSource` cannot set headers: get a ticket
          *     from `POST /inbox/events/tickets` and open `/v1/inbox/events?ticket=<ticket>`. A ticket
-         *     works once, within 60 seconds. A subscriber token in the URL is refused with `401`, so it
+         *     works once, within 60 seconds: to resume, get a new ticket and open a new `EventSource` with
+         *     `&lastEventId=<the last id>`. A subscriber token in the URL is refused with `401`, so it
          *     never lands in a log or a browser's history.
          */
         get: operations["streamInboxEvents"];
@@ -5586,6 +5587,11 @@ export interface operations {
             query?: {
                 /** @description A single-use ticket from `POST /inbox/events/tickets`, instead of the header. */
                 ticket?: string;
+                /**
+                 * @description The same as the `Last-Event-ID` header, for a new `EventSource` opened with a fresh ticket
+                 *     (a ticket works once, so a browser's own reconnect cannot reuse it). The header wins.
+                 */
+                lastEventId?: string;
             };
             header?: {
                 /** @description The `id:` of the last event received; the events after it are replayed first. */

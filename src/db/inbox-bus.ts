@@ -1,6 +1,6 @@
 // Says which subscribers' inboxes changed, to the streams of this process, once the change is
 // committed (a stream that looked earlier would not see it). One bus per database (per knex
-// client, shared by its transactions), so the engine needs nothing beyond the transaction it
+// instance, shared by its transactions), so the engine needs nothing beyond the transaction it
 // writes in. On PostgreSQL the changing transaction also NOTIFYs the other API processes
 // (repos/inbox.ts); inbox-listener.ts hears them and speaks on this same bus.
 import { randomBytes } from 'node:crypto';
@@ -18,11 +18,11 @@ interface Bus {
 
 const buses = new WeakMap<object, Bus>();
 
+/** A transaction's client is its own object, but shares its database's `config`: the bus is the database's. */
 function busOf(db: Runner): Bus {
-  // Keyed by the client's config: knex gives each transaction a client of its own, but the same config.
-  const key = db.client.config as object;
-  let bus = buses.get(key);
-  if (!bus) buses.set(key, (bus = { origin: randomBytes(8).toString('hex'), listeners: new Set(), pending: new WeakMap() }));
+  const owner = (db.client as { config: object }).config;
+  let bus = buses.get(owner);
+  if (!bus) buses.set(owner, (bus = { origin: randomBytes(8).toString('hex'), listeners: new Set(), pending: new WeakMap() }));
   return bus;
 }
 

@@ -8,8 +8,9 @@ import type { Deps } from '../deps.js';
 import type { Db } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
 import * as repo from '../db/repos/inbox.js';
-import { open, sealIfSecret } from '../crypto.js';
-import { newId } from '../ids.js';
+import { open } from '../crypto.js';
+import * as secrets from '../db/inbox-secrets.js';
+import type { SigningSecret } from '../db/inbox-secrets.js';
 import { existingSubscriberKey } from './subscribers.js';
 import type { Plan } from '../config.js';
 
@@ -22,18 +23,8 @@ export const DEFAULT_TOKEN_SECONDS = 60 * 60;
 const CLOCK_TOLERANCE_SECONDS = 60;
 /** How long a stream ticket lasts. */
 export const TICKET_SECONDS = 60;
-/** An environment's live secrets: the newest signs, both verify. */
-export const LIVE_SECRETS = 2;
 /** How long a verifying process remembers a secret: a retired one stops working within this. */
 const SECRET_CACHE_MS = 5_000;
-
-export interface SigningSecret {
-  /** The `kid` tokens signed with it carry. */
-  kid: string;
-  /** The secret, base64url: sign with its bytes. */
-  secret: string;
-  createdAt: string;
-}
 
 /** Who a verified token or ticket speaks for, and the plan its rate limit follows. */
 export interface InboxPrincipal {
@@ -45,34 +36,21 @@ export interface InboxPrincipal {
   burst: number | null;
 }
 
-function plainSecret(row: repo.InboxSecretRow, sealKey: string | undefined): SigningSecret {
-  return { kid: row.id, secret: open(row.secret, sealKey), createdAt: row.createdAt };
-}
-
-/** The environment's live signing secrets, newest first; the first is made on first use. */
+/** The environment's live signing secrets, newest first (db/inbox-secrets.ts). */
 export async function signingSecrets(deps: Deps, environmentId: string): Promise<SigningSecret[]> {
-  const rows = await repo.secretsOf(deps.db, environmentId);
-  if (rows.length > 0) return rows.map((row) => plainSecret(row, deps.config.secret));
-  return [await addSigningSecret(deps, environmentId)];
+  return secrets.signingSecrets(deps.db, environmentId, deps.config.secret, deps.clock.now());
 }
 
-/** Adds a secret, which signs from now on; beyond LIVE_SECRETS the oldest is retired. */
+/** Adds a secret, which signs from now on; beyond two the oldest is retired. */
 export async function addSigningSecret(deps: Deps, environmentId: string): Promise<SigningSecret> {
-  const now = deps.clock.now();
-  const kid = `ik_${newId(now.getTime())}`;
-  const secret = randomBytes(32).toString('base64url');
-  await writeTransaction(deps.db, async (trx) => {
-    await repo.insertSecret(trx, { id: kid, environmentId, secret: sealIfSecret(secret, deps.config.secret) }, now);
-    const rows = await repo.secretsOf(trx, environmentId);
-    for (const old of rows.filter((row) => row.id !== kid).slice(LIVE_SECRETS - 1)) await repo.deleteSecret(trx, environmentId, old.id);
-  });
+  const added = await secrets.addSigningSecret(deps.db, environmentId, deps.config.secret, deps.clock.now());
   secretCache.clear();
-  return { kid, secret, createdAt: now.toISOString() };
+  return added;
 }
 
 /** Retires one secret: tokens signed with it stop working. */
 export async function retireSigningSecret(deps: Deps, environmentId: string, kid: string): Promise<boolean> {
-  const gone = await writeTransaction(deps.db, (trx) => repo.deleteSecret(trx, environmentId, kid));
+  const gone = await secrets.retireSigningSecret(deps.db, environmentId, kid);
   secretCache.clear();
   return gone;
 }

@@ -32,6 +32,8 @@ interface SubscriberChange {
  * after it. Answers each subscriber's counts after the change.
  */
 async function recordInboxChange(trx: Runner, changes: SubscriberChange[], now: Date): Promise<Map<string, repo.InboxCounts>> {
+  // In one order (by subscriber) in every transaction, so two that share subscribers cannot deadlock on their counts rows.
+  changes.sort((a, b) => (a.subscriberKey < b.subscriberKey ? -1 : a.subscriberKey > b.subscriberKey ? 1 : 0));
   const bumped = await repo.bumpCounts(
     trx,
     changes.map((c) => ({ subscriberKey: c.subscriberKey, environmentId: c.environmentId, ...c.delta, events: c.events.length })),

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import express, { type Request, type Response } from 'express';
 import type { Context, Handler, OpenAPIBackend } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
@@ -111,6 +112,18 @@ const authOf = (c: Context): Auth => (c.security.bearerAuth || c.security.apiKey
 const isInboxOperation = (c: Context): boolean =>
   ((c.operation?.security ?? []) as Array<Record<string, unknown>>).some((requirement) => 'subscriberToken' in requirement);
 
+/**
+ * The Idempotency-Key as it is stored: keys are kept per environment, and a subscriber token's
+ * are kept per subscriber too, so one browser can never be replayed another's answer. (A key too
+ * long is left as it is, to be refused as any other.)
+ */
+function scopedIdempotencyKey(c: Context): string | undefined {
+  const key = idempotencyKeyOf(c);
+  const { subscriberId } = authOf(c);
+  if (key === undefined || subscriberId === undefined || key.length > MAX_IDEMPOTENCY_KEY) return key;
+  return `inbox:${createHash('sha256').update(`${subscriberId}\u0000${key}`).digest('hex')}`;
+}
+
 /** Reads a JSON body into `req.body`, as express.json does (its errors are the error handler's). */
 function bodyReader(): (req: Request, res: Response) => Promise<void> {
   const json = express.json({ limit: BODY_LIMIT });
@@ -130,7 +143,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
    * its answer, a 4xx it throws included, or a repeat replays the recorded one (idempotency.ts).
    */
   const answer = async (c: Context, req: Request, res: Response, run: (runDeps: Deps) => Promise<HandlerReply>) => {
-    const key = idempotencyKeyOf(c);
+    const key = scopedIdempotencyKey(c);
     const reply = key
       ? await idempotent(deps, { environmentId: authOf(c).environmentId, key, method: req.method, path: req.originalUrl.split('?')[0], body: c.request.requestBody }, run)
       : await run(deps);

@@ -15,7 +15,8 @@ const RETRY_MS = 3000;
 /** The Last-Event-ID a reconnecting client sends: a whole number, else none. */
 function lastEventIdOf(req: Request): number | undefined {
   const header = req.headers['last-event-id'];
-  const value = Array.isArray(header) ? header[0] : header;
+  // A new EventSource opened with a fresh ticket cannot set the header: it may say it in the query.
+  const value = (Array.isArray(header) ? header[0] : header) ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
   return value !== undefined && /^\d{1,15}$/.test(value.trim()) ? Number(value.trim()) : undefined;
 }
 

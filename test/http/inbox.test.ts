@@ -1,8 +1,9 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SignJWT } from 'jose';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { Client, startTestApp, type TestApp } from '../helpers/app.js';
+import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { signingSecrets } from '../../src/engine/inbox-tokens.js';
+import { addSigningSecret, signingSecrets } from '../../src/engine/inbox-tokens.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -80,6 +81,28 @@ describe('inbox authentication', () => {
     await as(await sign(Buffer.from(secret.secret, 'base64url'))).get('/v1/inbox/counts').expect(200);
     const forged = await as(await sign(Buffer.from('not the secret'))).get('/v1/inbox/counts').expect(401);
     expect(forged.body).toMatchObject({ statusCode: 401, error: 'Unauthorized', message: expect.stringContaining('signature') });
+  });
+
+  it('rotates: a new secret signs, tokens of the old one work until a third retires it', async () => {
+    const old = await tokenFor('ada');
+    const added = await addSigningSecret(t.deps, t.environments.a);
+    const fresh = await tokenFor('ada');
+    expect(JSON.parse(Buffer.from(fresh.split('.')[0], 'base64url').toString()).kid).toBe(added.kid);
+    await as(old).get('/v1/inbox/counts').expect(200);
+    expect((await signingSecrets(t.deps, t.environments.a)).map((s) => s.kid)).toHaveLength(2);
+    await addSigningSecret(t.deps, t.environments.a);
+    const retired = await as(old).get('/v1/inbox/counts').expect(401);
+    expect(retired.body.message).toMatch(/unknown or retired/);
+    await as(fresh).get('/v1/inbox/counts').expect(200);
+  });
+
+  it('keeps the signing secrets sealed at rest when the server has a secret', async () => {
+    const deps = { ...t.deps, config: { ...t.deps.config, secret: 'a-long-random-server-secret-for-this-test' } };
+    const added = await addSigningSecret(deps, t.environments.a);
+    const stored = await t.db('inbox_secrets').where({ id: added.kid }).first('secret');
+    expect(stored.secret).toMatch(/^enc:v1:/);
+    expect(stored.secret).not.toContain(added.secret);
+    expect((await signingSecrets(deps, t.environments.a))[0]).toEqual(added);
   });
 
   it('refuses an expired token with 401, the API key on the inbox with 403, and a token on the secret-key API with 401', async () => {
@@ -272,11 +295,19 @@ describe('PUT and GET /inbox/settings (updateInboxSettings, getInboxSettings), a
 });
 
 describe('rate limits', () => {
-  it('spends a bucket per subscriber, not the environment’s', async () => {
-    const token = await tokenFor('ada');
-    const res = await as(token).get('/v1/inbox/counts').expect(200);
-    // Enterprise without numbers is unlimited: the header is absent; the bucket key is checked in the rate-limit unit below.
-    expect(res.headers['ratelimit']).toBeUndefined();
+  it('spends a bucket per subscriber token, apart from the environment’s and from other subscribers’', async () => {
+    const { environmentIds } = await createOrganization(t.db, { name: 'Free', plan: 'free', environments: ['development'] });
+    const free = new Client(t.http, (await createApiKey(t.db, { environmentId: environmentIds.development, name: 'free' })).key);
+    for (const id of ['ada', 'grace']) await free.post('/v1/subscribers', { subscriberId: id }).expect(201);
+    const ada = await tokenFor('ada', free);
+    const grace = await tokenFor('grace', free);
+    const statuses: number[] = [];
+    for (let i = 0; i < 21; i++) statuses.push((await as(ada).get('/v1/inbox/counts')).status);
+    expect(statuses.slice(0, 20).every((s) => s === 200)).toBe(true);
+    const limited = await as(ada).get('/v1/inbox/counts').expect(429);
+    expect(limited.headers['retry-after']).toBeDefined();
+    await as(grace).get('/v1/inbox/counts').expect(200);
+    await free.get('/v1/subscribers').expect(200);
   });
 });
 
@@ -307,3 +338,18 @@ describe('POST /inbox/events/tickets (createInboxEventTicket)', () => {
   });
 });
 
+
+describe('Idempotency-Key on the inbox', () => {
+  it('keeps each subscriber’s keys apart: the same key from another browser acts for that subscriber', async () => {
+    await deliver(1, 'ada');
+    await deliver(1, 'grace');
+    const [ada, grace] = [await tokenFor('ada'), await tokenFor('grace')];
+    const bulk = (token: string) => as(token).post('/v1/inbox/messages/bulk', { set: { read: true } }).set('Idempotency-Key', 'mark-all');
+    expect((await bulk(ada).expect(200)).body.data.updated).toBe(1);
+    const replay = await bulk(ada).expect(200);
+    expect(replay.headers['idempotency-replay']).toBe('true');
+    const other = await bulk(grace).expect(200);
+    expect(other.headers['idempotency-replay']).toBeUndefined();
+    expect(other.body.data).toEqual({ updated: 1, counts: { unread: 0, unseen: 0, total: 1, archived: 0 } });
+  });
+});
