@@ -881,7 +881,9 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       await worker.stop();
 
       // (b) Deliveries queued in the outbox, drained by a fresh worker.
-      endpointId ??= (await call('POST', '/webhook-endpoints', { url: `http://127.0.0.1:${hookPort}/herald` })).json.data.endpointId as string;
+      // A fresh endpoint, so that only the deliveries queued here are counted.
+      if (endpointId) await call('DELETE', `/webhook-endpoints/${endpointId}`, undefined, [204]);
+      endpointId = (await call('POST', '/webhook-endpoints', { url: `http://127.0.0.1:${hookPort}/herald` })).json.data.endpointId as string;
       const total = options.deliveries;
       const at = new Date().toISOString();
       const payload = JSON.stringify({ type: 'message.delivered', timestamp: at, environmentId: env, data: { notificationId: newId(), transactionId: 'bench', subscriberId: subscriberId(0), workflowId: 'bench-in-app', stepId: 'in-app', channel: 'in_app', providerId: 'herald', jobId: newId(), messageId: newId() } });

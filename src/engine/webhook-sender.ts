@@ -5,7 +5,8 @@
 // endpoint's health, its disabling) are written in one transaction, while this worker holds it.
 import { createHmac } from 'node:crypto';
 import type { Transaction } from '../db/knex.js';
-import { addAttempt, dropDelivery, failPendingDeliveries, finishDelivery, releaseDeliveries, type DeliveryChange, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
+import { writeTransaction } from '../db/group-commit.js';
+import { addAttempt, dropDelivery, failPendingDeliveries, finishDelivery, type DeliveryChange, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { disableEndpoint, endpointTargets, markEndpointFailing, markEndpointHealthy, type EndpointTarget } from '../db/repos/webhook-endpoints.js';
 import { subscriptionsChanged } from '../db/webhook-subscriptions.js';
 import { post, type HttpAnswer } from '../providers/http.js';
@@ -65,7 +66,7 @@ export class EndpointPace {
       state.sent++;
       return undefined;
     }
-    // Later seconds by how far over the rate the queue is, spread within the second.
+    // The next second, spread within it; those still over the rate then come back again.
     return new Date((second + 1) * 1000 + Math.floor(random() * 1000));
   }
 }
@@ -180,7 +181,8 @@ function nextStep(ctx: WebhookRun, delivery: DeliveryRecord, tried: Tried): Deli
 async function record(ctx: WebhookRun, delivery: DeliveryRecord, change: DeliveryChange, tried: Tried, endpoint: EndpointTarget): Promise<void> {
   const now = ctx.deps.clock.now();
   try {
-    await ctx.deps.db.transaction(async (trx) => {
+    // On SQLite the tries ending together share a commit (group-commit.ts), as jobs' outcomes do.
+    await writeTransaction(ctx.deps.db, async (trx) => {
       if (!(await finishDelivery(trx, delivery.id, ctx.owner, change, now))) throw new LeaseLost();
       await addAttempt(
         trx,
@@ -217,4 +219,3 @@ async function disable(trx: Transaction, endpoint: EndpointTarget, reason: strin
   await recordWebhookEvent(trx, endpoint.environmentId, 'webhook_endpoint.disabled', data, now, (id) => id !== endpoint.id);
 }
 
-export { releaseDeliveries };

@@ -191,6 +191,8 @@ export interface Fixture {
   notificationId: string;
   transactionId: string;
   messageId: string;
+  endpointId: string;
+  deliveryId: string;
   [name: string]: string;
 }
 
@@ -221,6 +223,8 @@ export const SMTP = {
   credentials: { host: 'smtp.example.com', port: 587, user: 'herald', password: 's3cr3t-passw0rd', from: 'notifications@example.com' },
 };
 export const SLACK = { providerId: 'slack', name: 'Company Slack', identifier: 'company-slack' };
+// A webhook endpoint taking only an event the fixture never causes: no delivery is ever sent over the network.
+export const ENDPOINT = { url: 'https://api.example.com/herald/webhooks', description: 'Delivery status for the billing service', eventTypes: ['webhook_endpoint.disabled'] };
 
 async function ok(response: Promise<{ status: number; body: unknown }> | { status: number; body: unknown }, ...allowed: number[]) {
   const res = await response;
@@ -234,7 +238,7 @@ async function ok(response: Promise<{ status: number; body: unknown }> | { statu
  * once, which leaves a notification, its transactionId and an in-app message.
  */
 export async function seedFixture(t: TestApp, client: Client = t.a): Promise<Fixture> {
-  const partial = await ensureFixture(t, client, {});
+  const partial = await ensureFixture(t, client, {}, { delivery: false });
   const triggered = await ok(
     client.post('/v1/events/trigger', { name: WORKFLOW.workflowId, to: SUBSCRIBERS[0].subscriberId, actor: SUBSCRIBERS[1].subscriberId, payload: { postTitle: 'Release notes' } }),
     201,
@@ -246,7 +250,10 @@ export async function seedFixture(t: TestApp, client: Client = t.a): Promise<Fix
   const notificationId = (notifications.body.data as Array<{ notificationId: string }>)[0].notificationId;
   const feed = await ok(client.get(`/v1/subscribers/${SUBSCRIBERS[0].subscriberId}/messages`), 200);
   const messageId = (feed.body.data as Array<{ messageId: string }>)[0].messageId;
-  return { ...partial, transactionId, notificationId, messageId } as Fixture;
+  // A webhook delivery, queued after the jobs ran and never sent (no runner runs again).
+  const test = await ok(client.post(`/v1/webhook-endpoints/${partial.endpointId}/test`), 200);
+  const deliveryId = (test.body.data as { deliveryId: string }).deliveryId;
+  return { ...partial, transactionId, notificationId, messageId, deliveryId } as Fixture;
 }
 
 /**
@@ -254,7 +261,7 @@ export async function seedFixture(t: TestApp, client: Client = t.a): Promise<Fix
  * deleted or changed them), re-creating what is missing. Notifications, their transactionId and
  * in-app messages cannot be re-made without running jobs, so they are left as they are.
  */
-export async function ensureFixture(t: TestApp, client: Client, fixture: Partial<Fixture>): Promise<Fixture> {
+export async function ensureFixture(t: TestApp, client: Client, fixture: Partial<Fixture>, options: { delivery?: boolean } = {}): Promise<Fixture> {
   for (const subscriber of SUBSCRIBERS) await ok(client.post('/v1/subscribers', subscriber), 201, 409);
   const workflow = await ok(client.get(`/v1/workflows/${WORKFLOW.workflowId}`), 200, 404);
   const current = workflow.body.data as { name?: string; active?: boolean; steps?: unknown[]; payloadSchema?: unknown } | undefined;
@@ -290,11 +297,22 @@ export async function ensureFixture(t: TestApp, client: Client, fixture: Partial
       200,
     );
   }
+  // The webhook endpoint, enabled, and a delivery of it (unless the caller makes its own).
+  const endpoints = (await ok(client.get('/v1/webhook-endpoints?limit=100'), 200)).body.data as Array<{ endpointId: string; url: string; disabled: boolean }>;
+  let endpoint = endpoints.find((e) => e.url === ENDPOINT.url);
+  if (!endpoint) endpoint = (await ok(client.post('/v1/webhook-endpoints', ENDPOINT), 201)).body.data as { endpointId: string; url: string; disabled: boolean };
+  else if (endpoint.disabled) await ok(client.patch(`/v1/webhook-endpoints/${endpoint.endpointId}`, { disabled: false }), 200);
+  let deliveryId = fixture.deliveryId;
+  if ((options.delivery ?? true) && (!deliveryId || endpoint.endpointId !== fixture.endpointId)) {
+    deliveryId = ((await ok(client.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`), 200)).body.data as { deliveryId: string }).deliveryId;
+  }
   return {
     ...fixture,
     subscriberId: SUBSCRIBERS[0].subscriberId,
     workflowId: WORKFLOW.workflowId,
     topicKey: TOPIC.topicKey,
     integrationId,
+    endpointId: endpoint.endpointId,
+    ...(deliveryId ? { deliveryId } : {}),
   } as Fixture;
 }

@@ -114,7 +114,7 @@ describe('inbox operations that address a message, with subscriber tokens', () =
 describe('operations that address a resource', () => {
   it('cover every kind of resource the contract has', () => {
     const kinds = new Set(addressed.flatMap((op) => op.pathParams));
-    expect([...kinds].sort()).toEqual(['integrationId', 'messageId', 'notificationId', 'subscriberId', 'topicKey', 'transactionId', 'workflowId']);
+    expect([...kinds].sort()).toEqual(['deliveryId', 'endpointId', 'integrationId', 'messageId', 'notificationId', 'subscriberId', 'topicKey', 'transactionId', 'workflowId']);
   });
 
   describe.each(addressed.map((op) => [`${op.method} ${op.path} (${op.operationId})`, op] as const))('%s', (_name, op) => {

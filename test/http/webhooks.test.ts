@@ -37,10 +37,22 @@ describe('POST /v1/webhook-endpoints', () => {
     expect(list).toMatchObject({ totalCount: 1, data: [{ endpointId: created.endpointId }] });
   });
 
-  it('stores the secret sealed at rest', async () => {
-    const created = await createEndpoint(t.a);
-    const [row] = await t.db('webhook_endpoints').where({ id: created.endpointId }).select('secret');
-    if (t.deps.config.secret) expect(row.secret).not.toContain(created.secret.slice(6));
+  it('stores the secret sealed at rest when the server has HERALD_SECRET, and shows it plain', async () => {
+    const before = t.deps.config.secret;
+    t.deps.config.secret = 'a-server-secret-for-this-test-0123456789';
+    try {
+      const created = await createEndpoint(t.a);
+      const [row] = await t.db('webhook_endpoints').where({ id: created.endpointId }).select('secret');
+      expect(row.secret).toMatch(/^enc:v1:/);
+      expect(row.secret).not.toContain(created.secret.slice(6));
+      expect((await t.a.get(`/v1/webhook-endpoints/${created.endpointId}/secret`).expect(200)).body.data.secret).toBe(created.secret);
+      const rotated = (await t.a.post(`/v1/webhook-endpoints/${created.endpointId}/secret/rotate`, {}).expect(200)).body.data;
+      const [after] = await t.db('webhook_endpoints').where({ id: created.endpointId }).select('secret', 'previous_secret');
+      expect([after.secret, after.previous_secret].every((value: string) => value.startsWith('enc:v1:'))).toBe(true);
+      expect((await t.a.get(`/v1/webhook-endpoints/${created.endpointId}/secret`).expect(200)).body.data.secret).toBe(rotated.secret);
+    } finally {
+      t.deps.config.secret = before;
+    }
   });
 
   it('refuses a URL that is not a public address with 422 naming body/url', async () => {
@@ -104,6 +116,13 @@ describe('POST /v1/webhook-endpoints/{endpointId}/secret/rotate', () => {
     await runner().runUntilIdle();
     expect(receiver.verified(again.secret)).toHaveLength(1);
     expect(() => receiver.verified(rotated.secret)).toThrow();
+  });
+
+  it('keeps the old secret 24 hours when no grace period is given', async () => {
+    const created = await createEndpoint(t.a);
+    const rotated = (await t.a.post(`/v1/webhook-endpoints/${created.endpointId}/secret/rotate`).expect(200)).body.data;
+    expect(rotated.previousSecretExpiresAt).toBe(new Date(t.clock.now().getTime() + 86_400_000).toISOString());
+    expect((await t.a.get(`/v1/webhook-endpoints/${created.endpointId}/secret`).expect(200)).body.data).toEqual(rotated);
   });
 });
 
