@@ -640,6 +640,300 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/subscribers/{subscriberId}/inbox-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscriber's id, as you chose it. */
+                subscriberId: components["parameters"]["SubscriberId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a subscriber token
+         * @description Signs a short-lived **subscriber token** for this subscriber with the environment's newest
+         *     inbox signing secret. Hand it to the subscriber's browser: it opens `/v1/inbox/*` for that
+         *     subscriber only, and nothing else. It expires after `expiresIn` seconds (default one hour, at
+         *     most 24 hours); ask for a new one before then.
+         *
+         *     You need not call this for every page view: your backend can sign the same token itself with
+         *     any JWT library, from a signing secret shown in the dashboard (Settings → Inbox). The token is
+         *     a JWT signed with HS256, with the header `kid` set to the secret's id, and the claims `sub`
+         *     (the subscriberId), `aud` `herald-inbox`, `iat` and `exp` (at most 24 hours after `iat`):
+         *
+         *     ```js
+         *     import { SignJWT } from 'jose';
+         *     const token = await new SignJWT({})
+         *       .setProtectedHeader({ alg: 'HS256', kid: process.env.HERALD_INBOX_KID })
+         *       .setSubject('user-123').setAudience('herald-inbox')
+         *       .setIssuedAt().setExpirationTime('1h')
+         *       .sign(Buffer.from(process.env.HERALD_INBOX_SECRET, 'base64url'));
+         *     ```
+         *
+         *     An environment has at most two live secrets, so you can rotate: add a new one, move your
+         *     backend to it, then retire the old one; tokens signed with either work meanwhile. The
+         *     subscriber must exist (`404` otherwise).
+         */
+        post: operations["createInboxToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inbox/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List inbox items
+         * @description The subscriber's inbox, newest first, with the inbox's exact `counts`. By default archived
+         *     items are left out. `totalCount` is the number of items that match the filters.
+         *
+         *     A live UI pages with cursors rather than page numbers, so items that arrive meanwhile neither
+         *     repeat nor go missing: `before=<messageId>` gives the items older than that one (the next
+         *     page down), `after=<messageId>` the `limit` items just newer than it (what arrived since the
+         *     top of the list), also newest first; when `hasMore` is true, ask again with `after` set to the
+         *     first of them. A cursor that is not an item of this subscriber is a `404`.
+         */
+        get: operations["listInboxMessages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inbox/messages/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark many inbox items
+         * @description "Mark all as read" and its kin: sets or clears `seen`, `read` or `archived` on every item of
+         *     the subscriber's inbox up to `upTo`, the newest item your UI has shown, so an item that
+         *     arrives while the call runs keeps its state. Without `upTo` every item changes. Only items
+         *     whose state actually changes are counted in `updated`; the counts after the change come
+         *     back, and open streams get one `counts` event. An unknown `upTo` is a `404`.
+         */
+        post: operations["updateInboxMessages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inbox/messages/{messageId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The inbox item's id. */
+                messageId: components["parameters"]["InboxMessageId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an inbox item
+         * @description Removes the item from the subscriber's inbox for good; the counts drop in the same
+         *     transaction and open streams get a `notification.updated` event with `deleted: true`.
+         *     An unknown item, or one already deleted, is a `404`.
+         */
+        delete: operations["deleteInboxMessage"];
+        options?: never;
+        head?: never;
+        /**
+         * Mark an inbox item
+         * @description Sets or clears the item's `seen`, `read` and `archived` states. Reading an item also marks
+         *     it seen. Setting a state it already has changes nothing (the first time is kept); the counts
+         *     change in the same transaction, and every open stream of the subscriber, on any device, gets
+         *     a `notification.updated` event. An item of another subscriber is a `404`.
+         */
+        patch: operations["updateInboxMessage"];
+        trace?: never;
+    };
+    "/inbox/messages/{messageId}/actions/{actionType}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The inbox item's id. */
+                messageId: components["parameters"]["InboxMessageId"];
+                /** @description Which of the item's buttons. */
+                actionType: "primary" | "secondary";
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark an item's action
+         * @description Records that the subscriber acted on the item's primary or secondary button (`done`), or
+         *     undoes it (`pending`). Acting on an item also marks it read and seen. An item without that
+         *     button is a `422`; repeating the call changes nothing. Open streams get a
+         *     `notification.updated` event.
+         */
+        post: operations["updateInboxMessageAction"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inbox/counts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get inbox counts
+         * @description The exact counts of the subscriber's inbox, for a bell's badge. They are kept in one row that
+         *     changes in the same transaction as every item, so reading them costs one lookup and they are
+         *     never capped.
+         */
+        get: operations["getInboxCounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inbox/preferences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get my preferences
+         * @description The subscriber's effective preferences, one entry per active workflow, exactly as
+         *     `GET /subscribers/{subscriberId}/preferences` shows them to your backend.
+         */
+        get: operations["getInboxPreferences"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update my preferences
+         * @description Changes the subscriber's own global layer, or the layer of the workflow the body names, with
+         *     the same rules as `PATCH /subscribers/{subscriberId}/preferences`. An unknown workflow is a
+         *     `404`.
+         */
+        patch: operations["updateInboxPreferences"];
+        trace?: never;
+    };
+    "/inbox/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream inbox events
+         * @description A [server-sent events](https://html.spec.whatwg.org/multipage/server-sent-events.html) stream
+         *     of the subscriber's inbox, for every device it is open on:
+         *
+         *     | event | when | data |
+         *     |---|---|---|
+         *     | `notification.created` | an in-app step delivered an item | `{type, item, counts}` |
+         *     | `notification.updated` | an item was marked, acted on or deleted, from any device | `{type, item, counts}` or `{type, messageId, deleted: true, counts}` |
+         *     | `counts` | a bulk change | `{type, counts}` |
+         *     | `reset` | events were missed that can no longer be replayed | `{type}`: fetch the list again |
+         *
+         *     Each event's `id:` is the subscriber's own sequence number, gap-free and in commit order.
+         *     When the connection drops, reconnect with the header `Last-Event-ID` (browsers' EventSource
+         *     does this by itself): Herald replays every event after it, kept for at least 24 hours; an older
+         *     gap gets a `reset`. Without `Last-Event-ID` the stream starts with a `counts` event. A
+         *     comment line (`: ping`) is sent every 25 seconds so proxies keep the connection open.
+         *
+         *     **Authentication.** Send the subscriber token as `Authorization: Bearer <token>` (a
+         *     fetch-based SSE client can). Browsers' plain `EventSource` cannot set headers: get a ticket
+         *     from `POST /inbox/events/tickets` and open `/v1/inbox/events?ticket=<ticket>`. A ticket
+         *     works once, within 60 seconds: to resume, get a new ticket and open a new `EventSource` with
+         *     `&lastEventId=<the last id>`. A subscriber token in the URL is refused with `401`, so it
+         *     never lands in a log or a browser's history.
+         */
+        get: operations["streamInboxEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inbox/events/tickets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a stream ticket
+         * @description A ticket for browsers' plain `EventSource`, which cannot send an `Authorization` header:
+         *     open `GET /v1/inbox/events?ticket=<ticket>` with it within 60 seconds. It opens one stream
+         *     for this subscriber, once; it is worthless after that, so it is harmless in a log.
+         */
+        post: operations["createInboxEventTicket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inbox/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get inbox settings
+         * @description The environment's inbox settings (API key): the browser origins allowed to call `/v1/inbox/*`.
+         */
+        get: operations["getInboxSettings"];
+        /**
+         * Replace inbox settings
+         * @description Replaces the environment's inbox settings (API key). `allowedOrigins` lists the origins
+         *     (`https://app.example.com`, no path) from which browsers may call `/v1/inbox/*` across
+         *     origins: Herald answers their CORS preflights and sends `Access-Control-Allow-Origin` for
+         *     them alone. The rest of the API never answers cross-origin requests.
+         */
+        put: operations["updateInboxSettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhook-endpoints": {
         parameters: {
             query?: never;
@@ -1725,10 +2019,34 @@ export interface components {
                  */
                 content: string;
                 /**
-                 * @description Where clicking the message leads (Handlebars).
+                 * @description Where clicking the message leads (Handlebars); `redirect.url` says the same and wins.
                  * @example https://example.com/posts/{{payload.postId}}
                  */
                 url?: string;
+                /**
+                 * @description An image URL shown beside the inbox item (Handlebars).
+                 * @example {{actor.avatar}}
+                 */
+                avatar?: string;
+                /** @description Where clicking the inbox item leads. */
+                redirect?: {
+                    /**
+                     * @description The link (Handlebars).
+                     * @example https://example.com/posts/{{payload.postId}}
+                     */
+                    url: string;
+                };
+                primaryAction?: components["schemas"]["InAppActionTemplate"];
+                secondaryAction?: components["schemas"]["InAppActionTemplate"];
+                /**
+                 * @description Extra fields for your own UI, each a Handlebars template rendered into the item's `data`.
+                 * @example {
+                 *       "postId": "{{payload.postId}}"
+                 *     }
+                 */
+                data?: {
+                    [key: string]: string;
+                };
             };
         };
         /** @description Sends an email. */
@@ -2545,6 +2863,259 @@ export interface components {
             seconds: number;
         };
         /**
+         * Format: date-time
+         * @description A time in UTC, or `null` while it has not happened.
+         * @example 2026-11-22T09:35:00.000Z
+         */
+        NullableTimestamp: string | null;
+        /** @description Where clicking the item leads. */
+        InboxLink: {
+            /**
+             * @description The rendered link.
+             * @example https://example.com/posts/42
+             */
+            url: string;
+        };
+        /** @description A button on the item, and whether the subscriber has acted on it. */
+        InboxAction: {
+            /**
+             * @description The rendered button label.
+             * @example Reply
+             */
+            label: string;
+            /**
+             * @description The rendered link the button opens, when the step has one.
+             * @example https://example.com/posts/42#reply
+             */
+            url?: string;
+            /**
+             * @description `done` once the subscriber acted on it (`POST …/actions/{actionType}`), else `pending`.
+             * @example pending
+             * @enum {string}
+             */
+            status: "pending" | "done";
+        };
+        /**
+         * @description One item of the subscriber's inbox: a message an in-app step delivered, rendered. `seenAt`,
+         *     `readAt` and `archivedAt` are `null` until the item is seen, read or archived; each is both the
+         *     state and the time it was reached.
+         */
+        InboxMessage: {
+            messageId: components["schemas"]["Id"];
+            /**
+             * @description The workflow that sent it.
+             * @example comment-added
+             */
+            workflowId: string;
+            /**
+             * @description The trigger it came from.
+             * @example 6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f
+             */
+            transactionId: string;
+            /**
+             * @description The rendered title, when the step has one.
+             * @example New comment
+             */
+            subject?: string;
+            /**
+             * @description The rendered message (the step's `content`).
+             * @example Grace commented on Release notes
+             */
+            body: string;
+            /**
+             * @description The rendered image URL shown beside the item, when the step has one.
+             * @example https://example.com/avatars/grace.png
+             */
+            avatar?: string;
+            redirect?: components["schemas"]["InboxLink"];
+            primaryAction?: components["schemas"]["InboxAction"];
+            secondaryAction?: components["schemas"]["InboxAction"];
+            /** @description The workflow's tags, to filter and group by. */
+            tags: string[];
+            /**
+             * @description The step's rendered `data` fields, for your own UI.
+             * @example {
+             *       "postId": "42"
+             *     }
+             */
+            data: {
+                [key: string]: unknown;
+            };
+            createdAt: components["schemas"]["Timestamp"];
+            seenAt: components["schemas"]["NullableTimestamp"];
+            readAt: components["schemas"]["NullableTimestamp"];
+            archivedAt: components["schemas"]["NullableTimestamp"];
+        };
+        /** @description A page of the subscriber's inbox, with the inbox's counts. */
+        InboxMessageList: components["schemas"]["ListMeta"] & {
+            data: components["schemas"]["InboxMessage"][];
+            counts: components["schemas"]["InboxCounts"];
+        };
+        /** @description One inbox item. */
+        InboxMessageResponse: {
+            data: components["schemas"]["InboxMessage"];
+        };
+        /**
+         * @description Exact counts of the subscriber's inbox, never capped. `total`, `unread` and `unseen` count the
+         *     items that are not archived; `archived` counts the archived ones.
+         */
+        InboxCounts: {
+            /**
+             * @description Items not archived and not read.
+             * @example 3
+             */
+            unread: number;
+            /**
+             * @description Items not archived and not seen.
+             * @example 1
+             */
+            unseen: number;
+            /**
+             * @description Items not archived.
+             * @example 12
+             */
+            total: number;
+            /**
+             * @description Archived items.
+             * @example 4
+             */
+            archived: number;
+        };
+        /** @description The subscriber's inbox counts. */
+        InboxCountsResponse: {
+            data: components["schemas"]["InboxCounts"];
+        };
+        /** @description The states to set (`true`) or clear (`false`); states not named are left alone. */
+        InboxMessageUpdate: {
+            /**
+             * @description Seen (shown to the subscriber, in a list say).
+             * @example true
+             */
+            seen?: boolean;
+            /**
+             * @description Read (opened). Reading also marks the item seen.
+             * @example true
+             */
+            read?: boolean;
+            /**
+             * @description Archived (moved out of the default list).
+             * @example false
+             */
+            archived?: boolean;
+        };
+        /** @description A state change for many items at once. */
+        InboxBulkUpdate: {
+            set: components["schemas"]["InboxMessageUpdate"];
+            /**
+             * @description The newest item the subscriber has been shown: only it and older items change, so an item
+             *     that arrives during the call is not swallowed. Without it, every item changes.
+             * @example 0194f2a1c3b27e4d9a1f0c50
+             */
+            upTo?: string;
+        };
+        /** @description How many items changed, and the counts after the change. */
+        InboxBulkResultResponse: {
+            data: {
+                /**
+                 * @description The number of items whose state changed.
+                 * @example 7
+                 */
+                updated: number;
+                counts: components["schemas"]["InboxCounts"];
+            };
+        };
+        /** @description The action's new status. */
+        InboxActionUpdate: {
+            /**
+             * @description `done` when the subscriber acted on it; `pending` undoes that.
+             * @example done
+             * @enum {string}
+             */
+            status: "done" | "pending";
+        };
+        /** @description How long the token lives. */
+        InboxTokenRequest: {
+            /**
+             * @description Seconds until the token expires, 60 to 86,400 (24 hours). Defaults to one hour.
+             * @default 3600
+             * @example 3600
+             */
+            expiresIn?: number;
+        };
+        /** @description A credential and when it stops working. */
+        ExpiringCredential: {
+            data: {
+                /**
+                 * @description The credential.
+                 * @example eyJhbGciOiJIUzI1NiIsImtpZCI6ImlrXzAxOTRmMmExIn0.eyJzdWIiOiJ1c2VyLTEyMyJ9.c2lnbmF0dXJl
+                 */
+                token: string;
+                expiresAt: components["schemas"]["Timestamp"];
+            };
+        };
+        /** @description A single-use ticket that opens the event stream once. */
+        InboxTicketResponse: {
+            data: {
+                /**
+                 * @description Pass it as `?ticket=` to `GET /inbox/events` within 60 seconds; it works once.
+                 * @example tk_5c1f0e9a7b3d4c2e8f6a1b3c5d7e9f0a
+                 */
+                ticket: string;
+                expiresAt: components["schemas"]["Timestamp"];
+            };
+        };
+        /** @description The environment's inbox settings. */
+        InboxSettings: {
+            /**
+             * @description The browser origins (scheme, host and port, no path) allowed to call `/v1/inbox/*` across
+             *     origins. Empty: no cross-origin calls.
+             */
+            allowedOrigins: string[];
+        };
+        /** @description The environment's inbox settings. */
+        InboxSettingsResponse: {
+            data: components["schemas"]["InboxSettings"];
+        };
+        /**
+         * @description The JSON `data:` of one event on the stream. `notification.created` carries the new `item`;
+         *     `notification.updated` the item as it now is (or, for a deleted item, `messageId` and
+         *     `deleted: true`); every event but `reset` carries the `counts` after it. A bulk change sends one
+         *     `counts` event. `reset` says events were missed that can no longer be replayed: fetch the list again.
+         */
+        InboxEvent: {
+            /**
+             * @description The event's name, the same as its `event:` line.
+             * @example notification.created
+             * @enum {string}
+             */
+            type: "notification.created" | "notification.updated" | "counts" | "reset";
+            item?: components["schemas"]["InboxMessage"];
+            /**
+             * @description The deleted item's id.
+             * @example 0194f2a1c3b27e4d9a1f0c50
+             */
+            messageId?: string;
+            /**
+             * @description Whether the item was deleted.
+             * @example true
+             */
+            deleted?: boolean;
+            counts?: components["schemas"]["InboxCounts"];
+        };
+        /** @description A button on the inbox item. */
+        InAppActionTemplate: {
+            /**
+             * @description The button's label (Handlebars).
+             * @example Reply
+             */
+            label: string;
+            /**
+             * @description The link the button opens (Handlebars).
+             * @example https://example.com/posts/{{payload.postId}}#reply
+             */
+            url?: string;
+        };
+        /**
          * @description The type of a webhook event. `message.*` follow one channel step of a notification;
          *     `message.seen|read|archived` follow an in-app message; `webhook.test` is sent by
          *     `POST /webhook-endpoints/{endpointId}/test`; `webhook_endpoint.disabled` tells an environment's
@@ -3250,6 +3821,28 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The credential is valid but does not open this operation (an API key on the inbox). */
+        Forbidden: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The subscriber token is missing, malformed, expired, or not signed by a live inbox secret. */
+        InboxUnauthorized: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         /** @description The page number, starting at 0. */
@@ -3280,6 +3873,8 @@ export interface components {
         MessageId: string;
         /** @description The `transactionId` the trigger was acknowledged with. */
         TransactionId: string;
+        /** @description The inbox item's id. */
+        InboxMessageId: string;
         /** @description The webhook endpoint's id. */
         EndpointId: string;
         /** @description The webhook delivery's id (one event to one endpoint). */
@@ -4712,6 +5307,504 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createInboxToken: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The subscriber's id, as you chose it. */
+                subscriberId: components["parameters"]["SubscriberId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InboxTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description The token and when it expires. */
+            201: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExpiringCredential"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listInboxMessages: {
+        parameters: {
+            query?: {
+                /** @description The page number, starting at 0. */
+                page?: components["parameters"]["Page"];
+                /** @description The page size, 1 to 100. Defaults to 10. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                pageSize?: components["parameters"]["PageSize"];
+                /** @description Only items that are (`read`, `seen`) or are not (`unread`, `unseen`) in that state. */
+                status?: "unread" | "read" | "unseen" | "seen";
+                /** @description Leave archived items out (`exclude`, the default), add them (`include`), or list only them (`only`). */
+                archived?: "exclude" | "include" | "only";
+                /** @description Only items sent by this workflow. */
+                workflowId?: string;
+                /** @description Only items whose workflow has this tag. */
+                tag?: string;
+                /** @description Only items older than this item (a messageId). */
+                before?: string;
+                /** @description Only items newer than this item (a messageId). */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the inbox, and its counts. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxMessageList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateInboxMessages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InboxBulkUpdate"];
+            };
+        };
+        responses: {
+            /** @description How many items changed, and the counts now. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxBulkResultResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteInboxMessage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The inbox item's id. */
+                messageId: components["parameters"]["InboxMessageId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The item is deleted. */
+            204: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateInboxMessage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The inbox item's id. */
+                messageId: components["parameters"]["InboxMessageId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InboxMessageUpdate"];
+            };
+        };
+        responses: {
+            /** @description The item as it is now. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxMessageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateInboxMessageAction: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The inbox item's id. */
+                messageId: components["parameters"]["InboxMessageId"];
+                /** @description Which of the item's buttons. */
+                actionType: "primary" | "secondary";
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InboxActionUpdate"];
+            };
+        };
+        responses: {
+            /** @description The item as it is now. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxMessageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getInboxCounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxCountsResponse"];
+                };
+            };
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getInboxPreferences: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The effective preferences, one entry per active workflow. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowPreferenceListResponse"];
+                };
+            };
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateInboxPreferences: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PreferencesUpdate"];
+            };
+        };
+        responses: {
+            /** @description The layer after the update. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreferenceUpdateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    streamInboxEvents: {
+        parameters: {
+            query?: {
+                /** @description A single-use ticket from `POST /inbox/events/tickets`, instead of the header. */
+                ticket?: string;
+                /**
+                 * @description The same as the `Last-Event-ID` header, for a new `EventSource` opened with a fresh ticket
+                 *     (a ticket works once, so a browser's own reconnect cannot reuse it). The header wins.
+                 */
+                lastEventId?: string;
+            };
+            header?: {
+                /** @description The `id:` of the last event received; the events after it are replayed first. */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream. Each event's `data:` is one JSON object, described here. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["InboxEvent"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createInboxEventTicket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ticket. */
+            201: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxTicketResponse"];
+                };
+            };
+            401: components["responses"]["InboxUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getInboxSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxSettingsResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateInboxSettings: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
+                 *     Idempotency in the introduction.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InboxSettings"];
+            };
+        };
+        responses: {
+            /** @description The settings now. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Idempotency-Replay": components["headers"]["IdempotencyReplay"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxSettingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];

@@ -16,7 +16,8 @@
 //   --soak-rate N      requests a second during the soak (default 300)
 //   --notifications N  with --large: notifications to seed
 //   --both             SQLite, then PostgreSQL (DATABASE_URL), side by side in one table
-//   --only a,b         only these rows: trigger, get, list, bulk, fanout, chat, slow, cpu, webhooks
+//   --only a,b         only these rows: trigger, get, list, bulk, fanout, chat, slow, cpu, webhooks, streams, stream-latency
+//   --streams N        open inbox streams for the streams row (default 5,000; --quick 1,000)
 //   --duration S       seconds per HTTP row (default 10)      --warmup S   seconds of warm-up (default 2)
 //   --connections N    open connections (default 50)          --threads N  wrk threads (default 1)
 //   --subscribers N    fan-out topic size (default 10,000)    --deliveries N  chat jobs (default 2,000)
@@ -58,8 +59,9 @@ import {
   type NodeChild,
 } from './bench/lib.js';
 import { runLarge } from './bench/large.js';
+import { mintTokens, openStreams, percentile, rssMb } from './bench/inbox.js';
 
-const ROW_IDS = ['trigger', 'get', 'list', 'bulk', 'fanout', 'chat', 'slow', 'cpu', 'webhooks'] as const;
+const ROW_IDS = ['trigger', 'get', 'list', 'bulk', 'fanout', 'chat', 'slow', 'cpu', 'webhooks', 'streams', 'stream-latency'] as const;
 /** Members of the topic a fan-out worker warms up on before its timed fan-out. */
 const WARM_UP_FANOUT = 2_000;
 type RowId = (typeof ROW_IDS)[number];
@@ -79,6 +81,7 @@ interface Options {
   threads: number;
   subscribers: number;
   deliveries: number;
+  streams: number;
   profileDir?: string;
   nodeArgs: string[];
   logsDir?: string;
@@ -140,6 +143,7 @@ function parseOptions(): Options {
       threads: { type: 'string' },
       subscribers: { type: 'string' },
       deliveries: { type: 'string' },
+      streams: { type: 'string' },
       profile: { type: 'string' },
       'node-args': { type: 'string' },
       logs: { type: 'string' },
@@ -181,6 +185,7 @@ function parseOptions(): Options {
     soakMinutes: values.soak === undefined ? undefined : number(values.soak, 15),
     soakRate: number(values['soak-rate'], 300),
     deliveries: number(values.deliveries, quick ? 500 : 2_000),
+    streams: number(values.streams, quick ? 1_000 : 5_000),
     profileDir: values.profile === undefined ? undefined : path.resolve(ROOT, values.profile || 'bench/profiles'),
     nodeArgs: (values['node-args'] ?? '').split(/\s+/).filter(Boolean),
     logsDir: values.logs === undefined ? undefined : path.resolve(values.logs),
@@ -297,7 +302,8 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     const env = environmentIds.development;
     const { key } = await createApiKey(db, { environmentId: env, name: 'bench' });
     const fanout = options.rows.has('fanout');
-    const subscriberCount = Math.max(150, fanout ? options.subscribers : 0);
+    const inboxStreams = options.rows.has('streams') ? options.streams : 0;
+    const subscriberCount = Math.max(150, fanout ? options.subscribers : 0, inboxStreams);
     const keys = await seedSubscribers(db, env, subscriberCount);
     if (fanout) {
       const now = new Date();
@@ -308,6 +314,11 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       // does the API: a worker that has been running has its code compiled.
       await insertTopic(db, env, { topicKey: 'warm-up', name: 'Warm-up' }, now);
       await addMembers(db, (await findTopicRow(db, env, 'warm-up'))!.id, keys.slice(0, WARM_UP_FANOUT), now);
+    }
+    if (inboxStreams > 0) {
+      const now = new Date();
+      await insertTopic(db, env, { topicKey: 'inbox-all', name: 'Every open inbox' }, now);
+      await addMembers(db, (await findTopicRow(db, env, 'inbox-all'))!.id, keys.slice(0, inboxStreams), now);
     }
     // A PostgreSQL server that has been running has statistics (autovacuum analyzes a table once a
     // tenth of it changed); a freshly loaded one has none, and plans a page of subscribers as a sort
@@ -334,6 +345,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     const content = 'Hello {{subscriber.firstName}}: {{payload.title}}';
     await call('POST', '/workflows', { workflowId: 'bench-in-app', name: 'Bench in-app', steps: [{ type: 'in_app', template: { subject: 'Bench', content } }] });
     await call('POST', '/workflows', { workflowId: 'bench-chat', name: 'Bench chat', steps: [{ type: 'chat', template: { content } }] });
+    await call('POST', '/workflows', { workflowId: 'bench-inbox', name: 'Bench inbox', steps: [{ type: 'in_app', template: { content: '{{payload.n}}' } }] });
     await waitIdle(api.pid); // validators compile in the background after start
     suite.apiStartRssMb = peakRssMb(api.pid);
 
@@ -523,6 +535,129 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         notes,
       });
       await worker.stop();
+    }
+
+    /**
+     * Where the inbox rows hold their streams: on SQLite one process serving the API and running the
+     * jobs (as `npm start`: its streams are woken after its own commits); on PostgreSQL the API
+     * process, with a worker beside it (the scale-out shape: woken by NOTIFY).
+     */
+    const inboxServer = async (name: string) => {
+      await db('jobs').whereIn('status', ['pending', 'queued', 'delayed']).update({ status: 'canceled' });
+      if (kind === 'postgres') {
+        const worker = await startWorker(name);
+        return { base, pid: api.pid, headers, stop: () => worker.stop() };
+      }
+      const port = await freePort();
+      const both = startNode(`API + runner (${name})`, 'dist/src/main.js', [], { ...serverEnv, PORT: String(port) }, profileArgs(`api-runner-${name}`), logOf(`api-runner-${name}`));
+      children.push(both);
+      await waitForHttp(both, `http://127.0.0.1:${port}/health`);
+      await waitIdle(both.pid);
+      return { base: `http://127.0.0.1:${port}`, pid: both.pid, headers, stop: () => both.stop() };
+    };
+
+    // 8. Inbox streams: many open, one topic trigger to all of them.
+    if (options.rows.has('streams')) {
+      const server = await inboxServer('streams');
+      const ids = Array.from({ length: inboxStreams }, (_, i) => subscriberId(i));
+      log(`${kind}: minting ${inboxStreams} subscriber tokens`);
+      const tokens = await mintTokens(server.base, headers, ids);
+      await waitIdle(server.pid);
+      const before = rssMb(server.pid);
+      log(`${kind}: opening ${inboxStreams} inbox streams`);
+      const streams = await openStreams(server.base, tokens);
+      await waitIdle(server.pid, { timeoutMs: 120_000 });
+      const after = rssMb(server.pid);
+      const arrived: number[] = [];
+      let started = 0;
+      for (const stream of streams) stream.onCreated((_data, at) => arrived.push(at - started));
+      resetPeakRss(server.pid);
+      const apiCpu = cpuMs(server.pid);
+      started = Date.now();
+      const triggered = await fetch(`${server.base}/v1/events/trigger`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench-inbox', to: { type: 'Topic', topicKey: 'inbox-all' }, payload: { n: 'all' } }) });
+      if (triggered.status !== 201) throw new Error(`the topic trigger answered ${triggered.status}: ${await triggered.text()}`);
+      await until('inbox streams', inboxStreams, async () => arrived.length, undefined, 50);
+      const sorted = [...arrived].sort((a, b) => a - b);
+      const apiCpuUsed = cpuMs(server.pid) - apiCpu;
+      for (const stream of streams) stream.close();
+      suite.rows.push({
+        id: 'streams',
+        label: `8. Inbox: ${inboxStreams.toLocaleString('en-US')} open streams, one topic trigger to all`,
+        throughput: (inboxStreams / sorted.at(-1)!) * 1000,
+        unit: 'events/s',
+        p50Ms: percentile(sorted, 0.5),
+        p99Ms: percentile(sorted, 0.99),
+        cpuMsPerOp: apiCpuUsed / inboxStreams,
+        rssMb: peakRssMb(server.pid),
+        rssOf: 'api',
+        notes: [
+          kind === 'sqlite' ? 'streams on one process serving the API and running the jobs' : 'streams on the API process, the jobs on a worker (NOTIFY)',
+          `last event ${ms(sorted.at(-1))} after the trigger`,
+          `API memory per open stream ${fmt(((after - before) * 1024) / inboxStreams, 1)} KB (RSS ${fmt(before, 1)} → ${fmt(after, 1)} MB)`,
+          'CPU per op: the API process, per stream event',
+        ],
+      });
+      await waitIdle(server.pid, { timeoutMs: 60_000 });
+      await server.stop();
+    }
+
+    // 9. Inbox latency: trigger → notification.created on the subscriber's stream, at a fixed rate.
+    if (options.rows.has('stream-latency')) {
+      const server = await inboxServer('stream-latency');
+      const subscribers = 100;
+      const rate = 500;
+      const seconds = options.quick ? 5 : 10;
+      const tokens = await mintTokens(server.base, headers, Array.from({ length: subscribers }, (_, i) => subscriberId(i)));
+      const streams = await openStreams(server.base, tokens);
+      const sentAt = new Map<string, number>();
+      const latencies: number[] = [];
+      for (const stream of streams) {
+        stream.onCreated((data, at) => {
+          const sent = sentAt.get(data.item.body);
+          if (sent !== undefined) latencies.push(at - sent);
+        });
+      }
+      await waitIdle(server.pid);
+      log(`${kind}: ${rate} triggers/s for ${seconds} s, each to one open stream`);
+      const total = rate * seconds;
+      let failed = 0;
+      const started = Date.now();
+      const inFlight: Array<Promise<void>> = [];
+      for (let n = 0; n < total; n++) {
+        const due = started + (n * 1000) / rate;
+        const wait = due - Date.now();
+        if (wait > 1) await sleep(wait);
+        const tag = `t${n}`;
+        sentAt.set(tag, Date.now());
+        inFlight.push(
+          fetch(`${server.base}/v1/events/trigger`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench-inbox', to: subscriberId(n % subscribers), payload: { n: tag } }) }).then(
+            async (res) => {
+              if (res.status !== 201) failed++;
+              await res.arrayBuffer();
+            },
+            () => {
+              failed++;
+            },
+          ),
+        );
+      }
+      await Promise.all(inFlight);
+      const sendSeconds = (Date.now() - started) / 1000;
+      await until('inbox latency', total - failed, async () => latencies.length, undefined, 50);
+      for (const stream of streams) stream.close();
+      const sorted = [...latencies].sort((a, b) => a - b);
+      suite.rows.push({
+        id: 'stream-latency',
+        label: `9. Inbox: trigger → stream event at ${rate} triggers/s`,
+        throughput: total / sendSeconds,
+        unit: 'triggers/s',
+        p50Ms: percentile(sorted, 0.5),
+        p99Ms: percentile(sorted, 0.99),
+        rssMb: peakRssMb(server.pid),
+        rssOf: 'api',
+        notes: [`${subscribers} open streams, ${total.toLocaleString('en-US')} triggers${failed ? `, ${failed} failed` : ''}`, 'p50/p99: trigger sent → its notification.created received'],
+      });
+      await server.stop();
     }
 
     // 5. Chat through an HTTP provider: N jobs queued first, then a worker drains them.

@@ -65,6 +65,8 @@ export interface RequestShape {
   /** Required query parameters, and paging on lists so readers see how to page. */
   query: Record<string, unknown>;
   body: unknown;
+  /** The inbox's operations take a subscriber token, the others an API key. */
+  subscriberToken?: boolean;
 }
 
 /** The request an operation's examples describe: the one its code samples send. */
@@ -84,7 +86,8 @@ export function exampleRequest(spec: Spec, apiPath: string, method: string): Req
       query[parameter.name] = example;
     }
   }
-  return { method: method.toUpperCase(), path: apiPath, pathParams, query, body: bodyExample(spec, operation) };
+  const subscriberToken = ((operation.security ?? []) as Node[]).some((requirement) => 'subscriberToken' in requirement);
+  return { method: method.toUpperCase(), path: apiPath, pathParams, query, body: bodyExample(spec, operation), ...(subscriberToken ? { subscriberToken } : {}) };
 }
 
 const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
@@ -98,7 +101,7 @@ export function exampleUrl(request: RequestShape): string {
 
 function curlSample(request: RequestShape, baseUrl: string): string {
   const url = `${baseUrl}${exampleUrl(request)}`;
-  const lines = [`curl${request.method === 'GET' ? '' : ` -X ${request.method}`} ${shellQuote(url)}`, `-H "Authorization: Bearer $HERALD_API_KEY"`];
+  const lines = [`curl${request.method === 'GET' ? '' : ` -X ${request.method}`} ${shellQuote(url)}`, `-H "Authorization: Bearer ${request.subscriberToken ? '$HERALD_SUBSCRIBER_TOKEN' : '$HERALD_API_KEY'}"`];
   if (request.body !== undefined) {
     lines.push(`-H 'Content-Type: application/json'`, `-d ${shellQuote(JSON.stringify(request.body, null, 2))}`);
   }
@@ -134,10 +137,11 @@ function typescriptSample(request: RequestShape, serverUrl: string): string {
   const args = [tsString(request.path), ...(Object.keys(init).length > 0 ? [tsLiteral(init)] : [])].join(', ');
   return [
     `import { createHeraldClient } from 'herald/client';`,
+    ...(request.subscriberToken ? ['', 'declare const subscriberToken: string;'] : []),
     '',
     'const herald = createHeraldClient({',
     `  baseUrl: ${tsString(serverUrl)},`,
-    '  apiKey: process.env.HERALD_API_KEY!,',
+    request.subscriberToken ? '  apiKey: subscriberToken, // from your backend: POST /subscribers/{subscriberId}/inbox-tokens' : '  apiKey: process.env.HERALD_API_KEY!,',
     '});',
     '',
     `const { data, error } = await herald.${request.method}(${args});`,

@@ -1,5 +1,6 @@
 // npm run keys -- create [--name N] [--plan free|pro|enterprise] | list | revoke <id>
 //                | owner --email E [--password P] [--organization ID]
+//                | inbox-secrets [rotate | retire <kid>] [--environment ID]
 //
 // The command-line twin of the dashboard's Settings → API keys. `create` prints the new key on its
 // last line, so scripts can take it with `tail -n 1`.
@@ -19,12 +20,20 @@ import {
 import { hashPassword, MIN_PASSWORD_LENGTH } from '../src/accounts/passwords.js';
 import { saveOwner } from '../src/db/repos/owners.js';
 import { runCli } from './cli.js';
+import { settleSecret } from '../src/accounts/secret.js';
+import { addSigningSecret, retireSigningSecret, signingSecrets } from '../src/engine/inbox-tokens.js';
+import { createLogger } from '../src/logger.js';
+import { systemClock } from '../src/clock.js';
+import { WorkSignal } from '../src/work-signal.js';
 
 const USAGE = `usage: npm run keys -- create [--name NAME] [--plan free|pro|enterprise]
        npm run keys -- list
        npm run keys -- revoke <key id>
        npm run keys -- owner --email EMAIL [--password PASSWORD] [--organization ID]
-         (the dashboard's sign-in; without --password the first line of standard input is read)`;
+         (the dashboard's sign-in; without --password the first line of standard input is read)
+       npm run keys -- inbox-secrets [--environment ID]          the inbox signing secrets (kid and secret)
+       npm run keys -- inbox-secrets rotate [--environment ID]   a new secret signs; the oldest beyond two is retired
+       npm run keys -- inbox-secrets retire <kid> [--environment ID]`;
 
 /** The first line of standard input: a password piped in stays out of the shell's history. */
 async function firstLineOfStdin(): Promise<string> {
@@ -46,6 +55,7 @@ async function run(argv: string[]): Promise<number> {
       email: { type: 'string' },
       password: { type: 'string' },
       organization: { type: 'string' },
+      environment: { type: 'string' },
     },
   });
   const [command, ...rest] = positionals;
@@ -102,6 +112,23 @@ async function run(argv: string[]): Promise<number> {
         process.stdout.write(
           `${created ? 'Created' : 'Updated'} owner ${values.email.toLowerCase()} of ${organization.name} (${organization.id}); sign in at /dashboard\n`,
         );
+        return 0;
+      }
+      case 'inbox-secrets': {
+        // The backend signs its subscriber tokens with these (README, "The inbox").
+        const environmentId = values.environment ?? (await defaultEnvironmentId(db))!;
+        const secret = await settleSecret(config, db, createLogger('silent'));
+        const deps = { db, clock: systemClock, config: { ...config, secret }, logger: createLogger('silent'), workQueued: new WorkSignal() };
+        const [action, kid] = rest;
+        if (action === 'rotate') await addSigningSecret(deps, environmentId);
+        else if (action === 'retire') {
+          if (!kid || !(await retireSigningSecret(deps, environmentId, kid))) {
+            process.stderr.write(`No inbox secret ${kid ?? ''} in environment ${environmentId}\n`);
+            return 1;
+          }
+        } else if (action !== undefined) break;
+        process.stdout.write(`Inbox signing secrets of environment ${environmentId}, newest (the one that signs) first:\n`);
+        for (const s of await signingSecrets(deps, environmentId)) process.stdout.write(`kid ${s.kid}  secret ${s.secret}  created ${s.createdAt}\n`);
         return 0;
       }
     }

@@ -12,21 +12,29 @@ import { docsPage } from './http/docs.js';
 import { metricsEndpoint, recordHttpMetrics } from './http/metrics.js';
 import { registerEngineMetrics } from './engine/metrics.js';
 import { dashboard } from './dashboard/index.js';
+import { inboxExample } from './http/examples.js';
 import { isReady } from './db/knex.js';
+import { InboxHub } from './engine/inbox-hub.js';
+import { inboxCors, inboxPreflight } from './http/inbox-cors.js';
 
 export interface AppOptions {
   /** Compile every request validator in the background now rather than on each first use. */
   precompile?: boolean;
   /** Where the rendered API reference lives (built on first request when missing). */
   docsFile?: string;
+  /** The inbox streams' ping and catch-up intervals (tests shorten them). */
+  inbox?: { pingMs?: number; catchUpMs?: number };
 }
 
 /** The HTTP application: request id and log → API key → rate limit → contract router (key check, JSON body, validation) → errors. */
 export async function createApp(deps: Deps, options: AppOptions = {}): Promise<Express> {
-  const api = await createApi(handlers, deps);
+  // The inbox's open streams; `app.locals.inboxHub.close()` ends them when the server stops.
+  const inboxHub = new InboxHub(deps, { catchUpMs: options.inbox?.catchUpMs });
+  const api = await createApi(handlers, deps, { inboxHub, inboxPingMs: options.inbox?.pingMs });
   if (options.precompile) precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');
+  app.locals.inboxHub = inboxHub;
   // Every answer is what its Content-Type says: a browser never sniffs a JSON error into HTML.
   app.use((_req, res, next) => {
     res.setHeader('X-Content-Type-Options', 'nosniff');
@@ -51,7 +59,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   // headers. Whether the key authorizes the request is the backend's decision, and the body is read
   // only once it has (api.ts, securityHandler). The four steps are one layer, so express's router
   // strips and restores the /v1 prefix once, not four times.
-  app.use('/v1', inSequence(route, authentication(deps), rateLimits(deps), apiMiddleware(api)));
+  app.use('/v1', inboxPreflight(deps), inSequence(route, authentication(deps), inboxCors(deps), rateLimits(deps), apiMiddleware(api)));
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });
@@ -63,6 +71,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   app.get('/docs', docsPage(deps.logger, options.docsFile));
   app.all(['/health', '/ready', '/metrics', '/docs'], onlyGet);
   app.use('/dashboard', dashboard(deps));
+  app.use('/examples/inbox', inboxExample());
 
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));
   app.use(errorHandler(deps.logger));

@@ -30,4 +30,6 @@ export const CHANNELS: readonly Channel[] = ['in_app', 'email', 'sms', 'chat', '
 export interface Auth {
   organizationId: string;
   environmentId: string;
+  /** Set for a subscriber token (or stream ticket) only: the subscriber whose inbox it opens. */
+  subscriberId?: string;
 }

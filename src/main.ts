@@ -52,6 +52,7 @@ async function main(): Promise<void> {
   sweeper?.start();
 
   let served: HeraldServer | undefined;
+  let closeStreams: (() => Promise<void>) | undefined;
   if (role !== 'worker') {
     const { createdKey } = await bootstrap(db, { plan: config.defaultPlan, apiKey: config.apiKey });
     // Loaded only here: a worker has no use for the HTTP stack and the contract's validators.
@@ -59,6 +60,7 @@ async function main(): Promise<void> {
     const { createServer } = await import('./http/server.js');
     const app = await createApp(deps, { precompile: true });
     served = createServer(app);
+    closeStreams = () => (app.locals.inboxHub as { close(): Promise<void> }).close();
     const { server } = served;
     server.listen(config.port, config.host, () => {
       const { port } = server.address() as AddressInfo;
@@ -88,8 +90,9 @@ async function main(): Promise<void> {
       logger.error('work still under way after the grace period; exiting anyway');
       process.exit(1);
     }, SHUTDOWN_GRACE_MS).unref();
+    // Open inbox streams never end by themselves: end them, so the drain can finish (clients reconnect elsewhere with Last-Event-ID).
+    await closeStreams?.();
     await Promise.all([served?.drain(), runner?.stop(), sweeper?.stop()]);
-    await Promise.all([served?.drain(), runner?.stop()]);
     await stopListening();
     await db.destroy();
     process.exit(0);

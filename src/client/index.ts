@@ -1,10 +1,15 @@
-// herald/client: a typed fetch client for Herald's API, for frontend and backend teams alike.
-// Paths, parameters, bodies and responses all come from the contract's generated types, so a
-// request the contract does not allow fails to compile.
+// herald/client: typed fetch clients for Herald's API: createHeraldClient (a secret API key, for
+// backends) and createInboxClient (a subscriber token, for browsers). Paths, parameters, bodies and
+// responses all come from the contract's generated types, so a request the contract does not allow
+// fails to compile.
 import createClient, { type Client, type ClientOptions } from 'openapi-fetch';
 import type { components, operations, paths } from '../../generated/v1.js';
+import { apiBaseUrl } from './base-url.js';
 
 export type { components, operations, paths };
+export { apiBaseUrl };
+export * from './inbox.js';
+export { openEventStream, EventParser, EventStreamError, type EventStream, type EventStreamOptions, type StreamEvent } from './sse.js';
 export type HeraldClient = Client<paths>;
 
 export interface HeraldClientOptions extends Omit<ClientOptions, 'baseUrl' | 'headers'> {
@@ -14,12 +19,6 @@ export interface HeraldClientOptions extends Omit<ClientOptions, 'baseUrl' | 'he
   apiKey: string;
   /** Headers sent with every request besides Authorization. */
   headers?: Record<string, string>;
-}
-
-/** The API's base URL from a server URL: one `/v1`, no trailing slash. */
-export function apiBaseUrl(serverUrl: string): string {
-  const trimmed = serverUrl.replace(/\/+$/, '');
-  return trimmed.endsWith('/v1') ? trimmed : `${trimmed}/v1`;
 }
 
 /** An openapi-fetch client for Herald that sends `Authorization: Bearer <apiKey>` on every request. */

@@ -1,6 +1,8 @@
 // The dashboard (seed section 5): the account owner signs in and manages API keys under
-// Settings → API keys. Plain server-rendered HTML; every form carries a CSRF token.
-import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
+// Settings → API keys; Monitor → Activity (activity.ts), Monitor → Webhooks (webhooks.ts) and
+// Settings → Inbox (inbox-settings.ts) are rooms of their own. Plain server-rendered HTML; every
+// form carries a CSRF token.
+import express, { type Request, type Response, type Router } from 'express';
 import type { Deps } from '../deps.js';
 import { verifyPassword, UNKNOWN_OWNER_HASH } from '../accounts/passwords.js';
 import { createApiKey, listApiKeys, listEnvironments, revokeApiKey } from '../db/repos/accounts.js';
@@ -19,34 +21,24 @@ import {
   SIGN_IN_COOKIE,
 } from './session.js';
 import { signInLimit, type SignInLimitScope } from './sign-in-limit.js';
-import { apiKeysPage, messagePage, signInPage, type KeysPageData, type PageContext } from './views.js';
+import { apiKeysPage, messagePage, signInPage, type KeysPageData } from './views.js';
+import { pageContext, requireCsrf, requireSession, sendPage as send } from './guards.js';
+import { activityRoutes } from './activity.js';
+import { inboxSettingsRoutes } from './inbox-settings.js';
+import { webhookRoutes } from './webhooks.js';
 
 const KEY_NAME_MAX = 100;
 
-const pageContext = (req: Request, res: Response): PageContext => ({ nonce: res.locals.nonce, base: req.baseUrl });
-
-export function dashboard({ db, clock }: Deps): Router {
+export function dashboard(deps: Deps): Router {
+  const { db, clock } = deps;
   const router = express.Router();
   router.use(pageHeaders, express.urlencoded({ extended: false, limit: '16kb' }), loadSession(db, clock));
-
-  const send = (res: Response, status: number, page: string) => res.status(status).type('html').send(page);
 
   /** The sign-in form, with a fresh double-submit CSRF token in a cookie and in the form. */
   const showSignIn = (req: Request, res: Response, status: number, form: { email?: string; error?: string } = {}) => {
     const csrfToken = newToken();
     res.cookie(SIGN_IN_COOKIE, csrfToken, cookieOptions(req));
     send(res, status, signInPage(pageContext(req, res), { ...form, csrfToken }));
-  };
-
-  const requireSession: RequestHandler = (req, res, next) => {
-    if (sessionOf(res)) return next();
-    res.redirect(303, `${req.baseUrl}/sign-in`);
-  };
-
-  /** Every state-changing form must carry the session's CSRF token. */
-  const requireCsrf: RequestHandler = (req, res, next) => {
-    if (sameToken(req.body?._csrf, sessionOf(res)!.csrfToken)) return next();
-    send(res, 403, messagePage(pageContext(req, res), 'Form refused', 'This form did not come from your dashboard, or it expired. Reload the page and try again.', { href: `${req.baseUrl}/settings/api-keys`, text: 'Back to API keys' }));
   };
 
   const keysPage = async (req: Request, res: Response, status: number, extra: Partial<KeysPageData> = {}) => {
@@ -123,6 +115,10 @@ export function dashboard({ db, clock }: Deps): Router {
     if (!revoked) return keysPage(req, res, 404, { error: 'There is no active key with that id in your organization.' });
     res.redirect(303, `${req.baseUrl}/settings/api-keys?revoked=1`);
   });
+
+  activityRoutes(router, deps);
+  inboxSettingsRoutes(router, deps);
+  webhookRoutes(router, deps);
 
   router.use((req, res) => {
     send(res, 404, messagePage(pageContext(req, res), 'Page not found', 'There is nothing here.', { href: `${req.baseUrl}/`, text: 'Go to the dashboard' }));

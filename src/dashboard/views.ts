@@ -19,8 +19,9 @@ code, .mono { font-family: ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
 .org { color:var(--ink); font-weight:600; }
 .shell { display:flex; max-width:1180px; margin:0 auto; padding:32px 28px; gap:32px; }
 nav.side { width:200px; flex-shrink:0; }
-nav.side h4 { margin:0 0 8px; font-size:12px; text-transform:uppercase; letter-spacing:.06em; color:var(--muted); }
+nav.side h4 { margin:18px 0 8px; font-size:12px; text-transform:uppercase; letter-spacing:.06em; color:var(--muted); }
 nav.side a { display:block; padding:7px 10px; border-radius:8px; color:var(--ink); text-decoration:none; font-weight:500; }
+nav.side h4:first-child { margin-top:0; }
 nav.side a.active { background:#eef2ff; color:var(--brand-dark); }
 main { flex:1; min-width:0; }
 h1 { font-size:24px; margin:0 0 4px; letter-spacing:-.02em; }
@@ -69,6 +70,52 @@ tr:last-child td { border-bottom:0; }
 .hint { text-align:center; font-size:13px; color:var(--muted); }
 .actions { text-align:right; }
 .empty { text-align:center; padding:28px; color:var(--muted); }
+textarea { font:13px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; width:100%; padding:9px 12px; border:1px solid #d0d5dd; border-radius:8px; }
+.form-foot { margin-top:12px; }
+.form-row { margin-bottom:12px; }
+.form-row input { width:100%; max-width:560px; }
+fieldset.event-types { border:1px solid var(--line); border-radius:8px; padding:10px 14px; margin:0 0 14px; display:flex; flex-wrap:wrap; gap:6px 18px; }
+fieldset.event-types legend { font-size:13px; font-weight:600; padding:0 4px; }
+label.check { display:inline-flex; gap:6px; align-items:center; font-weight:500; font-family:ui-monospace,Menlo,Consolas,monospace; font-size:12.5px; margin:0; }
+label.check input { min-width:0; }
+.button-row { display:flex; gap:10px; flex-wrap:wrap; margin-top:10px; }
+button.small { padding:4px 10px; font-size:13px; }
+h1.endpoint-url { font-size:18px; word-break:break-all; }
+table.deliveries td { vertical-align:top; font-size:14px; }
+details.attempts pre { max-height:160px; }
+details.secret .keyrow { margin-top:6px; }
+details.secret code { max-width:420px; }
+a.button { display:inline-block; font-weight:600; border-radius:8px; padding:8px 14px; text-decoration:none; border:1px solid #d0d5dd; }
+.tabs { display:flex; gap:6px; margin-bottom:16px; }
+.tab { padding:6px 14px; border-radius:999px; border:1px solid var(--line); background:var(--card); color:var(--ink); text-decoration:none; text-transform:capitalize; font-weight:500; }
+.tab.active { background:#eef2ff; border-color:#c7d2fe; color:var(--brand-dark); }
+form.filters { display:flex; gap:12px; flex-wrap:wrap; align-items:flex-end; }
+form.filters input, form.filters select { min-width:0; width:150px; }
+.filter-buttons { display:flex; gap:8px; }
+table.activity td { padding:9px 10px; font-size:14px; }
+.filter-link { color:var(--ink); text-decoration:none; border-bottom:1px dotted #98a2b3; }
+.chip { display:inline-block; padding:1px 8px; margin:0 4px 0 0; border-radius:6px; background:#f2f4f7; font-size:12px; color:#344054; }
+.badge.status-completed, .badge.status-success { color:var(--ok); background:var(--ok-bg); }
+.badge.status-failed { color:var(--bad); background:var(--bad-bg); }
+.badge.status-warning, .badge.status-skipped, .badge.status-canceled, .badge.status-merged { color:#93370d; background:var(--warn-bg); }
+.badge.status-pending, .badge.status-queued, .badge.status-delayed, .badge.status-processing, .badge.status-running { color:#175cd3; background:#eff8ff; }
+.pager { display:flex; gap:10px; align-items:center; justify-content:flex-end; margin-top:14px; }
+dl.facts { display:grid; grid-template-columns:140px 1fr; gap:8px 16px; margin:0 0 12px; }
+dl.facts dt { color:var(--muted); font-size:13px; font-weight:600; }
+dl.facts dd { margin:0; }
+details.raw summary { cursor:pointer; color:var(--brand); font-size:13px; font-weight:600; }
+details.raw pre { background:#0f172a; color:#e2e8f0; border-radius:8px; padding:12px 14px; overflow:auto; max-height:360px; font-size:12.5px; white-space:pre-wrap; word-break:break-word; }
+ol.timeline { list-style:none; margin:0; padding:0; }
+li.job { border-left:2px solid var(--line); padding:0 0 18px 22px; position:relative; }
+li.job:last-child { padding-bottom:0; }
+.job-head { display:flex; gap:8px; align-items:center; flex-wrap:wrap; }
+.step-no { position:absolute; left:-13px; width:24px; height:24px; border-radius:50%; background:var(--brand); color:#fff; font-size:12px; font-weight:700; display:grid; place-items:center; }
+ol.details { list-style:none; margin:10px 0 0; padding:0; }
+li.detail { border:1px solid var(--line); border-radius:10px; padding:8px 12px; margin-bottom:8px; }
+li.detail-failed { border-color:#fecdca; }
+.detail-head { display:flex; gap:8px; align-items:center; font-size:13px; }
+.detail-text { margin-top:4px; }
+.detail-none { margin-top:8px; font-size:13px; }
 `;
 
 const SCRIPT = `
@@ -94,7 +141,7 @@ export interface PageContext {
   base: string;
 }
 
-function layout(ctx: PageContext, title: string, body: SafeHtml): string {
+export function layout(ctx: PageContext, title: string, body: SafeHtml): string {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -111,7 +158,7 @@ ${body}
 `.value;
 }
 
-const brand = (base: string) => html`<a class="brand" href="${base}"><span class="logo">◆</span>Herald</a>`;
+export const brand = (base: string) => html`<a class="brand" href="${base}"><span class="logo">◆</span>Herald</a>`;
 
 export function signInPage(ctx: PageContext, form: { csrfToken: string; email?: string; error?: string }): string {
   return layout(
@@ -138,10 +185,7 @@ export function signInPage(ctx: PageContext, form: { csrfToken: string; email?: 
   );
 }
 
-export interface KeysPageData {
-  organizationName: string;
-  email: string;
-  csrfToken: string;
+export interface KeysPageData extends ShellData {
   environments: Array<{ id: string; name: string }>;
   keys: Array<{ id: string; name: string; prefix: string; environmentName: string; createdAt: string; revokedAt: string | null }>;
   /** A key created by this request, in clear: the only time it is shown. */
@@ -152,7 +196,53 @@ export interface KeysPageData {
   draft?: { name?: string; environmentId?: string };
 }
 
-const when = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
+export const when = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
+
+/** Who is signed in, as every page after sign-in shows it. */
+export interface ShellData {
+  organizationName: string;
+  email: string;
+  csrfToken: string;
+}
+
+/** The pages of the side navigation, by section; `active` is the one shown. */
+const NAV: Array<{ section: string; pages: Array<{ id: string; path: string; label: string }> }> = [
+  {
+    section: 'Monitor',
+    pages: [
+      { id: 'activity', path: '/activity', label: 'Activity' },
+      { id: 'webhooks', path: '/webhooks', label: 'Webhooks' },
+    ],
+  },
+  {
+    section: 'Settings',
+    pages: [
+      { id: 'api-keys', path: '/settings/api-keys', label: 'API keys' },
+      { id: 'inbox', path: '/settings/inbox', label: 'Inbox' },
+    ],
+  },
+];
+
+/** A signed-in page: the top bar (organization, owner, sign out), the side navigation, the page. */
+export function appShell(ctx: PageContext, title: string, data: ShellData, active: string, main: SafeHtml): string {
+  return layout(
+    ctx,
+    title,
+    html`<header class="topbar">
+  ${brand(ctx.base)}
+  <div class="who"><span class="org">${data.organizationName}</span><span>${data.email}</span>
+    <form method="post" action="${ctx.base}/sign-out"><input type="hidden" name="_csrf" value="${data.csrfToken}"><button class="ghost" type="submit">Sign out</button></form>
+  </div>
+</header>
+<div class="shell">
+  <nav class="side">${NAV.map(
+    ({ section, pages }) =>
+      html`<h4>${section}</h4>${pages.map((page) => html`<a${page.id === active ? html` class="active" aria-current="page"` : ''} href="${ctx.base}${page.path}">${page.label}</a>`)}`,
+  )}</nav>
+  <main>${main}</main>
+</div>`,
+  );
+}
 
 export function apiKeysPage(ctx: PageContext, data: KeysPageData): string {
   const activeByEnvironment = new Map<string, number>();
@@ -174,18 +264,12 @@ export function apiKeysPage(ctx: PageContext, data: KeysPageData): string {
       }</td>
     </tr>`,
   );
-  return layout(
+  return appShell(
     ctx,
     'API keys',
-    html`<header class="topbar">
-  ${brand(ctx.base)}
-  <div class="who"><span class="org">${data.organizationName}</span><span>${data.email}</span>
-    <form method="post" action="${ctx.base}/sign-out"><input type="hidden" name="_csrf" value="${data.csrfToken}"><button class="ghost" type="submit">Sign out</button></form>
-  </div>
-</header>
-<div class="shell">
-  <nav class="side"><h4>Settings</h4><a class="active" href="${ctx.base}/settings/api-keys">API keys</a></nav>
-  <main>
+    data,
+    'api-keys',
+    html`
     <h1>API keys</h1>
     <p class="lead">A key opens one environment. Send it as <code>Authorization: Bearer &lt;key&gt;</code>; revoke a key and it is refused at once.</p>
     ${data.newKey
@@ -220,8 +304,7 @@ export function apiKeysPage(ctx: PageContext, data: KeysPageData): string {
         ? html`<div class="empty">No keys yet.</div>`
         : html`<table><thead><tr><th>Name</th><th>Prefix</th><th>Environment</th><th>Created</th><th>Status</th><th></th></tr></thead><tbody>${rows}</tbody></table>`}
     </section>
-  </main>
-</div>`,
+`,
   );
 }
 

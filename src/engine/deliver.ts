@@ -97,14 +97,26 @@ function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscri
   const context = templateData({ payload, subscriber, actor: event.actor ?? {}, step: job.state.digest ?? {}, transactionId: event.transactionId }, payload);
   return {
     template,
-    text: (field: string) => (template[field] === undefined ? undefined : render(template[field]!, context, { escape: false })),
+    text: (field: string) => (typeof template[field] !== 'string' ? undefined : render(template[field]!, context, { escape: false })),
+    textOf: (source: string) => render(source, context, { escape: false }),
     html: (field: string) => render(template[field]!, context, { escape: true }),
   };
 }
 
-/** An in-app step's message: stored, not sent, so it needs no provider. */
+type ActionTemplate = { label: string; url?: string };
+
+/** An in-app step's message: stored, not sent, so it needs no provider. Every field is rendered as text. */
 export function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelStep, recipient: Recipient): NewMessage {
-  const { text } = renderer(job, event, step, recipient.subscriber!);
+  const { template, text, textOf } = renderer(job, event, step, recipient.subscriber!);
+  const nested = template as unknown as {
+    redirect?: { url?: string };
+    primaryAction?: ActionTemplate;
+    secondaryAction?: ActionTemplate;
+    data?: Record<string, string>;
+  };
+  const action = (source: ActionTemplate | undefined) =>
+    source && typeof source.label === 'string' ? { label: textOf(source.label), ...(typeof source.url === 'string' ? { url: textOf(source.url) } : {}) } : undefined;
+  const data = nested.data && typeof nested.data === 'object' ? Object.fromEntries(Object.entries(nested.data).filter(([, v]) => typeof v === 'string').map(([k, v]) => [k, textOf(v)])) : undefined;
   return {
     environmentId: event.environmentId,
     subscriberKey: recipient.subscriberKey,
@@ -115,7 +127,12 @@ export function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelSt
     workflowKey: event.workflow.workflowId,
     subject: text('subject'),
     content: text('content')!,
-    url: text('url'),
+    url: typeof nested.redirect?.url === 'string' ? textOf(nested.redirect.url) : text('url'),
+    avatar: text('avatar'),
+    primaryAction: action(nested.primaryAction),
+    secondaryAction: action(nested.secondaryAction),
+    data,
+    tags: event.workflow.tags,
   };
 }
 

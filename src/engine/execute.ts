@@ -5,7 +5,8 @@ import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
-import { insertMessages, type NewMessage } from '../db/repos/messages.js';
+import type { NewMessage } from '../db/repos/messages.js';
+import { deliverInboxMessages } from './inbox.js';
 import { notificationRecipient, setNotificationStatus } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import { PROVIDERS } from '../providers/catalogue.js';
@@ -86,7 +87,7 @@ async function settle(
           now,
         );
       }
-      if (outcome.message) await insertMessages(trx, [outcome.message], now);
+      if (outcome.message) await deliverInboxMessages(trx, [outcome.message], now);
       const event = (await findEvent(trx, job.eventId, true))!;
       if (outcome.webhook) await recordJobEvent(trx, job, event, outcome, outcome.webhook, now);
       if (also) await also(trx, event);

@@ -9,7 +9,8 @@ import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, type JobRecord } from '../db/repos/jobs.js';
 import { markNotificationsProcessing, notificationRecipient, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
-import { insertMessages, type NewMessage } from '../db/repos/messages.js';
+import type { NewMessage } from '../db/repos/messages.js';
+import { deliverInboxMessages } from './inbox.js';
 import { recordStepEvent, type StepEvent } from './webhook-events.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
@@ -73,8 +74,9 @@ async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promi
     })),
     now,
   );
+  // Ids given here, so the message.delivered events below can name the messages they stored.
   for (const d of decided) if (d.status === 'completed') d.message.id ??= newId(now.getTime());
-  await insertMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
+  await deliverInboxMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
   for (const d of decided) {
     if (d.status === 'canceled') continue;
     const facts = {

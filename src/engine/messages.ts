@@ -6,6 +6,8 @@ import { notFound } from '../errors.js';
 import type { Page, PageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/messages.js';
 import { existingSubscriberKey } from './subscribers.js';
+import { writeTransaction } from '../db/group-commit.js';
+import { changeInboxMessage } from './inbox.js';
 import { recordMessageChange, type MessageState } from './webhook-events.js';
 
 export async function listFeed(
@@ -19,7 +21,10 @@ export async function listFeed(
   return repo.listMessages(deps.db, key, page, { read: filters.read, seen: filters.seen });
 }
 
-/** Marks one message of the subscriber's feed seen or read, and answers it as it is now. */
+/**
+ * Marks one message of the subscriber's feed seen or read, and answers it as it is now: the same
+ * change as the inbox's (engine/inbox.ts), so the counts and every open inbox stream follow.
+ */
 export async function markFeedMessage(
   deps: Deps,
   environmentId: string,
@@ -29,15 +34,18 @@ export async function markFeedMessage(
 ): Promise<repo.InAppMessage> {
   const key = await existingSubscriberKey(deps.db, environmentId, subscriberId);
   const now = deps.clock.now();
-  // The mark and the webhook events it makes (message.seen, message.read) commit together.
-  return deps.db.transaction(async (trx) => {
+  // The mark, its counts and inbox event, and the webhook events it makes (message.seen,
+  // message.read) commit together.
+  const changed = await writeTransaction(deps.db, async (trx) => {
     const before = await repo.findMessage(trx, key, messageId);
-    if (!before) throw notFound(`Message ${messageId} not found in the feed of ${subscriberId}`);
-    await repo.markMessage(trx, key, messageId, change, now);
+    if (!before) return false;
+    await changeInboxMessage(trx, environmentId, key, messageId, { seen: change.seen, read: change.read }, now);
     const after = (await repo.findMessage(trx, key, messageId))!;
     await recordMessageChange(trx, environmentId, state(before), state(after), now);
-    return after;
+    return true;
   });
+  if (!changed) throw notFound(`Message ${messageId} not found in the feed of ${subscriberId}`);
+  return (await repo.findMessage(deps.db, key, messageId))!;
 }
 
 function state(message: repo.InAppMessage): MessageState {

@@ -148,6 +148,7 @@ export async function trigger(
       critical: workflow.critical,
       preferenceSettings: workflow.preferenceSettings,
       steps: workflow.steps,
+      tags: workflow.tags,
     },
     payload,
     overrides: (request.overrides ?? {}) as EventRecord['overrides'],

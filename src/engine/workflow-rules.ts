@@ -43,7 +43,12 @@ export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorD
     seen.add(stepId);
 
     if ('template' in step) {
-      for (const [field, source] of Object.entries(step.template)) {
+      // An in-app step's nested fields (redirect, actions, data) are templates too.
+      const fields = (template: object, path: string): Array<[string, unknown]> =>
+        Object.entries(template).flatMap(([field, value]): Array<[string, unknown]> =>
+          step.type === 'in_app' && value && typeof value === 'object' ? fields(value, `${path}${field}/`) : [[`${path}${field}`, value]],
+        );
+      for (const [field, source] of fields(step.template, '')) {
         if (typeof source !== 'string' || PLAIN_TEMPLATE_FIELDS.has(field)) continue;
         if (expressionsLeft < 0) break; // over the budget already, and said so: nothing more is compiled
         expressionsLeft -= expressionCount(source);

@@ -1,5 +1,6 @@
 import type { OperationHandlers } from '../http/types.js';
 import * as events from './events.js';
+import * as inbox from './inbox.js';
 import * as integrations from './integrations.js';
 import * as messages from './messages.js';
 import * as notifications from './notifications.js';
@@ -21,5 +22,6 @@ export const handlers = {
   ...topics,
   ...notifications,
   ...integrations,
+  ...inbox,
   ...webhooks,
 } satisfies OperationHandlers;

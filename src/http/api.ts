@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import express, { type Request, type Response } from 'express';
 import type { Context, Handler, OpenAPIBackend } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
@@ -9,6 +10,8 @@ import type { ErrorDetail } from '../contract.js';
 import type { Authentication, Scheme } from './security.js';
 import type { Auth, OperationId } from '../contract.js';
 import type { HandlerContext, OperationHandlers } from './types.js';
+import type { InboxHub } from '../engine/inbox-hub.js';
+import { streamInboxEvents } from './inbox-stream.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 
 /** The largest JSON body the API reads. */
@@ -103,7 +106,23 @@ function securityHandler(scheme: Scheme) {
 
 const authenticationOf = (res: Response): Authentication => res.locals.authentication;
 /** The key's owner, as the security handler that authorized the request gave it. */
-const authOf = (c: Context): Auth => (c.security.bearerAuth || c.security.apiKeyAuth) as Auth;
+const authOf = (c: Context): Auth => (c.security.bearerAuth || c.security.apiKeyAuth || c.security.subscriberToken || c.security.inboxTicket) as Auth;
+
+/** Whether the operation is the inbox's, opened by a subscriber token rather than an API key. */
+const isInboxOperation = (c: Context): boolean =>
+  ((c.operation?.security ?? []) as Array<Record<string, unknown>>).some((requirement) => 'subscriberToken' in requirement);
+
+/**
+ * The Idempotency-Key as it is stored: keys are kept per environment, and a subscriber token's
+ * are kept per subscriber too, so one browser can never be replayed another's answer. (A key too
+ * long is left as it is, to be refused as any other.)
+ */
+function scopedIdempotencyKey(c: Context): string | undefined {
+  const key = idempotencyKeyOf(c);
+  const { subscriberId } = authOf(c);
+  if (key === undefined || subscriberId === undefined || key.length > MAX_IDEMPOTENCY_KEY) return key;
+  return `inbox:${createHash('sha256').update(`${subscriberId}\u0000${key}`).digest('hex')}`;
+}
 
 /** Reads a JSON body into `req.body`, as express.json does (its errors are the error handler's). */
 function bodyReader(): (req: Request, res: Response) => Promise<void> {
@@ -116,7 +135,7 @@ function bodyReader(): (req: Request, res: Response) => Promise<void> {
  * 405, requests without a valid key 401, requests that break the schema 400, and only then the
  * operation's handler, whose reply is written as JSON.
  */
-export async function createApi(handlers: OperationHandlers, deps: Deps): Promise<OpenAPIBackend> {
+export async function createApi(handlers: OperationHandlers, deps: Deps, options: { inboxHub?: InboxHub; inboxPingMs?: number } = {}): Promise<OpenAPIBackend> {
   const api = await createBackend();
   const readBody = bodyReader();
   /**
@@ -124,7 +143,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
    * its answer, a 4xx it throws included, or a repeat replays the recorded one (idempotency.ts).
    */
   const answer = async (c: Context, req: Request, res: Response, run: (runDeps: Deps) => Promise<HandlerReply>) => {
-    const key = idempotencyKeyOf(c);
+    const key = scopedIdempotencyKey(c);
     const reply = key
       ? await idempotent(deps, { environmentId: authOf(c).environmentId, key, method: req.method, path: req.originalUrl.split('?')[0], body: c.request.requestBody }, run)
       : await run(deps);
@@ -146,6 +165,10 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
     };
   }
 
+  // The inbox's stream is written as server-sent events, not answered as JSON.
+  const { inboxHub } = options;
+  if (inboxHub) operations.streamInboxEvents = (c: Context, req: Request, res: Response) => streamInboxEvents(inboxHub, deps, authOf(c), req, res, options.inboxPingMs);
+
   api.register({
     ...operations,
     notFound: (_c: Context, req: Request) => {
@@ -154,9 +177,14 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
     methodNotAllowed: (_c: Context, req: Request) => {
       throw new ApiError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
     },
-    unauthorizedHandler: (_c: Context, _req: Request, res: Response) => {
+    unauthorizedHandler: (c: Context, _req: Request, res: Response) => {
       const result = authenticationOf(res);
-      throw unauthorized(result.ok ? 'This API key cannot be used here' : result.reason);
+      const inbox = isInboxOperation(c);
+      // A valid API key on the inbox is refused as forbidden; a subscriber token elsewhere is no API key.
+      if (result.ok && inbox) throw new ApiError(403, 'API keys do not open the inbox: send a subscriber token');
+      if (result.ok) throw unauthorized('A subscriber token opens only /v1/inbox: this operation takes an API key');
+      if (!inbox && (result.scheme === 'subscriber' || result.scheme === 'ticket')) throw unauthorized('A subscriber token opens only /v1/inbox: this operation takes an API key');
+      throw unauthorized(inbox && result.reason.startsWith('Missing API key') ? 'Missing subscriber token: send the header "Authorization: Bearer <token>"' : result.reason);
     },
     // Only an authorized request's body is read, and only on methods that carry one in the contract
     // (a body on GET or DELETE is ignored); validation, next, checks what was read.
@@ -180,6 +208,8 @@ export async function createApi(handlers: OperationHandlers, deps: Deps): Promis
   });
   api.registerSecurityHandler('bearerAuth', securityHandler('bearer'));
   api.registerSecurityHandler('apiKeyAuth', securityHandler('apikey'));
+  api.registerSecurityHandler('subscriberToken', securityHandler('subscriber'));
+  api.registerSecurityHandler('inboxTicket', securityHandler('ticket'));
   return api;
 }
 

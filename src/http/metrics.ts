@@ -23,6 +23,7 @@ function operationOf(path: string, matched: string | undefined): string {
   const fixed = FIXED_ROUTES[route];
   if (fixed) return fixed;
   if (route === '/dashboard' || route.startsWith('/dashboard/')) return 'dashboard';
+  if (route === '/examples/inbox' || route.startsWith('/examples/inbox/')) return 'inboxExample';
   return 'notFound';
 }
 

@@ -50,6 +50,8 @@ export async function createMockApp(logger: Logger): Promise<Express> {
   });
   api.registerSecurityHandler('bearerAuth', (_c: Context, req: Request) => hasScheme(req, 'Bearer'));
   api.registerSecurityHandler('apiKeyAuth', (_c: Context, req: Request) => hasScheme(req, 'ApiKey'));
+  api.registerSecurityHandler('subscriberToken', (_c: Context, req: Request) => hasScheme(req, 'Bearer'));
+  api.registerSecurityHandler('inboxTicket', (_c: Context, req: Request) => typeof req.query.ticket === 'string' && req.query.ticket !== '');
 
   const app = express();
   app.disable('x-powered-by');

@@ -284,7 +284,9 @@ export function rateLimits(deps: Deps): RequestHandler {
     let policy: RatePolicy | undefined;
     if (authentication?.ok) {
       policy = policyFor(authentication.plan);
-      res.locals[RATE_LIMIT_KEY] = `env:${authentication.auth.environmentId}`;
+      // A subscriber token spends its subscriber's own bucket, so one busy browser cannot use up its environment's.
+      const { environmentId, subscriberId } = authentication.auth;
+      res.locals[RATE_LIMIT_KEY] = subscriberId === undefined ? `env:${environmentId}` : `sub:${environmentId}:${subscriberId}`;
     } else {
       policy = UNAUTHENTICATED_POLICY;
       // IPv6 clients by their /56, as express-rate-limit's own key generator does.

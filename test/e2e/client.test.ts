@@ -1,5 +1,6 @@
-// herald/client as a user meets it: the README example and the docs' TypeScript samples compiled
-// by tsc, and the README example run by node against a listening server.
+// herald/client as a user meets it, built (dist/client): the README example and the docs'
+// TypeScript samples compiled by tsc against its declarations, and the README example run by node
+// on its JavaScript against a listening server.
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -10,6 +11,7 @@ import { codeSamples, loadSpec, operationsOf } from '../../scripts/docs.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { listen } from '../helpers/browser.js';
 import { ROOT } from '../helpers/process.js';
+import { builtClient } from '../helpers/client-build.js';
 
 const run = promisify(execFile);
 
@@ -27,6 +29,7 @@ let server: Awaited<ReturnType<typeof listen>>;
 // (a package may import itself by name through its `exports`).
 let workDir: string;
 beforeAll(async () => {
+  await builtClient();
   t = await startTestApp();
   server = await listen(t.app);
   workDir = path.join(ROOT, '.vitest-tmp', `client-${randomBytes(4).toString('hex')}`);

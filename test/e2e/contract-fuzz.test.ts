@@ -454,8 +454,13 @@ const authPlan: fc.Arbitrary<AuthPlan> = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom<AuthPlan>('none', 'empty', 'basic', 'lowercase', 'spaces', 'unknown key', 'revoked-looking', 'huge', 'two keys', 'latin1') },
 );
 
-function authorization(plan: AuthPlan): string | undefined {
-  const key = t.a.key;
+/** A subscriber token of user-123, minted afresh for each operation (the test's clock runs an hour an operation). */
+let inboxToken = '';
+/** The inbox's operations take a subscriber token where others take the key (the stream, which would never end, keeps the key: a 403). */
+const takesToken = (path: string) => path.startsWith('/inbox/') && path !== '/inbox/settings' && path !== '/inbox/events';
+
+function authorization(plan: AuthPlan, path = ''): string | undefined {
+  const key = takesToken(path) ? inboxToken : t.a.key;
   switch (plan) {
     case 'bearer':
       return `Bearer ${key}`;
@@ -671,7 +676,7 @@ function materialize(request: FuzzRequest): RawRequest {
   const path = `/v1${request.path.replace(/\{(\w+)\}/g, (_m, name: string) => pathSegment(name, request.pathValues[name] ?? { kind: 'fixture' }))}`;
   const query = [request.query.map(([k, v]) => `${encode(k)}=${encode(v)}`).join('&'), request.rawQuery].filter(Boolean).join('&');
   const body = bodyOf(request.body);
-  const auth = authorization(request.auth);
+  const auth = authorization(request.auth, request.path);
   return {
     method: request.method,
     path: query ? `${path}?${query}` : path,
@@ -683,7 +688,7 @@ function materialize(request: FuzzRequest): RawRequest {
 function summary(request: FuzzRequest): string {
   const raw = materialize(request);
   const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}… (${s.length} chars)` : s);
-  const headerList = Object.entries(raw.headers).map(([k, v]) => `${k}: ${cut(k === 'Authorization' ? v.replace(t.a.key, '<key of A>') : v, 80)}`);
+  const headerList = Object.entries(raw.headers).map(([k, v]) => `${k}: ${cut(k === 'Authorization' ? v.replace(t.a.key, '<key of A>').replace(inboxToken || '\u0000', '<token of user-123>') : v, 80)}`);
   const body = raw.body === undefined ? '(no body)' : cut(JSON.stringify(raw.body.toString('utf8')), 400);
   return `${raw.method} ${cut(raw.path, 300)}\n  ${headerList.join('\n  ')}\n  body: ${body}`;
 }
@@ -740,6 +745,7 @@ describe('every operation, with requests derived from its schema and examples', 
       // What an earlier operation's successful writes deleted or changed is put back (reads change nothing).
       if (dirty) fixture = await ensureFixture(t, t.a, fixture);
       dirty = op.method !== 'GET';
+      if (takesToken(op.path)) inboxToken = (await t.a.post('/v1/subscribers/user-123/inbox-tokens', { expiresIn: 86_400 }).expect(201)).body.data.token;
       await fuzz(name, requestFor(op), RUNS_PER_OPERATION, classicsFor(op));
     },
     120_000,

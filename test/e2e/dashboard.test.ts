@@ -12,9 +12,8 @@ import { createApiKey } from '../../src/db/repos/accounts.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { launchChromium, listen } from '../helpers/browser.js';
 import { processDatabaseUrl } from '../helpers/db.js';
+import { OWNER_PASSWORD as PASSWORD, Visitor as BaseVisitor } from '../helpers/dashboard.js';
 import { ROOT, runScript } from '../helpers/process.js';
-
-const PASSWORD = 'correct horse battery';
 
 let t: TestApp;
 let organizationA: string;
@@ -33,27 +32,13 @@ beforeAll(async () => {
 afterEach(async () => t.assertContract());
 afterAll(async () => t?.close());
 
-/** A browser-like visitor: keeps cookies, reads the CSRF token out of the last page. */
-class Visitor {
-  readonly agent: ReturnType<typeof supertest.agent>;
-  csrf = '';
-  constructor(app: Parameters<typeof supertest.agent>[0] = t.app) {
-    this.agent = supertest.agent(app);
+/** A visitor of this file's app; signs in as ada unless told otherwise. */
+class Visitor extends BaseVisitor {
+  constructor(app: ConstructorParameters<typeof BaseVisitor>[0] = t.app) {
+    super(app);
   }
-  private remember(res: supertest.Response): supertest.Response {
-    const token = /name="_csrf" value="([^"]+)"/.exec(res.text ?? '')?.[1];
-    if (token) this.csrf = token;
-    return res;
-  }
-  async get(url: string) {
-    return this.remember(await this.agent.get(url));
-  }
-  async post(url: string, form: Record<string, string>) {
-    return this.remember(await this.agent.post(url).type('form').send(form));
-  }
-  async signIn(email = 'ada@example.com', password = PASSWORD) {
-    await this.get('/dashboard/sign-in');
-    return this.post('/dashboard/sign-in', { _csrf: this.csrf, email, password });
+  override signIn(email = 'ada@example.com', password = PASSWORD) {
+    return super.signIn(email, password);
   }
 }
 

@@ -52,7 +52,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     expect(fs.statSync(docsFile).mtimeMs).toBe(builtAt);
   });
 
-  it('renders every tag and operation, with curl and TypeScript samples, asking the network for nothing but the logo', { timeout: 120_000 }, async () => {
+  it('renders every tag and operation, with curl and TypeScript samples, asking the network for nothing but the logo', { timeout: 300_000 }, async () => {
     const spec = loadSpec();
     const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
     const outside = await stayOffline(page);

@@ -31,6 +31,8 @@ export interface SpecOperation {
   pathParams: string[];
   body?: { required: boolean; schema: JsonSchema; examples: unknown[] };
   statuses: string[];
+  /** An inbox operation: opened by a subscriber token, not an API key. */
+  inbox?: boolean;
 }
 
 let backendPromise: Promise<OpenAPIBackend> | undefined;
@@ -65,6 +67,7 @@ export async function specOperations(): Promise<SpecOperation[]> {
           }
         : undefined,
       statuses: Object.keys(op.responses ?? {}),
+      inbox: ((op.security ?? []) as Array<Record<string, unknown>>).some((requirement) => 'subscriberToken' in requirement),
     };
   });
 }
@@ -206,7 +209,7 @@ export const WORKFLOW = {
   // In-app first, so running the jobs once puts a message in the feed; the email waits an hour
   // behind the delay, which the manual clock never reaches, so nothing is ever sent over the network.
   steps: [
-    { type: 'in_app', template: { content: '{{actor.firstName}} commented on {{payload.postTitle}}' } },
+    { type: 'in_app', template: { content: '{{actor.firstName}} commented on {{payload.postTitle}}', primaryAction: { label: 'Reply' } } },
     { type: 'delay', amount: 1, unit: 'hours' },
     { type: 'email', template: { subject: 'New comment on {{payload.postTitle}}', content: '<p>{{payload.commentText}}</p>' } },
   ],

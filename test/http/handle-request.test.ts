@@ -32,6 +32,9 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('handling a request', ()
     });
     for (const operation of backend.router.getOperations()) backend.register(operation.operationId!, record(operation.operationId!));
     backend.registerSecurityHandler('bearerAuth', (c: Context) => c.request.headers['x-pass'] === 'bearer');
+    // The inbox's schemes: a subscriber token passes on the bearer's say-so; a ticket never does.
+    backend.registerSecurityHandler('subscriberToken', (c: Context) => c.request.headers['x-pass'] === 'bearer');
+    backend.registerSecurityHandler('inboxTicket', () => false);
     backend.registerSecurityHandler('apiKeyAuth', (c: Context) => {
       if (c.request.headers['x-pass'] === 'throw') throw new Error('no');
       return c.request.headers['x-pass'] === 'apikey';

@@ -98,6 +98,13 @@ describe('the layers of src/', () => {
     expect(users.map((m) => m.name)).toEqual([]);
   });
 
+  it('keeps client/ a package of its own: it imports no other room, none imports it, and of packages only openapi-fetch', () => {
+    expect(offending(['client'], (target) => room(target) !== 'client')).toEqual([]);
+    const others = modules.filter((m) => room(m.name) !== 'client');
+    expect(offending(others.map((m) => room(m.name)), (target) => room(target) === 'client')).toEqual([]);
+    expect([...new Set(importsOf(['client']).flatMap((m) => m.packages))]).toEqual(['openapi-fetch']);
+  });
+
   it('has no import cycle, type-only imports included', () => {
     const edges = new Map(modules.map((m) => [m.name, m.local]));
     const cycles: string[] = [];

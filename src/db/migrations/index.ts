@@ -12,6 +12,10 @@ import * as idempotency from './20261122_31_idempotency.js';
 import * as jobIndexes from './20261124_40_job_indexes.js';
 import * as jobLanes from './20261125_50_job_lanes.js';
 import * as throttles from './20261125_80_throttles.js';
+import * as inboxMessages from './20261125_81_inbox_messages.js';
+import * as inboxEvents from './20261125_82_inbox_events.js';
+import * as inboxSecrets from './20261125_83_inbox_secrets.js';
+import * as inboxTickets from './20261125_84_inbox_tickets.js';
 import * as webhookEndpoints from './20261125_85_webhook_endpoints.js';
 import * as webhookDeliveries from './20261125_86_webhook_deliveries.js';
 import * as webhookAttempts from './20261125_87_webhook_attempts.js';
@@ -40,6 +44,10 @@ const migrations: Record<string, Knex.Migration> = {
   '20261124_40_job_indexes': jobIndexes,
   '20261125_50_job_lanes': jobLanes,
   '20261125_80_throttles': throttles,
+  '20261125_81_inbox_messages': inboxMessages,
+  '20261125_82_inbox_events': inboxEvents,
+  '20261125_83_inbox_secrets': inboxSecrets,
+  '20261125_84_inbox_tickets': inboxTickets,
   '20261125_85_webhook_endpoints': webhookEndpoints,
   '20261125_86_webhook_deliveries': webhookDeliveries,
   '20261125_87_webhook_attempts': webhookAttempts,

@@ -13,6 +13,8 @@ export interface WorkflowSnapshot {
   critical: boolean;
   preferenceSettings: StoredWorkflow['preferenceSettings'];
   steps: Step[];
+  /** The workflow's tags, which its inbox items carry (absent from events stored before the inbox). */
+  tags?: string[];
 }
 
 export interface EventRecord {

@@ -20,32 +20,44 @@ export interface NewMessage {
   subject?: string;
   content: string;
   url?: string;
+  avatar?: string;
+  primaryAction?: { label: string; url?: string };
+  secondaryAction?: { label: string; url?: string };
+  data?: Record<string, string>;
+  tags?: string[];
 }
 
-/** Stores in-app messages, once per job: a job run again after a crash leaves no second copy. */
-export async function insertMessages(trx: Runner, messages: NewMessage[], now: Date): Promise<void> {
+/**
+ * Stores in-app messages, once per job: a job run again after a crash leaves no second copy.
+ * Answers the rows it stored. Only engine/inbox.ts calls it, with the counts and events that go
+ * with them.
+ */
+export async function insertMessages(trx: Runner, messages: NewMessage[], now: Date): Promise<Array<Record<string, unknown>>> {
   const at = now.toISOString();
-  await insertRows(
-    trx,
-    'messages',
-    messages.map((message) => ({
-      id: message.id ?? newId(now.getTime()),
-      environment_id: message.environmentId,
-      subscriber_key: message.subscriberKey,
-      subscriber_id: message.subscriberId,
-      notification_id: message.notificationId,
-      job_id: message.jobId,
-      transaction_id: message.transactionId,
-      workflow_key: message.workflowKey,
-      subject: message.subject ?? null,
-      content: message.content,
-      url: message.url ?? null,
-      seen: false,
-      read: false,
-      created_at: at,
-    })),
-    { skipConflictsOn: ['job_id'] },
-  );
+  const rows = messages.map((message) => ({
+    id: message.id ?? newId(now.getTime()),
+    environment_id: message.environmentId,
+    subscriber_key: message.subscriberKey,
+    subscriber_id: message.subscriberId,
+    notification_id: message.notificationId,
+    job_id: message.jobId,
+    transaction_id: message.transactionId,
+    workflow_key: message.workflowKey,
+    subject: message.subject ?? null,
+    content: message.content,
+    url: message.url ?? null,
+    avatar: message.avatar ?? null,
+    primary_action: message.primaryAction ? JSON.stringify({ ...message.primaryAction, status: 'pending' }) : null,
+    secondary_action: message.secondaryAction ? JSON.stringify({ ...message.secondaryAction, status: 'pending' }) : null,
+    data: message.data ? JSON.stringify(message.data) : null,
+    tags: message.tags && message.tags.length > 0 ? JSON.stringify(message.tags) : null,
+    seen: false,
+    read: false,
+    archived: false,
+    created_at: at,
+  }));
+  const inserted = new Set((await insertRows<{ id: string }>(trx, 'messages', rows, { skipConflictsOn: ['job_id'], returning: ['id'] })).map((row) => row.id));
+  return rows.filter((row) => inserted.has(row.id));
 }
 
 /** The columns toWire reads, by name: a read of `*` is named row by row on SQLite and not kept prepared on PostgreSQL (knex.ts). */
@@ -93,20 +105,4 @@ export async function listMessages(
 export async function findMessage(db: Runner, subscriberKey: string, messageId: string): Promise<InAppMessage | undefined> {
   const row = await db('messages').where({ subscriber_key: subscriberKey, id: messageId }).first(MESSAGE_COLUMNS);
   return row ? toWire(row) : undefined;
-}
-
-/** Marks a message seen/read (reading implies seeing); the first time of each is kept. */
-export async function markMessage(db: Runner, subscriberKey: string, messageId: string, change: { seen?: boolean; read?: boolean }, now: Date): Promise<boolean> {
-  const at = now.toISOString();
-  const seen = change.read === true ? true : change.seen;
-  const columns: Record<string, unknown> = {};
-  if (seen !== undefined) {
-    columns.seen = seen;
-    columns.seen_at = seen ? db.raw('coalesce(seen_at, ?)', [at]) : null;
-  }
-  if (change.read !== undefined) {
-    columns.read = change.read;
-    columns.read_at = change.read ? db.raw('coalesce(read_at, ?)', [at]) : null;
-  }
-  return (await db('messages').where({ subscriber_key: subscriberKey, id: messageId }).update(columns)) > 0;
 }

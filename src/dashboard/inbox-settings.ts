@@ -1,0 +1,107 @@
+// Settings → Inbox: each environment's allowed browser origins and inbox signing secrets, through
+// the same engine functions as PUT /v1/inbox/settings and the token operation. Every form carries
+// the session's CSRF token.
+import type { Request, Response, Router } from 'express';
+import type { Deps } from '../deps.js';
+import { ApiError } from '../errors.js';
+import { listEnvironments } from '../db/repos/accounts.js';
+import { LIVE_SECRETS } from '../db/inbox-secrets.js';
+import { addSigningSecret, inboxOrigins, mintSubscriberToken, retireSigningSecret, setInboxOrigins, signingSecrets } from '../engine/inbox-tokens.js';
+import { sessionOf } from './session.js';
+import { pageContext, requireCsrf, requireSession, sendPage } from './guards.js';
+import { messagePage } from './views.js';
+import { inboxSettingsHref, inboxSettingsPage, type InboxSettingsPageData } from './inbox-settings-views.js';
+
+/** The contract's rules for allowed origins (InboxSettings). */
+const ORIGIN = /^https?:\/\/[^/?#\s]+$/;
+const MAX_ORIGINS = 50;
+const MAX_ORIGIN_LENGTH = 255;
+
+function originsError(origins: string[]): string | undefined {
+  if (origins.length > MAX_ORIGINS) return `At most ${MAX_ORIGINS} origins.`;
+  const bad = origins.find((origin) => origin.length > MAX_ORIGIN_LENGTH || !ORIGIN.test(origin) || !URL.canParse(origin));
+  return bad === undefined ? undefined : `“${bad}” is not an origin: write the scheme, host and port only, e.g. https://app.example.com.`;
+}
+
+export function inboxSettingsRoutes(router: Router, deps: Deps): void {
+  const { db } = deps;
+
+  const environmentOf = async (req: Request, res: Response) => {
+    const environments = await listEnvironments(db, sessionOf(res)!.organizationId);
+    const wanted = typeof req.query.environment === 'string' ? req.query.environment : undefined;
+    const environment = wanted ? environments.find((e) => e.id === wanted) : environments[0];
+    if (!environment) {
+      sendPage(res, 404, messagePage(pageContext(req, res), 'Environment not found', 'Your organization has no environment with that id.', { href: `${req.baseUrl}/settings/inbox`, text: 'Back to inbox settings' }));
+      return undefined;
+    }
+    return { environments, environment };
+  };
+
+  const show = async (req: Request, res: Response, status: number, extra: Partial<InboxSettingsPageData> = {}) => {
+    const found = await environmentOf(req, res);
+    if (!found) return;
+    const environmentId = found.environment.id;
+    const [origins, secrets] = await Promise.all([inboxOrigins(deps, environmentId), signingSecrets(deps, environmentId)]);
+    sendPage(
+      res,
+      status,
+      inboxSettingsPage(pageContext(req, res), { ...sessionOf(res)!, environments: found.environments, environmentId, origins, secrets, liveSecrets: LIVE_SECRETS, ...extra }),
+    );
+  };
+
+  /** After a change: back to the page (303), with what happened said there. */
+  const done = (req: Request, res: Response, environmentId: string, notice: string) =>
+    res.redirect(303, `${inboxSettingsHref(req.baseUrl, environmentId)}&done=${encodeURIComponent(notice)}`);
+
+  const NOTICES: Record<string, string> = {
+    origins: 'The allowed origins are saved. Other server processes follow within a few seconds.',
+    added: 'A new secret signs tokens from now on; tokens signed with the other one still work.',
+    retired: 'The secret is retired: tokens signed with it are refused from now on.',
+  };
+
+  router.get('/settings/inbox', requireSession, async (req, res) => {
+    await show(req, res, 200, { notice: NOTICES[String(req.query.done)] });
+  });
+
+  router.post('/settings/inbox/origins', requireSession, requireCsrf, async (req, res) => {
+    const found = await environmentOf(req, res);
+    if (!found) return;
+    const text = String(req.body?.origins ?? '');
+    const origins = [...new Set(text.split(/[\s,]+/).filter(Boolean))];
+    const error = originsError(origins);
+    if (error) return show(req, res, 422, { error, originsDraft: text });
+    await setInboxOrigins(deps, found.environment.id, origins);
+    done(req, res, found.environment.id, 'origins');
+  });
+
+  router.post('/settings/inbox/secrets', requireSession, requireCsrf, async (req, res) => {
+    const found = await environmentOf(req, res);
+    if (!found) return;
+    await addSigningSecret(deps, found.environment.id);
+    done(req, res, found.environment.id, 'added');
+  });
+
+  router.post('/settings/inbox/secrets/:kid/retire', requireSession, requireCsrf, async (req, res) => {
+    const found = await environmentOf(req, res);
+    if (!found) return;
+    if (!(await retireSigningSecret(deps, found.environment.id, String(req.params.kid)))) {
+      return show(req, res, 404, { error: 'There is no live secret with that id in this environment.' });
+    }
+    done(req, res, found.environment.id, 'retired');
+  });
+
+  router.post('/settings/inbox/tokens', requireSession, requireCsrf, async (req, res) => {
+    const found = await environmentOf(req, res);
+    if (!found) return;
+    const subscriberId = String(req.body?.subscriberId ?? '').trim();
+    if (!subscriberId) return show(req, res, 422, { error: 'Name a subscriber.' });
+    try {
+      const minted = await mintSubscriberToken(deps, found.environment.id, subscriberId);
+      // Answered here rather than redirected: the token is shown in this response and stored nowhere.
+      await show(req, res, 201, { token: { subscriberId, ...minted } });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+      await show(req, res, 404, { error: `There is no subscriber “${subscriberId}” in this environment.`, subscriberDraft: subscriberId });
+    }
+  });
+}

@@ -1,0 +1,45 @@
+// Each environment's inbox signing secrets, as their owner manages them (the API mints tokens
+// with the newest; the dashboard and `npm run keys -- inbox-secrets` show and rotate them). Kept
+// here, under db/, so that every room that manages them can: the engine, the dashboard, the CLI.
+// Sealed at rest with the server's secret, as credentials are (crypto.ts).
+import { randomBytes } from 'node:crypto';
+import type { Db } from './knex.js';
+import { writeTransaction } from './group-commit.js';
+import * as repo from './repos/inbox.js';
+import { open, sealIfSecret } from '../crypto.js';
+import { newId } from '../ids.js';
+
+/** An environment's live secrets: the newest signs, every one verifies. */
+export const LIVE_SECRETS = 2;
+
+export interface SigningSecret {
+  /** The `kid` tokens signed with it carry. */
+  kid: string;
+  /** The secret, base64url: sign with its bytes. */
+  secret: string;
+  createdAt: string;
+}
+
+/** The environment's live signing secrets in clear, newest first; the first is made on first use. */
+export async function signingSecrets(db: Db, environmentId: string, sealKey: string | undefined, now: Date): Promise<SigningSecret[]> {
+  const rows = await repo.secretsOf(db, environmentId);
+  if (rows.length > 0) return rows.map((row) => ({ kid: row.id, secret: open(row.secret, sealKey), createdAt: row.createdAt }));
+  return [await addSigningSecret(db, environmentId, sealKey, now)];
+}
+
+/** Adds a secret, which signs from now on; beyond LIVE_SECRETS the oldest are retired. */
+export async function addSigningSecret(db: Db, environmentId: string, sealKey: string | undefined, now: Date): Promise<SigningSecret> {
+  const kid = `ik_${newId(now.getTime())}`;
+  const secret = randomBytes(32).toString('base64url');
+  await writeTransaction(db, async (trx) => {
+    await repo.insertSecret(trx, { id: kid, environmentId, secret: sealIfSecret(secret, sealKey) }, now);
+    const rows = await repo.secretsOf(trx, environmentId);
+    for (const old of rows.filter((row) => row.id !== kid).slice(LIVE_SECRETS - 1)) await repo.deleteSecret(trx, environmentId, old.id);
+  });
+  return { kid, secret, createdAt: now.toISOString() };
+}
+
+/** Retires one secret: tokens signed with it stop working (within a few seconds in every process). */
+export async function retireSigningSecret(db: Db, environmentId: string, kid: string): Promise<boolean> {
+  return writeTransaction(db, (trx) => repo.deleteSecret(trx, environmentId, kid));
+}

@@ -1,0 +1,469 @@
+// The inbox's tables: the messages as a subscriber's browser sees them, each subscriber's counts
+// row (inbox_counts) and numbered events (inbox_events). Every change goes through the engine's
+// inbox functions (engine/inbox.ts), which call these in one transaction: the message rows, then
+// the counts row (its update locks it, and so orders the subscriber's events), then the events.
+import type { Db, Runner } from '../knex.js';
+import { inList, isPostgres, selectRows, changeRows } from '../knex.js';
+import type { Schemas } from '../../contract.js';
+import { readBool, readJson } from '../json.js';
+import { insertRows } from '../insert-rows.js';
+import type { Page } from '../paginate.js';
+import type { Plan } from '../../config.js';
+
+export type InboxItem = Schemas['InboxMessage'];
+export type InboxCounts = Schemas['InboxCounts'];
+export type InboxEventType = Schemas['InboxEvent']['type'];
+
+export const NO_COUNTS: InboxCounts = { unread: 0, unseen: 0, total: 0, archived: 0 };
+
+const ITEM_COLUMNS = `id, workflow_key, transaction_id, subject, content, url, avatar, primary_action, secondary_action,
+  tags, data, seen, read, archived, seen_at, read_at, archived_at, created_at`;
+
+/** A message row as the inbox answers it. */
+export function toItem(row: Record<string, unknown>): InboxItem {
+  const item: InboxItem = {
+    messageId: row.id as string,
+    workflowId: row.workflow_key as string,
+    transactionId: row.transaction_id as string,
+    body: row.content as string,
+    tags: readJson<string[]>(row.tags, []),
+    data: readJson<Record<string, unknown>>(row.data, {}),
+    createdAt: row.created_at as string,
+    seenAt: readBool(row.seen) ? ((row.seen_at as string | null) ?? (row.created_at as string)) : null,
+    readAt: readBool(row.read) ? ((row.read_at as string | null) ?? (row.created_at as string)) : null,
+    archivedAt: readBool(row.archived) ? ((row.archived_at as string | null) ?? (row.created_at as string)) : null,
+  };
+  if (row.subject !== null && row.subject !== undefined) item.subject = row.subject as string;
+  if (row.avatar !== null && row.avatar !== undefined) item.avatar = row.avatar as string;
+  if (row.url !== null && row.url !== undefined) item.redirect = { url: row.url as string };
+  const primary = readJson<InboxItem['primaryAction'] | null>(row.primary_action, null);
+  if (primary) item.primaryAction = primary;
+  const secondary = readJson<InboxItem['secondaryAction'] | null>(row.secondary_action, null);
+  if (secondary) item.secondaryAction = secondary;
+  return item;
+}
+
+/** The state of a message that its counts depend on. */
+export interface MessageState {
+  id: string;
+  seen: boolean;
+  read: boolean;
+  archived: boolean;
+}
+
+export interface InboxFilters {
+  status?: 'unread' | 'read' | 'unseen' | 'seen';
+  archived?: 'exclude' | 'include' | 'only';
+  workflowId?: string;
+  tag?: string;
+}
+
+export interface Cursor {
+  createdAt: string;
+  id: string;
+}
+
+/** Where a message sits in the feed's order, for the `before`/`after`/`upTo` cursors. */
+export async function cursorOf(db: Runner, subscriberKey: string, messageId: string): Promise<Cursor | undefined> {
+  const [row] = await selectRows<{ created_at: string; id: string }>(db, 'SELECT created_at, id FROM messages WHERE subscriber_key = ? AND id = ?', [
+    subscriberKey,
+    messageId,
+  ]);
+  return row && { createdAt: row.created_at, id: row.id };
+}
+
+function filterSql(db: Runner, subscriberKey: string, filters: InboxFilters): { sql: string; bindings: unknown[] } {
+  const where = ['subscriber_key = ?'];
+  const bindings: unknown[] = [subscriberKey];
+  const archived = filters.archived ?? 'exclude';
+  // Booleans as literals: SQLite's read connection takes no boolean bindings, PostgreSQL no 0/1 for a boolean.
+  if (archived !== 'include') where.push(archived === 'only' ? 'archived = TRUE' : 'archived = FALSE');
+  if (filters.status === 'unread') where.push('read = FALSE');
+  if (filters.status === 'read') where.push('read = TRUE');
+  if (filters.status === 'unseen') where.push('seen = FALSE');
+  if (filters.status === 'seen') where.push('seen = TRUE');
+  if (filters.workflowId !== undefined) where.push('workflow_key = ?'), bindings.push(filters.workflowId);
+  if (filters.tag !== undefined) {
+    where.push(
+      isPostgres(db as Db)
+        ? 'tags IS NOT NULL AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags::jsonb) t WHERE t = ?)'
+        : 'tags IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(tags) WHERE json_each.value = ?)',
+    );
+    bindings.push(filters.tag);
+  }
+  return { sql: where.join(' AND '), bindings };
+}
+
+/**
+ * One page of the inbox, newest first. `before` lists what is older than a message; `after` the
+ * `limit` messages just newer than one (the closest first in the query, answered newest first), so
+ * a client that repeats `after` with the newest it got walks up without a gap.
+ */
+export async function listInbox(
+  db: Runner,
+  subscriberKey: string,
+  filters: InboxFilters,
+  page: { page: number; limit: number },
+  cursor: { before?: Cursor; after?: Cursor },
+): Promise<Page<InboxItem>> {
+  const filter = filterSql(db, subscriberKey, filters);
+  const [{ n }] = await selectRows<{ n: number | string }>(db, `SELECT COUNT(*) AS n FROM messages WHERE ${filter.sql}`, filter.bindings as never[]);
+  const totalCount = Number(n);
+  let sql = filter.sql;
+  const bindings = [...filter.bindings];
+  if (cursor.before) {
+    sql += ' AND (created_at < ? OR (created_at = ? AND id < ?))';
+    bindings.push(cursor.before.createdAt, cursor.before.createdAt, cursor.before.id);
+  }
+  if (cursor.after) {
+    sql += ' AND (created_at > ? OR (created_at = ? AND id > ?))';
+    bindings.push(cursor.after.createdAt, cursor.after.createdAt, cursor.after.id);
+  }
+  const order = cursor.after && !cursor.before ? 'ASC' : 'DESC';
+  const offset = page.page * page.limit;
+  // One more than asked says whether there is more, without counting what lies past the cursor.
+  const rows = await selectRows<Record<string, unknown>>(
+    db,
+    `SELECT ${ITEM_COLUMNS} FROM messages WHERE ${sql} ORDER BY created_at ${order}, id ${order} LIMIT ? OFFSET ?`,
+    [...bindings, page.limit + 1, offset] as never[],
+  );
+  const hasMore = rows.length > page.limit;
+  const shown = rows.slice(0, page.limit);
+  if (order === 'ASC') shown.reverse();
+  return { data: shown.map(toItem), totalCount, page: page.page, pageSize: page.limit, hasMore };
+}
+
+export async function findItem(db: Runner, subscriberKey: string, messageId: string): Promise<InboxItem | undefined> {
+  const [row] = await selectRows<Record<string, unknown>>(db, `SELECT ${ITEM_COLUMNS} FROM messages WHERE subscriber_key = ? AND id = ?`, [subscriberKey, messageId]);
+  return row && toItem(row);
+}
+
+export async function itemsByIds(db: Runner, ids: string[]): Promise<InboxItem[]> {
+  if (ids.length === 0) return [];
+  const list = inList(db, 'id', ids);
+  const rows = await selectRows<Record<string, unknown>>(db, `SELECT ${ITEM_COLUMNS} FROM messages WHERE ${list.sql}`, list.bindings);
+  return rows.map(toItem);
+}
+
+/** A message's state, its row locked on PostgreSQL until the transaction ends (SQLite writes one transaction at a time). */
+export async function lockMessage(trx: Runner, subscriberKey: string, messageId: string): Promise<(MessageState & { row: Record<string, unknown> }) | undefined> {
+  const lock = isPostgres(trx as Db) ? ' FOR UPDATE' : '';
+  const [row] = await selectRows<Record<string, unknown>>(trx, `SELECT ${ITEM_COLUMNS} FROM messages WHERE subscriber_key = ? AND id = ?${lock}`, [
+    subscriberKey,
+    messageId,
+  ]);
+  return row && { id: row.id as string, seen: readBool(row.seen), read: readBool(row.read), archived: readBool(row.archived), row };
+}
+
+/** Writes a message's new states; a state set keeps the first time it was set. */
+export async function writeMessageState(trx: Runner, messageId: string, next: MessageState, now: Date): Promise<void> {
+  const at = now.toISOString();
+  await changeRows(
+    trx,
+    `UPDATE messages SET
+       seen = ?, seen_at = CASE WHEN ? THEN COALESCE(seen_at, ?) ELSE NULL END,
+       read = ?, read_at = CASE WHEN ? THEN COALESCE(read_at, ?) ELSE NULL END,
+       archived = ?, archived_at = CASE WHEN ? THEN COALESCE(archived_at, ?) ELSE NULL END
+     WHERE id = ?`,
+    [next.seen, next.seen, at, next.read, next.read, at, next.archived, next.archived, at, messageId] as never[],
+  );
+}
+
+export async function writeAction(trx: Runner, messageId: string, column: 'primary_action' | 'secondary_action', action: unknown): Promise<void> {
+  await changeRows(trx, `UPDATE messages SET ${column} = ? WHERE id = ?`, [JSON.stringify(action), messageId]);
+}
+
+export async function deleteMessageRow(trx: Runner, messageId: string): Promise<void> {
+  await changeRows(trx, 'DELETE FROM messages WHERE id = ?', [messageId]);
+}
+
+/**
+ * Sets one state on every message of the subscriber up to the cursor that does not have it yet,
+ * and answers the changed messages' other states (to count them). The WHERE re-checks the state
+ * under the row's lock on PostgreSQL, so two concurrent calls never count a message twice.
+ */
+export async function setStateUpTo(
+  trx: Runner,
+  subscriberKey: string,
+  state: 'seen' | 'read' | 'archived',
+  value: boolean,
+  upTo: Cursor | undefined,
+  now: Date,
+): Promise<MessageState[]> {
+  const at = value ? now.toISOString() : null;
+  let sql = `UPDATE messages SET ${state} = ?, ${state}_at = ${value ? `COALESCE(${state}_at, ?)` : '?'} WHERE subscriber_key = ? AND ${state} = ?`;
+  const bindings: unknown[] = [value, at, subscriberKey, !value];
+  if (upTo) {
+    sql += ' AND (created_at < ? OR (created_at = ? AND id <= ?))';
+    bindings.push(upTo.createdAt, upTo.createdAt, upTo.id);
+  }
+  const rows = await selectRows<Record<string, unknown>>(trx, `${sql} RETURNING id, seen, read, archived`, bindings as never[]);
+  return rows.map((row) => ({ id: row.id as string, seen: readBool(row.seen), read: readBool(row.read), archived: readBool(row.archived) }));
+}
+
+export async function readCounts(db: Runner, subscriberKey: string): Promise<InboxCounts & { seq: number }> {
+  const [row] = await selectRows<Record<string, number | string>>(db, 'SELECT unread, unseen, total, archived, seq FROM inbox_counts WHERE subscriber_key = ?', [subscriberKey]);
+  return row ? countsOf(row) : { ...NO_COUNTS, seq: 0 };
+}
+
+function countsOf(row: Record<string, unknown>): InboxCounts & { seq: number } {
+  return { unread: Number(row.unread), unseen: Number(row.unseen), total: Number(row.total), archived: Number(row.archived), seq: Number(row.seq) };
+}
+
+/** One subscriber's share of a change: how its counts move, and how many events it gets. */
+export interface CountsChange {
+  subscriberKey: string;
+  environmentId: string;
+  unread: number;
+  unseen: number;
+  total: number;
+  archived: number;
+  events: number;
+}
+
+/** Statements of at most this many rows: 7 values a row stays under SQLite's bound-variable limit. */
+const BUMP_CHUNK = 2000;
+
+/**
+ * Moves the counts of many subscribers and takes their next event numbers, in one statement per
+ * chunk: an upsert whose update locks each row until the transaction ends, so a subscriber's
+ * events are numbered in commit order, without a gap. Answers each subscriber's counts after the
+ * change and its new last `seq`.
+ */
+export async function bumpCounts(trx: Runner, changes: CountsChange[]): Promise<Map<string, InboxCounts & { seq: number }>> {
+  const out = new Map<string, InboxCounts & { seq: number }>();
+  for (let start = 0; start < changes.length; start += BUMP_CHUNK) {
+    const chunk = changes.slice(start, start + BUMP_CHUNK);
+    const rows = await selectRows<Record<string, unknown>>(
+      trx,
+      `INSERT INTO inbox_counts (subscriber_key, environment_id, unread, unseen, total, archived, seq)
+       VALUES ${chunk.map(() => '(?, ?, ?, ?, ?, ?, ?)').join(', ')}
+       ON CONFLICT (subscriber_key) DO UPDATE SET
+         unread = inbox_counts.unread + excluded.unread, unseen = inbox_counts.unseen + excluded.unseen,
+         total = inbox_counts.total + excluded.total, archived = inbox_counts.archived + excluded.archived,
+         seq = inbox_counts.seq + excluded.seq
+       RETURNING subscriber_key, unread, unseen, total, archived, seq`,
+      chunk.flatMap((c) => [c.subscriberKey, c.environmentId, c.unread, c.unseen, c.total, c.archived, c.events]) as never[],
+    );
+    for (const row of rows) out.set(row.subscriber_key as string, countsOf(row));
+  }
+  return out;
+}
+
+export interface InboxEventRow {
+  subscriberKey: string;
+  environmentId: string;
+  seq: number;
+  type: InboxEventType;
+  payload: string;
+}
+
+export async function insertEvents(trx: Runner, events: InboxEventRow[], now: Date): Promise<void> {
+  const at = now.toISOString();
+  await insertRows(
+    trx,
+    'inbox_events',
+    events.map((e) => ({ subscriber_key: e.subscriberKey, seq: e.seq, environment_id: e.environmentId, type: e.type, payload: e.payload, created_at: at })),
+  );
+}
+
+/** The channel the API processes LISTEN on: its payload names the subscribers whose inboxes changed. */
+export const INBOX_CHANNEL = 'herald_inbox';
+/** NOTIFY's payload must stay under 8,000 bytes: a longer list is sent as `*` (look at all of them). */
+const MAX_NOTIFY_BYTES = 7000;
+
+/**
+ * PostgreSQL: tells every API process, when this transaction commits (and only then), which
+ * subscribers' inboxes changed; one notification per transaction, however many subscribers.
+ * SQLite: nothing (one process; its streams are woken after the commit, inbox-bus.ts).
+ */
+export async function notifyInboxChanged(trx: Runner, origin: string, subscriberKeys: string[]): Promise<void> {
+  if (!isPostgres(trx as Db) || subscriberKeys.length === 0) return;
+  let payload = `${origin} ${subscriberKeys.join(',')}`;
+  if (payload.length > MAX_NOTIFY_BYTES) payload = `${origin} *`;
+  await selectRows(trx, 'SELECT pg_notify(?, ?)', [INBOX_CHANNEL, payload]);
+}
+
+export interface StoredEvent {
+  subscriberKey: string;
+  seq: number;
+  type: InboxEventType;
+  payload: string;
+  createdAt: string;
+}
+
+/** The events of one subscriber after `seq`, in order, at most `limit`. */
+export async function eventsAfter(db: Runner, subscriberKey: string, seq: number, limit: number): Promise<StoredEvent[]> {
+  const rows = await selectRows<Record<string, unknown>>(
+    db,
+    'SELECT subscriber_key, seq, type, payload, created_at FROM inbox_events WHERE subscriber_key = ? AND seq > ? ORDER BY seq LIMIT ?',
+    [subscriberKey, seq, limit],
+  );
+  return rows.map(storedEvent);
+}
+
+function storedEvent(row: Record<string, unknown>): StoredEvent {
+  return { subscriberKey: row.subscriber_key as string, seq: Number(row.seq), type: row.type as InboxEventType, payload: row.payload as string, createdAt: row.created_at as string };
+}
+
+/** The oldest event still kept for a subscriber (0 when none): a stream behind it has a gap. */
+export async function oldestSeq(db: Runner, subscriberKey: string): Promise<number> {
+  const [row] = await selectRows<{ seq: number | string | null }>(db, 'SELECT MIN(seq) AS seq FROM inbox_events WHERE subscriber_key = ?', [subscriberKey]);
+  return Number(row?.seq ?? 0);
+}
+
+/**
+ * The events after each cursor, for many subscribers in one statement: a stream hub wakes
+ * thousands of streams after one fan-out batch with one query. Each subscriber's events come in
+ * `seq` order.
+ */
+export async function eventsAfterMany(db: Runner, cursors: Array<{ subscriberKey: string; seq: number }>): Promise<StoredEvent[]> {
+  if (cursors.length === 0) return [];
+  const json = JSON.stringify(cursors.map((c) => ({ k: c.subscriberKey, s: c.seq })));
+  const sql = isPostgres(db as Db)
+    ? `SELECT e.subscriber_key, e.seq, e.type, e.payload, e.created_at
+       FROM json_to_recordset(?::json) AS c(k text, s bigint)
+       JOIN inbox_events e ON e.subscriber_key = c.k AND e.seq > c.s
+       ORDER BY e.subscriber_key, e.seq`
+    : `SELECT e.subscriber_key, e.seq, e.type, e.payload, e.created_at
+       FROM json_each(?) AS c
+       JOIN inbox_events e ON e.subscriber_key = json_extract(c.value, '$.k') AND e.seq > json_extract(c.value, '$.s')
+       ORDER BY e.subscriber_key, e.seq`;
+  return (await selectRows<Record<string, unknown>>(db, sql, [json])).map(storedEvent);
+}
+
+/** Each subscriber's last event number, for the periodic catch-up of the streams a process holds. */
+export async function lastSeqs(db: Runner, subscriberKeys: string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (let start = 0; start < subscriberKeys.length; start += 1000) {
+    const list = inList(db, 'subscriber_key', subscriberKeys.slice(start, start + 1000));
+    const rows = await selectRows<{ subscriber_key: string; seq: number | string }>(db, `SELECT subscriber_key, seq FROM inbox_counts WHERE ${list.sql}`, list.bindings);
+    for (const row of rows) out.set(row.subscriber_key, Number(row.seq));
+  }
+  return out;
+}
+
+/** Forgets events older than `before` (they are kept at least 24 hours); at most `limit` a call. */
+export async function pruneEvents(db: Db, before: Date, limit = 10_000): Promise<number> {
+  return changeRows(
+    db,
+    `DELETE FROM inbox_events WHERE (subscriber_key, seq) IN (SELECT subscriber_key, seq FROM inbox_events WHERE created_at < ? LIMIT ?)`,
+    [before.toISOString(), limit],
+  );
+}
+
+/** Existing messages among these jobs' (a job run again finds its message already stored). */
+export async function jobsWithMessages(trx: Runner, jobIds: string[]): Promise<Set<string>> {
+  if (jobIds.length === 0) return new Set();
+  const found = new Set<string>();
+  for (let start = 0; start < jobIds.length; start += 1000) {
+    const list = inList(trx, 'job_id', jobIds.slice(start, start + 1000));
+    for (const row of await selectRows<{ job_id: string }>(trx, `SELECT job_id FROM messages WHERE ${list.sql}`, list.bindings)) found.add(row.job_id);
+  }
+  return found;
+}
+
+// --- signing secrets, origins, tickets -------------------------------------------------------
+
+export interface InboxSecretRow {
+  id: string;
+  environmentId: string;
+  organizationId: string;
+  secret: string;
+  createdAt: string;
+}
+
+/** The environment's signing secrets, newest first (sealed as stored). */
+export async function secretsOf(db: Runner, environmentId: string): Promise<InboxSecretRow[]> {
+  const rows = await selectRows<Record<string, string>>(
+    db,
+    `SELECT s.id, s.environment_id, e.organization_id, s.secret, s.created_at FROM inbox_secrets s JOIN environments e ON e.id = s.environment_id
+     WHERE s.environment_id = ? ORDER BY s.created_at DESC, s.id DESC`,
+    [environmentId],
+  );
+  return rows.map(secretRow);
+}
+
+/** The organization's plan, for the rate limit of its subscribers' tokens. */
+export interface OrganizationPlan {
+  plan: Plan;
+  ratePerMinute: number | null;
+  burst: number | null;
+}
+
+/** A secret by its id (a token's `kid`), with its environment's organization and plan. */
+export async function secretById(db: Runner, id: string): Promise<(InboxSecretRow & OrganizationPlan) | undefined> {
+  const [row] = await selectRows<Record<string, string>>(
+    db,
+    `SELECT s.id, s.environment_id, e.organization_id, s.secret, s.created_at, o.plan, o.rate_per_minute, o.burst
+     FROM inbox_secrets s JOIN environments e ON e.id = s.environment_id JOIN organizations o ON o.id = e.organization_id WHERE s.id = ?`,
+    [id],
+  );
+  return row && { ...secretRow(row), ...planOf(row) };
+}
+
+function planOf(row: Record<string, unknown>): OrganizationPlan {
+  return {
+    plan: row.plan as Plan,
+    ratePerMinute: row.rate_per_minute === null ? null : Number(row.rate_per_minute),
+    burst: row.burst === null ? null : Number(row.burst),
+  };
+}
+
+export async function planOfOrganization(db: Runner, organizationId: string): Promise<OrganizationPlan | undefined> {
+  const [row] = await selectRows<Record<string, unknown>>(db, 'SELECT plan, rate_per_minute, burst FROM organizations WHERE id = ?', [organizationId]);
+  return row && planOf(row);
+}
+
+function secretRow(row: Record<string, string>): InboxSecretRow {
+  return { id: row.id, environmentId: row.environment_id, organizationId: row.organization_id, secret: row.secret, createdAt: row.created_at };
+}
+
+export async function insertSecret(trx: Runner, row: { id: string; environmentId: string; secret: string }, now: Date): Promise<void> {
+  await changeRows(trx, 'INSERT INTO inbox_secrets (id, environment_id, secret, created_at) VALUES (?, ?, ?, ?)', [row.id, row.environmentId, row.secret, now.toISOString()]);
+}
+
+export async function deleteSecret(trx: Runner, environmentId: string, id: string): Promise<boolean> {
+  return (await changeRows(trx, 'DELETE FROM inbox_secrets WHERE environment_id = ? AND id = ?', [environmentId, id])) > 0;
+}
+
+export async function originsOf(db: Runner, environmentId: string): Promise<string[]> {
+  const rows = await selectRows<{ origin: string }>(db, 'SELECT origin FROM inbox_origins WHERE environment_id = ? ORDER BY origin', [environmentId]);
+  return rows.map((row) => row.origin);
+}
+
+export async function replaceOrigins(trx: Runner, environmentId: string, origins: string[]): Promise<void> {
+  await changeRows(trx, 'DELETE FROM inbox_origins WHERE environment_id = ?', [environmentId]);
+  await insertRows(trx, 'inbox_origins', origins.map((origin) => ({ environment_id: environmentId, origin })));
+}
+
+/** Whether any environment allows this origin: a CORS preflight carries no credential to say which. */
+export async function originAllowedAnywhere(db: Runner, origin: string): Promise<boolean> {
+  const rows = await selectRows(db, 'SELECT 1 FROM inbox_origins WHERE origin = ? LIMIT 1', [origin]);
+  return rows.length > 0;
+}
+
+export async function insertTicket(
+  trx: Runner,
+  row: { ticketHash: string; environmentId: string; organizationId: string; subscriberId: string; expiresAt: Date },
+): Promise<void> {
+  await changeRows(trx, 'INSERT INTO inbox_tickets (ticket_hash, environment_id, organization_id, subscriber_id, expires_at) VALUES (?, ?, ?, ?, ?)', [
+    row.ticketHash,
+    row.environmentId,
+    row.organizationId,
+    row.subscriberId,
+    row.expiresAt.toISOString(),
+  ]);
+}
+
+/** Takes a ticket: it is deleted as it is read, so only one request (in any process) gets it. */
+export async function takeTicket(db: Runner, ticketHash: string): Promise<{ environmentId: string; organizationId: string; subscriberId: string; expiresAt: string } | undefined> {
+  const [row] = await selectRows<Record<string, string>>(db, 'DELETE FROM inbox_tickets WHERE ticket_hash = ? RETURNING environment_id, organization_id, subscriber_id, expires_at', [
+    ticketHash,
+  ]);
+  return row && { environmentId: row.environment_id, organizationId: row.organization_id, subscriberId: row.subscriber_id, expiresAt: row.expires_at };
+}
+
+export async function pruneTickets(db: Db, now: Date): Promise<number> {
+  return changeRows(db, 'DELETE FROM inbox_tickets WHERE expires_at < ?', [now.toISOString()]);
+}

@@ -1,0 +1,181 @@
+// Who may open an inbox: subscriber tokens (JWTs, HS256, signed with one of the environment's
+// inbox signing secrets, whose id is the token's `kid`), stream tickets, and the origins a browser
+// may call from. Secrets are sealed at rest like credentials (crypto.ts); an environment keeps at
+// most two, so a backend can move to a new one while tokens signed with the old still work.
+import { createHash, randomBytes } from 'node:crypto';
+import { SignJWT, jwtVerify, decodeProtectedHeader, errors as joseErrors } from 'jose';
+import type { Deps } from '../deps.js';
+import type { Db } from '../db/knex.js';
+import { writeTransaction } from '../db/group-commit.js';
+import * as repo from '../db/repos/inbox.js';
+import { open } from '../crypto.js';
+import * as secrets from '../db/inbox-secrets.js';
+import type { SigningSecret } from '../db/inbox-secrets.js';
+import { existingSubscriberKey } from './subscribers.js';
+import type { Plan } from '../config.js';
+
+/** The `aud` every subscriber token carries. */
+export const INBOX_AUDIENCE = 'herald-inbox';
+/** The longest a subscriber token may live. */
+export const MAX_TOKEN_SECONDS = 24 * 60 * 60;
+export const DEFAULT_TOKEN_SECONDS = 60 * 60;
+/** Clocks of the signer and Herald may differ by this much. */
+const CLOCK_TOLERANCE_SECONDS = 60;
+/** How long a stream ticket lasts. */
+export const TICKET_SECONDS = 60;
+/** How long a verifying process remembers a secret: a retired one stops working within this. */
+const SECRET_CACHE_MS = 5_000;
+
+/** Who a verified token or ticket speaks for, and the plan its rate limit follows. */
+export interface InboxPrincipal {
+  organizationId: string;
+  environmentId: string;
+  subscriberId: string;
+  plan: Plan;
+  ratePerMinute: number | null;
+  burst: number | null;
+}
+
+/** The environment's live signing secrets, newest first (db/inbox-secrets.ts). */
+export async function signingSecrets(deps: Deps, environmentId: string): Promise<SigningSecret[]> {
+  return secrets.signingSecrets(deps.db, environmentId, deps.config.secret, deps.clock.now());
+}
+
+/** Adds a secret, which signs from now on; beyond two the oldest is retired. */
+export async function addSigningSecret(deps: Deps, environmentId: string): Promise<SigningSecret> {
+  const added = await secrets.addSigningSecret(deps.db, environmentId, deps.config.secret, deps.clock.now());
+  secretCache.clear();
+  return added;
+}
+
+/** Retires one secret: tokens signed with it stop working. */
+export async function retireSigningSecret(deps: Deps, environmentId: string, kid: string): Promise<boolean> {
+  const gone = await secrets.retireSigningSecret(deps.db, environmentId, kid);
+  secretCache.clear();
+  return gone;
+}
+
+/** Signs a subscriber token for an existing subscriber with the environment's newest secret. */
+export async function mintSubscriberToken(
+  deps: Deps,
+  environmentId: string,
+  subscriberId: string,
+  expiresIn: number = DEFAULT_TOKEN_SECONDS,
+): Promise<{ token: string; expiresAt: string }> {
+  await existingSubscriberKey(deps.db, environmentId, subscriberId);
+  const [newest] = await signingSecrets(deps, environmentId);
+  const issuedAt = Math.floor(deps.clock.now().getTime() / 1000);
+  const expiresAt = issuedAt + Math.min(expiresIn, MAX_TOKEN_SECONDS);
+  const token = await new SignJWT({})
+    .setProtectedHeader({ alg: 'HS256', kid: newest.kid, typ: 'JWT' })
+    .setSubject(subscriberId)
+    .setAudience(INBOX_AUDIENCE)
+    .setIssuedAt(issuedAt)
+    .setExpirationTime(expiresAt)
+    .sign(Buffer.from(newest.secret, 'base64url'));
+  return { token, expiresAt: new Date(expiresAt * 1000).toISOString() };
+}
+
+type CachedSecret = { row: repo.InboxSecretRow & repo.OrganizationPlan; key: Uint8Array; until: number } | { row: undefined; until: number };
+const secretCache = new Map<string, CachedSecret>();
+
+async function secretForKid(db: Db, kid: string, sealKey: string | undefined, now: number): Promise<CachedSecret> {
+  const cached = secretCache.get(kid);
+  if (cached && cached.until > now) return cached;
+  const row = await repo.secretById(db, kid);
+  const entry: CachedSecret = row ? { row, key: Buffer.from(open(row.secret, sealKey), 'base64url'), until: now + SECRET_CACHE_MS } : { row: undefined, until: now + SECRET_CACHE_MS };
+  if (secretCache.size > 10_000) secretCache.clear();
+  secretCache.set(kid, entry);
+  return entry;
+}
+
+/** Whether a credential is shaped like a JWT (three base64url parts, a JSON header), not an API key. */
+export function looksLikeJwt(credential: string): boolean {
+  return /^eyJ[\w-]*\.[\w-]*\.[\w-]*$/.test(credential);
+}
+
+/** The subscriber a token speaks for, or why it does not: expired, unknown kid, bad signature, wrong audience, too long-lived. */
+export async function verifySubscriberToken(
+  db: Db,
+  token: string,
+  sealKey: string | undefined,
+  now: Date,
+): Promise<{ ok: true; principal: InboxPrincipal } | { ok: false; reason: string }> {
+  let kid: string | undefined;
+  try {
+    const header = decodeProtectedHeader(token);
+    kid = typeof header.kid === 'string' ? header.kid : undefined;
+    if (header.alg !== 'HS256') return { ok: false, reason: 'The subscriber token must be signed with HS256' };
+  } catch {
+    return { ok: false, reason: 'The subscriber token is malformed' };
+  }
+  if (!kid) return { ok: false, reason: 'The subscriber token has no kid: set it to the id of the inbox signing secret' };
+  const secret = await secretForKid(db, kid, sealKey, now.getTime());
+  if (!secret.row) return { ok: false, reason: 'The subscriber token is signed with an unknown or retired inbox secret' };
+  try {
+    const { payload } = await jwtVerify(token, secret.key, {
+      algorithms: ['HS256'],
+      audience: INBOX_AUDIENCE,
+      currentDate: now,
+      clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      requiredClaims: ['sub', 'exp'],
+    });
+    if (typeof payload.sub !== 'string' || payload.sub === '') return { ok: false, reason: 'The subscriber token has no sub' };
+    const nowSeconds = now.getTime() / 1000;
+    if (payload.exp! > nowSeconds + MAX_TOKEN_SECONDS + CLOCK_TOLERANCE_SECONDS) return { ok: false, reason: 'The subscriber token lives longer than 24 hours' };
+    const { row } = secret;
+    return {
+      ok: true,
+      principal: { organizationId: row.organizationId, environmentId: row.environmentId, subscriberId: payload.sub, plan: row.plan, ratePerMinute: row.ratePerMinute, burst: row.burst },
+    };
+  } catch (err) {
+    if (err instanceof joseErrors.JWTExpired) return { ok: false, reason: 'The subscriber token has expired' };
+    if (err instanceof joseErrors.JWTClaimValidationFailed) return { ok: false, reason: `The subscriber token is not valid: its ${err.claim} claim is wrong or missing` };
+    return { ok: false, reason: 'The subscriber token is not valid: its signature does not match' };
+  }
+}
+
+const hashTicket = (ticket: string) => createHash('sha256').update(ticket).digest('hex');
+
+/** A single-use stream ticket for the subscriber, valid TICKET_SECONDS. */
+export async function createStreamTicket(deps: Deps, principal: { organizationId: string; environmentId: string; subscriberId: string }) {
+  const ticket = `tk_${randomBytes(24).toString('base64url')}`;
+  const expiresAt = new Date(deps.clock.now().getTime() + TICKET_SECONDS * 1000);
+  await writeTransaction(deps.db, (trx) => repo.insertTicket(trx, { ticketHash: hashTicket(ticket), ...principal, expiresAt }));
+  return { ticket, expiresAt: expiresAt.toISOString() };
+}
+
+/** Takes a ticket (it works once, in any process), answering whom it opens the stream for. */
+export async function takeStreamTicket(db: Db, ticket: string, now: Date): Promise<InboxPrincipal | undefined> {
+  const taken = await writeTransaction(db, (trx) => repo.takeTicket(trx, hashTicket(ticket)));
+  if (!taken || taken.expiresAt < now.toISOString()) return undefined;
+  const plan = await repo.planOfOrganization(db, taken.organizationId);
+  if (!plan) return undefined;
+  return { organizationId: taken.organizationId, environmentId: taken.environmentId, subscriberId: taken.subscriberId, ...plan };
+}
+
+/** The origins whose browsers may call the environment's inbox. */
+export async function inboxOrigins(deps: Deps, environmentId: string): Promise<string[]> {
+  return repo.originsOf(deps.db, environmentId);
+}
+
+/** Replaces them; each is kept as the browser sends it (lowercase scheme and host, no trailing slash). */
+export async function setInboxOrigins(deps: Deps, environmentId: string, origins: string[]): Promise<string[]> {
+  const normalized = [...new Set(origins.map((origin) => new URL(origin).origin))].sort();
+  await writeTransaction(deps.db, (trx) => repo.replaceOrigins(trx, environmentId, normalized));
+  originCache.clear();
+  return normalized;
+}
+
+const originCache = new Map<string, { allowed: boolean; until: number }>();
+
+/** Whether `origin` may call this environment's inbox (or, for a preflight, any environment's); remembered a few seconds. */
+export async function originAllowed(db: Db, origin: string, environmentId: string | undefined, now: number): Promise<boolean> {
+  const key = `${environmentId ?? '*'} ${origin}`;
+  const cached = originCache.get(key);
+  if (cached && cached.until > now) return cached.allowed;
+  const allowed = environmentId ? (await repo.originsOf(db, environmentId)).includes(origin) : await repo.originAllowedAnywhere(db, origin);
+  if (originCache.size > 10_000) originCache.clear();
+  originCache.set(key, { allowed, until: now + SECRET_CACHE_MS });
+  return allowed;
+}

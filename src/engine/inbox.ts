@@ -1,0 +1,282 @@
+// The inbox's rules. Every change to an in-app message goes through one function per kind of
+// change, below: `deliverInboxMessages` (new messages, from the job runner), `changeInboxMessage`
+// (one message's seen/read/archived/action states, from the inbox and the secret-key API),
+// `deleteInboxMessage`, and `changeInboxMessages` (bulk). Each runs in the caller's transaction
+// and writes, with the messages, the subscriber's counts and numbered events (`recordInboxChange`),
+// a NOTIFY for the other API processes, and a wake for this one's streams after the commit. A
+// new side effect of a message change (an outbox row, say) belongs in `recordInboxChange`.
+import type { Deps } from '../deps.js';
+import type { Runner } from '../db/knex.js';
+import { writeTransaction } from '../db/group-commit.js';
+import * as repo from '../db/repos/inbox.js';
+import { insertMessages, type NewMessage } from '../db/repos/messages.js';
+import { originOf, tellInboxAfterCommit } from '../db/inbox-bus.js';
+import { notFound, unprocessable } from '../errors.js';
+import { existingSubscriberKey } from './subscribers.js';
+import type { PageRequest, Page } from '../db/paginate.js';
+
+export type { InboxItem, InboxCounts } from '../db/repos/inbox.js';
+
+/** A change to record: each subscriber's counts move by `delta`; it gets `events`, numbered in order, each told the counts after the change. */
+interface SubscriberChange {
+  subscriberKey: string;
+  environmentId: string;
+  delta: repo.InboxCounts;
+  events: Array<(counts: repo.InboxCounts) => Record<string, unknown> & { type: repo.InboxEventType }>;
+}
+
+/**
+ * What follows every change to messages, in the same transaction: the counts rows move (their
+ * update locks them, so the events get gap-free numbers in commit order), the events are stored,
+ * the other processes are told at commit (NOTIFY, one a transaction), and this process's streams
+ * after it. Answers each subscriber's counts after the change.
+ */
+async function recordInboxChange(trx: Runner, changes: SubscriberChange[], now: Date): Promise<Map<string, repo.InboxCounts>> {
+  // In one order (by subscriber) in every transaction, so two that share subscribers cannot deadlock on their counts rows.
+  changes.sort((a, b) => (a.subscriberKey < b.subscriberKey ? -1 : a.subscriberKey > b.subscriberKey ? 1 : 0));
+  const bumped = await repo.bumpCounts(
+    trx,
+    changes.map((c) => ({ subscriberKey: c.subscriberKey, environmentId: c.environmentId, ...c.delta, events: c.events.length })),
+  );
+  const events: repo.InboxEventRow[] = [];
+  const counts = new Map<string, repo.InboxCounts>();
+  for (const change of changes) {
+    const after = bumped.get(change.subscriberKey)!;
+    const { seq, ...current } = after;
+    counts.set(change.subscriberKey, current);
+    change.events.forEach((event, i) => {
+      const body = event(current);
+      events.push({ subscriberKey: change.subscriberKey, environmentId: change.environmentId, seq: seq - change.events.length + 1 + i, type: body.type, payload: JSON.stringify(body) });
+    });
+  }
+  await repo.insertEvents(trx, events, now);
+  const touched = changes.filter((c) => c.events.length > 0).map((c) => c.subscriberKey);
+  await repo.notifyInboxChanged(trx, originOf(trx), touched);
+  tellInboxAfterCommit(trx, touched);
+  return counts;
+}
+
+/** What a message adds to its subscriber's counts. */
+function share(state: { seen: boolean; read: boolean; archived: boolean }): repo.InboxCounts {
+  const live = state.archived ? 0 : 1;
+  return { unread: state.read ? 0 : live, unseen: state.seen ? 0 : live, total: live, archived: state.archived ? 1 : 0 };
+}
+
+function minus(a: repo.InboxCounts, b: repo.InboxCounts): repo.InboxCounts {
+  return { unread: a.unread - b.unread, unseen: a.unseen - b.unseen, total: a.total - b.total, archived: a.archived - b.archived };
+}
+
+/**
+ * Stores the messages in-app steps delivered (once per job), with each subscriber's counts and a
+ * `notification.created` event per message. One statement per table however many subscribers a
+ * fan-out batch reaches, and one NOTIFY.
+ */
+export async function deliverInboxMessages(trx: Runner, messages: NewMessage[], now: Date): Promise<void> {
+  if (messages.length === 0) return;
+  const stored = await insertMessages(trx, messages, now);
+  const bySubscriber = new Map<string, Array<Record<string, unknown>>>();
+  for (const row of stored) {
+    const key = row.subscriber_key as string;
+    const list = bySubscriber.get(key);
+    if (list) list.push(row);
+    else bySubscriber.set(key, [row]);
+  }
+  await recordInboxChange(
+    trx,
+    [...bySubscriber].map(([subscriberKey, rows]) => ({
+      subscriberKey,
+      environmentId: rows[0].environment_id as string,
+      delta: { unread: rows.length, unseen: rows.length, total: rows.length, archived: 0 },
+      events: rows.map((row) => (counts: repo.InboxCounts) => ({ type: 'notification.created' as const, item: repo.toItem(row), counts })),
+    })),
+    now,
+  );
+}
+
+export interface StateChange {
+  seen?: boolean;
+  read?: boolean;
+  archived?: boolean;
+  /** An action button's new status; `done` also reads the message. */
+  action?: { which: 'primary' | 'secondary'; status: 'done' | 'pending' };
+}
+
+/**
+ * Changes one message's states (reading implies seeing; so does acting on it), with its counts and
+ * a `notification.updated` event; a change that changes nothing records nothing. Answers the item
+ * as it is now, or undefined when the subscriber has no such message.
+ */
+export async function changeInboxMessage(
+  trx: Runner,
+  environmentId: string,
+  subscriberKey: string,
+  messageId: string,
+  change: StateChange,
+  now: Date,
+): Promise<repo.InboxItem | undefined> {
+  const locked = await repo.lockMessage(trx, subscriberKey, messageId);
+  if (!locked) return undefined;
+  const before = { seen: locked.seen, read: locked.read, archived: locked.archived };
+  const actionDone = change.action?.status === 'done';
+  const read = actionDone ? true : (change.read ?? before.read);
+  const seen = change.read === true || actionDone ? true : (change.seen ?? before.seen);
+  const after = { seen, read, archived: change.archived ?? before.archived };
+  let actionChanged = false;
+  if (change.action) {
+    const column = change.action.which === 'primary' ? 'primary_action' : 'secondary_action';
+    const current = locked.row[column] ? (JSON.parse(String(locked.row[column])) as { label: string; url?: string; status: string }) : undefined;
+    if (!current) throw unprocessable(`Message ${messageId} has no ${change.action.which} action`);
+    if (current.status !== change.action.status) {
+      actionChanged = true;
+      await repo.writeAction(trx, messageId, column, { ...current, status: change.action.status });
+    }
+  }
+  const stateChanged = after.seen !== before.seen || after.read !== before.read || after.archived !== before.archived;
+  if (stateChanged) await repo.writeMessageState(trx, messageId, { id: messageId, ...after }, now);
+  const item = (await repo.findItem(trx, subscriberKey, messageId))!;
+  if (stateChanged || actionChanged) {
+    await recordInboxChange(
+      trx,
+      [{ subscriberKey, environmentId, delta: minus(share(after), share(before)), events: [(counts) => ({ type: 'notification.updated', item, counts })] }],
+      now,
+    );
+  }
+  return item;
+}
+
+/** Deletes one message, with its counts and a `notification.updated` event saying so. False when there is no such message. */
+export async function deleteInboxMessage(trx: Runner, environmentId: string, subscriberKey: string, messageId: string, now: Date): Promise<boolean> {
+  const locked = await repo.lockMessage(trx, subscriberKey, messageId);
+  if (!locked) return false;
+  await repo.deleteMessageRow(trx, messageId);
+  await recordInboxChange(
+    trx,
+    [
+      {
+        subscriberKey,
+        environmentId,
+        delta: minus(repo.NO_COUNTS, share(locked)),
+        events: [(counts) => ({ type: 'notification.updated', messageId, deleted: true, counts })],
+      },
+    ],
+    now,
+  );
+  return true;
+}
+
+/**
+ * Sets states on every message up to `upTo` (all without it): seen first (reading implies it),
+ * then read, then archived, each counted from the rows it actually changed; one `counts` event.
+ * Answers how many messages changed and the counts after.
+ */
+export async function changeInboxMessages(
+  trx: Runner,
+  environmentId: string,
+  subscriberKey: string,
+  set: { seen?: boolean; read?: boolean; archived?: boolean },
+  upTo: repo.Cursor | undefined,
+  now: Date,
+): Promise<{ updated: number; counts: repo.InboxCounts }> {
+  const changed = new Set<string>();
+  const delta = { ...repo.NO_COUNTS };
+  const seen = set.read === true ? true : set.seen;
+  if (seen !== undefined) {
+    const rows = await repo.setStateUpTo(trx, subscriberKey, 'seen', seen, upTo, now);
+    for (const row of rows) {
+      changed.add(row.id);
+      if (!row.archived) delta.unseen += seen ? -1 : 1;
+    }
+  }
+  if (set.read !== undefined) {
+    const rows = await repo.setStateUpTo(trx, subscriberKey, 'read', set.read, upTo, now);
+    for (const row of rows) {
+      changed.add(row.id);
+      if (!row.archived) delta.unread += set.read ? -1 : 1;
+    }
+  }
+  if (set.archived !== undefined) {
+    const rows = await repo.setStateUpTo(trx, subscriberKey, 'archived', set.archived, upTo, now);
+    const sign = set.archived ? -1 : 1;
+    for (const row of rows) {
+      changed.add(row.id);
+      delta.total += sign;
+      delta.archived -= sign;
+      if (!row.read) delta.unread += sign;
+      if (!row.seen) delta.unseen += sign;
+    }
+  }
+  if (changed.size === 0) {
+    const { seq: _, ...counts } = await repo.readCounts(trx, subscriberKey);
+    return { updated: 0, counts };
+  }
+  const counts = await recordInboxChange(trx, [{ subscriberKey, environmentId, delta, events: [(counts) => ({ type: 'counts', counts })] }], now);
+  return { updated: changed.size, counts: counts.get(subscriberKey)! };
+}
+
+// --- what the inbox operations call ------------------------------------------------------------
+
+/** Whom a subscriber token speaks for, as the engine needs it. */
+export interface InboxOwner {
+  environmentId: string;
+  subscriberId: string;
+}
+
+async function keyOf(deps: Deps, owner: InboxOwner): Promise<string> {
+  return existingSubscriberKey(deps.db, owner.environmentId, owner.subscriberId);
+}
+
+async function cursor(deps: Deps, subscriberKey: string, messageId: string | undefined): Promise<repo.Cursor | undefined> {
+  if (messageId === undefined) return undefined;
+  const found = await repo.cursorOf(deps.db, subscriberKey, messageId);
+  if (!found) throw notFound(`Message ${messageId} not found in this inbox`);
+  return found;
+}
+
+export async function listInbox(
+  deps: Deps,
+  owner: InboxOwner,
+  page: PageRequest,
+  query: repo.InboxFilters & { before?: string; after?: string },
+): Promise<Page<repo.InboxItem> & { counts: repo.InboxCounts }> {
+  const key = await keyOf(deps, owner);
+  const [before, after] = [await cursor(deps, key, query.before), await cursor(deps, key, query.after)];
+  const filters = { status: query.status, archived: query.archived, workflowId: query.workflowId, tag: query.tag };
+  const listed = await repo.listInbox(deps.db, key, filters, page, { before, after });
+  const { seq: _, ...counts } = await repo.readCounts(deps.db, key);
+  return { ...listed, counts };
+}
+
+export async function inboxCounts(deps: Deps, owner: InboxOwner): Promise<repo.InboxCounts> {
+  const { seq: _, ...counts } = await repo.readCounts(deps.db, await keyOf(deps, owner));
+  return counts;
+}
+
+export async function markInboxMessage(deps: Deps, owner: InboxOwner, messageId: string, change: StateChange): Promise<repo.InboxItem> {
+  const key = await keyOf(deps, owner);
+  const item = await writeTransaction(deps.db, (trx) => changeInboxMessage(trx, owner.environmentId, key, messageId, change, deps.clock.now()));
+  if (!item) throw notFound(`Message ${messageId} not found in this inbox`);
+  return item;
+}
+
+export async function removeInboxMessage(deps: Deps, owner: InboxOwner, messageId: string): Promise<void> {
+  const key = await keyOf(deps, owner);
+  if (!(await writeTransaction(deps.db, (trx) => deleteInboxMessage(trx, owner.environmentId, key, messageId, deps.clock.now())))) {
+    throw notFound(`Message ${messageId} not found in this inbox`);
+  }
+}
+
+export async function markInboxMessages(
+  deps: Deps,
+  owner: InboxOwner,
+  set: { seen?: boolean; read?: boolean; archived?: boolean },
+  upTo: string | undefined,
+): Promise<{ updated: number; counts: repo.InboxCounts }> {
+  const key = await keyOf(deps, owner);
+  const until = await cursor(deps, key, upTo);
+  return writeTransaction(deps.db, (trx) => changeInboxMessages(trx, owner.environmentId, key, set, until, deps.clock.now()));
+}
+
+/** The subscriber's key, for a stream (404 when the subscriber is gone). */
+export async function inboxSubscriberKey(deps: Deps, owner: InboxOwner): Promise<string> {
+  return keyOf(deps, owner);
+}

@@ -1,0 +1,62 @@
+// GET /v1/inbox/events: the inbox's server-sent events. The contract routes, authorizes and
+// validates it like any operation; this writes the stream instead of a JSON answer. The events
+// themselves come from the engine's hub (engine/inbox-hub.ts).
+import type { Request, Response } from 'express';
+import type { Deps } from '../deps.js';
+import type { Auth } from '../contract.js';
+import type { InboxHub } from '../engine/inbox-hub.js';
+import { inboxSubscriberKey } from '../engine/inbox.js';
+
+/** A comment line this often keeps proxies (nginx waits 60 s by default) from closing an idle stream. */
+export const PING_MS = 25_000;
+/** What a browser's EventSource waits before reconnecting. */
+const RETRY_MS = 3000;
+
+/** The Last-Event-ID a reconnecting client sends: a whole number, else none. */
+function lastEventIdOf(req: Request): number | undefined {
+  const header = req.headers['last-event-id'];
+  // A new EventSource opened with a fresh ticket cannot set the header: it may say it in the query.
+  const value = (Array.isArray(header) ? header[0] : header) ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
+  return value !== undefined && /^\d{1,15}$/.test(value.trim()) ? Number(value.trim()) : undefined;
+}
+
+export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, req: Request, res: Response, pingMs = PING_MS): Promise<void> {
+  const key = await inboxSubscriberKey(deps, { environmentId: auth.environmentId, subscriberId: auth.subscriberId! });
+  res.writeHead(200, {
+    'Content-Type': 'text/event-stream; charset=utf-8',
+    'Cache-Control': 'no-cache, no-transform',
+    'X-Accel-Buffering': 'no',
+    Connection: 'keep-alive',
+  });
+  res.flushHeaders();
+  res.write(`retry: ${RETRY_MS}\n\n`);
+  let closed = false;
+  let close: (() => void) | undefined;
+  const ping = setInterval(() => res.write(': ping\n\n'), pingMs);
+  ping.unref();
+  const done = () => {
+    if (closed) return;
+    closed = true;
+    clearInterval(ping);
+    close?.();
+  };
+  res.on('close', done);
+  const opened = await hub
+    .open(key, lastEventIdOf(req), {
+      event: (seq, type, payload) => {
+        if (!closed) res.write(`id: ${seq}\nevent: ${type}\ndata: ${payload}\n\n`);
+      },
+      end: () => {
+        done();
+        res.end();
+      },
+    })
+    .catch((err: unknown) => {
+      deps.logger.error({ err }, 'could not open an inbox stream');
+      done();
+      res.end();
+      return undefined;
+    });
+  if (closed) opened?.();
+  else close = opened;
+}

@@ -1,0 +1,165 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { listen } from '../helpers/browser.js';
+import { openSse, type SseStream } from '../helpers/sse.js';
+import { createApp } from '../../src/app.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import { pruneEvents } from '../../src/db/repos/inbox.js';
+import type { InboxHub } from '../../src/engine/inbox-hub.js';
+
+// The stream over a real HTTP connection, as a browser holds it: an app of its own on the test's
+// database (short pings; a catch-up so slow that only the wake after commit can deliver in time).
+let t: TestApp;
+let server: { url: string; close(): Promise<void> };
+let hub: InboxHub;
+const open: SseStream[] = [];
+
+beforeAll(async () => {
+  t = await startTestApp();
+  const app = await createApp(t.deps, { inbox: { pingMs: 100, catchUpMs: 3_600_000 } });
+  hub = app.locals.inboxHub as InboxHub;
+  server = await listen(app);
+});
+afterEach(async () => {
+  for (const stream of open.splice(0)) stream.close();
+  await t.assertContract();
+});
+afterAll(async () => {
+  await hub?.close();
+  await server?.close();
+  await t?.close();
+});
+
+let token: string;
+beforeEach(async () => {
+  await t.renew();
+  await t.a.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
+  await t.a.post('/v1/workflows', { name: 'Comment added', steps: [{ type: 'in_app', template: { content: 'Hello #{{payload.n}}' } }] }).expect(201);
+  token = (await t.a.post('/v1/subscribers/ada/inbox-tokens', {}).expect(201)).body.data.token;
+});
+
+async function stream(headers: Record<string, string> = {}, query = ''): Promise<SseStream> {
+  const opened = await openSse(`${server.url}/v1/inbox/events${query}`, query ? headers : { Authorization: `Bearer ${token}`, ...headers });
+  open.push(opened);
+  return opened;
+}
+
+async function deliver(n: number): Promise<void> {
+  t.clock.advance(1000);
+  await t.a.post('/v1/events/trigger', { name: 'comment-added', to: 'ada', payload: { n } }).expect(201);
+  await new JobRunner(t.deps).runUntilIdle();
+}
+
+const inbox = (path: string) => t.http.get(path).set('Authorization', `Bearer ${token}`);
+const patch = (path: string, body: object) => t.http.patch(path).set('Authorization', `Bearer ${token}`).send(body);
+
+describe('GET /inbox/events (streamInboxEvents)', () => {
+  it('starts with the counts, then sends each new item and every change made elsewhere, numbered without a gap', async () => {
+    await deliver(1);
+    const s = await stream();
+    expect(s.status).toBe(200);
+    expect(s.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(s.headers.get('x-accel-buffering')).toBe('no');
+    const first = await s.next();
+    expect(first).toEqual({ id: '1', event: 'counts', data: { type: 'counts', counts: { unread: 1, unseen: 1, total: 1, archived: 0 } } });
+
+    await deliver(2);
+    const created = await s.next((e) => e.event === 'notification.created');
+    expect(created.id).toBe('2');
+    expect(created.data).toMatchObject({ item: { body: 'Hello #2', readAt: null }, counts: { unread: 2, total: 2 } });
+
+    const itemId = (created.data.item as { messageId: string }).messageId;
+    await patch(`/v1/inbox/messages/${itemId}`, { read: true }).expect(200);
+    const updated = await s.next((e) => e.event === 'notification.updated');
+    expect(updated.id).toBe('3');
+    expect(updated.data).toMatchObject({ item: { messageId: itemId, readAt: expect.any(String) }, counts: { unread: 1 } });
+
+    await t.http.post('/v1/inbox/messages/bulk').set('Authorization', `Bearer ${token}`).send({ set: { read: true } }).expect(200);
+    expect(await s.next((e) => e.event === 'counts')).toMatchObject({ id: '4', data: { counts: { unread: 0, unseen: 0, total: 2 } } });
+
+    await t.http.delete(`/v1/inbox/messages/${itemId}`).set('Authorization', `Bearer ${token}`).expect(204);
+    expect(await s.next((e) => e.event === 'notification.updated')).toMatchObject({ id: '5', data: { messageId: itemId, deleted: true, counts: { total: 1 } } });
+    // A change from the secret-key API reaches the stream too.
+    const [remaining] = (await t.a.get('/v1/subscribers/ada/messages').expect(200)).body.data;
+    await t.a.patch(`/v1/subscribers/ada/messages/${remaining.messageId}`, { read: false }).expect(200);
+    expect(await s.next((e) => e.event === 'notification.updated')).toMatchObject({ id: '6', data: { counts: { unread: 1 } } });
+    expect(s.events.map((e) => Number(e.id))).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('replays what was missed after Last-Event-ID, and nothing twice', async () => {
+    const s = await stream();
+    expect((await s.next()).id).toBe('0');
+    await deliver(1);
+    await s.next((e) => e.event === 'notification.created');
+    s.close();
+    await deliver(2);
+    await deliver(3);
+    const resumed = await stream({ 'Last-Event-ID': '1' });
+    const replayed = [await resumed.next(), await resumed.next()];
+    expect(replayed.map((e) => [e.id, e.event, (e.data.item as { body: string }).body])).toEqual([
+      ['2', 'notification.created', 'Hello #2'],
+      ['3', 'notification.created', 'Hello #3'],
+    ]);
+    await deliver(4);
+    expect((await resumed.next()).id).toBe('4');
+    expect(resumed.events.map((e) => e.id)).toEqual(['2', '3', '4']);
+  });
+
+  it('sends reset when the events after Last-Event-ID are no longer kept, or the id was never reached', async () => {
+    await deliver(1);
+    await deliver(2);
+    await deliver(3);
+    await pruneEvents(t.db, new Date(t.clock.now().getTime() + 1000));
+    const gap = await stream({ 'Last-Event-ID': '1' });
+    expect(await gap.next()).toEqual({ id: '3', event: 'reset', data: { type: 'reset' } });
+    const future = await stream({ 'Last-Event-ID': '99' });
+    expect(await future.next()).toMatchObject({ id: '3', event: 'reset' });
+    await deliver(4);
+    expect(await gap.next()).toMatchObject({ id: '4', event: 'notification.created' });
+  });
+
+  it('sends a ping comment to keep proxies from closing an idle stream', async () => {
+    const s = await stream();
+    expect(await s.comment()).toBe('ping');
+  });
+
+  it('opens with a single-use ticket for EventSource, and never with a token in the URL', async () => {
+    const { ticket } = (await t.http.post('/v1/inbox/events/tickets').set('Authorization', `Bearer ${token}`).expect(201)).body.data;
+    const s = await stream({}, `?ticket=${ticket}`);
+    expect(s.status).toBe(200);
+    expect((await s.next()).event).toBe('counts');
+    const reused = await stream({}, `?ticket=${ticket}`);
+    expect(reused.status).toBe(401);
+    expect(reused.body).toMatchObject({ statusCode: 401, error: 'Unauthorized' });
+    const inUrl = await stream({}, `?access_token=${token}`);
+    expect(inUrl.status).toBe(401);
+    // A new EventSource with a fresh ticket resumes from lastEventId.
+    await deliver(7);
+    const { ticket: again } = (await t.http.post('/v1/inbox/events/tickets').set('Authorization', `Bearer ${token}`).expect(201)).body.data;
+    const resumed = await stream({}, `?ticket=${again}&lastEventId=0`);
+    expect(await resumed.next()).toMatchObject({ id: '1', event: 'notification.created' });
+    const late = (await t.http.post('/v1/inbox/events/tickets').set('Authorization', `Bearer ${token}`).expect(201)).body.data.ticket;
+    t.clock.advance(61_000);
+    expect((await stream({}, `?ticket=${late}`)).status).toBe(401);
+  });
+
+  it('keeps each subscriber’s stream to their own events', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'grace' }).expect(201);
+    const graceToken = (await t.a.post('/v1/subscribers/grace/inbox-tokens', {}).expect(201)).body.data.token;
+    const grace = await stream({ Authorization: `Bearer ${graceToken}` });
+    await grace.next();
+    await deliver(1);
+    expect((await inbox('/v1/inbox/counts').expect(200)).body.data.total).toBe(1);
+    await expect(grace.next(undefined, 300)).rejects.toThrow(/No matching event/);
+  });
+
+  it('ends the streams when the server stops, so the drain can finish', async () => {
+    const app = await createApp(t.deps);
+    const other = await listen(app);
+    const s = await openSse(`${other.url}/v1/inbox/events`, { Authorization: `Bearer ${token}` });
+    await s.next();
+    await (app.locals.inboxHub as InboxHub).close();
+    await other.close();
+    expect((app.locals.inboxHub as InboxHub).size).toBe(0);
+  });
+});
