@@ -4364,6 +4364,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -4488,6 +4489,7 @@ export interface operations {
                     "application/json": components["schemas"]["InboxCountsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
@@ -4515,6 +4517,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowPreferenceListResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
@@ -4624,6 +4627,7 @@ export interface operations {
                     "application/json": components["schemas"]["InboxTicketResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
@@ -4651,6 +4655,7 @@ export interface operations {
                     "application/json": components["schemas"]["InboxSettingsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
