@@ -5479,6 +5479,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -5603,6 +5604,7 @@ export interface operations {
                     "application/json": components["schemas"]["InboxCountsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
@@ -5630,6 +5632,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowPreferenceListResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
@@ -5739,6 +5742,7 @@ export interface operations {
                     "application/json": components["schemas"]["InboxTicketResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
@@ -5766,6 +5770,7 @@ export interface operations {
                     "application/json": components["schemas"]["InboxSettingsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];

@@ -86,3 +86,46 @@ export function rssMb(pid: number): number {
 export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 }
+
+/**
+ * Sends `total` triggers at `rate` a second over at most `connections` kept-alive connections (as a
+ * load generator at a fixed rate does), calling `sent` as each goes out; answers how many failed.
+ */
+export async function pacedTriggers(
+  base: string,
+  headers: Record<string, string>,
+  total: number,
+  rate: number,
+  body: (n: number) => object,
+  sent: (n: number, at: number) => void,
+  connections = 50,
+): Promise<{ failed: number; seconds: number }> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const url = new URL(`${base}/v1/events/trigger`);
+  let failed = 0;
+  const started = Date.now();
+  const inFlight: Array<Promise<void>> = [];
+  for (let n = 0; n < total; n++) {
+    const wait = started + (n * 1000) / rate - Date.now();
+    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+    const text = JSON.stringify(body(n));
+    sent(n, Date.now());
+    inFlight.push(
+      new Promise<void>((resolve) => {
+        const req = http.request(url, { method: 'POST', agent, headers: { ...headers, 'Content-Length': Buffer.byteLength(text) } }, (res) => {
+          if (res.statusCode !== 201) failed++;
+          res.resume();
+          res.on('end', resolve);
+        });
+        req.on('error', () => {
+          failed++;
+          resolve();
+        });
+        req.end(text);
+      }),
+    );
+  }
+  await Promise.all(inFlight);
+  agent.destroy();
+  return { failed, seconds: (Date.now() - started) / 1000 };
+}
