@@ -3,8 +3,8 @@
 // (one message's seen/read/archived/action states, from the inbox and the secret-key API),
 // `deleteInboxMessage`, and `changeInboxMessages` (bulk). Each runs in the caller's transaction
 // and writes, with the messages, the subscriber's counts and numbered events (`recordInboxChange`),
-// a NOTIFY for the other API processes, and a wake for this one's streams after the commit. A
-// new side effect of a message change (an outbox row, say) belongs in `recordInboxChange`.
+// a NOTIFY for the other API processes, and a wake for this one's streams after the commit; and,
+// for states a change turns on, the webhook events `message.seen|read|archived` (webhook-events.ts).
 import type { Deps } from '../deps.js';
 import type { Runner } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
@@ -14,6 +14,7 @@ import { originOf, tellInboxAfterCommit } from '../db/inbox-bus.js';
 import { notFound, unprocessable } from '../errors.js';
 import { existingSubscriberKey } from './subscribers.js';
 import type { PageRequest, Page } from '../db/paginate.js';
+import { recordMessageChange, type MessageState as WebhookMessageState } from './webhook-events.js';
 
 export type { InboxItem, InboxCounts } from '../db/repos/inbox.js';
 
@@ -54,6 +55,25 @@ async function recordInboxChange(trx: Runner, changes: SubscriberChange[], now: 
   await repo.notifyInboxChanged(trx, originOf(trx), touched);
   tellInboxAfterCommit(trx, touched);
   return counts;
+}
+
+/** A message's state as its webhook events carry it. */
+function webhookState(
+  row: Record<string, unknown>,
+  state: { seen: boolean; read: boolean; archived: boolean },
+  at: { seenAt?: string; readAt?: string } = {},
+): WebhookMessageState {
+  return {
+    messageId: row.id as string,
+    notificationId: row.notification_id as string,
+    transactionId: row.transaction_id as string,
+    subscriberId: row.subscriber_id as string,
+    workflowId: row.workflow_key as string,
+    seen: state.seen,
+    read: state.read,
+    archived: state.archived,
+    ...at,
+  };
 }
 
 /** What a message adds to its subscriber's counts. */
@@ -134,6 +154,11 @@ export async function changeInboxMessage(
   const stateChanged = after.seen !== before.seen || after.read !== before.read || after.archived !== before.archived;
   if (stateChanged) await repo.writeMessageState(trx, messageId, { id: messageId, ...after }, now);
   const item = (await repo.findItem(trx, subscriberKey, messageId))!;
+  if (stateChanged) {
+    const seenAt = item.seenAt ?? undefined;
+    const readAt = item.readAt ?? undefined;
+    await recordMessageChange(trx, environmentId, webhookState(locked.row, before), webhookState(locked.row, after, { seenAt, readAt }), now);
+  }
   if (stateChanged || actionChanged) {
     await recordInboxChange(
       trx,
@@ -180,8 +205,11 @@ export async function changeInboxMessages(
   const changed = new Set<string>();
   const delta = { ...repo.NO_COUNTS };
   const seen = set.read === true ? true : set.seen;
+  // The states the change turned on, message by message: each is a webhook event.
+  const turnedOn: Array<{ row: repo.ChangedMessage; state: 'seen' | 'read' | 'archived' }> = [];
   if (seen !== undefined) {
     const rows = await repo.setStateUpTo(trx, subscriberKey, 'seen', seen, upTo, now);
+    turnedOn.push(...(seen ? rows.map((row) => ({ row, state: 'seen' as const })) : []));
     for (const row of rows) {
       changed.add(row.id);
       if (!row.archived) delta.unseen += seen ? -1 : 1;
@@ -189,6 +217,7 @@ export async function changeInboxMessages(
   }
   if (set.read !== undefined) {
     const rows = await repo.setStateUpTo(trx, subscriberKey, 'read', set.read, upTo, now);
+    turnedOn.push(...(set.read ? rows.map((row) => ({ row, state: 'read' as const })) : []));
     for (const row of rows) {
       changed.add(row.id);
       if (!row.archived) delta.unread += set.read ? -1 : 1;
@@ -196,6 +225,7 @@ export async function changeInboxMessages(
   }
   if (set.archived !== undefined) {
     const rows = await repo.setStateUpTo(trx, subscriberKey, 'archived', set.archived, upTo, now);
+    turnedOn.push(...(set.archived ? rows.map((row) => ({ row, state: 'archived' as const })) : []));
     const sign = set.archived ? -1 : 1;
     for (const row of rows) {
       changed.add(row.id);
@@ -210,6 +240,10 @@ export async function changeInboxMessages(
     return { updated: 0, counts };
   }
   const counts = await recordInboxChange(trx, [{ subscriberKey, environmentId, delta, events: [(counts) => ({ type: 'counts', counts })] }], now);
+  for (const { row, state } of turnedOn) {
+    const after = webhookState(row.row, row, { seenAt: (row.row.seen_at as string | null) ?? undefined, readAt: (row.row.read_at as string | null) ?? undefined });
+    await recordMessageChange(trx, environmentId, { ...after, [state]: false }, after, now);
+  }
   return { updated: changed.size, counts: counts.get(subscriberKey)! };
 }
 

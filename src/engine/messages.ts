@@ -8,7 +8,6 @@ import * as repo from '../db/repos/messages.js';
 import { existingSubscriberKey } from './subscribers.js';
 import { writeTransaction } from '../db/group-commit.js';
 import { changeInboxMessage } from './inbox.js';
-import { recordMessageChange, type MessageState } from './webhook-events.js';
 
 export async function listFeed(
   deps: Deps,
@@ -35,19 +34,11 @@ export async function markFeedMessage(
   const key = await existingSubscriberKey(deps.db, environmentId, subscriberId);
   const now = deps.clock.now();
   // The mark, its counts and inbox event, and the webhook events it makes (message.seen,
-  // message.read) commit together.
+  // message.read) commit together (changeInboxMessage).
   const changed = await writeTransaction(deps.db, async (trx) => {
-    const before = await repo.findMessage(trx, key, messageId);
-    if (!before) return false;
-    await changeInboxMessage(trx, environmentId, key, messageId, { seen: change.seen, read: change.read }, now);
-    const after = (await repo.findMessage(trx, key, messageId))!;
-    await recordMessageChange(trx, environmentId, state(before), state(after), now);
-    return true;
+    return (await changeInboxMessage(trx, environmentId, key, messageId, { seen: change.seen, read: change.read }, now)) !== undefined;
   });
   if (!changed) throw notFound(`Message ${messageId} not found in the feed of ${subscriberId}`);
   return (await repo.findMessage(deps.db, key, messageId))!;
 }
 
-function state(message: repo.InAppMessage): MessageState {
-  return { ...message, workflowId: message.workflowId };
-}

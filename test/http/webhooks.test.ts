@@ -145,6 +145,35 @@ describe('the events', () => {
     expect(events.find((e) => e.type === 'message.read')!.data).toMatchObject({ messageId: message.messageId, seen: true, read: true });
   });
 
+  it('sends message.seen, message.read and message.archived for changes made from the inbox, one message or in bulk', async () => {
+    const endpoint = await createEndpoint(t.a, { eventTypes: ['message.seen', 'message.read', 'message.archived'] });
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const workflow = await createWorkflow(t.a, { steps: [step.inApp({ content: 'Hi {{payload.n}}' })] });
+    for (const n of [1, 2, 3]) await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada', payload: { n } }).expect(201);
+    await runner().runUntilIdle();
+    const token = (await t.a.post('/v1/subscribers/ada/inbox-tokens', {}).expect(201)).body.data.token as string;
+    const inbox = (method: 'get' | 'patch' | 'post', path: string) => t.http[method](`/v1/inbox${path}`).set('Authorization', `Bearer ${token}`);
+    const items = (await inbox('get', '/messages').expect(200)).body.data as Array<{ messageId: string }>;
+    // One message archived from a device: it is seen and archived, not read.
+    await inbox('patch', `/messages/${items[0].messageId}`).send({ seen: true, archived: true }).expect(200);
+    // Then "mark all read": the other two become seen and read; the first only read.
+    await inbox('post', '/messages/bulk').send({ set: { read: true } }).expect(200);
+    await runner().runUntilIdle();
+    const events = receiver.verified(endpoint.secret).map((e) => `${e.type} ${(e.data as { messageId: string }).messageId}`);
+    const [first, second, third] = items.map((item) => item.messageId);
+    expect(events.sort()).toEqual(
+      [
+        `message.archived ${first}`,
+        `message.seen ${first}`,
+        `message.read ${first}`,
+        `message.seen ${second}`,
+        `message.read ${second}`,
+        `message.seen ${third}`,
+        `message.read ${third}`,
+      ].sort(),
+    );
+  });
+
   it('carries the rendered content only to an endpoint with includeContent', async () => {
     const plain = await createEndpoint(t.a);
     const other = await startWebhookReceiver();

@@ -17,7 +17,7 @@ export type InboxEventType = Schemas['InboxEvent']['type'];
 export const NO_COUNTS: InboxCounts = { unread: 0, unseen: 0, total: 0, archived: 0 };
 
 const ITEM_COLUMNS = `id, workflow_key, transaction_id, subject, content, url, avatar, primary_action, secondary_action,
-  tags, data, seen, read, archived, seen_at, read_at, archived_at, created_at`;
+  tags, data, seen, read, archived, seen_at, read_at, archived_at, created_at, notification_id, subscriber_id`;
 
 /** A message row as the inbox answers it. */
 export function toItem(row: Record<string, unknown>): InboxItem {
@@ -49,6 +49,11 @@ export interface MessageState {
   seen: boolean;
   read: boolean;
   archived: boolean;
+}
+
+/** A message a change touched: its state after, and the row's columns that say whose it is. */
+export interface ChangedMessage extends MessageState {
+  row: Record<string, unknown>;
 }
 
 export interface InboxFilters {
@@ -189,7 +194,7 @@ export async function setStateUpTo(
   value: boolean,
   upTo: Cursor | undefined,
   now: Date,
-): Promise<MessageState[]> {
+): Promise<ChangedMessage[]> {
   const at = value ? now.toISOString() : null;
   let sql = `UPDATE messages SET ${state} = ?, ${state}_at = ${value ? `COALESCE(${state}_at, ?)` : '?'} WHERE subscriber_key = ? AND ${state} = ?`;
   const bindings: unknown[] = [value, at, subscriberKey, !value];
@@ -197,8 +202,12 @@ export async function setStateUpTo(
     sql += ' AND (created_at < ? OR (created_at = ? AND id <= ?))';
     bindings.push(upTo.createdAt, upTo.createdAt, upTo.id);
   }
-  const rows = await selectRows<Record<string, unknown>>(trx, `${sql} RETURNING id, seen, read, archived`, bindings as never[]);
-  return rows.map((row) => ({ id: row.id as string, seen: readBool(row.seen), read: readBool(row.read), archived: readBool(row.archived) }));
+  const rows = await selectRows<Record<string, unknown>>(
+    trx,
+    `${sql} RETURNING id, seen, read, archived, seen_at, read_at, notification_id, subscriber_id, transaction_id, workflow_key`,
+    bindings as never[],
+  );
+  return rows.map((row) => ({ id: row.id as string, seen: readBool(row.seen), read: readBool(row.read), archived: readBool(row.archived), row }));
 }
 
 export async function readCounts(db: Runner, subscriberKey: string): Promise<InboxCounts & { seq: number }> {
