@@ -104,7 +104,9 @@ function checkEveryList() {
   // would walk every notification of the environment to find the few that pass.
   const filters: Array<[string, NotificationFilters, RegExp]> = [
     ['status failed', { status: 'failed' }, /notifications_status/],
-    ['status completed', { status: 'completed' }, /notifications_status/],
+    // Most notifications pass this one: PostgreSQL may count them through the environment's index
+    // as well (not a scan of the table: expectNoScan still holds), so either index will do there.
+    ['status completed', { status: 'completed' }, postgres ? /notifications_status|notifications_environment_id/ : /notifications_status/],
     ['a workflow', { workflowId: 'alert' }, /notifications_workflow/],
     ['a subscriber', { subscriberId: 'subscriber-7' }, /notifications_subscriber/],
     ['a transaction', { transactionId: 'newest' }, /transaction_id/],
