@@ -39,7 +39,12 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   // A process that runs jobs writes in batches: its SQLite checkpoints run beside them.
-  const db = createDb(config.databaseUrl, { checkpointInBackground: role !== 'api', poolMax: config.postgresPoolMax, preparedStatements: config.postgresPreparedStatements, synchronous: config.sqliteSynchronous });
+  const db = createDb(config.databaseUrl, {
+    checkpointInBackground: role !== 'api',
+    poolMax: config.postgresPoolMax,
+    preparedStatements: config.postgresPreparedStatements,
+    synchronous: config.sqliteSynchronous,
+  });
   await migrate(db);
   config.secret = await settleSecret(config, db, logger);
   const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
@@ -90,7 +95,8 @@ async function main(): Promise<void> {
       logger.error('work still under way after the grace period; exiting anyway');
       process.exit(1);
     }, SHUTDOWN_GRACE_MS).unref();
-    // Open inbox streams never end by themselves: end them, so the drain can finish (clients reconnect elsewhere with Last-Event-ID).
+    // Open inbox streams never end by themselves: end them, so the drain can finish (clients
+    // reconnect elsewhere with Last-Event-ID).
     await closeStreams?.();
     await Promise.all([served?.drain(), runner?.stop(), sweeper?.stop()]);
     await stopListening();
