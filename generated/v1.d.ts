@@ -3158,7 +3158,7 @@ export interface components {
              */
             rateLimitPerSecond?: number;
             /**
-             * @description Whether `message.*` events carry the rendered subject and content (in-app messages).
+             * @description Whether `message.sent`, `message.delivered`, `message.attempt_failed` and `message.failed` carry the rendered message (`WebhookMessageContent`).
              * @default false
              * @example false
              */
@@ -3196,7 +3196,7 @@ export interface components {
              */
             rateLimitPerSecond?: number | null;
             /**
-             * @description Whether `message.*` events carry the rendered content.
+             * @description Whether `message.sent`, `message.delivered`, `message.attempt_failed` and `message.failed` carry the rendered message (`WebhookMessageContent`).
              * @example true
              */
             includeContent?: boolean;
@@ -3232,7 +3232,7 @@ export interface components {
              */
             rateLimitPerSecond?: number;
             /**
-             * @description Whether events carry rendered content.
+             * @description Whether `message.sent`, `message.delivered`, `message.attempt_failed` and `message.failed` carry the rendered message.
              * @example false
              */
             includeContent: boolean;
@@ -3402,15 +3402,78 @@ export interface components {
             providerId?: string;
             jobId: components["schemas"]["Id"];
             /**
-             * @description The rendered subject (endpoints with `includeContent`, in-app messages).
-             * @example New comment
+             * @description Set when this notification rode in another notification's digest: the notification whose
+             *     send carried it. The event then tells that send's outcome for this notification
+             *     (`notificationId` and `transactionId` are this one's; `jobId`, `stepId` and, for in-app,
+             *     `messageId` are the carrying send's).
+             */
+            digestedInto?: components["schemas"]["Id"];
+        };
+        /**
+         * @description The rendered message, exactly as it was sent or stored, on `message.sent`, `message.delivered`,
+         *     `message.attempt_failed` and `message.failed`: only to endpoints with `includeContent`, and
+         *     only when the step's templates had rendered (never on `message.skipped`, nor on a failure found
+         *     before rendering, such as a missing address). The other endpoints get the same event, with the
+         *     same `webhook-id`, without these fields. Which fields come depends on the channel:
+         *
+         *     - email: `subject`, and `content`, the HTML body;
+         *     - SMS and chat: `content`, the text;
+         *     - push: `title`, and `content`, the body;
+         *     - in-app: the stored item's `subject`, `content`, `url`, `avatar`, `primaryAction`,
+         *       `secondaryAction` and `data`, those its step has.
+         *
+         *     A notification that rode in another's digest gets the content of the send that carried it.
+         */
+        WebhookMessageContent: {
+            /**
+             * @description The rendered subject (email), or title (in-app, when the step has one).
+             * @example 3 new comments
              */
             subject?: string;
             /**
-             * @description The rendered content (endpoints with `includeContent`, in-app messages).
+             * @description The rendered title of a push notification.
+             * @example New comment
+             */
+            title?: string;
+            /**
+             * @description The rendered body; HTML for email, text for every other channel.
              * @example Grace commented on Release notes
              */
             content?: string;
+            /**
+             * @description The rendered link of an in-app item, when its step has one.
+             * @example https://example.com/posts/42
+             */
+            url?: string;
+            /**
+             * @description The rendered image URL of an in-app item, when its step has one.
+             * @example https://example.com/avatars/grace.png
+             */
+            avatar?: string;
+            primaryAction?: components["schemas"]["WebhookMessageAction"];
+            secondaryAction?: components["schemas"]["WebhookMessageAction"];
+            /**
+             * @description The in-app step's rendered `data` fields, when it has some.
+             * @example {
+             *       "postId": "42"
+             *     }
+             */
+            data?: {
+                [key: string]: string;
+            };
+        };
+        /** @description A rendered button of an in-app item. */
+        WebhookMessageAction: {
+            /**
+             * @description The rendered button label.
+             * @example Reply
+             */
+            label: string;
+            /**
+             * @description The rendered link the button opens, when the step has one.
+             * @example https://example.com/posts/42#reply
+             */
+            url?: string;
         };
         /** @description An in-app message whose state changed, as it is now. */
         WebhookInAppData: {
@@ -3462,7 +3525,11 @@ export interface components {
              */
             providerStatus?: string;
         };
-        /** @description A provider accepted a message (email, SMS, chat, push). */
+        /**
+         * @description A provider accepted a message (email, SMS, chat, push). With `includeContent`, `data` also carries
+         *     the rendered message (`WebhookMessageContent`). Each notification that rode in this one's digest
+         *     gets a `message.sent` of its own, naming this one in `digestedInto`.
+         */
         WebhookEventMessageSent: {
             /**
              * @description The event type.
@@ -3473,9 +3540,15 @@ export interface components {
             /** @description When the change happened. */
             timestamp: components["schemas"]["Timestamp"];
             environmentId: components["schemas"]["Id"];
-            data: components["schemas"]["WebhookMessageData"];
+            /** @description The step, and with `includeContent` the rendered message. */
+            data: components["schemas"]["WebhookMessageData"] & components["schemas"]["WebhookMessageContent"];
         };
-        /** @description An in-app message was stored in the subscriber's feed (`data.messageId` names it). */
+        /**
+         * @description An in-app message was stored in the subscriber's feed (`data.messageId` names it). With
+         *     `includeContent`, `data` also carries the stored item's rendered fields (`WebhookMessageContent`).
+         *     Each notification that rode in this one's digest gets a `message.delivered` of its own, naming
+         *     this one in `digestedInto` and the same `messageId`.
+         */
         WebhookEventMessageDelivered: {
             /**
              * @description The event type.
@@ -3486,12 +3559,16 @@ export interface components {
             /** @description When the change happened. */
             timestamp: components["schemas"]["Timestamp"];
             environmentId: components["schemas"]["Id"];
-            /** @description The step, and the in-app message. */
-            data: components["schemas"]["WebhookMessageData"] & {
+            /** @description The step, the in-app message, and with `includeContent` its rendered fields. */
+            data: components["schemas"]["WebhookMessageData"] & components["schemas"]["WebhookMessageContent"] & {
                 messageId: components["schemas"]["Id"];
             };
         };
-        /** @description A send failed and will be tried again at `nextAttemptAt`. */
+        /**
+         * @description A send failed and will be tried again at `nextAttemptAt`. With `includeContent`, `data` also
+         *     carries the rendered message that failed (`WebhookMessageContent`). Sent for the notification
+         *     that carries a digest's send only: the notifications riding in it hear of the send's outcome.
+         */
         WebhookEventMessageAttemptFailed: {
             /**
              * @description The event type.
@@ -3502,8 +3579,8 @@ export interface components {
             /** @description When the change happened. */
             timestamp: components["schemas"]["Timestamp"];
             environmentId: components["schemas"]["Id"];
-            /** @description The step, and the failed attempt. */
-            data: components["schemas"]["WebhookMessageData"] & {
+            /** @description The step, the failed attempt, and with `includeContent` the rendered message. */
+            data: components["schemas"]["WebhookMessageData"] & components["schemas"]["WebhookMessageContent"] & {
                 /**
                  * @description Which attempt failed, from 1.
                  * @example 1
@@ -3523,7 +3600,12 @@ export interface components {
                 error: components["schemas"]["WebhookError"];
             };
         };
-        /** @description A send failed for good: its attempts ran out, or the failure was final (a refused address, a template over its budget). */
+        /**
+         * @description A send failed for good: its attempts ran out, or the failure was final (a refused address, a
+         *     template over its budget). With `includeContent`, `data` also carries the rendered message when
+         *     there was one (`WebhookMessageContent`). Each notification that rode in this one's digest gets a
+         *     `message.failed` of its own, naming this one in `digestedInto`.
+         */
         WebhookEventMessageFailed: {
             /**
              * @description The event type.
@@ -3534,8 +3616,8 @@ export interface components {
             /** @description When the change happened. */
             timestamp: components["schemas"]["Timestamp"];
             environmentId: components["schemas"]["Id"];
-            /** @description The step, and why it failed. */
-            data: components["schemas"]["WebhookMessageData"] & {
+            /** @description The step, why it failed, and with `includeContent` the rendered message. */
+            data: components["schemas"]["WebhookMessageData"] & components["schemas"]["WebhookMessageContent"] & {
                 /**
                  * @description How many attempts were made.
                  * @example 5
@@ -3544,7 +3626,11 @@ export interface components {
                 error: components["schemas"]["WebhookError"];
             };
         };
-        /** @description A channel step sent nothing, and why. */
+        /**
+         * @description A channel step sent nothing, and why. It carries no content: nothing was rendered. Each
+         *     notification that rode in this one's digest gets a `message.skipped` of its own, naming this one
+         *     in `digestedInto`.
+         */
         WebhookEventMessageSkipped: {
             /**
              * @description The event type.
