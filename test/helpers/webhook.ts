@@ -1,7 +1,33 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
+import type { ValidateFunction } from 'ajv';
+import { createAjv } from '../../src/json-schema.js';
 import { startHttpPeer } from './peers.js';
+import { spec, type Node } from './spec.js';
+
+let eventValidators: Map<string, ValidateFunction> | undefined;
+
+/**
+ * Every way a webhook body breaks the contract: its type is not one the contract's `webhooks`
+ * document, or it does not match that event's schema.
+ */
+export function webhookEventViolations(event: { type: string }): string[] {
+  if (!eventValidators) {
+    const ajv = createAjv();
+    ajv.addSchema({ $id: 'contract', components: spec.components });
+    eventValidators = new Map();
+    for (const webhook of Object.values(spec.webhooks as Record<string, Node>)) {
+      const ref = webhook.post.requestBody.content['application/json'].schema.$ref as string;
+      const type = ref.split('/').reduce<Node>((at, key) => (key === '#' ? spec : at[key]), spec).properties.type.const as string;
+      eventValidators.set(type, ajv.compile({ $ref: `contract${ref}` }));
+    }
+  }
+  const { type } = event;
+  const validate = eventValidators.get(type);
+  if (!validate) return [`${type}: not an event the contract documents`];
+  return validate(event) ? [] : (validate.errors ?? []).map((e) => `${type}: body${e.instancePath} ${e.message}`);
+}
 
 /**
  * A chat webhook receiver on 127.0.0.1 that answers after `delayMs`, recording the delivery id of
@@ -73,10 +99,15 @@ export async function startWebhookReceiver(respond?: Parameters<typeof startHttp
   const peer = await startHttpPeer(respond);
   return {
     ...peer,
-    /** The bodies of the requests received, each checked with `secret`. */
+    /** The bodies of the requests received, each checked with `secret` and against the contract's schema of its event. */
     verified(secret: string): Array<{ type: string; timestamp: string; environmentId: string; data: Record<string, unknown> }> {
       const webhook = new Webhook(secret);
-      return peer.requests.map((request) => webhook.verify(request.body, request.headers as Record<string, string>) as never);
+      return peer.requests.map((request) => {
+        const event = webhook.verify(request.body, request.headers as Record<string, string>) as { type: string; timestamp: string; environmentId: string; data: Record<string, unknown> };
+        const violations = webhookEventViolations(event);
+        if (violations.length > 0) throw new Error(`The event breaks the contract:\n${violations.join('\n')}`);
+        return event;
+      });
     },
     /** The event types received, in order. */
     types(): string[] {
