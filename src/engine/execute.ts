@@ -21,7 +21,7 @@ import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
 import { FANOUT_BATCH, fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
 import type { WorkerContext } from './worker-context.js';
-import { recordStepEvent, type StepEvent } from './webhook-events.js';
+import { recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
 export const MAX_ATTEMPTS = 5;
 
@@ -118,18 +118,21 @@ function recordJobEvent(trx: Transaction, job: JobRecord, event: EventRecord, ou
   return recordStepEvent(trx, facts, webhook, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
 }
 
-/** The event a step's delivered or skipped outcome tells the webhooks. */
-function deliveredEvent(delivered: Delivered): StepEvent {
+/** The event a step's delivered or skipped outcome tells the webhooks, with the message it rendered (`sent`). */
+function deliveredEvent(delivered: Delivered, sent: SentRequest | undefined): StepEvent {
   if (delivered.status === 'skipped') return { type: 'message.skipped', detail: delivered.detail };
   if (delivered.message) {
     delivered.message.id ??= newId(Date.now());
-    return { type: 'message.delivered', messageId: delivered.message.id, subject: delivered.message.subject, content: delivered.message.content };
+    return { type: 'message.delivered', messageId: delivered.message.id, message: delivered.message };
   }
-  return { type: 'message.sent' };
+  return { type: 'message.sent', sent };
 }
 
-/** The outcome of a failed send: retried later while attempts remain, unless the failure is final. */
-function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
+/**
+ * The outcome of a failed send: retried later while attempts remain, unless the failure is final.
+ * `sent` is the message it had rendered, if it got that far.
+ */
+function failure(ctx: WorkerContext, job: JobRecord, err: unknown, sent?: SentRequest): Outcome {
   const permanent = err instanceof Undeliverable || (err instanceof ProviderError && err.permanent);
   const text = err instanceof Error ? err.message : String(err);
   const raw = err instanceof ProviderError ? err.raw : undefined;
@@ -146,7 +149,7 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
   const error = raw === undefined ? { message: text } : { message: text, providerStatus: raw };
   if (permanent || job.attempts >= MAX_ATTEMPTS) {
     const why = permanent ? text : `${text} (gave up after ${job.attempts} attempts)`;
-    return { status: 'failed', detail: { status: 'failed', text: why, raw }, webhook: { type: 'message.failed', attempts: job.attempts, error: { ...error, message: why } } };
+    return { status: 'failed', detail: { status: 'failed', text: why, raw }, webhook: { type: 'message.failed', attempts: job.attempts, error: { ...error, message: why }, sent } };
   }
   // A provider that said how long to wait (Retry-After) is waited for, up to an hour.
   const asked = err instanceof ProviderError ? Math.min(err.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS) : 0;
@@ -155,7 +158,7 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown): Outcome {
     status: 'queued',
     runAt,
     detail: { status: 'failed', text: `${text}; retrying at ${runAt.toISOString()}`, raw },
-    webhook: { type: 'message.attempt_failed', attempt: job.attempts, maxAttempts: MAX_ATTEMPTS, nextAttemptAt: runAt, error },
+    webhook: { type: 'message.attempt_failed', attempt: job.attempts, maxAttempts: MAX_ATTEMPTS, nextAttemptAt: runAt, error, sent },
   };
 }
 
@@ -236,9 +239,12 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   // A send keeps its place at its destination until its outcome is recorded: a worker that dies
   // can have sent no more unrecorded sends there than the destination's bound.
   const place: { release?: () => void } = {};
+  // The message as rendered for the send, once decided: its events' content (webhook-events.ts).
+  let sent: SentRequest | undefined;
   try {
     // Read, decide, send; the outcome is recorded below, in one transaction (settle).
     const decided = decideStep(await loadStepContext(ctx.deps, job, event, step));
+    if ('destination' in decided) sent = decided.request;
     const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, decided, place) : decided;
     if (delivered === 'deferred') return;
     outcome = {
@@ -246,13 +252,13 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
       providerId: delivered.providerId,
       message: delivered.message,
       detail: { status: delivered.status === 'completed' ? 'success' : 'warning', text: delivered.detail, raw: delivered.raw },
-      webhook: deliveredEvent(delivered),
+      webhook: deliveredEvent(delivered, sent),
     };
   } catch (err) {
     if (!(err instanceof Undeliverable) && !(err instanceof ProviderError)) {
       ctx.deps.logger.error({ err, jobId: job.id }, 'delivery failed unexpectedly');
     }
-    outcome = failure(ctx, job, err);
+    outcome = failure(ctx, job, err, sent);
   }
   try {
     await settle(ctx, job, outcome);

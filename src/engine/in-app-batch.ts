@@ -91,7 +91,7 @@ async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promi
     };
     const webhook: StepEvent =
       d.status === 'completed'
-        ? { type: 'message.delivered', messageId: d.message.id!, subject: d.message.subject, content: d.message.content }
+        ? { type: 'message.delivered', messageId: d.message.id!, message: d.message }
         : d.status === 'skipped'
           ? { type: 'message.skipped', detail: d.detail }
           : { type: 'message.failed', attempts: d.job.attempts, error: { message: d.detail } };

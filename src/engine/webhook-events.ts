@@ -4,15 +4,17 @@
 import type { Runner } from '../db/knex.js';
 import { insertDeliveries } from '../db/repos/webhook-deliveries.js';
 import { notificationsOfEvent } from '../db/repos/notifications.js';
+import type { NewMessage } from '../db/repos/messages.js';
 import { subscriptionsFor } from '../db/webhook-subscriptions.js';
 import type { Subscription, WebhookEventType } from '../db/repos/webhook-endpoints.js';
-import type { Channel } from '../contract.js';
+import type { Channel, Schemas } from '../contract.js';
+import type { DecidedSend } from './deliver.js';
 import { newId } from '../ids.js';
 
 export type { WebhookEventType };
 
-/** Fields only endpoints with `includeContent` get. */
-const CONTENT_FIELDS = ['subject', 'content'] as const;
+/** The rendered message that only endpoints with `includeContent` get. */
+export type MessageContent = Schemas['WebhookMessageContent'];
 
 /** The event id, sent as `webhook-id`: the same at every try and to every endpoint. */
 export function newEventId(now: Date): string {
@@ -28,11 +30,20 @@ export function webhookBody(type: WebhookEventType, environmentId: string, data:
   return JSON.stringify({ type, timestamp: now.toISOString(), environmentId, data });
 }
 
+export interface EventOptions {
+  /** Limits the event to some endpoints (a test event, another endpoint's disabling). */
+  only?: (endpointId: string) => boolean;
+  /**
+   * The rendered message, added to `data` for endpoints with `includeContent` alone. Asked for only
+   * when such an endpoint takes the event, so an event no one wants content of builds none.
+   */
+  content?: () => MessageContent | undefined;
+}
+
 /**
- * Records one event for every enabled endpoint of the environment that takes `type`, in `trx`.
- * `data` may carry rendered content (`subject`, `content`): only endpoints with `includeContent`
- * get it. `only` limits it to some endpoints (a test event, another endpoint's disabling). Answers
- * the ids of the deliveries written.
+ * Records one event for every enabled endpoint of the environment that takes `type`, in `trx`:
+ * one event id, and at most two bodies (with and without the content). Answers the ids of the
+ * deliveries written.
  */
 export async function recordWebhookEvent(
   trx: Runner,
@@ -40,22 +51,23 @@ export async function recordWebhookEvent(
   type: WebhookEventType,
   data: Record<string, unknown>,
   now: Date,
-  only?: (endpointId: string) => boolean,
+  options: EventOptions = {},
 ): Promise<string[]> {
+  const { only, content } = options;
   const subscriptions = (await subscriptionsFor(trx, environmentId)).filter((s) => takes(s, type) && (only?.(s.endpointId) ?? true));
   if (subscriptions.length === 0) return [];
   const eventId = newEventId(now);
   let plain: string | undefined;
   let full: string | undefined;
-  const hasContent = CONTENT_FIELDS.some((field) => data[field] !== undefined);
+  const bodyFor = (s: Subscription): string => {
+    if (!s.includeContent) return (plain ??= webhookBody(type, environmentId, data, now));
+    if (full !== undefined) return full;
+    const rendered = content?.();
+    return (full = rendered === undefined ? (plain ??= webhookBody(type, environmentId, data, now)) : webhookBody(type, environmentId, { ...data, ...rendered }, now));
+  };
   return insertDeliveries(
     trx,
-    subscriptions.map((s) => {
-      let payload: string;
-      if (s.includeContent || !hasContent) payload = full ??= webhookBody(type, environmentId, data, now);
-      else payload = plain ??= webhookBody(type, environmentId, Object.fromEntries(Object.entries(data).filter(([key]) => !(CONTENT_FIELDS as readonly string[]).includes(key))), now);
-      return { environmentId, endpointId: s.endpointId, eventId, eventType: type, payload };
-    }),
+    subscriptions.map((s) => ({ environmentId, endpointId: s.endpointId, eventId, eventType: type, payload: bodyFor(s) })),
     now,
   );
 }
@@ -100,13 +112,52 @@ export function skipReason(detail: string): 'preference' | 'condition' | 'thrott
   return 'other';
 }
 
-/** What a channel step's outcome tells the webhooks (execute.ts, in-app-batch.ts, schedule.ts record it with the outcome). */
+/** A send's rendered message, as decided (deliver.ts): what an event about it carries with `includeContent`. */
+export type SentRequest = DecidedSend['request'];
+
+/**
+ * What a channel step's outcome tells the webhooks (execute.ts, in-app-batch.ts, schedule.ts record
+ * it with the outcome). `sent` is the message a send rendered, and `message` the in-app message
+ * stored: the content comes from them, rendered once, for the send.
+ */
 export type StepEvent =
-  | { type: 'message.sent' }
-  | { type: 'message.delivered'; messageId: string; subject?: string; content?: string }
+  | { type: 'message.sent'; sent?: SentRequest }
+  | { type: 'message.delivered'; messageId: string; message: NewMessage }
   | { type: 'message.skipped'; detail: string; reason?: ReturnType<typeof skipReason> }
-  | { type: 'message.failed'; attempts: number; error: WebhookError }
-  | { type: 'message.attempt_failed'; attempt: number; maxAttempts: number; nextAttemptAt: Date; error: WebhookError };
+  | { type: 'message.failed'; attempts: number; error: WebhookError; sent?: SentRequest }
+  | { type: 'message.attempt_failed'; attempt: number; maxAttempts: number; nextAttemptAt: Date; error: WebhookError; sent?: SentRequest };
+
+/** What a send's event carries with `includeContent`: the fields its channel's message has. */
+export function sentContent(sent: SentRequest): MessageContent {
+  switch (sent.channel) {
+    case 'email':
+      return { subject: sent.message.subject, content: sent.message.html };
+    case 'sms':
+    case 'chat':
+      return { content: sent.message.content };
+    case 'push':
+      return { title: sent.message.title, content: sent.message.content };
+  }
+}
+
+/** What `message.delivered` carries with `includeContent`: the stored in-app item's rendered fields (those it has). */
+export function storedContent(message: NewMessage): MessageContent {
+  const { subject, content, url, avatar, primaryAction, secondaryAction, data } = message;
+  const fields: MessageContent = { content };
+  if (subject !== undefined) fields.subject = subject;
+  if (url !== undefined) fields.url = url;
+  if (avatar !== undefined) fields.avatar = avatar;
+  if (primaryAction !== undefined) fields.primaryAction = primaryAction;
+  if (secondaryAction !== undefined) fields.secondaryAction = secondaryAction;
+  if (data !== undefined) fields.data = data;
+  return fields;
+}
+
+function contentOf(event: StepEvent): MessageContent | undefined {
+  if (event.type === 'message.delivered') return storedContent(event.message);
+  if (event.type !== 'message.skipped' && event.sent) return sentContent(event.sent);
+  return undefined;
+}
 
 export interface WebhookError {
   message: string;
@@ -142,8 +193,6 @@ export async function recordStepEvent(
   switch (event.type) {
     case 'message.delivered':
       Object.assign(data, { messageId: event.messageId, providerId: 'herald' });
-      if (event.subject !== undefined) data.subject = event.subject;
-      if (event.content !== undefined) data.content = event.content;
       break;
     case 'message.skipped':
       Object.assign(data, { reason: event.reason ?? skipReason(event.detail), detail: event.detail });
@@ -155,7 +204,8 @@ export async function recordStepEvent(
       Object.assign(data, { attempt: event.attempt, maxAttempts: event.maxAttempts, retryable: true, nextAttemptAt: event.nextAttemptAt.toISOString(), error: event.error });
       break;
   }
-  await recordWebhookEvent(trx, facts.environmentId, event.type, data, now);
+  // The content is the send's own rendering, picked only for an endpoint that wants it.
+  await recordWebhookEvent(trx, facts.environmentId, event.type, data, now, { content: () => contentOf(event) });
 }
 
 /**

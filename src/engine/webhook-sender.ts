@@ -216,6 +216,6 @@ async function disable(trx: Transaction, endpoint: EndpointTarget, reason: strin
   await failPendingDeliveries(trx, endpoint.id, now);
   await subscriptionsChanged(trx, endpoint.environmentId);
   const data = { endpointId: endpoint.id, url: endpoint.url, reason, failingSince };
-  await recordWebhookEvent(trx, endpoint.environmentId, 'webhook_endpoint.disabled', data, now, (id) => id !== endpoint.id);
+  await recordWebhookEvent(trx, endpoint.environmentId, 'webhook_endpoint.disabled', data, now, { only: (id) => id !== endpoint.id });
 }
 

@@ -13,12 +13,20 @@ const t = useTestApp();
 let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
 const runner = () => new JobRunner({ ...t.deps, clock: systemClock }, { random: () => 0.5 });
 
+// The fields of the rendered message (WebhookMessageContent): only endpoints with includeContent get them.
+const CONTENT_FIELDS = ['subject', 'title', 'content', 'url', 'avatar', 'primaryAction', 'secondaryAction', 'data'];
+// Other peers a test starts, closed after it.
+let peers: Array<{ close(): Promise<void> }> = [];
+
 beforeEach(async () => {
   // The app's clock at the real time, so that what it writes and the runner's clock agree.
   t.clock.advance(Date.now() - t.clock.now().getTime());
   receiver = await startWebhookReceiver();
 });
-afterEach(async () => receiver.close());
+afterEach(async () => {
+  await Promise.all([receiver, ...peers].map((peer) => peer.close()));
+  peers = [];
+});
 
 async function createEndpoint(client: Client, body: Record<string, unknown> = {}) {
   return (await client.post('/v1/webhook-endpoints', { url: `${receiver.url}/hooks`, ...body }).expect(201)).body.data as { endpointId: string; secret: string };
@@ -174,21 +182,93 @@ describe('the events', () => {
     );
   });
 
-  it('carries the rendered content only to an endpoint with includeContent', async () => {
+  it("carries the stored in-app item's rendered fields only to an endpoint with includeContent", async () => {
     const plain = await createEndpoint(t.a);
     const other = await startWebhookReceiver();
-    try {
-      const full = (await t.a.post('/v1/webhook-endpoints', { url: `${other.url}/hooks`, includeContent: true }).expect(201)).body.data;
-      await createSubscriber(t.a, { subscriberId: 'ada' });
-      const workflow = await createWorkflow(t.a, { steps: [step.inApp({ content: 'Secret plans' })] });
-      await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201);
-      await runner().runUntilIdle();
-      expect(receiver.verified(plain.secret)[0].data.content).toBeUndefined();
-      expect(other.verified(full.secret)[0].data.content).toBe('Secret plans');
-      expect(other.requests[0].headers['webhook-id']).toBe(receiver.requests[0].headers['webhook-id']);
-    } finally {
-      await other.close();
-    }
+    peers.push(other);
+    const full = await createEndpoint(t.a, { url: `${other.url}/hooks`, includeContent: true });
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const template = {
+      subject: 'Plans for {{payload.project}}',
+      content: 'Secret plans for {{payload.project}}',
+      url: 'https://example.com/{{payload.project}}',
+      avatar: 'https://example.com/avatars/{{subscriber.subscriberId}}.png',
+      primaryAction: { label: 'Open {{payload.project}}', url: 'https://example.com/{{payload.project}}/open' },
+      data: { project: '{{payload.project}}' },
+    };
+    const workflow = await createWorkflow(t.a, { steps: [step.inApp(template)] });
+    await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada', payload: { project: 'apollo' } }).expect(201);
+    await runner().runUntilIdle();
+    const [bare] = receiver.verified(plain.secret);
+    const [rendered] = other.verified(full.secret);
+    expect(rendered.type).toBe('message.delivered');
+    expect(rendered.data).toEqual({
+      ...bare.data,
+      subject: 'Plans for apollo',
+      content: 'Secret plans for apollo',
+      url: 'https://example.com/apollo',
+      avatar: 'https://example.com/avatars/ada.png',
+      primaryAction: { label: 'Open apollo', url: 'https://example.com/apollo/open' },
+      data: { project: 'apollo' },
+    });
+    for (const field of CONTENT_FIELDS) expect(bare.data).not.toHaveProperty(field);
+    expect(other.requests[0].headers['webhook-id']).toBe(receiver.requests[0].headers['webhook-id']);
+  });
+
+  it('carries the rendered email, SMS, chat and push message on message.sent only to an endpoint with includeContent', async () => {
+    const plain = await createEndpoint(t.a);
+    const other = await startWebhookReceiver();
+    const provider = await startWebhookReceiver();
+    peers.push(other, provider);
+    const full = await createEndpoint(t.a, { url: `${other.url}/hooks`, includeContent: true });
+    await t.a.post('/v1/integrations', { providerId: 'sendgrid', credentials: { apiKey: 'SG.key', from: 'herald@example.com', baseUrl: provider.url } }).expect(201);
+    await t.a.post('/v1/integrations', { providerId: 'twilio', credentials: { accountSid: 'AC1', token: 'tok', from: '+15005550006', baseUrl: provider.url } }).expect(201);
+    await t.a.post('/v1/integrations', { providerId: 'push-webhook', credentials: { webhookUrl: `${provider.url}/push`, secretKey: 'k' } }).expect(201);
+    await createIntegration(t.a);
+    await createSubscriber(t.a, { subscriberId: 'ada', email: 'ada@example.com', phone: '+447700900123' });
+    await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${provider.url}/slack` } }).expect(200);
+    await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'push-webhook', credentials: { deviceTokens: ['device-1'] } }).expect(200);
+    const workflow = await createWorkflow(t.a, {
+      steps: [
+        step.email({ subject: 'Order {{payload.order}}', content: '<p>Order <b>{{payload.order}}</b> shipped</p>' }),
+        step.sms({ content: 'SMS: order {{payload.order}}' }),
+        step.chat({ content: 'Chat: order {{payload.order}}' }),
+        step.push({ title: 'Order {{payload.order}}', content: 'Push: order {{payload.order}}' }),
+      ],
+    });
+    await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada', payload: { order: '42' } }).expect(201);
+    await runner().runUntilIdle();
+    const sent = other.verified(full.secret);
+    expect(sent.map((e) => e.type)).toEqual(['message.sent', 'message.sent', 'message.sent', 'message.sent']);
+    const contentOf = (channel: string) => {
+      const { subject, title, content } = sent.find((e) => e.data.channel === channel)!.data;
+      return { subject, title, content };
+    };
+    expect(contentOf('email')).toEqual({ subject: 'Order 42', title: undefined, content: '<p>Order <b>42</b> shipped</p>' });
+    expect(contentOf('sms')).toEqual({ subject: undefined, title: undefined, content: 'SMS: order 42' });
+    expect(contentOf('chat')).toEqual({ subject: undefined, title: undefined, content: 'Chat: order 42' });
+    expect(contentOf('push')).toEqual({ subject: undefined, title: 'Order 42', content: 'Push: order 42' });
+    const bare = receiver.verified(plain.secret);
+    expect(bare.map((e) => e.data.channel).sort()).toEqual(['chat', 'email', 'push', 'sms']);
+    for (const event of bare) for (const field of CONTENT_FIELDS) expect(event.data).not.toHaveProperty(field);
+    const ids = (peer: typeof receiver) => peer.requests.map((r) => String(r.headers['webhook-id'])).sort();
+    expect(ids(receiver)).toEqual(ids(other));
+  });
+
+  it('carries the message that failed on message.failed to an endpoint with includeContent', async () => {
+    const other = await startWebhookReceiver();
+    const slack = await startWebhookReceiver(() => ({ status: 400 }));
+    peers.push(other, slack);
+    const full = await createEndpoint(t.a, { url: `${other.url}/hooks`, includeContent: true, eventTypes: ['message.failed'] });
+    await createIntegration(t.a);
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${slack.url}/refuses` } }).expect(200);
+    const workflow = await createWorkflow(t.a, { steps: [step.chat({ content: 'Chat for {{subscriber.subscriberId}}' })] });
+    await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada' }).expect(201);
+    await runner().runUntilIdle();
+    expect(other.verified(full.secret)).toEqual([
+      expect.objectContaining({ type: 'message.failed', data: expect.objectContaining({ channel: 'chat', content: 'Chat for ada', error: expect.objectContaining({ message: expect.stringContaining('400') }) }) }),
+    ]);
   });
 
   it('sends message.sent, message.attempt_failed and message.failed for chat sends, and message.skipped with its reason', async () => {
