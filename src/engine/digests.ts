@@ -150,6 +150,12 @@ export async function passOnWaitingSends(trx: Runner, jobs: JobRecord[], transac
   return handed;
 }
 
+/** Whether the step at `stepIndex` comes after a digest step: its notification may carry a closed digest's send. */
+export function followsDigest(steps: ReadonlyArray<{ type: string }>, stepIndex: number): boolean {
+  for (let index = 0; index < stepIndex && index < steps.length; index++) if (steps[index].type === 'digest') return true;
+  return false;
+}
+
 /**
  * Once the notification carrying a closed digest's send is settled, the notifications riding in it
  * take its status (they stay `processing` until then).

@@ -114,6 +114,8 @@ function recordJobEvent(trx: Transaction, job: JobRecord, event: EventRecord, ou
     providerId: outcome.providerId ?? job.providerId,
     jobId: job.id,
     subscriberId: outcome.message?.subscriberId,
+    stepIndex: job.stepIndex!,
+    steps: event.workflow.steps,
   };
   return recordStepEvent(trx, facts, webhook, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
 }

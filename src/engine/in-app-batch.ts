@@ -88,6 +88,8 @@ async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promi
       channel: d.job.type,
       jobId: d.job.id,
       subscriberId: d.status === 'completed' ? d.message.subscriberId : undefined,
+      stepIndex: d.job.stepIndex!,
+      steps: d.event.workflow.steps,
     };
     const webhook: StepEvent =
       d.status === 'completed'

@@ -245,6 +245,8 @@ async function skipRemainingSteps(trx: Runner, event: EventRecord, notificationI
       stepId: job.stepId ?? null,
       channel: job.type,
       jobId: job.id!,
+      stepIndex: job.stepIndex!,
+      steps: event.workflow.steps,
     };
     await recordStepEvent(trx, facts, { type: 'message.skipped', detail: reason, reason: 'throttled' }, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
   }

@@ -4,11 +4,13 @@
 import type { Runner } from '../db/knex.js';
 import { insertDeliveries } from '../db/repos/webhook-deliveries.js';
 import { notificationsOfEvent } from '../db/repos/notifications.js';
+import { digestRidersOf } from '../db/repos/jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { subscriptionsFor } from '../db/webhook-subscriptions.js';
 import type { Subscription, WebhookEventType } from '../db/repos/webhook-endpoints.js';
 import type { Channel, Schemas } from '../contract.js';
 import type { DecidedSend } from './deliver.js';
+import { followsDigest } from './digests.js';
 import { newId } from '../ids.js';
 
 export type { WebhookEventType };
@@ -159,6 +161,12 @@ function contentOf(event: StepEvent): MessageContent | undefined {
   return undefined;
 }
 
+/**
+ * The outcomes that the notifications riding in a digest's send hear of too: what happened to the
+ * send. A retry to come (`message.attempt_failed`) is the carrying notification's alone.
+ */
+const TOLD_TO_RIDERS: ReadonlySet<WebhookEventType> = new Set(['message.sent', 'message.delivered', 'message.failed', 'message.skipped']);
+
 export interface WebhookError {
   message: string;
   providerStatus?: string;
@@ -175,6 +183,9 @@ export interface JobFacts {
   providerId?: string | null;
   jobId: string;
   subscriberId?: string;
+  /** The step's place in its workflow's steps: a step after a digest step may carry other notifications. */
+  stepIndex: number;
+  steps: ReadonlyArray<{ type: string }>;
 }
 
 const CHANNEL_TYPES: readonly string[] = ['in_app', 'email', 'sms', 'chat', 'push'];
@@ -204,8 +215,16 @@ export async function recordStepEvent(
       Object.assign(data, { attempt: event.attempt, maxAttempts: event.maxAttempts, retryable: true, nextAttemptAt: event.nextAttemptAt.toISOString(), error: event.error });
       break;
   }
-  // The content is the send's own rendering, picked only for an endpoint that wants it.
-  await recordWebhookEvent(trx, facts.environmentId, event.type, data, now, { content: () => contentOf(event) });
+  // The content is the send's own rendering, picked once and shared by its event and its riders' events.
+  let rendered: MessageContent | undefined | null = null;
+  const content = () => (rendered === null ? (rendered = contentOf(event)) : rendered);
+  await recordWebhookEvent(trx, facts.environmentId, event.type, data, now, { content });
+  if (!TOLD_TO_RIDERS.has(event.type) || !followsDigest(facts.steps, facts.stepIndex)) return;
+  // The notifications riding in this one's digest hear of the send that carried them, each as itself.
+  for (const rider of await digestRidersOf(trx, facts.notificationId)) {
+    const riderData = { ...data, notificationId: rider.notificationId, transactionId: rider.transactionId, digestedInto: facts.notificationId };
+    await recordWebhookEvent(trx, facts.environmentId, event.type, riderData, now, { content });
+  }
 }
 
 /**

@@ -332,6 +332,110 @@ describe('the events', () => {
   });
 });
 
+describe('the events of notifications that ride in a digest', () => {
+  // The digest's window is waited out on the app's clock (set to the real time above), so the
+  // runner runs on it too: the signatures' timestamps stay within standardwebhooks' five minutes.
+  const digestRunner = () => new JobRunner(t.deps, { random: () => 0.5 });
+  const notificationOf = async (transactionId: string) => (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
+
+  async function digestOf(subscriberId: string, workflowId: string, count: number): Promise<string[]> {
+    const transactionIds: string[] = [];
+    for (let n = 1; n <= count; n++) {
+      transactionIds.push((await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, payload: { n } }).expect(201)).body.data.transactionId);
+    }
+    return transactionIds;
+  }
+
+  it("tells each notification merged into a digest the outcome of the send that carried it, naming the carrier in digestedInto", async () => {
+    const plain = await createEndpoint(t.a);
+    const other = await startWebhookReceiver();
+    const slack = await startWebhookReceiver();
+    peers.push(other, slack);
+    const full = await createEndpoint(t.a, { url: `${other.url}/hooks`, includeContent: true });
+    await createIntegration(t.a);
+    for (const subscriberId of ['ada', 'bob']) {
+      await createSubscriber(t.a, { subscriberId });
+      await t.a.put(`/v1/subscribers/${subscriberId}/credentials`, { providerId: 'slack', credentials: { webhookUrl: `${slack.url}/${subscriberId}` } }).expect(200);
+    }
+    // Bob turned chat off: his digest's chat step is skipped, for every notification in it.
+    await t.a.patch('/v1/subscribers/bob/preferences', { channels: { chat: false } }).expect(200);
+    const content = '{{step.total_count}} comments: {{#each step.events}}{{this.n}};{{/each}}';
+    const workflow = await createWorkflow(t.a, { steps: [step.digest(1), step.inApp({ content }), step.chat({ content })] });
+    const ada = await digestOf('ada', workflow.workflowId, 3);
+    const bob = await digestOf('bob', workflow.workflowId, 2);
+    await digestRunner().runUntilIdle();
+    expect(receiver.requests).toHaveLength(0);
+    t.clock.advance(60_000);
+    await digestRunner().runUntilIdle();
+
+    const [adaCarrier, ...adaRiders] = await Promise.all(ada.map(notificationOf));
+    const [bobCarrier, ...bobRiders] = await Promise.all(bob.map(notificationOf));
+    const events = receiver.verified(plain.secret);
+    const told = (notification: { notificationId: string }) =>
+      events
+        .filter((e) => e.data.notificationId === notification.notificationId)
+        .map((e) => `${e.type} ${e.data.channel} ${(e.data.digestedInto as string | undefined) ?? 'carrier'}`)
+        .sort();
+    expect(told(adaCarrier)).toEqual(['message.delivered in_app carrier', 'message.sent chat carrier']);
+    for (const rider of adaRiders) expect(told(rider)).toEqual([`message.delivered in_app ${adaCarrier.notificationId}`, `message.sent chat ${adaCarrier.notificationId}`]);
+    expect(told(bobCarrier)).toEqual(['message.delivered in_app carrier', 'message.skipped chat carrier']);
+    expect(told(bobRiders[0])).toEqual([`message.delivered in_app ${bobCarrier.notificationId}`, `message.skipped chat ${bobCarrier.notificationId}`]);
+    expect(events).toHaveLength(10);
+
+    // A rider's event is its own (its transaction, its webhook-id) about the carrier's send (its job, its message).
+    const delivered = (transactionId: string) => events.find((e) => e.type === 'message.delivered' && e.data.transactionId === transactionId)!;
+    const carrierDelivered = delivered(ada[0]);
+    expect(delivered(ada[1]).data).toEqual({ ...carrierDelivered.data, notificationId: adaRiders[0].notificationId, transactionId: ada[1], digestedInto: adaCarrier.notificationId });
+    expect(new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size).toBe(10);
+    expect(events.find((e) => e.type === 'message.skipped' && e.data.transactionId === bob[1])!.data).toMatchObject({ reason: 'preference', subscriberId: 'bob' });
+    expect(events.every((e) => e.data.content === undefined)).toBe(true);
+
+    // An endpoint with includeContent gets the digest's one rendering in the riders' events too.
+    const withContent = other.verified(full.secret).filter((e) => e.data.subscriberId === 'ada');
+    expect(withContent).toHaveLength(6);
+    expect(withContent.every((e) => e.data.content === '3 comments: 1;2;3;')).toBe(true);
+  });
+
+  it('names the notification that took the send over when the one that opened the digest was canceled after it closed', async () => {
+    const endpoint = await createEndpoint(t.a, { eventTypes: ['message.delivered', 'notification.canceled'] });
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    const workflow = await createWorkflow(t.a, { steps: [step.digest(1), step.delay(1), step.inApp({ content: '{{step.total_count}} new' })] });
+    const [first, second, third] = await digestOf('ada', workflow.workflowId, 3);
+    await digestRunner().runUntilIdle();
+    t.clock.advance(60_000);
+    await digestRunner().runUntilIdle();
+    // The digest has closed and its send waits out the delay: the event that opened it is canceled.
+    await t.a.delete(`/v1/events/trigger/${first}`).expect(200);
+    t.clock.advance(60_000);
+    await digestRunner().runUntilIdle();
+    const heir = await notificationOf(second);
+    const told = receiver.verified(endpoint.secret).map((e) => `${e.type} ${e.data.transactionId} ${e.data.digestedInto === heir.notificationId ? 'rides' : (e.data.digestedInto ?? 'alone')}`);
+    expect(told.sort()).toEqual([`message.delivered ${second} alone`, `message.delivered ${third} rides`, `notification.canceled ${first} alone`].sort());
+  });
+
+  it("tells the riders nothing while the digest is open, nor of its send's retries: only of the send's outcome", async () => {
+    const slack = await startWebhookReceiver((_request, index) => ({ status: index === 0 ? 500 : 200 }));
+    peers.push(slack);
+    const endpoint = await createEndpoint(t.a, { eventTypes: ['message.attempt_failed', 'message.sent'] });
+    await createIntegration(t.a);
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${slack.url}/ada` } }).expect(200);
+    const workflow = await createWorkflow(t.a, { steps: [step.digest(1), step.chat()] });
+    const [first, second] = await digestOf('ada', workflow.workflowId, 2);
+    await digestRunner().runUntilIdle();
+    t.clock.advance(60_000);
+    await digestRunner().runUntilIdle();
+    expect(receiver.verified(endpoint.secret)).toEqual([expect.objectContaining({ type: 'message.attempt_failed', data: expect.objectContaining({ transactionId: first }) })]);
+    t.clock.advance(60_000);
+    await digestRunner().runUntilIdle();
+    const sent = receiver.verified(endpoint.secret).slice(1);
+    expect(sent.map((e) => [e.type, e.data.transactionId, e.data.digestedInto !== undefined]).sort()).toEqual([
+      ['message.sent', first, false],
+      ['message.sent', second, true],
+    ].sort());
+  });
+});
+
 describe('deliveries, retry and recover', () => {
   it('lists failed deliveries by status and type, retries one by hand, and recovers the rest', async () => {
     let failing = true;

@@ -314,6 +314,22 @@ export async function digestRiders(trx: Runner, notificationId: string): Promise
   return rows.map((row) => row.notification_id);
 }
 
+/**
+ * The notifications riding in the send of the closed digest `notificationId` carries (as
+ * digestRiders), each with its event's transactionId, oldest first: whom the send's webhook events
+ * also tell.
+ */
+export async function digestRidersOf(trx: Runner, notificationId: string): Promise<Array<{ notificationId: string; transactionId: string }>> {
+  const rows = await selectRows<{ notification_id: string; transaction_id: string }>(
+    trx,
+    `SELECT f.notification_id, ev.transaction_id FROM (${CLOSED_DIGEST_OF}) AS digest CROSS JOIN jobs f JOIN events ev ON ev.id = f.event_id
+      WHERE f.merged_into = digest.id AND f.status = 'merged' AND f.notification_id <> ?
+      ORDER BY f.created_at, f.id`,
+    [notificationId, notificationId, notificationId],
+  );
+  return rows.map((row) => ({ notificationId: row.notification_id, transactionId: row.transaction_id }));
+}
+
 export async function setJobsStatus(trx: Runner, ids: string[], status: JobStatus, now: Date): Promise<void> {
   for (const part of chunks(ids)) await trx('jobs').whereIn('id', part).update({ status, digest_key: null, updated_at: now.toISOString() });
 }
