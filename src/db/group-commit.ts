@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { isPostgres, type Db } from './knex.js';
+import { isPostgres, type Db, type Runner } from './knex.js';
 import { runInSqliteTransaction } from './sqlite.js';
 
 type Work<T> = (trx: Knex.Transaction) => Promise<T>;
@@ -44,6 +44,18 @@ export function writeTransaction<T>(db: Db, work: Work<T>): Promise<T> {
     setImmediate(() => commitNext(db, queue));
   }
   return settled;
+}
+
+/**
+ * Runs a single write statement outside any transaction of the caller's, as cheaply as each
+ * database commits one: on SQLite through writeTransaction, so that such writes arriving together
+ * (a send's notification marked under way, one per job) share a commit and its sync to disk
+ * instead of paying one each; on PostgreSQL as the statement alone, its own implicit transaction,
+ * with no BEGIN and COMMIT round trips. Inside a transaction, it runs in it.
+ */
+export function writeStatement<T>(db: Db, work: (runner: Runner) => Promise<T>): Promise<T> {
+  if (db.isTransaction || isPostgres(db)) return work(db);
+  return writeTransaction(db, work);
 }
 
 function commitNext(db: Db, queue: Queue): void {

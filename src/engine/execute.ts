@@ -1,7 +1,7 @@
 // Running one claimed job. Each outcome is written in one transaction with what follows from it
 // (the next step's job, the in-app message, the notification's status), and only while this worker
 // still holds the job's lease: a worker that lost it changes nothing.
-import { writeTransaction } from '../db/group-commit.js';
+import { writeStatement, writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
@@ -227,7 +227,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     const handOver = digestKey === null ? undefined : (trx: Transaction) => handOverOpenDigest(trx, { id: job.id, digestKey, runAt: job.runAt }, ctx.deps.clock.now());
     return settle(ctx, job, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } }, handOver);
   }
-  await setNotificationStatus(ctx.deps.db, job.notificationId!, 'processing', ctx.deps.clock.now(), ['pending']);
+  await writeStatement(ctx.deps.db, (trx) => setNotificationStatus(trx, job.notificationId!, 'processing', ctx.deps.clock.now(), ['pending']));
   const step = event.workflow.steps[job.stepIndex!];
   const unmet = job.state[UNMET_CONDITION];
   if (typeof unmet === 'string') {

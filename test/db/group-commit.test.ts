@@ -3,7 +3,7 @@
 // work that fails is undone alone, and a commit that fails fails every work it held.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, isPostgres, type Db } from '../../src/db/knex.js';
-import { writeTransaction } from '../../src/db/group-commit.js';
+import { writeStatement, writeTransaction } from '../../src/db/group-commit.js';
 import { createTestDb, processDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 
@@ -102,5 +102,44 @@ describe('writeTransaction', () => {
       expect(await committed('gc_parent')).not.toContain('c1');
     });
     expect(await committed('gc_parent')).toContain('c1');
+  });
+});
+
+describe('writeStatement', () => {
+  it('answers as the statement alone does: SQLite commits statements that arrive together at once, PostgreSQL runs each with no BEGIN or COMMIT', async () => {
+    await db('gc_parent').insert(Array.from({ length: 10 }, (_, i) => ({ id: `s${i}` })));
+    const statements = recordQueries(db, /^(begin|commit|update)/i);
+    const changed = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        writeStatement(db, async (runner) => {
+          const n = await runner('gc_parent').where({ id: `s${i}` }).update({ id: `t${i}` });
+          return { n, visible: (await committed('gc_parent')).includes(`t${i}`) };
+        }),
+      ),
+    );
+    const seen = statements.stop().map((q) => q.sql.trim().split(/\s/)[0].toLowerCase());
+    // Each counted its own row, as the statement alone does.
+    expect(changed.map((c) => c.n)).toEqual(Array(10).fill(1));
+    expect((await committed('gc_parent')).filter((id) => /^[st]\d$/.test(id))).toEqual(Array.from({ length: 10 }, (_, i) => `t${i}`));
+    if (isPostgres(db)) {
+      expect(seen.filter((word) => word !== 'update')).toEqual([]);
+    } else {
+      // Not visible to another connection before the commit that holds them, which is shared.
+      expect(changed.every((c) => !c.visible)).toBe(true);
+      expect(seen.filter((word) => word === 'commit').length).toBeLessThan(10);
+    }
+  });
+
+  it('fails alone: a statement that fails is undone, beside ones that commit', async () => {
+    const outcomes = await Promise.allSettled([
+      writeStatement(db, (runner) => runner('gc_parent').insert({ id: 'u1' })),
+      writeStatement(db, (runner) => runner('gc_parent').insert({ id: 'u1' })),
+      writeStatement(db, (runner) => runner('gc_parent').insert({ id: 'u2' })),
+    ]);
+    // One of the two u1s is refused (which one is the order they reach the database in; on SQLite, the order they came).
+    expect(outcomes.filter((o) => o.status === 'rejected')).toHaveLength(1);
+    expect(outcomes[2].status).toBe('fulfilled');
+    if (!isPostgres(db)) expect(outcomes[1].status).toBe('rejected');
+    expect((await committed('gc_parent')).filter((id) => id.startsWith('u'))).toEqual(['u1', 'u2']);
   });
 });
