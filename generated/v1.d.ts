@@ -916,18 +916,82 @@ export interface paths {
         };
         /**
          * Get inbox settings
-         * @description The environment's inbox settings (API key): the browser origins allowed to call `/v1/inbox/*`.
+         * @description The environment's inbox settings (API key): the browser origins allowed to call `/v1/inbox/*`,
+         *     whether browsers may start sessions from a subscriber hash (`POST /inbox/session`), and the
+         *     environment's public `applicationIdentifier`, which such a browser sends.
          */
         get: operations["getInboxSettings"];
         /**
-         * Replace inbox settings
-         * @description Replaces the environment's inbox settings (API key). `allowedOrigins` lists the origins
-         *     (`https://app.example.com`, no path) from which browsers may call `/v1/inbox/*` across
-         *     origins: Herald answers their CORS preflights and sends `Access-Control-Allow-Origin` for
-         *     them alone. The rest of the API never answers cross-origin requests.
+         * Change inbox settings
+         * @description Changes the environment's inbox settings (API key); a setting the body leaves out keeps its
+         *     value. `allowedOrigins` replaces the origins (`https://app.example.com`, no path) from which
+         *     browsers may call `/v1/inbox/*` across origins: Herald answers their CORS preflights and sends
+         *     `Access-Control-Allow-Origin` for them alone. The rest of the API never answers cross-origin
+         *     requests.
+         *
+         *     `subscriberHashSessions` turns Novu-style sessions (`POST /inbox/session`) on or off: off, as
+         *     every environment starts, a browser can open an inbox only with a subscriber token your backend
+         *     minted or signed. Turned off again, it refuses the next session at once; tokens sessions already
+         *     handed out live out their hour. The `applicationIdentifier` is not settable.
          */
         put: operations["updateInboxSettings"];
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inbox/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a session from a subscriber hash
+         * @description Exchanges a Novu-style **subscriber hash** for a subscriber token, so that a page can open a
+         *     subscriber's inbox with what your backend rendered into it once, without calling Herald for a
+         *     token. It takes no `Authorization` header: the hash is the credential. The answer is the same
+         *     one-hour token `POST /subscribers/{subscriberId}/inbox-tokens` mints; ask again when it expires.
+         *
+         *     **Off by default.** An environment answers sessions only after its owner turns them on
+         *     (`PUT /inbox/settings {"subscriberHashSessions": true}`, or Settings → Inbox in the dashboard).
+         *     Herald never opens an inbox without a hash: there is no mode that trusts a bare subscriberId.
+         *
+         *     **The hash** is the hex HMAC-SHA256 of the subscriberId, keyed with the text of one of the
+         *     environment's live **inbox signing secrets** (the ones subscriber tokens are signed with, shown
+         *     in the dashboard and by `npm run keys -- inbox-secrets`), computed by your backend:
+         *
+         *     ```js
+         *     import { createHmac } from 'node:crypto';
+         *     const subscriberHash = createHmac('sha256', process.env.HERALD_INBOX_SECRET).update(user.id).digest('hex');
+         *     ```
+         *
+         *     Herald does not key it with an API key, as Novu does: Herald keeps API keys only as hashes,
+         *     and a subscriber hash never expires on its own, so it must die with a secret you can retire.
+         *     A hash made with a secret is accepted while that secret is live; retiring the secret (or adding
+         *     a third, which retires the oldest) makes every hash made with it worthless within seconds. To
+         *     rotate: add a secret, move your backend to it, then retire the old one once the pages that
+         *     carry old hashes are gone.
+         *
+         *     **Prefer signed tokens** where you can: a token expires within the day, whereas a hash opens its
+         *     subscriber's inbox until its secret is retired, so a leaked hash is a leaked inbox. Sessions
+         *     suit pages that cannot ask your backend for a token, and apps moving from Novu.
+         *
+         *     **Refusals** never tell whether a subscriber exists: a hash that does not match and a subscriber
+         *     that does not exist get the same `401`. An unknown `applicationIdentifier` is a `422`, sessions
+         *     turned off a `403`, and so is a browser whose `Origin` the environment does not allow (see
+         *     `allowedOrigins`; a page on Herald's own origin, or a server that sends no `Origin`, is not
+         *     checked). Profile fields
+         *     are not taken: a session never creates or changes a subscriber. Requests are limited per client
+         *     address, as every request without a credential is, and answered with CORS headers like the rest
+         *     of `/inbox`. A session writes nothing, so it takes no `Idempotency-Key`.
+         */
+        post: operations["createInboxSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3071,6 +3135,56 @@ export interface components {
              *     origins. Empty: no cross-origin calls.
              */
             allowedOrigins: string[];
+            /**
+             * @description Whether a browser may exchange a Novu-style `subscriberHash` for a subscriber token with
+             *     `POST /inbox/session`. Off unless you turn it on.
+             * @example false
+             */
+            subscriberHashSessions: boolean;
+            /**
+             * @description The environment's public identifier, which a browser sends to `POST /inbox/session` to say
+             *     which environment it means (Novu's `applicationIdentifier`). It is not a secret and opens
+             *     nothing by itself.
+             * @example app_4b1d9e0c7a3f5e2d8c6b1a09
+             */
+            readonly applicationIdentifier: string;
+        };
+        /** @description The inbox settings to change; a setting left out keeps its value. */
+        InboxSettingsUpdate: {
+            /**
+             * @description Replaces the browser origins (scheme, host and port, no path) allowed to call `/v1/inbox/*`
+             *     across origins. Empty: no cross-origin calls.
+             */
+            allowedOrigins?: string[];
+            /**
+             * @description Turns sessions from a `subscriberHash` (`POST /inbox/session`) on or off for this
+             *     environment. Off by default; turning it off refuses every later session at once, and tokens
+             *     already handed out live out their hour.
+             * @example true
+             */
+            subscriberHashSessions?: boolean;
+        };
+        /**
+         * @description What a browser sends to start an inbox session: which environment, which subscriber, and the
+         *     proof your backend computed for that subscriber.
+         */
+        InboxSessionRequest: {
+            /**
+             * @description The environment's public `applicationIdentifier` (`GET /inbox/settings`, or the dashboard's Settings → Inbox).
+             * @example app_4b1d9e0c7a3f5e2d8c6b1a09
+             */
+            applicationIdentifier: string;
+            /**
+             * @description The subscriber whose inbox the session opens.
+             * @example user-123
+             */
+            subscriberId: string;
+            /**
+             * @description The hex HMAC-SHA256 of `subscriberId` (its UTF-8 bytes), keyed with the text of one of the
+             *     environment's live inbox signing secrets, computed by your backend.
+             * @example 9c3b2f6e0d1a4c5b8e7f6a5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b
+             */
+            subscriberHash: string;
         };
         /** @description The environment's inbox settings. */
         InboxSettingsResponse: {
@@ -5878,7 +5992,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["InboxSettings"];
+                "application/json": components["schemas"]["InboxSettingsUpdate"];
             };
         };
         responses: {
@@ -5900,6 +6014,73 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createInboxSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InboxSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description A subscriber token for the subscriber, and when it expires (one hour). */
+            201: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExpiringCredential"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            /**
+             * @description The hash is not the HMAC of the subscriberId under any live inbox signing secret, or the
+             *     subscriber does not exist: one answer for both, so no caller can learn who exists.
+             */
+            401: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Sessions from a subscriber hash are off for this environment, or the browser's origin is not among its allowed origins. */
+            403: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description No environment has this `applicationIdentifier`; `details` names the field. */
+            422: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };

@@ -67,6 +67,8 @@ export interface RequestShape {
   body: unknown;
   /** The inbox's operations take a subscriber token, the others an API key. */
   subscriberToken?: boolean;
+  /** An operation that takes no credential at all (`security: []`, the inbox session). */
+  open?: boolean;
 }
 
 /** The request an operation's examples describe: the one its code samples send. */
@@ -87,7 +89,16 @@ export function exampleRequest(spec: Spec, apiPath: string, method: string): Req
     }
   }
   const subscriberToken = ((operation.security ?? []) as Node[]).some((requirement) => 'subscriberToken' in requirement);
-  return { method: method.toUpperCase(), path: apiPath, pathParams, query, body: bodyExample(spec, operation), ...(subscriberToken ? { subscriberToken } : {}) };
+  const open = Array.isArray(operation.security) && operation.security.length === 0;
+  return {
+    method: method.toUpperCase(),
+    path: apiPath,
+    pathParams,
+    query,
+    body: bodyExample(spec, operation),
+    ...(subscriberToken ? { subscriberToken } : {}),
+    ...(open ? { open } : {}),
+  };
 }
 
 const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
@@ -101,7 +112,8 @@ export function exampleUrl(request: RequestShape): string {
 
 function curlSample(request: RequestShape, baseUrl: string): string {
   const url = `${baseUrl}${exampleUrl(request)}`;
-  const lines = [`curl${request.method === 'GET' ? '' : ` -X ${request.method}`} ${shellQuote(url)}`, `-H "Authorization: Bearer ${request.subscriberToken ? '$HERALD_SUBSCRIBER_TOKEN' : '$HERALD_API_KEY'}"`];
+  const lines = [`curl${request.method === 'GET' ? '' : ` -X ${request.method}`} ${shellQuote(url)}`];
+  if (!request.open) lines.push(`-H "Authorization: Bearer ${request.subscriberToken ? '$HERALD_SUBSCRIBER_TOKEN' : '$HERALD_API_KEY'}"`);
   if (request.body !== undefined) {
     lines.push(`-H 'Content-Type: application/json'`, `-d ${shellQuote(JSON.stringify(request.body, null, 2))}`);
   }
@@ -135,6 +147,19 @@ function typescriptSample(request: RequestShape, serverUrl: string): string {
   if (Object.keys(params).length > 0) init.params = params;
   if (request.body !== undefined) init.body = request.body;
   const args = [tsString(request.path), ...(Object.keys(init).length > 0 ? [tsLiteral(init)] : [])].join(', ');
+  if (request.open) {
+    // No credential to send: the contract's types over a plain openapi-fetch client.
+    return [
+      `import createClient from 'openapi-fetch';`,
+      `import type { paths } from 'herald/client';`,
+      '',
+      `const herald = createClient<paths>({ baseUrl: ${tsString(`${serverUrl}/v1`)} });`,
+      '',
+      `const { data, error } = await herald.${request.method}(${args});`,
+      'if (error) throw new Error(error.message);',
+      'console.log(data);',
+    ].join('\n');
+  }
   return [
     `import { createHeraldClient } from 'herald/client';`,
     ...(request.subscriberToken ? ['', 'declare const subscriberToken: string;'] : []),

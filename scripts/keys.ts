@@ -22,6 +22,7 @@ import { saveOwner } from '../src/db/repos/owners.js';
 import { runCli } from './cli.js';
 import { settleSecret } from '../src/accounts/secret.js';
 import { addSigningSecret, retireSigningSecret, signingSecrets } from '../src/engine/inbox-tokens.js';
+import { inboxSettings } from '../src/engine/inbox-sessions.js';
 import { createLogger } from '../src/logger.js';
 import { systemClock } from '../src/clock.js';
 import { WorkSignal } from '../src/work-signal.js';
@@ -31,7 +32,7 @@ const USAGE = `usage: npm run keys -- create [--name NAME] [--plan free|pro|ente
        npm run keys -- revoke <key id>
        npm run keys -- owner --email EMAIL [--password PASSWORD] [--organization ID]
          (the dashboard's sign-in; without --password the first line of standard input is read)
-       npm run keys -- inbox-secrets [--environment ID]          the inbox signing secrets (kid and secret)
+       npm run keys -- inbox-secrets [--environment ID]          the inbox signing secrets (kid and secret), and the applicationIdentifier
        npm run keys -- inbox-secrets rotate [--environment ID]   a new secret signs; the oldest beyond two is retired
        npm run keys -- inbox-secrets retire <kid> [--environment ID]`;
 
@@ -129,6 +130,9 @@ async function run(argv: string[]): Promise<number> {
         } else if (action !== undefined) break;
         process.stdout.write(`Inbox signing secrets of environment ${environmentId}, newest (the one that signs) first:\n`);
         for (const s of await signingSecrets(deps, environmentId)) process.stdout.write(`kid ${s.kid}  secret ${s.secret}  created ${s.createdAt}\n`);
+        // What a page that starts sessions from a subscriber hash needs besides the hash (README, "The inbox").
+        const settings = await inboxSettings(deps, environmentId);
+        process.stdout.write(`applicationIdentifier ${settings.applicationIdentifier}  sessions from a subscriber hash ${settings.subscriberHashSessions ? 'on' : 'off'}\n`);
         return 0;
       }
     }

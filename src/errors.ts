@@ -19,3 +19,4 @@ export const unauthorized = (message: string) => new ApiError(401, message);
 export const notFound = (message: string) => new ApiError(404, message);
 export const conflict = (message: string) => new ApiError(409, message);
 export const unprocessable = (message: string, details?: ErrorDetail[]) => new ApiError(422, message, details);
+export const forbidden = (message: string) => new ApiError(403, message);

@@ -35,3 +35,11 @@ export function newId(now: number = Date.now()): string {
   }
   return prefix + hex12(lastRandom);
 }
+
+/**
+ * An environment's public inbox application identifier (`app_` and 24 hex digits): random rather
+ * than its id, so it says nothing of when the environment was made, and names nothing else.
+ */
+export function newApplicationIdentifier(): string {
+  return `app_${randomBytes(12).toString('hex')}`;
+}

@@ -96,6 +96,57 @@ async function unwrap<T>(call: Promise<Answer<T>>): Promise<T> {
   return data as T;
 }
 
+export interface InboxSessionOptions {
+  /** The Herald server, e.g. `https://herald.example.com`; `/v1` is added unless the URL ends with it. */
+  baseUrl: string;
+  /** The environment's public `applicationIdentifier` (`GET /v1/inbox/settings`, or the dashboard's Settings → Inbox). */
+  applicationIdentifier: string;
+  subscriberId: string;
+  /** The hex HMAC-SHA256 of `subscriberId`, keyed with an inbox signing secret, from your backend. */
+  subscriberHash: string;
+  /** Another fetch (tests, polyfills). */
+  fetch?: typeof fetch;
+}
+
+/** A subscriber token and when it expires (`POST /v1/inbox/session` and `POST /v1/subscribers/{id}/inbox-tokens` answer the same). */
+export type InboxSession = Schemas['ExpiringCredential']['data'];
+
+/**
+ * Trades a Novu-style subscriber hash for a one-hour subscriber token (`POST /v1/inbox/session`),
+ * which the environment must have turned on. Throws an InboxError when Herald refuses.
+ */
+export async function startInboxSession({ baseUrl, fetch: customFetch, ...body }: InboxSessionOptions): Promise<InboxSession> {
+  const api = createClient<paths>({ baseUrl: apiBaseUrl(baseUrl), ...(customFetch ? { fetch: customFetch } : {}) });
+  return (await unwrap(api.POST('/inbox/session', { body }))).data;
+}
+
+/** How long a session's token lives, read from its own claims, so a browser clock that is off does not matter. */
+function lifetimeMs(session: InboxSession): number {
+  try {
+    const claims = JSON.parse(atob(session.token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))) as { iat?: unknown; exp?: unknown };
+    if (typeof claims.iat === 'number' && typeof claims.exp === 'number') return (claims.exp - claims.iat) * 1000;
+  } catch {
+    // Not a JWT as Herald makes them: fall back on the local clock.
+  }
+  return Date.parse(session.expiresAt) - Date.now();
+}
+
+/**
+ * A token source for createInboxClient from a subscriber hash: it starts a session when first
+ * asked, and another a minute before that session's token expires.
+ */
+export function sessionTokens(options: InboxSessionOptions): () => Promise<string> {
+  const RENEW_BEFORE_MS = 60_000;
+  let current: Promise<{ token: string; renewAt: number }> | undefined;
+  return async () => {
+    const held = current && (await current.catch(() => undefined));
+    if (!held || Date.now() >= held.renewAt) {
+      current = startInboxSession(options).then((session) => ({ token: session.token, renewAt: Date.now() + lifetimeMs(session) - RENEW_BEFORE_MS }));
+    }
+    return (await current!).token;
+  };
+}
+
 export function createInboxClient({ baseUrl, token, fetch: customFetch }: InboxClientOptions): InboxClient {
   const base = apiBaseUrl(baseUrl);
   const currentToken = async () => (typeof token === 'function' ? await token() : token);

@@ -8,6 +8,10 @@ export interface InboxSettingsPageData extends ShellData {
   /** Newest first: the first signs new tokens, every one verifies. */
   secrets: Array<{ kid: string; secret: string; createdAt: string }>;
   liveSecrets: number;
+  /** The public identifier browsers send to POST /v1/inbox/session. */
+  applicationIdentifier: string;
+  /** Whether the environment takes sessions from a subscriber hash. */
+  hashSessions: boolean;
   /** What the origins form held when it was refused. */
   originsDraft?: string;
   /** A token minted by this request for a subscriber, shown once. */
@@ -36,7 +40,7 @@ export function inboxSettingsPage(ctx: PageContext, data: InboxSettingsPageData)
     data,
     'inbox',
     html`<h1>Inbox</h1>
-    <p class="lead">Who may open an environment's inbox from a browser: the origins allowed across sites, and the secrets subscriber tokens are signed with.</p>
+    <p class="lead">Who may open an environment's inbox from a browser: the origins allowed across sites, the secrets subscriber tokens are signed with, and sessions from a subscriber hash.</p>
     <nav class="tabs" aria-label="Environments">${data.environments.map(
       (e) => html`<a class="tab${e.id === data.environmentId ? ' active' : ''}" href="${inboxSettingsHref(ctx.base, e.id)}"${e.id === data.environmentId ? html` aria-current="page"` : ''}>${e.name}</a>`,
     )}</nav>
@@ -59,6 +63,18 @@ export function inboxSettingsPage(ctx: PageContext, data: InboxSettingsPageData)
         ? html`<div class="empty">No secret yet: one is made when the first token is signed, or add one now.</div>`
         : html`<table><thead><tr><th>Key id (kid)</th><th>Created</th><th>Secret</th><th></th></tr></thead><tbody>${secrets}</tbody></table>`}
       <form class="form-foot" method="post" action="${action('secrets')}"${data.secrets.length >= data.liveSecrets ? html` data-confirm="Add a secret? The oldest one is retired, and tokens signed with it stop working."` : ''}>${csrf}<button class="primary" type="submit">Add a secret</button></form>
+    </section>
+    <section class="card" id="sessions">
+      <h2>Sessions from a subscriber hash</h2>
+      <p class="muted">Novu's way: a page sends <code>POST /v1/inbox/session</code> this environment's application identifier, a subscriberId and its hash, the hex HMAC-SHA256 of the subscriberId keyed with the text of a live signing secret above, and gets a one-hour token. A hash works until its secret is retired, so prefer tokens your backend signs; turn this on for pages that cannot ask your backend, or apps moving from Novu.</p>
+      <dl class="facts">
+        <dt>Application identifier</dt><dd><div class="keyrow"><code id="application-identifier">${data.applicationIdentifier}</code><button class="ghost" type="button" data-copy="application-identifier">Copy</button></div></dd>
+        <dt>Sessions</dt><dd>${data.hashSessions ? html`<span class="badge active" id="sessions-state">on</span>` : html`<span class="badge revoked" id="sessions-state">off</span>`}</dd>
+      </dl>
+      <form class="form-foot" method="post" action="${action('sessions')}"${data.hashSessions ? '' : html` data-confirm="Turn on sessions from a subscriber hash? Anyone holding a hash your backend computed can then open that subscriber's inbox until its secret is retired."`}>
+        ${csrf}<input type="hidden" name="enabled" value="${data.hashSessions ? 'off' : 'on'}">
+        <button class="${data.hashSessions ? 'danger' : 'primary'}" type="submit">${data.hashSessions ? 'Turn sessions off' : 'Turn sessions on'}</button>
+      </form>
     </section>
     <section class="card">
       <h2>Try it</h2>

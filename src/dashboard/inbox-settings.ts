@@ -1,12 +1,13 @@
-// Settings → Inbox: each environment's allowed browser origins and inbox signing secrets, through
-// the same engine functions as PUT /v1/inbox/settings and the token operation. Every form carries
-// the session's CSRF token.
+// Settings → Inbox: each environment's allowed browser origins, inbox signing secrets, and sessions
+// from a subscriber hash (with the application identifier browsers send), through the same engine
+// functions as PUT /v1/inbox/settings and the token operation. Every form carries the session's CSRF token.
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { ApiError } from '../errors.js';
 import { listEnvironments } from '../db/repos/accounts.js';
 import { LIVE_SECRETS } from '../db/inbox-secrets.js';
-import { addSigningSecret, inboxOrigins, mintSubscriberToken, retireSigningSecret, setInboxOrigins, signingSecrets } from '../engine/inbox-tokens.js';
+import { addSigningSecret, mintSubscriberToken, retireSigningSecret, setInboxOrigins, signingSecrets } from '../engine/inbox-tokens.js';
+import { inboxSettings, setSubscriberHashSessions } from '../engine/inbox-sessions.js';
 import { sessionOf } from './session.js';
 import { pageContext, requireCsrf, requireSession, sendPage } from './guards.js';
 import { messagePage } from './views.js';
@@ -41,11 +42,21 @@ export function inboxSettingsRoutes(router: Router, deps: Deps): void {
     const found = await environmentOf(req, res);
     if (!found) return;
     const environmentId = found.environment.id;
-    const [origins, secrets] = await Promise.all([inboxOrigins(deps, environmentId), signingSecrets(deps, environmentId)]);
+    const [settings, secrets] = await Promise.all([inboxSettings(deps, environmentId), signingSecrets(deps, environmentId)]);
     sendPage(
       res,
       status,
-      inboxSettingsPage(pageContext(req, res), { ...sessionOf(res)!, environments: found.environments, environmentId, origins, secrets, liveSecrets: LIVE_SECRETS, ...extra }),
+      inboxSettingsPage(pageContext(req, res), {
+        ...sessionOf(res)!,
+        environments: found.environments,
+        environmentId,
+        origins: settings.allowedOrigins,
+        secrets,
+        liveSecrets: LIVE_SECRETS,
+        applicationIdentifier: settings.applicationIdentifier,
+        hashSessions: settings.subscriberHashSessions,
+        ...extra,
+      }),
     );
   };
 
@@ -57,6 +68,8 @@ export function inboxSettingsRoutes(router: Router, deps: Deps): void {
     origins: 'The allowed origins are saved. Other server processes follow within a few seconds.',
     added: 'A new secret signs tokens from now on; tokens signed with the other one still work.',
     retired: 'The secret is retired: tokens signed with it are refused from now on.',
+    'sessions-on': 'Sessions from a subscriber hash are on: browsers may now trade a hash for a one-hour token.',
+    'sessions-off': 'Sessions from a subscriber hash are off: every new session is refused.',
   };
 
   router.get('/settings/inbox', requireSession, async (req, res) => {
@@ -72,6 +85,14 @@ export function inboxSettingsRoutes(router: Router, deps: Deps): void {
     if (error) return show(req, res, 422, { error, originsDraft: text });
     await setInboxOrigins(deps, found.environment.id, origins);
     done(req, res, found.environment.id, 'origins');
+  });
+
+  router.post('/settings/inbox/sessions', requireSession, requireCsrf, async (req, res) => {
+    const found = await environmentOf(req, res);
+    if (!found) return;
+    const on = req.body?.enabled === 'on';
+    await setSubscriberHashSessions(deps, found.environment.id, on);
+    done(req, res, found.environment.id, on ? 'sessions-on' : 'sessions-off');
   });
 
   router.post('/settings/inbox/secrets', requireSession, requireCsrf, async (req, res) => {

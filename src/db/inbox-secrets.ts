@@ -27,6 +27,12 @@ export async function signingSecrets(db: Db, environmentId: string, sealKey: str
   return [await addSigningSecret(db, environmentId, sealKey, now)];
 }
 
+/** The environment's live signing secrets in clear, newest first; none if it has none yet (nothing is made). */
+export async function liveSigningSecrets(db: Db, environmentId: string, sealKey: string | undefined): Promise<SigningSecret[]> {
+  const rows = await repo.secretsOf(db, environmentId);
+  return rows.map((row) => ({ kid: row.id, secret: open(row.secret, sealKey), createdAt: row.createdAt }));
+}
+
 /** Adds a secret, which signs from now on; beyond LIVE_SECRETS the oldest are retired. */
 export async function addSigningSecret(db: Db, environmentId: string, sealKey: string | undefined, now: Date): Promise<SigningSecret> {
   const kid = `ik_${newId(now.getTime())}`;

@@ -3,7 +3,8 @@ import type { Auth } from '../contract.js';
 import { pageRequest } from '../db/paginate.js';
 import { unauthorized } from '../errors.js';
 import { inboxCounts, listInbox, markInboxMessage, markInboxMessages, removeInboxMessage, type InboxOwner } from '../engine/inbox.js';
-import { createStreamTicket, inboxOrigins, mintSubscriberToken, setInboxOrigins } from '../engine/inbox-tokens.js';
+import { createStreamTicket, mintSubscriberToken } from '../engine/inbox-tokens.js';
+import { changeInboxSettings, inboxSettings, startInboxSession } from '../engine/inbox-sessions.js';
 import { updatePreferences, workflowPreferences } from '../engine/subscriber-preferences.js';
 
 /** The subscriber a token speaks for: every inbox operation acts for it alone. */
@@ -67,10 +68,16 @@ export const createInboxEventTicket: OperationHandler<'createInboxEventTicket'> 
 
 export const getInboxSettings: OperationHandler<'getInboxSettings'> = async ({ auth, deps }) => ({
   status: 200,
-  body: { data: { allowedOrigins: await inboxOrigins(deps, auth.environmentId) } },
+  body: { data: await inboxSettings(deps, auth.environmentId) },
 });
 
 export const updateInboxSettings: OperationHandler<'updateInboxSettings'> = async ({ body, auth, deps }) => ({
   status: 200,
-  body: { data: { allowedOrigins: await setInboxOrigins(deps, auth.environmentId, body.allowedOrigins) } },
+  body: { data: await changeInboxSettings(deps, auth.environmentId, body) },
+});
+
+/** No credential but the hash in the body: `auth` is empty here, and the environment comes from the applicationIdentifier. */
+export const createInboxSession: OperationHandler<'createInboxSession'> = async ({ body, deps, origin }) => ({
+  status: 201,
+  body: { data: await startInboxSession(deps, body, origin) },
 });

@@ -12,6 +12,7 @@ import type { Auth, OperationId } from '../contract.js';
 import type { HandlerContext, OperationHandlers } from './types.js';
 import type { InboxHub } from '../engine/inbox-hub.js';
 import { streamInboxEvents } from './inbox-stream.js';
+import { crossOriginOf } from './inbox-cors.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 
 /** The largest JSON body the API reads. */
@@ -112,6 +113,9 @@ const authOf = (c: Context): Auth => (c.security.bearerAuth || c.security.apiKey
 const isInboxOperation = (c: Context): boolean =>
   ((c.operation?.security ?? []) as Array<Record<string, unknown>>).some((requirement) => 'subscriberToken' in requirement);
 
+/** Whether the operation takes no credential at all (`security: []`, the inbox session): its body is read unauthenticated. */
+const isPublicOperation = (c: Context): boolean => Array.isArray(c.operation?.security) && c.operation.security.length === 0;
+
 /**
  * The Idempotency-Key as it is stored: keys are kept per environment, and a subscriber token's
  * are kept per subscriber too, so one browser can never be replayed another's answer. (A key too
@@ -119,8 +123,9 @@ const isInboxOperation = (c: Context): boolean =>
  */
 function scopedIdempotencyKey(c: Context): string | undefined {
   const key = idempotencyKeyOf(c);
+  if (key === undefined) return key;
   const { subscriberId } = authOf(c);
-  if (key === undefined || subscriberId === undefined || key.length > MAX_IDEMPOTENCY_KEY) return key;
+  if (subscriberId === undefined || key.length > MAX_IDEMPOTENCY_KEY) return key;
   return `inbox:${createHash('sha256').update(`${subscriberId}\u0000${key}`).digest('hex')}`;
 }
 
@@ -161,7 +166,8 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       const unstorable = unstorableInput({ path: c.request.params, query: c.request.query, body: c.request.requestBody });
       if (unstorable) throw badRequest(`${unstorable.field} ${unstorable.message}`, [unstorable]);
       const auth = authOf(c);
-      await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps }));
+      const origin = crossOriginOf(req);
+      await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin }));
     };
   }
 
@@ -186,10 +192,10 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       if (!inbox && (result.scheme === 'subscriber' || result.scheme === 'ticket')) throw unauthorized('A subscriber token opens only /v1/inbox: this operation takes an API key');
       throw unauthorized(inbox && result.reason.startsWith('Missing API key') ? 'Missing subscriber token: send the header "Authorization: Bearer <token>"' : result.reason);
     },
-    // Only an authorized request's body is read, and only on methods that carry one in the contract
-    // (a body on GET or DELETE is ignored); validation, next, checks what was read.
+    // Only an authorized request's body is read (or a public operation's), and only on methods that
+    // carry one in the contract (a body on GET or DELETE is ignored); validation, next, checks what was read.
     postSecurityHandler: async (c: Context, req: Request, res: Response) => {
-      if (!c.security.authorized || !METHODS_WITH_BODY.has(req.method)) return;
+      if (!(c.security.authorized || isPublicOperation(c)) || !METHODS_WITH_BODY.has(req.method)) return;
       await readBody(req, res);
       c.request.requestBody = req.body;
     },

@@ -3,7 +3,11 @@
 // same-origin. A preflight carries no credential, so it is answered for an origin that some
 // environment allows; the request itself gets its CORS headers only if its own environment
 // allows the origin (or, for a refused credential, if some environment does, so the page can read its 401).
-import type { RequestHandler } from 'express';
+// POST /v1/inbox/session carries no credential, only a body naming its environment: it gets its
+// headers as a refused credential does, and the session itself is refused (403) to a browser whose
+// origin its environment does not allow (engine/inbox-sessions.ts, given crossOriginOf below), so
+// only an allowed origin ever reads a token.
+import type { Request, RequestHandler } from 'express';
 import type { Deps } from '../deps.js';
 import type { Authentication } from './security.js';
 import { originAllowed } from '../engine/inbox-tokens.js';
@@ -15,6 +19,21 @@ const EXPOSED_HEADERS = 'RateLimit, RateLimit-Policy, Retry-After, Idempotency-R
 const ALLOWED_METHODS = 'GET, POST, PATCH, DELETE';
 
 const isInboxPath = (path: string) => path === '/inbox' || path.startsWith('/inbox/');
+
+/**
+ * The Origin of a browser's cross-origin request; undefined for a page on Herald's own origin or a
+ * server (which sends no Origin). Browsers say which in `Sec-Fetch-Site`; for one that does not,
+ * the Origin's host is compared with the Host the request came to. Both are headers a page cannot
+ * set, so a page elsewhere cannot pass for Herald's own.
+ */
+export function crossOriginOf(req: Request): string | undefined {
+  const origin = req.headers.origin;
+  if (!origin) return undefined;
+  const site = req.headers['sec-fetch-site'];
+  if (site === 'same-origin') return undefined;
+  if (site === undefined && URL.canParse(origin) && new URL(origin).host === req.headers.host) return undefined;
+  return origin;
+}
 
 /** Answers preflights (OPTIONS) for /v1/inbox/*; mounted at /v1 before the API. */
 export function inboxPreflight({ db, clock }: Deps): RequestHandler {

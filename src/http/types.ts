@@ -8,6 +8,8 @@ export interface HandlerContext<K extends OperationId> {
   body: Body<K>;
   auth: Auth;
   deps: Deps;
+  /** The origin of the page that sent a browser's cross-origin request (`crossOriginOf`, inbox-cors.ts): an inbox session checks it against its environment's allowed origins. */
+  origin: string | undefined;
 }
 
 export type OperationHandler<K extends OperationId> = (ctx: HandlerContext<K>) => Promise<Reply<K>>;

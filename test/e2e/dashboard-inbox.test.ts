@@ -1,6 +1,7 @@
 // Settings → Inbox on /dashboard: an owner sets the browser origins allowed to call an
-// environment's inbox, and adds and retires its signing secrets; over HTTP on both databases, and
-// in Chromium.
+// environment's inbox, adds and retires its signing secrets, and turns sessions from a subscriber
+// hash on and off; over HTTP on both databases, and in Chromium.
+import { createHmac } from 'node:crypto';
 import { SignJWT } from 'jose';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -99,12 +100,36 @@ describe('Settings → Inbox', () => {
     expect(unknown.text).toContain('There is no subscriber “&lt;nobody&gt;” in this environment.');
   });
 
+  it('shows the application identifier, and turns sessions from a subscriber hash on and off as the API then answers', async () => {
+    const { applicationIdentifier } = (await t.a.get('/v1/inbox/settings').expect(200)).body.data;
+    const before = await page();
+    expect(before.text).toContain(`<code id="application-identifier">${applicationIdentifier}</code>`);
+    expect(before.text).toContain('id="sessions-state">off<');
+    const [[, secret]] = secretsOf(before.text);
+    const session = () =>
+      t.http.post('/v1/inbox/session').send({ applicationIdentifier, subscriberId: 'ada', subscriberHash: createHmac('sha256', secret).update('ada').digest('hex') });
+    await session().expect(403);
+
+    const on = await post('sessions', { enabled: 'on' });
+    expect(on.status).toBe(303);
+    const after = await visitor.get(on.headers.location);
+    expect(after.text).toContain('Sessions from a subscriber hash are on');
+    expect(after.text).toContain('id="sessions-state">on<');
+    expect((await t.a.get('/v1/inbox/settings').expect(200)).body.data.subscriberHashSessions).toBe(true);
+    await counts((await session().expect(201)).body.data.token).expect(200);
+
+    expect((await post('sessions', { enabled: 'off' })).status).toBe(303);
+    expect((await t.a.get('/v1/inbox/settings').expect(200)).body.data.subscriberHashSessions).toBe(false);
+    await session().expect(403);
+  });
+
   it("keeps to the organization's environments", async () => {
     expect((await page(t.environments.b)).status).toBe(404);
     await page();
     expect((await post('secrets', {}, t.environments.b)).status).toBe(404);
     expect((await post('origins', { origins: 'https://evil.example' }, t.environments.b)).status).toBe(404);
-    expect((await t.b.get('/v1/inbox/settings').expect(200)).body.data.allowedOrigins).toEqual([]);
+    expect((await post('sessions', { enabled: 'on' }, t.environments.b)).status).toBe(404);
+    expect((await t.b.get('/v1/inbox/settings').expect(200)).body.data).toMatchObject({ allowedOrigins: [], subscriberHashSessions: false });
   });
 });
 
@@ -143,6 +168,12 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Settings → Inbox in C
     expect(await tab.locator('tr[data-kid]').count()).toBe(Math.min(before + 1, 2));
     await tab.locator('tr[data-kid]').first().locator('summary').click();
     expect(await tab.locator('#secret-0').innerText()).toMatch(/^[A-Za-z0-9_-]{43}$/);
+
+    expect(await tab.locator('#application-identifier').innerText()).toMatch(/^app_[0-9a-f]{24}$/);
+    await Promise.all([tab.waitForURL(/done=sessions-on/), tab.getByRole('button', { name: 'Turn sessions on' }).click()]);
+    expect(await tab.locator('#sessions-state').innerText()).toBe('on');
+    await Promise.all([tab.waitForURL(/done=sessions-off/), tab.getByRole('button', { name: 'Turn sessions off' }).click()]);
+    expect(await tab.locator('#sessions-state').innerText()).toBe('off');
 
     await tab.fill('#token-subscriber', 'ada');
     await tab.getByRole('button', { name: 'Mint a token' }).click();

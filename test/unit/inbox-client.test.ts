@@ -1,11 +1,13 @@
 // herald/client's createInboxClient against a listening Herald: every helper through the real
 // inbox API, and the live subscription over a real socket, resumed with Last-Event-ID.
+import { createHmac } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { listen } from '../helpers/browser.js';
 import { createSubscriber, createWorkflow, step, uniqueId } from '../helpers/factories.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { createInboxClient, InboxError, type InboxEvent } from '../../src/client/index.js';
+import { signingSecrets } from '../../src/engine/inbox-tokens.js';
+import { createInboxClient, InboxError, sessionTokens, startInboxSession, type InboxEvent } from '../../src/client/index.js';
 
 let t: TestApp;
 let server: Awaited<ReturnType<typeof listen>>;
@@ -101,5 +103,43 @@ describe('createInboxClient', () => {
     expect(replayed.map((e) => e.type)).toEqual(['notification.created', 'notification.created']);
     expect(replayed.map((e) => Number(e.id))).toEqual([Number(resumeAfter) + 1, Number(resumeAfter) + 2]);
     resumed.close();
+  });
+});
+
+describe('startInboxSession and sessionTokens', () => {
+  /** What the customer's backend renders into the page: the environment's identifier and the subscriber's hash. */
+  async function sessionOptions(subscriber = subscriberId) {
+    const { applicationIdentifier } = (await t.a.put('/v1/inbox/settings', { subscriberHashSessions: true }).expect(200)).body.data;
+    const [secret] = await signingSecrets(t.deps, t.environments.a);
+    const subscriberHash = createHmac('sha256', secret.secret).update(subscriber).digest('hex');
+    return { baseUrl: server.url, applicationIdentifier, subscriberId: subscriber, subscriberHash };
+  }
+
+  it('trades a subscriber hash for a token the inbox client opens the subscriber’s inbox with', async () => {
+    await deliver(1, 'session');
+    const session = await startInboxSession(await sessionOptions());
+    expect(session.expiresAt).toBe(new Date(t.clock.now().getTime() + 3600_000).toISOString());
+    const inbox = createInboxClient({ baseUrl: server.url, token: session.token });
+    expect((await inbox.feed()).data.map((item) => item.body)).toEqual(['session-0']);
+  });
+
+  it('throws an InboxError with the error body when Herald refuses the hash', async () => {
+    const options = await sessionOptions();
+    const error = await startInboxSession({ ...options, subscriberHash: 'f'.repeat(64) }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(InboxError);
+    expect(error).toMatchObject({ statusCode: 401, body: { statusCode: 401, error: 'Unauthorized', path: '/v1/inbox/session' } });
+  });
+
+  it('gives createInboxClient a token source that starts one session and keeps it while it is fresh', async () => {
+    const options = await sessionOptions();
+    let sessions = 0;
+    const counting: typeof fetch = (input, init) => {
+      if (String(input instanceof Request ? input.url : input).endsWith('/inbox/session')) sessions += 1;
+      return fetch(input, init);
+    };
+    const inbox = createInboxClient({ baseUrl: server.url, token: sessionTokens({ ...options, fetch: counting }) });
+    expect(await inbox.counts()).toMatchObject({ total: 0 });
+    await inbox.feed();
+    expect(sessions).toBe(1);
   });
 });

@@ -1,6 +1,6 @@
 import type { Db } from '../knex.js';
 import type { Plan } from '../../config.js';
-import { newId } from '../../ids.js';
+import { newApplicationIdentifier, newId } from '../../ids.js';
 import { generateApiKey, hashApiKey, keyPrefix } from '../../api-keys.js';
 import { forgetKeyOwners } from '../key-owner-cache.js';
 
@@ -48,7 +48,7 @@ export async function createOrganization(
     await trx('organizations').insert({ id: organization.id, name: organization.name, plan: organization.plan, created_at: now });
     for (const name of input.environments) {
       environmentIds[name] = newId();
-      await trx('environments').insert({ id: environmentIds[name], organization_id: organization.id, name, created_at: now });
+      await trx('environments').insert({ id: environmentIds[name], organization_id: organization.id, name, created_at: now, inbox_application_id: newApplicationIdentifier() });
     }
   });
   return { organization, environmentIds };

@@ -452,6 +452,32 @@ export async function originAllowedAnywhere(db: Runner, origin: string): Promise
   return rows.length > 0;
 }
 
+/** The environment's inbox session settings: its public application identifier, and whether it takes sessions from a subscriber hash. */
+export interface SessionSettings {
+  applicationIdentifier: string;
+  hashSessions: boolean;
+}
+
+export async function sessionSettingsOf(db: Runner, environmentId: string): Promise<SessionSettings> {
+  const [row] = await selectRows<Record<string, unknown>>(db, 'SELECT inbox_application_id, inbox_hash_sessions FROM environments WHERE id = ?', [environmentId]);
+  return { applicationIdentifier: row.inbox_application_id as string, hashSessions: readBool(row.inbox_hash_sessions) };
+}
+
+export async function setHashSessions(trx: Runner, environmentId: string, on: boolean): Promise<void> {
+  await changeRows(trx, 'UPDATE environments SET inbox_hash_sessions = ? WHERE id = ?', [on, environmentId] as never[]);
+}
+
+/** The environment an application identifier names, with its organization and whether it takes sessions. */
+export async function environmentOfApplication(
+  db: Runner,
+  applicationIdentifier: string,
+): Promise<{ environmentId: string; organizationId: string; hashSessions: boolean } | undefined> {
+  const [row] = await selectRows<Record<string, unknown>>(db, 'SELECT id, organization_id, inbox_hash_sessions FROM environments WHERE inbox_application_id = ?', [
+    applicationIdentifier,
+  ]);
+  return row && { environmentId: row.id as string, organizationId: row.organization_id as string, hashSessions: readBool(row.inbox_hash_sessions) };
+}
+
 export async function insertTicket(
   trx: Runner,
   row: { ticketHash: string; environmentId: string; organizationId: string; subscriberId: string; expiresAt: Date },
