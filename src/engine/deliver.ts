@@ -1,16 +1,14 @@
-// A channel step, in three moves: read its context (loadStepContext: whom it is for, their
-// preferences, where it would go), decide from that alone (decideStep, pure: conditions,
+// A channel step, in three moves: read its context (loadStepContext, one statement: whom it is for,
+// their preferences, where it would go), decide from that alone (decideStep, pure: conditions,
 // preferences, template, destination), and send what was decided (sendDecided).
 import type { Deps } from '../deps.js';
 import type { EventRecord } from '../db/repos/events.js';
 import type { JobRecord } from '../db/repos/jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
-import { findSubscriber, type Subscriber } from '../db/repos/subscribers.js';
-import { deliveryIntegrationOf, findIntegrationRow, ownSendLimits, readCredentials, type IntegrationRow } from '../db/repos/integrations.js';
-import { globalLayer, workflowLayer } from '../db/repos/preferences.js';
-import { notificationRecipient } from '../db/repos/notifications.js';
-import { channelCredentialsForSending } from '../db/repos/subscriber-channels.js';
-import { PROVIDERS, type IntegrationCredentials, type ProviderId, type SendLimits } from '../providers/catalogue.js';
+import type { Subscriber } from '../db/repos/subscribers.js';
+import { ownSendLimits, readCredentials } from '../db/repos/integrations.js';
+import { credentialsForSending, readStepContext, type SendingIntegration } from '../db/repos/step-context.js';
+import type { IntegrationCredentials, ProviderId, SendLimits } from '../providers/catalogue.js';
 import { senders } from '../providers/index.js';
 import type { ChatMessage, Delivery, EmailMessage, PushMessage, SmsMessage } from '../providers/types.js';
 import type { Step } from '../db/repos/workflows.js';
@@ -44,29 +42,11 @@ interface Target {
   sendLimits: SendLimits | null;
 }
 
-function targetOf(row: IntegrationRow, secret: string | undefined): Target {
+function targetOf(row: SendingIntegration, secret: string | undefined): Target {
   return { integrationId: row.id, providerId: row.provider_id, credentials: readCredentials(row, secret), sendLimits: ownSendLimits(row) };
 }
 
-async function integrationFor(deps: Deps, environmentId: string, channel: Channel): Promise<Target | undefined> {
-  const row = await deliveryIntegrationOf(deps.db, environmentId, channel);
-  return row ? targetOf(row, deps.config.secret) : undefined;
-}
-
 type SubscriberChannel = Subscriber['channels'][number];
-
-/** The subscriber's credentials (in clear: answers mask them) for a chat or push provider whose integration is active. */
-async function subscriberChannel(deps: Deps, environmentId: string, subscriber: Subscriber, subscriberKey: string, channel: Channel) {
-  for (const entry of subscriber.channels) {
-    if (PROVIDERS[entry.providerId].channel !== channel) continue;
-    const row = await findIntegrationRow(deps.db, environmentId, entry._integrationId);
-    if (row && (row.active === true || row.active === 1)) {
-      const credentials = (await channelCredentialsForSending(deps.db, subscriberKey, entry._integrationId, deps.config.secret)) ?? entry.credentials;
-      return { entry: { ...entry, credentials }, target: targetOf(row, deps.config.secret) };
-    }
-  }
-  return undefined;
-}
 
 /** Who a send is for, with the preference layers that decide whether it may go out. */
 export interface Recipient {
@@ -154,23 +134,23 @@ export interface StepContext {
 }
 
 /**
- * Reads a channel step's context: whom it is for, their preferences, and where it would go. Where
- * it would go is read only for a send that may go out and has an address.
+ * Reads a channel step's context in one statement (repos/step-context.ts): whom it is for, their
+ * preferences, and where it would go. Where it would go is given, and its credentials opened, only
+ * for a send that may go out and has an address.
  */
 export async function loadStepContext(deps: Deps, job: JobRecord, event: EventRecord, step: ChannelStep): Promise<StepContext> {
-  const env = event.environmentId;
-  const notification = (await notificationRecipient(deps.db, job.notificationId!))!;
-  const [subscriber, global, own] = await Promise.all([
-    findSubscriber(deps.db, env, notification.subscriber_id),
-    globalLayer(deps.db, notification.subscriber_key),
-    workflowLayer(deps.db, notification.subscriber_key, event.workflow.id),
-  ]);
-  const recipient: Recipient = { subscriberId: notification.subscriber_id, subscriberKey: notification.subscriber_key, subscriber, global, own };
+  const channel = step.type as Channel;
+  const read = (await readStepContext(deps.db, { notificationId: job.notificationId!, environmentId: event.environmentId, workflowKey: event.workflow.id, channel }))!;
+  const { subscriber } = read;
+  const recipient: Recipient = { subscriberId: read.subscriberId, subscriberKey: read.subscriberKey, subscriber, global: read.global, own: read.own };
   const context: StepContext = { job, event, step, recipient };
   if (!subscriber || suppression(event, step, recipient)) return context;
-  const channel = step.type as Channel;
-  if ((channel === 'email' && subscriber.email) || (channel === 'sms' && subscriber.phone)) context.integration = await integrationFor(deps, env, channel);
-  if (channel === 'chat' || channel === 'push') context.channel = await subscriberChannel(deps, env, subscriber, recipient.subscriberKey, channel);
+  const secret = deps.config.secret;
+  if ((channel === 'email' && subscriber.email) || (channel === 'sms' && subscriber.phone)) context.integration = read.integration && targetOf(read.integration, secret);
+  if (read.channel) {
+    const credentials = credentialsForSending(read.channel, secret);
+    context.channel = { entry: { ...read.channel.entry, credentials }, target: targetOf(read.channel.integration, secret) };
+  }
   return context;
 }
 

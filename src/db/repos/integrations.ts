@@ -94,7 +94,7 @@ function scoped(db: Runner, environmentId: string) {
 const INTEGRATION_COLUMNS = `i.id, i.environment_id, e.organization_id, i.provider_id, i.channel, i.name, i.identifier, i.credentials,
   i.send_limits, i.active, i.primary_channel, i.created_at, i.updated_at`;
 
-/** scoped() as plain SQL, for the reads every send makes: prepared statements, not the query builder. */
+/** scoped() as plain SQL, for reads by id: a prepared statement, not the query builder. */
 const SCOPED_SQL = `SELECT ${INTEGRATION_COLUMNS}
   FROM integrations AS i JOIN environments AS e ON e.id = i.environment_id WHERE i.environment_id = ?`;
 
@@ -308,12 +308,4 @@ export async function promoteOldestActive(
 /** Deletes the integration; its subscribers' credentials go with it (foreign key). */
 export async function deleteIntegrationRow(trx: Runner, environmentId: string, integrationId: string): Promise<boolean> {
   return (await trx('integrations').where({ environment_id: environmentId, id: integrationId }).delete()) > 0;
-}
-
-/** The integration an email or SMS goes out through: the channel's primary, else its oldest active one. */
-export async function deliveryIntegrationOf(db: Runner, environmentId: string, channel: ChannelType): Promise<IntegrationRow | undefined> {
-  const sql = `${SCOPED_SQL} AND i.channel = ? AND i.active = TRUE
-    ORDER BY CASE WHEN i.primary_channel IS NULL THEN 1 ELSE 0 END, i.created_at, i.id LIMIT 1`;
-  const [row] = await selectRows<IntegrationRow>(db, sql, [environmentId, channel]);
-  return row;
 }

@@ -9,12 +9,13 @@ export interface Layer {
   channels: Partial<Record<Channel, boolean>>;
 }
 
-interface LayerRow {
+export interface LayerRow {
   enabled: unknown;
   channels: string;
 }
 
-function toLayer(row: LayerRow | undefined): Layer {
+/** A stored layer as the engine reads it; no row is a layer that chose nothing. */
+export function toLayer(row: LayerRow | undefined): Layer {
   if (!row) return { channels: {} };
   const layer: Layer = { channels: readJson(row.channels, {}) };
   if (row.enabled !== null && row.enabled !== undefined) layer.enabled = row.enabled === true || row.enabled === 1;

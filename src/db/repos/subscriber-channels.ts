@@ -87,21 +87,6 @@ export function channelOf(row: ChannelRow): SubscriberChannel {
   };
 }
 
-/** A subscriber's credentials for one integration, in clear (the engine's read, to send); undefined when there are none. */
-export async function channelCredentialsForSending(
-  db: Runner,
-  subscriberKey: string,
-  integrationId: string,
-  secret: string | undefined,
-): Promise<SubscriberChannel['credentials'] | undefined> {
-  const [row] = await selectRows<{ credentials: string }>(
-    db,
-    'SELECT credentials FROM subscriber_channels WHERE subscriber_id = ? AND integration_id = ?',
-    [subscriberKey, integrationId],
-  );
-  return row ? openChannelCredentials(row.credentials, secret) : undefined;
-}
-
 export interface SubscriberChannelWrite {
   /** The subscriber's internal id (subscriberKey). */
   subscriberKey: string;

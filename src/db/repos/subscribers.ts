@@ -93,8 +93,9 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
 }
 
 // SubscriberRow's columns by name (subscribers s, environments e): on PostgreSQL a statement that
-// reads `*` is not kept prepared, and on SQLite its rows are named one by one (knex.ts).
-const SUBSCRIBER_COLUMNS = `s.id, s.environment_id, e.organization_id, s.subscriber_id, s.email, s.first_name, s.last_name,
+// reads `*` is not kept prepared, and on SQLite its rows are named one by one (knex.ts). Exported
+// for the reads that take a subscriber with more (repos/step-context.ts).
+export const SUBSCRIBER_COLUMNS = `s.id, s.environment_id, e.organization_id, s.subscriber_id, s.email, s.first_name, s.last_name,
   s.phone, s.avatar, s.locale, s.timezone, s.data, s.created_at, s.updated_at`;
 
 // A subscriber and its channels in one statement: a row per channel (one with no channel columns
@@ -109,15 +110,22 @@ export const SUBSCRIBER_BY_ID = `SELECT ${SUBSCRIBER_COLUMNS},
   WHERE s.environment_id = ? AND s.subscriber_id = ?
   ORDER BY c.created_at, c.integration_id`;
 
-/** A subscriber's columns and one channel's, null when it has no channel (the LEFT JOINs). */
-type SubscriberWithChannelRow = SubscriberRow & ChannelRow;
+/**
+ * A subscriber's columns and one channel's, null when it has no channel (the LEFT JOINs); the
+ * subscriber's are null too when a read that LEFT JOINs subscribers found none.
+ */
+export type SubscriberWithChannelRow = SubscriberRow & ChannelRow;
 
-export async function findSubscriber(db: Runner, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
-  const rows = await selectRows<SubscriberWithChannelRow>(db, SUBSCRIBER_BY_ID, [environmentId, subscriberId]);
-  if (rows.length === 0) return undefined;
+/** The subscriber of rows shaped as SUBSCRIBER_BY_ID's (a row per channel, in order); undefined when they hold none. */
+export function subscriberOfRows(rows: SubscriberWithChannelRow[]): Subscriber | undefined {
+  if (rows.length === 0 || rows[0].id === null) return undefined;
   // A row without an integration is no channel, as channelsBySubscriber's inner join has it.
   const channels = rows.filter((row) => row.identifier !== null).map(channelOf);
   return toWire(rows[0], channels);
+}
+
+export async function findSubscriber(db: Runner, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
+  return subscriberOfRows(await selectRows<SubscriberWithChannelRow>(db, SUBSCRIBER_BY_ID, [environmentId, subscriberId]));
 }
 
 /** The internal id of a subscriber, for rows that point at it. */
