@@ -12,6 +12,7 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { launchChromium, listen } from '../helpers/browser.js';
 import { createSubscriber } from '../helpers/factories.js';
 import { createOwner, OWNER_PASSWORD, Visitor } from '../helpers/dashboard.js';
+import { builtClient } from '../helpers/client-build.js';
 
 let t: TestApp;
 let visitor: Visitor;
@@ -146,6 +147,8 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Settings → Inbox in C
   });
 
   it('saves origins, reveals and adds a secret, and mints a token the example page opens with', { timeout: 60_000 }, async () => {
+    // The example page loads herald/client's browser module: built here, not left to whichever test ran first.
+    await builtClient();
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const tab = await context.newPage();
     const problems: string[] = [];
