@@ -62,7 +62,15 @@ async function separateReads(db: Db, key: StepContextKey): Promise<StepContextRe
           notification.subscriber_key,
           entry._integrationId,
         ]);
-        read.channel = { entry, integration: sendingPart(row), ...(stored ? { stored: stored.credentials } : {}) };
+        // None there (the subscriber was deleted and created again): the subscriber's own now, never the masked entry.
+        const [own] = stored
+          ? [stored]
+          : await selectRows<{ credentials: string }>(
+              db,
+              'SELECT c.credentials FROM subscriber_channels c JOIN subscribers s ON s.id = c.subscriber_id WHERE s.environment_id = ? AND s.subscriber_id = ? AND c.integration_id = ?',
+              [key.environmentId, notification.subscriber_id, entry._integrationId],
+            );
+        read.channel = { entry, integration: sendingPart(row), stored: own.credentials };
         break;
       }
     }
@@ -130,10 +138,11 @@ describe('readStepContext', () => {
     expect(read.subscriber).toMatchObject({ subscriberId: 'again', firstName: 'New' });
     expect(read.subscriberKey).not.toBe((await t.db('subscribers').where({ environment_id: t.environments.a, subscriber_id: 'again' }).first('id')).id);
     expect(read.global).toEqual({ channels: {} });
-    // The new subscriber's channel, but nothing stored under the notification's key to send with.
+    // The new subscriber's channel; nothing is stored under the notification's key, so the send goes
+    // out with the subscriber's credentials now (it once went to the masked URL the entry shows).
     expect(read.channel).toMatchObject({ entry: { providerId: 'slack' } });
     expect(read.channel!.entry.credentials.webhookUrl).not.toBe('https://hooks.slack.com/services/T/B/new');
-    expect(read.channel!.stored).toBeUndefined();
+    expect(credentialsForSending(read.channel!, SECRET).webhookUrl).toBe('https://hooks.slack.com/services/T/B/new');
   });
 
   it("reads both preference layers, the workflow's own for that workflow alone, and empty layers for a subscriber without any", async () => {

@@ -21,8 +21,8 @@ export interface ChannelForSending {
   /** As the subscriber's answers show it (secret fields masked). */
   entry: SubscriberChannel;
   integration: SendingIntegration;
-  /** The credentials as stored under the notification's subscriber key, to open for sending; undefined when it has none there. */
-  stored?: string;
+  /** The credentials as stored, to open for sending: under the notification's subscriber key, else the subscriber's own now. */
+  stored: string;
 }
 
 export interface StepContextRead {
@@ -48,9 +48,9 @@ export interface StepContextKey {
   channel: Channel;
 }
 
-/** The credentials a chat or push send goes out with: in clear, else (none under the notification's key) as the entry shows them. */
+/** The credentials a chat or push send goes out with, in clear. */
 export function credentialsForSending(channel: ChannelForSending, secret: string | undefined): SubscriberChannel['credentials'] {
-  return channel.stored === undefined ? channel.entry.credentials : openChannelCredentials(channel.stored, secret);
+  return openChannelCredentials(channel.stored, secret);
 }
 
 type StepContextRow = SubscriberWithChannelRow & {
@@ -77,8 +77,8 @@ type StepContextRow = SubscriberWithChannelRow & {
 // LIMIT 1 of the delivery integration), so it repeats on each. Plain LEFT JOINs, each through an
 // index, as SUBSCRIBER_BY_ID's: the notification first, by its primary key.
 // The preferences and the credentials for sending are read by the notification's subscriber key,
-// the subscriber by its subscriberId, as the separate reads did: a subscriber deleted and created
-// again under the same subscriberId is found, without the old key's preferences and credentials.
+// the subscriber by its subscriberId: a subscriber deleted and created again under the same
+// subscriberId is found, without the old key's preferences, and sent to with its own credentials.
 // The delivery integration is read only for a channel bound (email, SMS): NULL matches no row.
 // Exported for its plan's test.
 export const STEP_CONTEXT = `SELECT n.subscriber_id AS recipient_id, n.subscriber_key AS recipient_key,
@@ -131,7 +131,10 @@ function firstActiveChannel(rows: StepContextRow[], environmentId: string, chann
     if (row.identifier === null || PROVIDERS[row.provider_id]?.channel !== channel) continue;
     if (row.integration_environment_id !== environmentId || !readBool(row.integration_active)) continue;
     const integration = { id: row.integration_id, provider_id: row.integration_provider_id, credentials: row.integration_credentials, send_limits: row.integration_send_limits };
-    return { entry: channelOf(row), integration, ...(row.stored_credentials === null ? {} : { stored: row.stored_credentials }) };
+    // Sent with what is stored under the notification's subscriber key; when the subscriber was
+    // deleted and created again under the same subscriberId, with what the subscriber has now
+    // (never with the masked form the entry shows).
+    return { entry: channelOf(row), integration, stored: row.stored_credentials ?? row.credentials };
   }
   return undefined;
 }
