@@ -157,7 +157,8 @@ function merge(base: JsonSchema, branch: JsonSchema): JsonSchema {
 
 function stringFrom(schema: JsonSchema): fc.Arbitrary<string> {
   const min = (schema.minLength as number | undefined) ?? 0;
-  const max = (schema.maxLength as number | undefined) ?? 40;
+  // A pattern bounds its own length (a 64-digit hash): only strings without one are cut at 40.
+  const max = (schema.maxLength as number | undefined) ?? (typeof schema.pattern === 'string' ? Number.MAX_SAFE_INTEGER : 40);
   const fits = (s: string) => s.length >= min && s.length <= max;
   let arbitrary: fc.Arbitrary<string>;
   if (schema.format === 'email') arbitrary = fc.emailAddress();
