@@ -22,9 +22,8 @@ export interface SigningSecret {
 
 /** The environment's live signing secrets in clear, newest first; the first is made on first use. */
 export async function signingSecrets(db: Db, environmentId: string, sealKey: string | undefined, now: Date): Promise<SigningSecret[]> {
-  const rows = await repo.secretsOf(db, environmentId);
-  if (rows.length > 0) return rows.map((row) => ({ kid: row.id, secret: open(row.secret, sealKey), createdAt: row.createdAt }));
-  return [await addSigningSecret(db, environmentId, sealKey, now)];
+  const live = await liveSigningSecrets(db, environmentId, sealKey);
+  return live.length > 0 ? live : [await addSigningSecret(db, environmentId, sealKey, now)];
 }
 
 /** The environment's live signing secrets in clear, newest first; none if it has none yet (nothing is made). */

@@ -162,6 +162,6 @@ export function followsDigest(steps: ReadonlyArray<{ type: string }>, stepIndex:
  */
 export async function settleDigestRiders(trx: Runner, event: EventRecord, notificationId: string, now: Date): Promise<void> {
   if (!event.workflow.steps.some((step) => step.type === 'digest')) return;
-  const riders = await digestRiders(trx, notificationId);
+  const riders = (await digestRiders(trx, notificationId)).map((rider) => rider.notificationId);
   if (riders.length > 0) await settleRiders(trx, notificationId, riders, now);
 }

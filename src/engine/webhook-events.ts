@@ -4,7 +4,7 @@
 import type { Runner } from '../db/knex.js';
 import { insertDeliveries } from '../db/repos/webhook-deliveries.js';
 import { notificationsOfEvent } from '../db/repos/notifications.js';
-import { digestRidersOf } from '../db/repos/jobs.js';
+import { digestRiders } from '../db/repos/jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { subscriptionsFor } from '../db/webhook-subscriptions.js';
 import type { Subscription, WebhookEventType } from '../db/repos/webhook-endpoints.js';
@@ -221,7 +221,7 @@ export async function recordStepEvent(
   await recordWebhookEvent(trx, facts.environmentId, event.type, data, now, { content });
   if (!TOLD_TO_RIDERS.has(event.type) || !followsDigest(facts.steps, facts.stepIndex)) return;
   // The notifications riding in this one's digest hear of the send that carried them, each as itself.
-  for (const rider of await digestRidersOf(trx, facts.notificationId)) {
+  for (const rider of await digestRiders(trx, facts.notificationId)) {
     const riderData = { ...data, notificationId: rider.notificationId, transactionId: rider.transactionId, digestedInto: facts.notificationId };
     await recordWebhookEvent(trx, facts.environmentId, event.type, riderData, now, { content });
   }

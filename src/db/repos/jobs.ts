@@ -301,25 +301,11 @@ export async function closedDigestOf(trx: Runner, notificationId: string): Promi
 
 /**
  * The notifications, other than `notificationId`, riding in the send of the closed digest it
- * carries: their jobs are still merged into it. Read from the digest, through the index of merged
- * jobs (CROSS JOIN keeps SQLite to that order; by status it would read every merged job ever).
+ * carries (their jobs are still merged into it), each with its event's transactionId, oldest first.
+ * Read from the digest, through the index of merged jobs (CROSS JOIN keeps SQLite to that order; by
+ * status it would read every merged job ever).
  */
-export async function digestRiders(trx: Runner, notificationId: string): Promise<string[]> {
-  const rows = await selectRows<{ notification_id: string }>(
-    trx,
-    `SELECT f.notification_id FROM (${CLOSED_DIGEST_OF}) AS digest CROSS JOIN jobs f
-      WHERE f.merged_into = digest.id AND f.status = 'merged' AND f.notification_id <> ?`,
-    [notificationId, notificationId, notificationId],
-  );
-  return rows.map((row) => row.notification_id);
-}
-
-/**
- * The notifications riding in the send of the closed digest `notificationId` carries (as
- * digestRiders), each with its event's transactionId, oldest first: whom the send's webhook events
- * also tell.
- */
-export async function digestRidersOf(trx: Runner, notificationId: string): Promise<Array<{ notificationId: string; transactionId: string }>> {
+export async function digestRiders(trx: Runner, notificationId: string): Promise<Array<{ notificationId: string; transactionId: string }>> {
   const rows = await selectRows<{ notification_id: string; transaction_id: string }>(
     trx,
     `SELECT f.notification_id, ev.transaction_id FROM (${CLOSED_DIGEST_OF}) AS digest CROSS JOIN jobs f JOIN events ev ON ev.id = f.event_id
