@@ -545,6 +545,12 @@ export interface paths {
         /**
          * Get a notification
          * @description Returns one notification with its jobs and their execution details.
+         *
+         *     Novu's SDKs (`@novu/api`) check a notification's jobs against Novu's own job shape, whose
+         *     values differ from Herald's (capitalised statuses, Novu's provider ids, a `step` object). So a
+         *     request made with Novu's `ApiKey` scheme gets the jobs in that shape (`NovuJob`), and
+         *     `novu.notifications.retrieve(id)` works unchanged; a request with a `Bearer` key gets Herald's
+         *     `Job`. Everything else in the answer is the same for both.
          */
         get: operations["getNotification"];
         put?: never;
@@ -2549,6 +2555,99 @@ export interface components {
             /** @description Every attempt and decision, oldest first. */
             executionDetails: components["schemas"]["ExecutionDetail"][];
         };
+        /**
+         * @description A job in the shape Novu's SDKs read (`@novu/api`'s `ActivityNotificationJobResponseDto`), given
+         *     instead of `Job` to a request made with Novu's `ApiKey` scheme. The same facts as `Job`, under
+         *     Novu's names and values: `_id` is the `jobId`; `type` is the step's kind (a throttle step is
+         *     `custom`, which Novu's list of kinds lacks); `providerId` is Novu's id for the provider
+         *     (`smtp` is `nodemailer`, and `novu` stands for Herald itself: its in-app feed, and every step
+         *     that sends nothing, such as a delay or digest, or a send that found no integration).
+         */
+        NovuJob: {
+            _id: components["schemas"]["Id"];
+            /**
+             * @description The step's kind, as Novu names it.
+             * @example in_app
+             * @enum {string}
+             */
+            type: "in_app" | "email" | "sms" | "chat" | "push" | "digest" | "trigger" | "delay" | "custom";
+            status: components["schemas"]["JobStatus"];
+            providerId: components["schemas"]["NovuProviderId"];
+            /** @description The step it runs, in Novu's shape. */
+            step: {
+                /**
+                 * @description The step's id (`stepId`).
+                 * @example in-app
+                 */
+                _id: string;
+                /**
+                 * @description The step's id again: Herald keeps a step's template inside the step.
+                 * @example in-app
+                 */
+                _templateId: string;
+                /**
+                 * @description Always true for a step that ran; an inactive step makes no job.
+                 * @example true
+                 */
+                active: boolean;
+                /** @description Always empty; Herald's conditions are not Novu's filters. */
+                filters: unknown[];
+            };
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+            /** @description Every attempt and decision, oldest first, in Novu's shape. */
+            executionDetails: components["schemas"]["NovuExecutionDetail"][];
+        };
+        /**
+         * @description An execution detail in the shape Novu's SDKs read (`ActivityNotificationExecutionDetailResponseDto`):
+         *     the same facts as `ExecutionDetail`, with Novu's capitalised statuses (`success` is `Success`) and
+         *     Novu's provider ids. Herald does not tell where a detail came from, so `source` is `Internal`.
+         */
+        NovuExecutionDetail: {
+            _id: components["schemas"]["Id"];
+            _jobId: components["schemas"]["Id"];
+            /**
+             * @description How it went.
+             * @example Success
+             * @enum {string}
+             */
+            status: "Pending" | "Queued" | "Success" | "Warning" | "Failed";
+            /**
+             * @description What happened, in a sentence.
+             * @example Message stored in the in-app feed
+             */
+            detail: string;
+            providerId: components["schemas"]["NovuProviderId"];
+            /**
+             * @description The provider's answer, when there was one.
+             * @example {"ok":true}
+             */
+            raw?: string;
+            /**
+             * @description Whether this was a retry.
+             * @example false
+             */
+            isRetry: boolean;
+            /**
+             * @description Always false; Herald has no test sends.
+             * @example false
+             */
+            isTest: boolean;
+            /**
+             * @description Always `Internal`.
+             * @example Internal
+             * @enum {string}
+             */
+            source: "Internal";
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description Novu's id for the provider: Herald's own ids, but `nodemailer` for `smtp`, and `novu` for
+         *     Herald itself (`herald`, the in-app feed, and steps that send nothing).
+         * @example novu
+         * @enum {string}
+         */
+        NovuProviderId: "novu" | "nodemailer" | "sendgrid" | "twilio" | "slack" | "discord" | "msteams" | "expo" | "push-webhook";
         /** @description One run of a workflow for one subscriber. */
         Notification: {
             notificationId: components["schemas"]["Id"];
@@ -2591,8 +2690,12 @@ export interface components {
             _environmentId: components["schemas"]["Id"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
-            /** @description Its jobs, in step order (only when one notification is read). */
-            jobs?: components["schemas"]["Job"][];
+            /**
+             * @description Its jobs, in step order (only when one notification is read). A request made with Novu's
+             *     `ApiKey` scheme gets them in Novu's shape (`NovuJob`), which Novu's SDKs require; a request
+             *     with a `Bearer` key gets Herald's (`Job`).
+             */
+            jobs?: components["schemas"]["Job"][] | components["schemas"]["NovuJob"][];
         };
         /** @description A notification, wrapped. */
         NotificationResponse: {

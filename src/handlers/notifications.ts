@@ -13,7 +13,11 @@ export const getNotificationStats: OperationHandler<'getNotificationStats'> = as
   body: { data: await repo.notificationStats(deps.db, auth.environmentId, deps.clock.now()) },
 });
 
-export const getNotification: OperationHandler<'getNotification'> = async ({ params, auth, deps }) => ({
+export const getNotification: OperationHandler<'getNotification'> = async ({ params, auth, deps, novuScheme }) => ({
   status: 200,
-  body: { data: await notificationWithJobs(deps, auth.environmentId, params.notificationId) },
+  body: {
+    data: novuScheme
+      ? await notificationWithJobs(deps, auth.environmentId, params.notificationId, 'novu')
+      : await notificationWithJobs(deps, auth.environmentId, params.notificationId),
+  },
 });

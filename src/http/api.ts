@@ -167,7 +167,8 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       if (unstorable) throw badRequest(`${unstorable.field} ${unstorable.message}`, [unstorable]);
       const auth = authOf(c);
       const origin = crossOriginOf(req);
-      await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin }));
+      const novuScheme = Boolean(c.security.apiKeyAuth);
+      await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin, novuScheme }));
     };
   }
 

@@ -8,6 +8,8 @@ export interface HandlerContext<K extends OperationId> {
   body: Body<K>;
   auth: Auth;
   deps: Deps;
+  /** The request authenticated with Novu's `ApiKey` scheme: where Novu's SDKs need Novu's shape of an answer, it gets that. */
+  novuScheme: boolean;
   /** The origin of the page that sent a browser's cross-origin request (`crossOriginOf`, inbox-cors.ts): an inbox session checks it against its environment's allowed origins. */
   origin: string | undefined;
 }

@@ -515,20 +515,67 @@ describe('notifications', () => {
     expect(res.result.data[0].id).toBe(listed.notificationId);
   });
 
-  it('retrieve with the id from list reaches the notification; the SDK cannot type its jobs (SDKValidationError)', async () => {
+  it('retrieve with the id from list returns the notification, its jobs in Novu’s shape', async () => {
     await novu.trigger({ name: 'order-shipped', to: 'ada', payload: { orderId: 'A-1' } });
     await new JobRunner(t.deps).runUntilIdle();
     const [listed] = (await novu.notifications.list({ page: 0 })).result.data;
     const seen = await requestsDuring(async () => {
-      const err = await failure(novu.notifications.retrieve(listed.id!));
-      // Novu's job shape needs a Novu provider id on every job and execution detail (a delay has
-      // none; `smtp` is Novu's `nodemailer`), a step object and more: Herald's jobs are its own.
-      expect(err).toBeInstanceOf(SDKValidationError);
-      const raw = (err as SDKValidationError).rawValue as { Result: Record<string, unknown> };
-      expect(raw.Result).toMatchObject({ _id: listed.id, notificationId: listed.id, transactionId: listed.transactionId, status: 'completed' });
-      expect((err as SDKValidationError).message).toContain('Response validation failed');
+      const { result } = await novu.notifications.retrieve(listed.id!);
+      expect(result).toMatchObject({ id: listed.id, transactionId: listed.transactionId, subscriberId: 'ada', channels: ['in_app'] });
+      const herald = (await t.a.get(`/v1/notifications/${listed.id}`).expect(200)).body.data;
+      const [job] = herald.jobs;
+      expect(result.jobs).toEqual([
+        {
+          id: job.jobId,
+          type: 'in_app',
+          status: 'completed',
+          providerId: 'novu',
+          step: { id: job.stepId, templateId: job.stepId, active: true, filters: [] },
+          // The SDK's job has no createdAt: zod drops it.
+          updatedAt: job.updatedAt,
+          executionDetails: job.executionDetails.map((detail: { detail: string; isRetry: boolean; createdAt: string }) => ({
+            id: expect.stringMatching(/^[0-9a-f]{24}$/),
+            status: 'Success',
+            detail: detail.detail,
+            providerId: 'novu',
+            isRetry: detail.isRetry,
+            isTest: false,
+            source: 'Internal',
+            createdAt: detail.createdAt,
+          })),
+        },
+      ]);
+      expect(job.executionDetails.length).toBeGreaterThan(0);
     });
     expect(seen.map((r) => `${r.method} ${r.url}`)).toEqual([`GET /v1/notifications/${listed.id}`]);
+  });
+
+  it('retrieve names Novu’s providers and step kinds: SMTP is nodemailer, a throttle step is custom, a send that failed is Failed', async () => {
+    const smtp = await startSmtpPeer();
+    try {
+      await novu.integrations.create({ providerId: 'smtp', channel: 'email', credentials: { host: '127.0.0.1', port: String(smtp.port), from: 'shop@example.com' }, active: true });
+      await createWorkflow(t.a, {
+        name: 'Receipt',
+        steps: [
+          { type: 'throttle', amount: 1, unit: 'hours', threshold: 5 },
+          { type: 'email', template: { subject: 'Receipt {{orderId}}', content: '<p>Thanks</p>' } },
+          { type: 'sms', template: { content: 'Receipt {{orderId}}' } },
+        ],
+      });
+      const { transactionId } = (await novu.trigger({ name: 'receipt', to: 'ada', payload: { orderId: 'A-2' } })).result;
+      await new JobRunner(t.deps).runUntilIdle();
+      expect(smtp.mails).toHaveLength(1);
+      const listed = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
+      const { result } = await novu.notifications.retrieve(listed.notificationId);
+      expect(result.jobs!.map((job) => [job.type, job.providerId, job.status, [...new Set(job.executionDetails.map((d) => d.status))]])).toEqual([
+        ['custom', 'novu', 'completed', ['Success']],
+        ['email', 'nodemailer', 'completed', ['Success']],
+        // No SMS integration in this environment: the send fails, and Herald itself recorded why.
+        ['sms', 'novu', 'failed', expect.arrayContaining(['Failed'])],
+      ]);
+    } finally {
+      await smtp.close();
+    }
   });
 });
 

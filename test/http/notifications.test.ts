@@ -71,6 +71,43 @@ describe('GET /notifications/{notificationId} (getNotification)', () => {
     ]);
   });
 
+  it("gives the same jobs in Novu's shape to a request made with Novu's ApiKey scheme", async () => {
+    const [listed] = (await t.a.get(`/v1/notifications?transactionId=${tx.mailAda}`).expect(200)).body.data;
+    const herald = (await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
+    const novu = (await t.a.withScheme('ApiKey').get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
+    const { jobs: heraldJobs, ...heraldRest } = herald;
+    const { jobs: novuJobs, ...novuRest } = novu;
+    expect(novuRest).toEqual(heraldRest);
+    const [job] = heraldJobs;
+    expect(novuJobs).toEqual([
+      {
+        _id: job.jobId,
+        type: 'email',
+        status: 'failed',
+        // No email integration: Herald itself failed the send, which Novu's shape calls `novu`.
+        providerId: 'novu',
+        step: { _id: job.stepId, _templateId: job.stepId, active: true, filters: [] },
+        createdAt: job.createdAt,
+        updatedAt: job.updatedAt,
+        executionDetails: [
+          {
+            _id: expect.stringMatching(/^[0-9a-f]{24}$/),
+            _jobId: job.jobId,
+            status: 'Failed',
+            detail: 'Subscriber ada has no email address',
+            providerId: 'novu',
+            isRetry: false,
+            isTest: false,
+            source: 'Internal',
+            createdAt: job.executionDetails[0].createdAt,
+          },
+        ],
+      },
+    ]);
+    // Herald's own shape keeps the detail's id to itself.
+    expect(Object.keys(job.executionDetails[0]).sort()).toEqual(['createdAt', 'detail', 'isRetry', 'status']);
+  });
+
   it("answers 404 for an unknown id and for another environment's notification", async () => {
     const [listed] = (await t.a.get('/v1/notifications').expect(200)).body.data;
     await t.a.get('/v1/notifications/000000000000000000000000').expect(404);

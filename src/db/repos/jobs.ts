@@ -422,7 +422,12 @@ export async function addExecutionDetail(trx: Runner, detail: NewExecutionDetail
 }
 
 /** A notification's jobs with their execution details, in the order they were created. */
-export async function jobsOfNotification(db: Db, notificationId: string): Promise<Job[]> {
+/** A job as stored, each execution detail with its id: what either shape of a notification's jobs (Herald's, Novu's) is made from. */
+export interface StoredJob extends Omit<Job, 'executionDetails'> {
+  executionDetails: Array<Schemas['ExecutionDetail'] & { id: string }>;
+}
+
+export async function jobsOfNotification(db: Db, notificationId: string): Promise<StoredJob[]> {
   const jobs = await db('jobs').where({ notification_id: notificationId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
   const details = jobs.length
     ? await db('execution_details')
@@ -430,7 +435,7 @@ export async function jobsOfNotification(db: Db, notificationId: string): Promis
         .orderBy([{ column: 'created_at' }, { column: 'id' }])
     : [];
   return jobs.map((row: Record<string, unknown>) => {
-    const job: Job = {
+    const job: StoredJob = {
       jobId: row.id as string,
       stepId: (row.step_id as string) ?? '',
       type: row.type as Job['type'],
@@ -442,6 +447,7 @@ export async function jobsOfNotification(db: Db, notificationId: string): Promis
       executionDetails: details
         .filter((detail: { job_id: string }) => detail.job_id === row.id)
         .map((detail: Record<string, unknown>) => ({
+          id: detail.id as string,
           status: detail.status as Schemas['ExecutionDetail']['status'],
           detail: detail.detail as string,
           ...(detail.provider_id ? { providerId: detail.provider_id as Schemas['ProviderId'] } : {}),
