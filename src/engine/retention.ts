@@ -2,8 +2,9 @@
 // for their environment's retention (its own, else HERALD_RETENTION_DAYS) and then deleted, a small
 // batch a transaction, the event loop free between two; a notification whose work is not over (a
 // delay or digest still pending) is kept until it is. On SQLite the pages freed go back to the file
-// system a few at a time. Runs in every process that runs jobs, once soon after start and then
-// every RETENTION_EVERY_MS.
+// system a few at a time; on PostgreSQL the kept counts of connections that have ended are folded
+// together. Runs in every process that runs jobs, once soon after start and then every
+// RETENTION_EVERY_MS.
 import type { Deps } from '../deps.js';
 import {
   deleteExpiredEvents,
@@ -13,6 +14,7 @@ import {
   freeSpace,
   giveBackPages,
 } from '../db/repos/retention.js';
+import { foldEndedCountShards } from '../db/repos/notifications.js';
 
 /** Notifications (or events) a transaction: each batch's transaction stays short (a few ms). */
 export const RETENTION_BATCH = 250;
@@ -53,6 +55,7 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
       await yieldToEventLoop();
     }
   }
+  await foldEndedCountShards(deps.db);
   const space = await freeSpace(deps.db);
   if (space?.incremental) {
     // As many steps as the pages free now need: pages freed meanwhile wait for the next pass.

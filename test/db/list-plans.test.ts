@@ -132,12 +132,16 @@ function checkEveryList() {
       expect(page.totalCount).toBe(Number(n));
       expect(Number(n)).toBeGreaterThan(0);
       await expectNoScan(() => listNotifications(db, data.environmentId, { page: 1, limit: 10 }, filter));
-      // The count and the page's ids (not the read of the page's rows by id) go through the filter's index.
+      // The count and the page's ids (not the read of the page's rows by id) go through the filter's
+      // index; one status, channel or workflow alone takes its total from the kept counts instead.
       const filtered = (await plansOf(() => listNotifications(db, data.environmentId, { page: 0, limit: 10 }, filter))).filter(({ sql }) => !/n[`"]?\.[`"]?id[`"]? in/i.test(sql));
       expect(filtered).toHaveLength(2);
+      const kept = Object.keys(filter).length === 1 && ['status', 'channel', 'workflowId'].includes(Object.keys(filter)[0]);
+      expect(filtered.some(({ sql }) => sql.includes('notification_facet_counts'))).toBe(kept);
       // (PostgreSQL may read a page by walking the environment's index in order instead, for a
       // filter most rows pass; its count still goes through the filter's index.)
       for (const { sql, plan } of filtered) {
+        if (sql.includes('notification_facet_counts')) continue;
         if (postgres && !/count\(\*\)/.test(sql)) continue;
         expect({ sql, plan: plan.join('\n') }).toEqual({ sql, plan: expect.stringMatching(index) });
       }

@@ -26,6 +26,7 @@ import * as retentionIndexes from './20261125_92_retention_indexes.js';
 import * as sendLimits from './20261125_97_send_limits.js';
 import * as webhookRetention from './20261125_98_webhook_retention.js';
 import * as inboxSessions from './20261127_01_inbox_sessions.js';
+import * as notificationFacetCounts from './20261127_02_notification_facet_counts.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -59,6 +60,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261125_97_send_limits': sendLimits,
   '20261125_98_webhook_retention': webhookRetention,
   '20261127_01_inbox_sessions': inboxSessions,
+  '20261127_02_notification_facet_counts': notificationFacetCounts,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,4 +1,4 @@
-import { changeRows, inList, selectBuilt, selectRows, selectRowsInBackground, type Db, type Runner } from '../knex.js';
+import { changeRows, inList, isPostgres, selectBuilt, selectRows, selectRowsInBackground, type Db, type Runner } from '../knex.js';
 import { CHANNELS } from '../../contract.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
@@ -201,14 +201,58 @@ export async function countNotifications(db: Db, environmentId: string): Promise
   return Number(row?.n ?? 0);
 }
 
+/** The filters whose totals are kept, one value at a time (migration 20261127_02), and the facet each is kept under. */
+const KEPT_FACETS = { status: 'status', channel: 'channel', workflowId: 'workflow' } as const;
+
+/** The kept total of one filter alone: the sum of its shards (one on SQLite, one per connection on PostgreSQL). */
+export async function countNotificationFacet(db: Db, environmentId: string, facet: (typeof KEPT_FACETS)[keyof typeof KEPT_FACETS], value: string): Promise<number> {
+  const [row] = await selectRows<{ n: number | string | null }>(
+    db,
+    'SELECT sum(total) AS n FROM notification_facet_counts WHERE environment_id = ? AND facet = ? AND value = ?',
+    [environmentId, facet, value],
+  );
+  return Number(row?.n ?? 0);
+}
+
+/** The filter of a list filtered by one kept facet and nothing else, if it is one. */
+function keptFacetOf(filters: NotificationFilters): keyof typeof KEPT_FACETS | undefined {
+  const used = FILTERS.filter((name) => filters[name]);
+  return used.length === 1 && used[0] in KEPT_FACETS ? (used[0] as keyof typeof KEPT_FACETS) : undefined;
+}
+
 /**
- * One page of notifications, newest first, with the exact total: the total from the kept count, or
- * for a filter from that filter's index; the page's ids from the same index (off the event loop
- * once deep), then only those rows read with their joins.
+ * PostgreSQL keeps facet totals in one shard per connection: fold the shards of connections that
+ * have ended into shard 0, so the rows summed stay about as many as the connections open. Only
+ * ended connections' rows are touched, so no transaction ever waits on this. (SQLite has shard 0 only.)
+ */
+export async function foldEndedCountShards(db: Db): Promise<number> {
+  if (!isPostgres(db)) return 0;
+  return changeRows(
+    db,
+    `WITH ended AS (
+       DELETE FROM notification_facet_counts WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity)
+       RETURNING environment_id, facet, value, total)
+     INSERT INTO notification_facet_counts (environment_id, facet, value, shard, total)
+       SELECT environment_id, facet, value, 0, sum(total) FROM ended GROUP BY environment_id, facet, value ORDER BY environment_id, facet, value
+       ON CONFLICT (environment_id, facet, value, shard) DO UPDATE SET total = notification_facet_counts.total + EXCLUDED.total`,
+    [],
+  );
+}
+
+/**
+ * One page of notifications, newest first, with the exact total: the total kept for the whole
+ * environment or for one status, channel or workflow, or for other filters counted from their
+ * index; the page's ids from the same index (off the event loop once deep), then only those rows
+ * read with their joins.
  */
 export async function listNotifications(db: Db, environmentId: string, page: PageRequest, filters: NotificationFilters): Promise<Page<Notification>> {
   const unfiltered = FILTERS.every((name) => !filters[name]);
-  const totalCount = unfiltered ? await countNotifications(db, environmentId) : await countOf(filtered(db, environmentId, filters));
+  const facet = keptFacetOf(filters);
+  const totalCount = unfiltered
+    ? await countNotifications(db, environmentId)
+    : facet
+      ? await countNotificationFacet(db, environmentId, KEPT_FACETS[facet], filters[facet]!)
+      : await countOf(filtered(db, environmentId, filters));
   const offset = page.page * page.limit;
   if (offset >= totalCount) return pageOf([], totalCount, page);
   const picked = filtered(db, environmentId, filters).select('id').orderBy([

@@ -1,0 +1,125 @@
+// The totals GET /notifications answers for one status, one channel or one workflow are kept by
+// triggers (migration 20261127_02), not counted. Whatever writes notifications (a trigger, a
+// fan-out, the runner's status changes, a cancel, retention, an environment deleted), each kept
+// total must equal the count of the rows themselves.
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { createSubscribers, createTopic, createWorkflow } from '../helpers/factories.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import { sweepExpired } from '../../src/engine/retention.js';
+import { countNotificationFacet, foldEndedCountShards } from '../../src/db/repos/notifications.js';
+import { testDatabaseUrl } from '../helpers/db.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { CHANNELS } from '../../src/contract.js';
+
+const t = useTestApp();
+const STATUSES = ['pending', 'processing', 'completed', 'failed', 'canceled'];
+
+/** Every kept total of the environment beside the count of its rows, facet by facet. */
+async function keptAndCounted(environmentId: string) {
+  const db = t.deps.db;
+  const workflows: string[] = await db('notifications').where('environment_id', environmentId).distinct('workflow_key').pluck('workflow_key');
+  const kept: Record<string, number> = {};
+  const counted: Record<string, number> = {};
+  for (const status of STATUSES) {
+    kept[`status:${status}`] = await countNotificationFacet(db, environmentId, 'status', status);
+    counted[`status:${status}`] = Number((await db('notifications').where({ environment_id: environmentId, status }).count({ n: '*' }).first())!.n);
+  }
+  for (const channel of CHANNELS) {
+    kept[`channel:${channel}`] = await countNotificationFacet(db, environmentId, 'channel', channel);
+    counted[`channel:${channel}`] = Number(
+      (await db('notifications').where('environment_id', environmentId).where('channels', 'like', `%"${channel}"%`).count({ n: '*' }).first())!.n,
+    );
+  }
+  for (const workflow of workflows) {
+    kept[`workflow:${workflow}`] = await countNotificationFacet(db, environmentId, 'workflow', workflow);
+    counted[`workflow:${workflow}`] = Number((await db('notifications').where({ environment_id: environmentId, workflow_key: workflow }).count({ n: '*' }).first())!.n);
+  }
+  return { kept, counted };
+}
+
+async function expectKeptEqualsCounted(environmentId: string) {
+  const { kept, counted } = await keptAndCounted(environmentId);
+  expect(kept).toEqual(counted);
+  return counted;
+}
+
+describe('kept totals of one status, channel or workflow', () => {
+  it('follow triggers, a fan-out, every status change, a cancel and a failure, and the list answers them', async () => {
+    await createSubscribers(t.a, ['ada', 'grace', 'alan']);
+    await createTopic(t.a, { topicKey: 'everyone' }, ['ada', 'grace', 'alan']);
+    // Two in-app steps: a channel named twice counts once, as the list's filter does.
+    await createWorkflow(t.a, { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'a' } }, { type: 'in_app', template: { content: 'b' } }] });
+    await createWorkflow(t.a, { name: 'Mixed', steps: [{ type: 'in_app', template: { content: 'a' } }, { type: 'email', template: { subject: 's', content: 'c' } }] });
+    await createWorkflow(t.a, { name: 'Later', steps: [{ type: 'delay', amount: 1, unit: 'days' }, { type: 'in_app', template: { content: 'x' } }] });
+    await t.a.post('/v1/events/trigger', { name: 'feed', to: ['ada', 'grace'] }).expect(201);
+    await t.a.post('/v1/events/trigger', { name: 'mixed', to: { type: 'Topic', topicKey: 'everyone' } }).expect(201);
+    const canceled = (await t.a.post('/v1/events/trigger', { name: 'later', to: 'alan' }).expect(201)).body.data.transactionId;
+    await t.a.post('/v1/events/trigger', { name: 'later', to: 'ada' }).expect(201);
+    await expectKeptEqualsCounted(t.environments.a);
+
+    // The runner moves them on: in-app ones complete, the emails fail (no integration), the delays wait.
+    await new JobRunner(t.deps).runUntilIdle();
+    await t.a.delete(`/v1/events/trigger/${canceled}`).expect(200);
+    const counted = await expectKeptEqualsCounted(t.environments.a);
+    expect(counted).toMatchObject({ 'status:completed': 2, 'status:failed': 3, 'status:canceled': 1, 'channel:in_app': 7, 'channel:email': 3, 'workflow:later': 2 });
+    expect(counted['status:pending'] + counted['status:processing']).toBe(1);
+
+    // The list answers the kept total for one filter, and counts when there are two.
+    for (const [query, total] of [
+      ['status=failed', 3],
+      ['channel=in_app', 7],
+      ['workflowId=mixed', 3],
+      ['workflowId=mixed&status=failed', 3],
+      ['channel=email&status=completed', 0],
+    ] as const) {
+      expect((await t.a.get(`/v1/notifications?${query}`).expect(200)).body.totalCount, query).toBe(total);
+    }
+    // Other environments keep their own.
+    expect(await countNotificationFacet(t.deps.db, t.environments.b, 'status', 'failed')).toBe(0);
+  });
+
+  it('follow retention, and an environment deleted takes its totals with it', async () => {
+    await createSubscribers(t.a, ['ada', 'grace']);
+    await createWorkflow(t.a, { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'a' } }] });
+    await t.a.post('/v1/events/trigger', { name: 'feed', to: ['ada', 'grace'] }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+    t.clock.advance(40 * 86_400_000);
+    await t.a.post('/v1/events/trigger', { name: 'feed', to: 'ada' }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+
+    const deps = { db: t.deps.db, clock: t.clock, config: { ...loadConfig({}), retentionDays: 30 }, logger: createLogger('silent') };
+    await sweepExpired(deps, 1);
+    expect(await expectKeptEqualsCounted(t.environments.a)).toMatchObject({ 'status:completed': 1, 'channel:in_app': 1, 'workflow:feed': 1 });
+
+    await t.deps.db('environments').where('id', t.environments.a).del();
+    expect(Number((await t.deps.db('notification_facet_counts').where('environment_id', t.environments.a).count({ n: '*' }).first())!.n)).toBe(0);
+  });
+
+  it.runIf(testDatabaseUrl() !== undefined)(
+    'PostgreSQL: writes from several connections keep a shard each, and the shards of ended connections fold into shard 0',
+    async () => {
+      await createSubscribers(t.a, ['ada']);
+      await createWorkflow(t.a, { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'a' } }] });
+      await Promise.all(Array.from({ length: 8 }, () => t.a.post('/v1/events/trigger', { name: 'feed', to: 'ada' }).expect(201)));
+      const db = t.deps.db;
+      // A connection that has ended: no backend has this pid.
+      const ended = 2_000_000_000;
+      await db('notification_facet_counts').insert({ environment_id: t.environments.a, facet: 'status', value: 'pending', shard: ended, total: 5 });
+      await db('notification_facet_counts').insert({ environment_id: t.environments.a, facet: 'status', value: 'pending', shard: 0, total: -5 });
+      const before = await countNotificationFacet(db, t.environments.a, 'status', 'pending');
+      expect(before).toBe(8);
+      const live: number[] = (await db('notification_facet_counts').where('environment_id', t.environments.a).whereNot('shard', ended).whereNot('shard', 0).distinct('shard').pluck('shard')).map(Number);
+      expect(live.length).toBeGreaterThan(0);
+
+      await foldEndedCountShards(db);
+      expect(await countNotificationFacet(db, t.environments.a, 'status', 'pending')).toBe(8);
+      expect(Number((await db('notification_facet_counts').where('shard', ended).count({ n: '*' }).first())!.n)).toBe(0);
+      // Rows of connections still open are left alone (their transactions may be writing them).
+      const open = new Set((await db.raw('SELECT pid FROM pg_stat_activity')).rows.map((row: { pid: number }) => row.pid));
+      const remaining: number[] = (await db('notification_facet_counts').whereNot('shard', 0).distinct('shard').pluck('shard')).map(Number);
+      expect(remaining.every((shard) => open.has(shard))).toBe(true);
+    },
+  );
+});
