@@ -19,7 +19,7 @@ import { passThrottle, type ThrottleStep } from './throttle.js';
 import { startWithInApp } from './in-app-batch.js';
 import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
-import { FANOUT_BATCH, fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
+import { fanoutBatch, fanoutBatchSize, type FanoutPosition } from '../db/repos/topics.js';
 import type { WorkerContext } from './worker-context.js';
 import { recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
@@ -181,7 +181,7 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
         if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, batch, now);
         else await startNotifications(trx, event, batch, now);
         change =
-          batch.length === FANOUT_BATCH
+          batch.length === fanoutBatchSize(trx)
             ? { status: 'pending', runAt: now, state: { ...position, cursor: batch.at(-1)!.key } }
             : { status: 'completed' };
       }

@@ -13,11 +13,10 @@ import {
   environmentRetention,
   freeSpace,
   giveBackPages,
+  retentionBatchSize,
 } from '../db/repos/retention.js';
 import { foldEndedCountShards } from '../db/repos/notifications.js';
 
-/** Notifications (or events) a transaction: each batch's transaction stays short (a few ms). */
-export const RETENTION_BATCH = 250;
 /** SQLite pages given back a step (4 KiB each). */
 const PAGES_A_STEP = 2_000;
 const DAY_MS = 86_400_000;
@@ -35,7 +34,7 @@ export interface Swept {
 }
 
 /** One pass over every environment: deletes what is past its retention, then gives SQLite's free pages back. */
-export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = RETENTION_BATCH): Promise<Swept> {
+export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = retentionBatchSize(deps.db)): Promise<Swept> {
   const swept: Swept = { notifications: 0, events: 0, webhookDeliveries: 0, pages: 0 };
   const now = deps.clock.now().getTime();
   for (const environment of await environmentRetention(deps.db)) {

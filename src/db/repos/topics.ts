@@ -1,4 +1,4 @@
-import type { Db, Runner } from '../knex.js';
+import { isPostgres, type Db, type Runner } from '../knex.js';
 import { whereInShard, type FanoutShard } from '../fanout-shards.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
@@ -196,8 +196,15 @@ export async function removeMembers(db: Db, topicId: string, subscriberKeys: str
   });
 }
 
-/** Members a fan-out notifies per batch (and transaction). */
-export const FANOUT_BATCH = 500;
+/**
+ * Members a fan-out notifies per batch (and transaction). SQLite runs a batch on the event loop, so
+ * its batches are small enough (about 25 ms) for other requests and an unrelated trigger to get
+ * through between two; on PostgreSQL the loop is free meanwhile, and larger batches go faster.
+ * (`npm run bench -- --large`, a 100,000-member fan-out; bench/README.md has the A/B.)
+ */
+export function fanoutBatchSize(db: Runner): number {
+  return isPostgres(db) ? 500 : 200;
+}
 
 /** Where a topic fan-out stands: its topics, the members left out, its shard, and the last member done. */
 export interface FanoutPosition {
@@ -208,7 +215,7 @@ export interface FanoutPosition {
 }
 
 /**
- * The next FANOUT_BATCH members of a fan-out, in subscriber-id order after the cursor. One topic's
+ * The next fanoutBatchSize members of a fan-out, in subscriber-id order after the cursor. One topic's
  * members come straight from its (topic, subscriber) key, in order, a batch at a time; members of
  * several topics come once (DISTINCT), which costs a sort of the members still to come.
  */
@@ -218,7 +225,7 @@ export async function fanoutBatch(db: Runner, { topicIds, exclude, shard, cursor
     .join('subscribers as s', 's.id', 'ts.subscriber_id')
     .whereIn('ts.topic_id', topicIds)
     .orderBy('ts.subscriber_id')
-    .limit(FANOUT_BATCH);
+    .limit(fanoutBatchSize(db));
   if (topicIds.length > 1) query.distinct(columns);
   else query.select(columns);
   // The cursor bounds both sides of the join: PostgreSQL carries an equality across a join but not
