@@ -49,12 +49,6 @@ class Wakeup {
     this.resolve?.();
   }
 
-  /** Wakes a waiting loop past its coalescing: what is due now should not wait for more to arrive. */
-  notifyNow(): void {
-    this.arrived = Number.POSITIVE_INFINITY;
-    this.notify();
-  }
-
   /** Resolves at the next notify (at once if one came since the last wait), or after `ms`; answers whether it was notified. */
   async wait(ms: number): Promise<boolean> {
     if (!this.pending) {
@@ -80,9 +74,6 @@ class Wakeup {
  * about the same CPU.
  */
 const COALESCE_TARGET = 16;
-
-/** Fan-out jobs run beside the local loop at once (a topic fan-out is one job, or two on PostgreSQL); more run in its lanes. */
-const MAX_DETACHED_FANOUTS = 2;
 
 /** A slot freed wakes the send loop: it waits a little for more to free up, and refills them in one claim. */
 const SEND_COALESCE = { target: 8, ms: 2 };
@@ -120,8 +111,6 @@ export class JobRunner {
   private stopListening?: () => void;
   private readonly localWake = new Wakeup();
   private readonly sendWake = new Wakeup();
-  /** Fan-out batches under way beside the local loop, which goes on claiming and running in-app work meanwhile. */
-  private readonly fanouts = new Set<Promise<void>>();
   /** Sends in flight: each job's run, by job id, and how many slots each environment holds. */
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly slotsOf = new Map<string, number>();
@@ -254,34 +243,22 @@ export class JobRunner {
     while (!this.stopping) {
       await yieldToEventLoop();
       let claimed = 0;
+      let fanout = false;
       try {
         this.localWake.arrived = 0;
         const jobs = await this.claim('local', this.options.batchSize);
         claimed = jobs.length;
-        // A fan-out batch (hundreds of notifications) runs beside the loop, so an in-app trigger
-        // that arrives meanwhile is claimed and delivered without waiting for it. A batch that
-        // ends wakes the loop at once: its job is due again for the next batch.
-        const detached = jobs.filter((job) => job.kind === 'fanout').slice(0, Math.max(0, MAX_DETACHED_FANOUTS - this.fanouts.size));
-        for (const job of detached) this.runFanoutBeside(job);
-        const unstarted = await this.runLocal(jobs.filter((job) => !detached.includes(job)));
+        fanout = jobs.some((job) => job.kind === 'fanout');
+        const unstarted = await this.runLocal(jobs);
         await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
       } catch (err) {
         this.deps.logger.error({ err }, 'job runner: local work failed');
       }
-      // A full claim leaves more behind: go on.
-      if (claimed >= this.options.batchSize) continue;
+      // A full claim leaves more behind, and a fan-out job is due again at once for its next batch: go on.
+      if (claimed >= this.options.batchSize || fanout) continue;
       idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
       await this.pause(this.localWake, idleMs, COALESCE_TARGET, this.options.coalesceMs);
     }
-    await Promise.all(this.fanouts);
-  }
-
-  private runFanoutBeside(job: JobRecord): void {
-    const run = this.execute(job, false).finally(() => {
-      this.fanouts.delete(run);
-      this.localWake.notifyNow();
-    });
-    this.fanouts.add(run);
   }
 
   /** Runs claimed local jobs: in-app in bulk, the others (no network either) a few at a time. Answers those it did not start. */
