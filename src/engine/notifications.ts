@@ -25,7 +25,7 @@ export async function notificationWithJobs(
 }
 
 function heraldJob(job: StoredJob): Schemas['Job'] {
-  return { ...job, executionDetails: job.executionDetails.map(({ id: _id, ...detail }) => detail) };
+  return { ...job, executionDetails: job.executionDetails.map(({ id: _detailId, ...detail }) => detail) };
 }
 
 /** Novu's id for each of Herald's providers: the same but for SMTP, and `novu` (Novu's own) for Herald's in-app feed. */
@@ -53,7 +53,7 @@ const NOVU_DETAIL_STATUS: Record<Schemas['ExecutionDetail']['status'], Schemas['
 };
 
 /** The same job under Novu's names and values (`NovuJob` in the contract says which is which). */
-export function novuJob(job: StoredJob): Schemas['NovuJob'] {
+function novuJob(job: StoredJob): Schemas['NovuJob'] {
   const providerId = novuProvider(job.providerId);
   return {
     _id: job.jobId,

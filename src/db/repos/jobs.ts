@@ -421,12 +421,12 @@ export async function addExecutionDetail(trx: Runner, detail: NewExecutionDetail
   await addExecutionDetails(trx, [detail], now);
 }
 
-/** A notification's jobs with their execution details, in the order they were created. */
 /** A job as stored, each execution detail with its id: what either shape of a notification's jobs (Herald's, Novu's) is made from. */
 export interface StoredJob extends Omit<Job, 'executionDetails'> {
   executionDetails: Array<Schemas['ExecutionDetail'] & { id: string }>;
 }
 
+/** A notification's jobs with their execution details, in the order they were created. */
 export async function jobsOfNotification(db: Db, notificationId: string): Promise<StoredJob[]> {
   const jobs = await db('jobs').where({ notification_id: notificationId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
   const details = jobs.length

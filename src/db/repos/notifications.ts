@@ -202,7 +202,7 @@ export async function countNotifications(db: Db, environmentId: string): Promise
 }
 
 /** The filters whose totals are kept, one value at a time (migration 20261127_02), and the facet each is kept under. */
-const KEPT_FACETS = { status: 'status', channel: 'channel', workflowId: 'workflow' } as const;
+export const KEPT_FACETS = { status: 'status', channel: 'channel', workflowId: 'workflow' } as const;
 
 /** The kept total of one filter alone: the sum of its shards (one on SQLite, one per connection on PostgreSQL). */
 export async function countNotificationFacet(db: Db, environmentId: string, facet: (typeof KEPT_FACETS)[keyof typeof KEPT_FACETS], value: string): Promise<number> {
@@ -220,23 +220,31 @@ function keptFacetOf(filters: NotificationFilters): keyof typeof KEPT_FACETS | u
   return used.length === 1 && used[0] in KEPT_FACETS ? (used[0] as keyof typeof KEPT_FACETS) : undefined;
 }
 
+/** The advisory lock that lets one process at a time fold (any constant both sides agree on). */
+const FOLD_LOCK = 7_243_001;
+
 /**
  * PostgreSQL keeps facet totals in one shard per connection: fold the shards of connections that
  * have ended into shard 0, so the rows summed stay about as many as the connections open. Only
- * ended connections' rows are touched, so no transaction ever waits on this. (SQLite has shard 0 only.)
+ * ended connections' rows are touched, which no writer holds (but a new connection that happens to
+ * reuse an ended one's pid), and one process folds at a time. (SQLite has shard 0 only.)
  */
 export async function foldEndedCountShards(db: Db): Promise<number> {
   if (!isPostgres(db)) return 0;
-  return changeRows(
-    db,
-    `WITH ended AS (
+  return db.transaction(async (trx) => {
+    const [{ locked }] = await selectRows<{ locked: boolean }>(trx, 'SELECT pg_try_advisory_xact_lock(?) AS locked', [FOLD_LOCK]);
+    if (!locked) return 0;
+    return changeRows(
+      trx,
+      `WITH ended AS (
        DELETE FROM notification_facet_counts WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity)
        RETURNING environment_id, facet, value, total)
      INSERT INTO notification_facet_counts (environment_id, facet, value, shard, total)
        SELECT environment_id, facet, value, 0, sum(total) FROM ended GROUP BY environment_id, facet, value ORDER BY environment_id, facet, value
        ON CONFLICT (environment_id, facet, value, shard) DO UPDATE SET total = notification_facet_counts.total + EXCLUDED.total`,
-    [],
-  );
+      [],
+    );
+  });
 }
 
 /**

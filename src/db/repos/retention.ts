@@ -10,17 +10,17 @@ import { OPEN_JOB_STATUSES } from './jobs.js';
 
 const OPEN = OPEN_JOB_STATUSES.map((status) => `'${status}'`).join(', ');
 
-/** Each environment and its own retention in days (null: the server's). */
 /**
- * Notifications (or events) retention deletes a transaction. On SQLite a batch holds the event loop
- * (about 0.2 ms a notification with all that hangs off it), so it is kept to about 10 ms; on
- * PostgreSQL the loop is free meanwhile, and larger batches go faster. (`npm run bench -- --large`;
- * bench/README.md has the A/B.)
+ * Notifications (or events, or webhook deliveries) retention deletes a transaction. On SQLite a
+ * batch holds the event loop (about 0.2 ms a notification with all that hangs off it), so it is
+ * kept to about 10 ms; on PostgreSQL the loop is free meanwhile, and larger batches go faster.
+ * (`npm run bench -- --large`; bench/README.md, "Large data", has the A/B.)
  */
 export function retentionBatchSize(db: Db): number {
   return isPostgres(db) ? 250 : 50;
 }
 
+/** Each environment and its own retention in days (null: the server's). */
 export async function environmentRetention(db: Db): Promise<Array<{ id: string; retentionDays: number | null }>> {
   const rows = await selectRows<{ id: string; retention_days: number | null }>(db, 'SELECT id, retention_days FROM environments ORDER BY id', []);
   return rows.map((row) => ({ id: row.id, retentionDays: row.retention_days === null ? null : Number(row.retention_days) }));
