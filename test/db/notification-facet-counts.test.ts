@@ -80,6 +80,29 @@ describe('kept totals of one status, channel or workflow', () => {
     expect(await countNotificationFacet(t.deps.db, t.environments.b, 'status', 'failed')).toBe(0);
   });
 
+  it('count nothing twice when a fan-out batch runs again (after a crash): the notifications it would repeat are skipped', async () => {
+    await createSubscribers(t.a, ['ada', 'grace', 'alan']);
+    await createTopic(t.a, { topicKey: 'everyone' }, ['ada', 'grace', 'alan']);
+    await createWorkflow(t.a, { name: 'Mixed', steps: [{ type: 'in_app', template: { content: 'a' } }, { type: 'email', template: { subject: 's', content: 'c' } }] });
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'mixed', to: { type: 'Topic', topicKey: 'everyone' } }).expect(201)).body.data;
+    await new JobRunner(t.deps).runUntilIdle();
+    const before = await expectKeptEqualsCounted(t.environments.a);
+    expect(before).toMatchObject({ 'workflow:mixed': 3, 'channel:in_app': 3 });
+
+    // The fan-out's jobs (one, or one a shard) back at their first batch, as a crash before their commit would leave them.
+    const fanouts = t.deps.db('jobs').where({ environment_id: t.environments.a, kind: 'fanout' });
+    const states: Array<{ id: string; state: string }> = await fanouts.clone().select('id', 'state');
+    expect(states.length).toBeGreaterThan(0);
+    for (const { id, state } of states) {
+      const { cursor: _done, ...first } = JSON.parse(state);
+      await t.deps.db('jobs').where('id', id).update({ status: 'pending', run_at: t.clock.now().toISOString(), state: JSON.stringify(first), lease_owner: null, lease_expires_at: null });
+    }
+    await new JobRunner(t.deps).runUntilIdle();
+    expect(await fanouts.clone().whereNot('status', 'completed').count({ n: '*' }).first()).toMatchObject({ n: 0 });
+    expect(await expectKeptEqualsCounted(t.environments.a)).toEqual(before);
+    expect((await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.totalCount).toBe(3);
+  });
+
   it('follow retention, and an environment deleted takes its totals with it', async () => {
     await createSubscribers(t.a, ['ada', 'grace']);
     await createWorkflow(t.a, { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'a' } }] });
