@@ -12,6 +12,7 @@ export type NotificationWithNovuJobs = Notification & { jobs: Schemas['NovuJob']
 
 export function notificationWithJobs(deps: Deps, environmentId: string, notificationId: string): Promise<NotificationWithJobs>;
 export function notificationWithJobs(deps: Deps, environmentId: string, notificationId: string, shape: 'novu'): Promise<NotificationWithNovuJobs>;
+export function notificationWithJobs(deps: Deps, environmentId: string, notificationId: string, shape: 'herald' | 'novu'): Promise<NotificationWithJobs | NotificationWithNovuJobs>;
 export async function notificationWithJobs(
   deps: Deps,
   environmentId: string,

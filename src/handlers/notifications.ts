@@ -15,9 +15,5 @@ export const getNotificationStats: OperationHandler<'getNotificationStats'> = as
 
 export const getNotification: OperationHandler<'getNotification'> = async ({ params, auth, deps, novuScheme }) => ({
   status: 200,
-  body: {
-    data: novuScheme
-      ? await notificationWithJobs(deps, auth.environmentId, params.notificationId, 'novu')
-      : await notificationWithJobs(deps, auth.environmentId, params.notificationId),
-  },
+  body: { data: await notificationWithJobs(deps, auth.environmentId, params.notificationId, novuScheme ? 'novu' : 'herald') },
 });

@@ -195,29 +195,38 @@ function filtered(db: Db, environmentId: string, filters: NotificationFilters) {
   return query;
 }
 
-/** The environment's notifications, all of them: kept by the triggers of migration 90 in each write's transaction. */
-export async function countNotifications(db: Db, environmentId: string): Promise<number> {
-  const [row] = await selectRows<{ n: number | string | null }>(db, 'SELECT sum(total) AS n FROM notification_counts WHERE environment_id = ?', [environmentId]);
+/** A kept total: the sum of its shards (one on SQLite; on PostgreSQL several, so that writers never share a row). */
+async function keptTotal(db: Db, sql: string, bindings: string[]): Promise<number> {
+  const [row] = await selectRows<{ n: number | string | null }>(db, sql, bindings);
   return Number(row?.n ?? 0);
+}
+
+/** The environment's notifications, all of them: kept by the triggers of migration 90 in each write's transaction. */
+export function countNotifications(db: Db, environmentId: string): Promise<number> {
+  return keptTotal(db, 'SELECT sum(total) AS n FROM notification_counts WHERE environment_id = ?', [environmentId]);
 }
 
 /** The filters whose totals are kept, one value at a time (migration 20261127_02), and the facet each is kept under. */
 export const KEPT_FACETS = { status: 'status', channel: 'channel', workflowId: 'workflow' } as const;
 
-/** The kept total of one filter alone: the sum of its shards (one on SQLite, one per connection on PostgreSQL). */
-export async function countNotificationFacet(db: Db, environmentId: string, facet: (typeof KEPT_FACETS)[keyof typeof KEPT_FACETS], value: string): Promise<number> {
-  const [row] = await selectRows<{ n: number | string | null }>(
-    db,
-    'SELECT sum(total) AS n FROM notification_facet_counts WHERE environment_id = ? AND facet = ? AND value = ?',
-    [environmentId, facet, value],
-  );
-  return Number(row?.n ?? 0);
+/** The kept total of one filter alone (one shard on SQLite, one per connection on PostgreSQL). */
+export function countNotificationFacet(db: Db, environmentId: string, facet: (typeof KEPT_FACETS)[keyof typeof KEPT_FACETS], value: string): Promise<number> {
+  return keptTotal(db, 'SELECT sum(total) AS n FROM notification_facet_counts WHERE environment_id = ? AND facet = ? AND value = ?', [environmentId, facet, value]);
 }
 
-/** The filter of a list filtered by one kept facet and nothing else, if it is one. */
-function keptFacetOf(filters: NotificationFilters): keyof typeof KEPT_FACETS | undefined {
+/**
+ * A list's exact total: kept for no filter or for one kept facet alone, else counted through the
+ * filters' index.
+ */
+function totalOf(db: Db, environmentId: string, filters: NotificationFilters): Promise<number> {
   const used = FILTERS.filter((name) => filters[name]);
-  return used.length === 1 && used[0] in KEPT_FACETS ? (used[0] as keyof typeof KEPT_FACETS) : undefined;
+  if (used.length === 0) return countNotifications(db, environmentId);
+  const [only] = used;
+  if (used.length === 1 && only in KEPT_FACETS) {
+    const facet = only as keyof typeof KEPT_FACETS;
+    return countNotificationFacet(db, environmentId, KEPT_FACETS[facet], filters[facet]!);
+  }
+  return countOf(filtered(db, environmentId, filters));
 }
 
 /** The advisory lock that lets one process at a time fold (any constant both sides agree on). */
@@ -254,13 +263,7 @@ export async function foldEndedCountShards(db: Db): Promise<number> {
  * read with their joins.
  */
 export async function listNotifications(db: Db, environmentId: string, page: PageRequest, filters: NotificationFilters): Promise<Page<Notification>> {
-  const unfiltered = FILTERS.every((name) => !filters[name]);
-  const facet = keptFacetOf(filters);
-  const totalCount = unfiltered
-    ? await countNotifications(db, environmentId)
-    : facet
-      ? await countNotificationFacet(db, environmentId, KEPT_FACETS[facet], filters[facet]!)
-      : await countOf(filtered(db, environmentId, filters));
+  const totalCount = await totalOf(db, environmentId, filters);
   const offset = page.page * page.limit;
   if (offset >= totalCount) return pageOf([], totalCount, page);
   const picked = filtered(db, environmentId, filters).select('id').orderBy([
