@@ -88,12 +88,15 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     // Pick TypeScript in the language dropdown. Each try looks at the page first and then does one
     // step (open the dropdown, or pick the item), each bounded, because under load Redoc may re-render
     // the panel between two steps, closing the dropdown: clicking the button blindly would toggle it.
+    // The button is brought to the middle of the view first: the menu opens below it, and when the
+    // button sits at the bottom edge the menu is out of view and no click can reach its items.
     const typeScriptSample = `await herald.PUT('/subscribers/{subscriberId}'`;
     const language = samples.getByRole('button', { name: /^(curl|TypeScript)$/ });
     const typeScript = page.getByRole('menuitem', { name: 'TypeScript' });
     await expect
       .poll(async () => {
         if ((await samples.innerText()).includes(typeScriptSample)) return true;
+        await language.evaluate((element) => element.scrollIntoView({ block: 'center' }), undefined, { timeout: 2_000 }).catch(() => undefined);
         const expanded = await language.getAttribute('aria-expanded', { timeout: 2_000 }).catch(() => null);
         const step = expanded === 'true' ? typeScript : language;
         await step.click({ timeout: 2_000 }).catch(() => undefined);
