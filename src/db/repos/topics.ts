@@ -198,12 +198,13 @@ export async function removeMembers(db: Db, topicId: string, subscriberKeys: str
 
 /**
  * Members a fan-out notifies per batch (and transaction). SQLite runs a batch on the event loop, so
- * its batches are small enough (about 25 ms) for other requests and an unrelated trigger to get
- * through between two; on PostgreSQL the loop is free meanwhile, and larger batches go faster.
+ * its batches are small enough (10-15 ms) for other requests and an unrelated trigger to get
+ * through between two; a batch of 200 cost more than twice one of 100, so the smaller one hardly
+ * slows the fan-out. On PostgreSQL the loop is free meanwhile, and larger batches go faster.
  * (`npm run bench -- --large`, a 100,000-member fan-out; bench/README.md, "Large data", has the A/B.)
  */
 export function fanoutBatchSize(db: Runner): number {
-  return isPostgres(db) ? 500 : 200;
+  return isPostgres(db) ? 500 : 100;
 }
 
 /** Where a topic fan-out stands: its topics, the members left out, its shard, and the last member done. */
