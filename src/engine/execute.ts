@@ -19,7 +19,7 @@ import { passThrottle, type ThrottleStep } from './throttle.js';
 import { startWithInApp } from './in-app-batch.js';
 import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
-import { fanoutBatch, fanoutBatchSize, type FanoutPosition } from '../db/repos/topics.js';
+import { fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
 import type { WorkerContext } from './worker-context.js';
 import { recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
@@ -177,13 +177,10 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
       const event = (await findEvent(trx, job.eventId, true))!;
       let change: JobUpdate = { status: 'canceled' };
       if (!event.canceledAt) {
-        const batch = await fanoutBatch(trx, position);
-        if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, batch, now);
-        else await startNotifications(trx, event, batch, now);
-        change =
-          batch.length === fanoutBatchSize(trx)
-            ? { status: 'pending', runAt: now, state: { ...position, cursor: batch.at(-1)!.key } }
-            : { status: 'completed' };
+        const { members, more } = await fanoutBatch(trx, position);
+        if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, members, now);
+        else await startNotifications(trx, event, members, now);
+        change = more ? { status: 'pending', runAt: now, state: { ...position, cursor: members.at(-1)!.key } } : { status: 'completed' };
       }
       if (!(await updateClaimedJob(trx, job.id, ctx.owner, change, now))) throw new LeaseLost();
       if (change.status === 'completed') {

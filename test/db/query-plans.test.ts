@@ -145,7 +145,7 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
   it("reads a fan-out batch's subscribers from the cursor on, not from the first one", async () => {
     const cursor = memberKeys[1_499];
     const read = () => fanoutBatch(testDb.db, { topicIds: [topicId], exclude: [], cursor });
-    expect((await read()).map((member) => member.key)).toEqual(memberKeys.slice(1_500));
+    expect((await read()).members.map((member) => member.key)).toEqual(memberKeys.slice(1_500));
     // Every read of subscribers is bounded: by the cursor, or by the member it is joined to.
     const lines = (await planOf(read)).split('\n');
     const reads = lines.flatMap((line, i) => (/ on subscribers s\b/.test(line) ? [`${line}\n${lines[i + 1]}`] : []));

@@ -60,8 +60,9 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     const menu = page.locator('[data-component-name="Menu/MenuItem"] > a');
     // Redoc keeps the active item in view by scrolling the sidebar just far enough, which can leave
     // the next item at its edge, under a tag's header: a person would scroll it into the middle first.
+    const centre = (item: Locator, timeout?: number) => item.evaluate((element) => element.scrollIntoView({ block: 'center' }), undefined, { timeout });
     const open = async (item: Locator) => {
-      await item.evaluate((element) => element.scrollIntoView({ block: 'center' }));
+      await centre(item);
       await item.click();
     };
 
@@ -96,7 +97,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     await expect
       .poll(async () => {
         if ((await samples.innerText()).includes(typeScriptSample)) return true;
-        await language.evaluate((element) => element.scrollIntoView({ block: 'center' }), undefined, { timeout: 2_000 }).catch(() => undefined);
+        await centre(language, 2_000).catch(() => undefined);
         const expanded = await language.getAttribute('aria-expanded', { timeout: 2_000 }).catch(() => null);
         const step = expanded === 'true' ? typeScript : language;
         await step.click({ timeout: 2_000 }).catch(() => undefined);

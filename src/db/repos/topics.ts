@@ -216,17 +216,22 @@ export interface FanoutPosition {
 }
 
 /**
- * The next fanoutBatchSize members of a fan-out, in subscriber-id order after the cursor. One topic's
- * members come straight from its (topic, subscriber) key, in order, a batch at a time; members of
- * several topics come once (DISTINCT), which costs a sort of the members still to come.
+ * The next fanoutBatchSize members of a fan-out, in subscriber-id order after the cursor, and whether
+ * more may follow (the batch is full). One topic's members come straight from its (topic,
+ * subscriber) key, in order, a batch at a time; members of several topics come once (DISTINCT),
+ * which costs a sort of the members still to come.
  */
-export async function fanoutBatch(db: Runner, { topicIds, exclude, shard, cursor }: FanoutPosition): Promise<Array<{ key: string; subscriberId: string }>> {
+export async function fanoutBatch(
+  db: Runner,
+  { topicIds, exclude, shard, cursor }: FanoutPosition,
+): Promise<{ members: Array<{ key: string; subscriberId: string }>; more: boolean }> {
+  const size = fanoutBatchSize(db);
   const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
   const query = db('topic_subscribers as ts')
     .join('subscribers as s', 's.id', 'ts.subscriber_id')
     .whereIn('ts.topic_id', topicIds)
     .orderBy('ts.subscriber_id')
-    .limit(fanoutBatchSize(db));
+    .limit(size);
   if (topicIds.length > 1) query.distinct(columns);
   else query.select(columns);
   // The cursor bounds both sides of the join: PostgreSQL carries an equality across a join but not
@@ -234,7 +239,8 @@ export async function fanoutBatch(db: Runner, { topicIds, exclude, shard, cursor
   if (cursor) query.where('ts.subscriber_id', '>', cursor).where('s.id', '>', cursor);
   if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
   whereInShard(query, 'ts.subscriber_id', shard);
-  return query;
+  const members: Array<{ key: string; subscriberId: string }> = await query;
+  return { members, more: members.length === size };
 }
 
 /** The internal ids of the environment's topics among `topicKeys`, by key. */
