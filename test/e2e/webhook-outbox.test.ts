@@ -118,6 +118,8 @@ describe.runIf(testDatabaseUrl())('an endpoint created through another process',
     expect((await call('POST', '/events/trigger', { name: 'hello', to: 'ada' })).status).toBe(201);
     await expect.poll(() => receiver.requests.length, { timeout: 20_000, interval: 50 }).toBe(1);
     expect((receiver.requests[0].json() as { type: string }).type).toBe('message.delivered');
+    // Both end cleanly before the schema is dropped: a process still shutting down held locks the drop deadlocked on.
     for (const child of [api.child, worker.child]) child.kill('SIGTERM');
+    expect(await Promise.all([api.exited, worker.exited])).toEqual([0, 0]);
   }, 120_000);
 });
