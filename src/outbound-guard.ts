@@ -72,7 +72,14 @@ export function parseNetworks(text: string | undefined): string[] {
   });
 }
 
-function inNetwork(address: ipaddr.IPv4 | ipaddr.IPv6, cidr: string): boolean {
+type Network = readonly [base: ipaddr.IPv4 | ipaddr.IPv6, bits: number];
+
+/** Allowed networks as parsed once: every send checks its address against them. */
+const parsedNetworks = new Map<string, Network>();
+
+function networkOf(cidr: string): Network {
+  let parsed = parsedNetworks.get(cidr);
+  if (parsed) return parsed;
   const [network, bits] = cidr.includes('/')
     ? ipaddr.parseCIDR(cidr)
     : (() => {
@@ -80,8 +87,16 @@ function inNetwork(address: ipaddr.IPv4 | ipaddr.IPv6, cidr: string): boolean {
         return [one, one.kind() === 'ipv4' ? 32 : 128] as const;
       })();
   const base = network.kind() === 'ipv6' && (network as ipaddr.IPv6).isIPv4MappedAddress() ? (network as ipaddr.IPv6).toIPv4Address() : network;
-  const mappedBits = base !== network ? bits - 96 : bits;
-  return base.kind() === address.kind() && address.match(base, mappedBits);
+  parsed = [base, base !== network ? bits - 96 : bits];
+  // The operator's list is short; a caller passing ever new CIDRs (tests) must not grow this without end.
+  if (parsedNetworks.size >= 1_000) parsedNetworks.clear();
+  parsedNetworks.set(cidr, parsed);
+  return parsed;
+}
+
+function inNetwork(address: ipaddr.IPv4 | ipaddr.IPv6, cidr: string): boolean {
+  const [base, bits] = networkOf(cidr);
+  return base.kind() === address.kind() && address.match(base, bits);
 }
 
 /** 0:0:0:0:0:0/96 (IPv4-compatible, deprecated) is "unicast" to ipaddr.js, yet it embeds any IPv4 address. */

@@ -1,7 +1,7 @@
 // Webhook endpoints: where an environment's events go. Secrets are sealed at rest (crypto.ts) when
 // the server has HERALD_SECRET, and never leave this file but through endpointSecrets.
 import type { Db, Runner } from '../knex.js';
-import { changeRows, selectRows } from '../knex.js';
+import { changeRows, inList, selectRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { open, sealIfSecret } from '../../crypto.js';
 import { newId } from '../../ids.js';
@@ -180,9 +180,14 @@ export async function subscriptionsOf(db: Runner, environmentId: string): Promis
 export async function endpointTargets(db: Runner, ids: string[], sealWith: string | undefined, now: Date): Promise<Map<string, EndpointTarget>> {
   const targets = new Map<string, EndpointTarget>();
   if (ids.length === 0) return targets;
-  const rows: Array<Record<string, unknown>> = await db('webhook_endpoints')
-    .whereIn('id', ids)
-    .select('id', 'environment_id', 'url', 'disabled', 'rate_limit_per_second', 'secret', 'previous_secret', 'previous_secret_expires_at', 'failing_since');
+  // Read for every delivery: plain SQL, which costs less than the query builder.
+  const list = inList(db, 'id', ids);
+  const rows = await selectRows<Record<string, unknown>>(
+    db,
+    `SELECT id, environment_id, url, disabled, rate_limit_per_second, secret, previous_secret, previous_secret_expires_at, failing_since
+       FROM webhook_endpoints WHERE ${list.sql}`,
+    list.bindings,
+  );
   for (const row of rows) {
     const secrets = [open(String(row.secret), sealWith)];
     if (row.previous_secret !== null && String(row.previous_secret_expires_at) > now.toISOString()) secrets.push(open(String(row.previous_secret), sealWith));
