@@ -8,7 +8,7 @@ import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
 import { claimDueDeliveries, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
-import { deliverWebhook, EndpointPace, type WebhookRun } from './webhook-sender.js';
+import { deliverWebhook, EndpointPace, SuccessLog, type WebhookRun } from './webhook-sender.js';
 
 export interface RunnerOptions {
   /** Local jobs (in-app, delay, digest, fan-out) claimed at a time; also runBatch's claim. */
@@ -146,7 +146,7 @@ export class JobRunner {
       random,
     );
     this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random };
-    this.webhooks = { ...this.ctx, pace: new EndpointPace() };
+    this.webhooks = { ...this.ctx, pace: new EndpointPace(), successes: new SuccessLog(this.ctx) };
   }
 
   start(): void {

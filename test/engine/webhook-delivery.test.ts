@@ -5,6 +5,7 @@ import { JobRunner } from '../../src/engine/runner.js';
 import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
+import { claimDueDeliveries, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
 import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 
 // How the job runner delivers webhooks, on a clock the tests move by hand: Svix's retry schedule,
@@ -195,5 +196,37 @@ describe('an endpoint deleted by another process', () => {
     expect((await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0].status).toBe('completed');
     expect(await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId })).toHaveLength(0);
     expect(peer.requests).toHaveLength(0);
+  });
+});
+
+describe('successful tries, recorded together', () => {
+  it('ends every delivery that succeeded at once, each with its one try', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    for (let i = 0; i < 5; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(5);
+    const rows = await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId }).select('id', 'status', 'lease_owner');
+    expect(rows.map((row) => [row.status, row.lease_owner])).toEqual(Array(5).fill(['succeeded', null]));
+    const attempts = await t.db('webhook_attempts').whereIn('delivery_id', rows.map((row) => row.id)).select('delivery_id', 'attempt', 'status_code');
+    expect(attempts.map((a) => [a.attempt, a.status_code])).toEqual(Array(5).fill([1, 200]));
+    expect(new Set(attempts.map((a) => a.delivery_id)).size).toBe(5);
+  });
+
+  it('leaves alone a delivery whose lease another worker took over: it keeps no try of ours', async () => {
+    const endpoint = await endpointAt('http://127.0.0.1:9/h');
+    for (let i = 0; i < 2; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    const claimed = await claimDueDeliveries(t.db, { owner: 'a', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
+    expect(claimed).toHaveLength(2);
+    const [kept, lost] = claimed;
+    await t.db('webhook_deliveries').where({ id: lost.id }).update({ lease_owner: 'b' });
+    const tries = claimed.map((delivery) => ({ deliveryId: delivery.id, attempt: 1, trigger: 'scheduled' as const, statusCode: 200, durationMs: 3 }));
+    const ended = await t.db.transaction((trx) => finishSucceeded(trx, tries, 'a', t.clock.now()));
+    expect(ended).toEqual([kept.id]);
+    const statusOf = async (id: string) => (await t.db('webhook_deliveries').where({ id }).first()).status;
+    expect(await statusOf(kept.id)).toBe('succeeded');
+    expect(await statusOf(lost.id)).toBe('running');
+    const attempts = await t.db('webhook_attempts').whereIn('delivery_id', [kept.id, lost.id]).select('delivery_id');
+    expect(attempts.map((row) => row.delivery_id)).toEqual([kept.id]);
   });
 });

@@ -2,7 +2,7 @@
 // transaction of the change it tells of, claimed by a job runner under a lease as a job is, and
 // ends succeeded or failed; each try leaves an attempt with the first KB of the answer.
 import type { Db, Runner } from '../knex.js';
-import { changeRows, inList, isPostgres } from '../knex.js';
+import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
@@ -135,20 +135,45 @@ export interface NewAttempt {
   error?: string;
 }
 
+function attemptRow(attempt: NewAttempt, now: Date): Record<string, unknown> {
+  return {
+    id: newId(now.getTime()),
+    delivery_id: attempt.deliveryId,
+    attempt: attempt.attempt,
+    trigger: attempt.trigger,
+    status_code: attempt.statusCode ?? null,
+    duration_ms: attempt.durationMs,
+    response: attempt.response ?? null,
+    error: attempt.error ?? null,
+    created_at: now.toISOString(),
+  };
+}
+
 export async function addAttempt(trx: Runner, attempt: NewAttempt, now: Date): Promise<void> {
-  await insertRows(trx, 'webhook_attempts', [
-    {
-      id: newId(now.getTime()),
-      delivery_id: attempt.deliveryId,
-      attempt: attempt.attempt,
-      trigger: attempt.trigger,
-      status_code: attempt.statusCode ?? null,
-      duration_ms: attempt.durationMs,
-      response: attempt.response ?? null,
-      error: attempt.error ?? null,
-      created_at: now.toISOString(),
-    },
-  ]);
+  await insertRows(trx, 'webhook_attempts', [attemptRow(attempt, now)]);
+}
+
+/**
+ * Successful tries, recorded together (finishDelivery and addAttempt for many at once): each
+ * delivery `owner` still holds ends succeeded and keeps its try. Answers the ids it ended; a
+ * delivery whose lease was lost keeps no try, as with finishDelivery.
+ */
+export async function finishSucceeded(trx: Runner, tries: readonly NewAttempt[], owner: string, now: Date): Promise<string[]> {
+  const at = now.toISOString();
+  const ended = new Set<string>();
+  for (const part of chunks(tries.map((attempt) => attempt.deliveryId))) {
+    const list = inList(trx, 'id', part);
+    const rows = await selectRows<{ id: string }>(
+      trx,
+      `UPDATE webhook_deliveries SET status = 'succeeded', run_at = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?, manual = false
+        WHERE lease_owner = ? AND status = 'running' AND ${list.sql} RETURNING id`,
+      [at, at, owner, ...list.bindings],
+    );
+    for (const row of rows) ended.add(row.id);
+  }
+  const kept = tries.filter((attempt) => ended.has(attempt.deliveryId));
+  if (kept.length > 0) await insertRows(trx, 'webhook_attempts', kept.map((attempt) => attemptRow(attempt, now)));
+  return [...ended];
 }
 
 export async function renewDeliveryLeases(db: Db, owner: string, ids: readonly string[], until: Date): Promise<number> {
