@@ -111,6 +111,8 @@ export class JobRunner {
   private stopListening?: () => void;
   private readonly localWake = new Wakeup();
   private readonly sendWake = new Wakeup();
+  /** A send ended: its environment may claim again. */
+  private readonly slotFreed = new Wakeup();
   /** Sends in flight: each job's run, by job id, and how many slots each environment holds. */
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly slotsOf = new Map<string, number>();
@@ -299,10 +301,11 @@ export class JobRunner {
         const free = this.options.slots - this.inFlight.size;
         let claimed = 0;
         let limit = 0;
+        let leftOut = false;
         if (free > 0) {
           try {
             this.sendWake.arrived = 0;
-            ({ claimed, limit } = await this.claimSends(free));
+            ({ claimed, limit, leftOut } = await this.claimSends(free));
           } catch (err) {
             this.deps.logger.error({ err }, 'job runner: claiming sends failed');
           }
@@ -314,8 +317,13 @@ export class JobRunner {
         }
         idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
         // Every trigger wakes both loops, in-app ones too: after a claim that found no send, the
-        // next waits a little, so a stream of in-app triggers costs few empty claims here.
-        if (free > 0 && claimed === 0) await sleep(EMPTY_CLAIM_GAP_MS);
+        // next waits a little, so a stream of in-app triggers costs few empty claims here. But a
+        // claim that left out an environment at its share may have found nothing for that reason
+        // alone: it claims again as soon as one of the sends in flight ends.
+        if (free > 0 && claimed === 0) {
+          if (leftOut) await this.slotFreed.wait(EMPTY_CLAIM_GAP_MS);
+          else await sleep(EMPTY_CLAIM_GAP_MS);
+        }
         // A send ending, or a trigger, wakes this wait.
         await this.pause(this.sendWake, idleMs, SEND_COALESCE.target, Math.min(SEND_COALESCE.ms, this.options.coalesceMs));
       }
@@ -330,7 +338,7 @@ export class JobRunner {
    * are left out, and a claim takes no more than the smallest share left of those holding slots, so
    * that whichever environment its jobs are of, none goes over its share.
    */
-  private async claimSends(free: number): Promise<{ claimed: number; limit: number }> {
+  private async claimSends(free: number): Promise<{ claimed: number; limit: number; leftOut: boolean }> {
     const share = this.options.slotsPerEnvironment;
     const full = [...this.slotsOf].filter(([, n]) => n >= share).map(([environmentId]) => environmentId);
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
@@ -343,11 +351,11 @@ export class JobRunner {
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
       await releaseDeliveries(this.deps.db, deliveries.map((delivery) => delivery.id), this.ctx.owner, this.deps.clock.now());
-      return { claimed, limit };
+      return { claimed, limit, leftOut: full.length > 0 };
     }
     for (const job of jobs) this.startSend(job.id, job.environmentId, () => this.execute(job, true));
     for (const delivery of deliveries) this.startSend(WEBHOOK + delivery.id, delivery.environmentId, () => this.deliver(delivery, true));
-    return { claimed, limit };
+    return { claimed, limit, leftOut: full.length > 0 };
   }
 
   private startSend(id: string, environmentId: string, send: () => Promise<void>): void {
@@ -357,6 +365,7 @@ export class JobRunner {
       const left = this.slotsOf.get(environmentId)! - 1;
       if (left > 0) this.slotsOf.set(environmentId, left);
       else this.slotsOf.delete(environmentId);
+      this.slotFreed.notify();
       this.sendWake.notify();
     });
     this.inFlight.set(id, run);

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
@@ -228,5 +228,25 @@ describe('successful tries, recorded together', () => {
     expect(await statusOf(lost.id)).toBe('running');
     const attempts = await t.db('webhook_attempts').whereIn('delivery_id', [kept.id, lost.id]).select('delivery_id');
     expect(attempts.map((row) => row.delivery_id)).toEqual([kept.id]);
+  });
+});
+
+describe('an environment at its share of the send slots', () => {
+  it('claims its next delivery as soon as one of its sends ends, without waiting out the empty-claim gap', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    for (let i = 0; i < 3; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    // No coalescing wait: with timers stopped, a runner that sleeps between claims never wakes, and
+    // only the end of a send can move it on.
+    const runner = new JobRunner(t.deps, { slotsPerEnvironment: 1, coalesceMs: 0, random: () => 0.5 });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      runner.start();
+      for (let turns = 0; turns < 50_000 && peer.requests.length < 3; turns++) await new Promise((resolve) => setImmediate(resolve));
+      expect(peer.requests).toHaveLength(3);
+    } finally {
+      vi.useRealTimers();
+      await runner.stop();
+    }
   });
 });
