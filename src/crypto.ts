@@ -47,14 +47,6 @@ export function seal(plain: string, secret: string): string {
 }
 
 /**
- * Values opened lately, by their sealed text (unique: each seal has a random IV). A webhook
- * endpoint's secret is opened for every delivery; it is held in this process's memory while it
- * signs anyway. Only a hit with the same secret counts, so a changed HERALD_SECRET still fails.
- */
-const opened = new Map<string, { secret: string; plain: string }>();
-const OPENED_KEPT = 1_000;
-
-/**
  * The plain text of a stored value: sealed values are decrypted with `secret`, anything else is
  * returned as it is. Throws a SealError (whose message never contains the value) when a sealed
  * value cannot be opened.
@@ -62,23 +54,16 @@ const OPENED_KEPT = 1_000;
 export function open(stored: string, secret: string | undefined): string {
   if (!isSealed(stored)) return stored;
   if (!secret) throw new SealError('A stored value is encrypted, but HERALD_SECRET is not set');
-  const known = opened.get(stored);
-  if (known && known.secret === secret) return known.plain;
   const envelope = Buffer.from(stored.slice(SEALED_PREFIX.length), 'base64');
   if (envelope.length < IV_BYTES + TAG_BYTES) throw new SealError('A stored encrypted value is damaged');
   const decipher = createDecipheriv('aes-256-gcm', keyOf(secret), envelope.subarray(0, IV_BYTES));
   decipher.setAuthTag(envelope.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
-  let plain: string;
   try {
-    plain = Buffer.concat([decipher.update(envelope.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
+    return Buffer.concat([decipher.update(envelope.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
   } catch {
     throw new SealError('A stored encrypted value could not be decrypted: HERALD_SECRET differs from the one it was written with, or the value was altered');
   }
-  if (opened.size >= OPENED_KEPT) opened.delete(opened.keys().next().value!);
-  opened.set(stored, { secret, plain });
-  return plain;
 }
-
 
 /** Seals `plain` when a secret is set, else keeps it as it is (the README's "optional" secret). */
 export function sealIfSecret(plain: string, secret: string | undefined): string {
