@@ -71,22 +71,26 @@ export class EndpointPace {
   }
 }
 
+/** Batches of successes written at once: one held by a row lock (PostgreSQL) does not hold up the rest. */
+const SUCCESS_WRITERS = 4;
+
 /**
- * Successful tries, recorded together. Those that end while a batch is being written wait for the
- * next, so under load a batch is one transaction of two statements instead of a savepoint and
- * three statements a try (finishSucceeded). Each try is settled only once its batch is committed.
+ * Successful tries, recorded together: the tries that end while a batch is being written go in
+ * the next, so under load a batch of them costs a few statements (finishSucceeded) instead of
+ * three each. Each try is settled only once its batch is committed. A batch that fails is written
+ * again one try at a time, so one bad row fails (and is sent again after its lease) alone.
  */
 export class SuccessLog {
-  private waiting: Array<{ attempt: NewAttempt; settle: (err?: unknown) => void }> = [];
-  private writing = false;
+  private readonly waiting: Array<{ attempt: NewAttempt; settle: (err?: unknown) => void }> = [];
+  private writers = 0;
 
   constructor(private readonly ctx: WorkerContext) {}
 
   add(attempt: NewAttempt): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.waiting.push({ attempt, settle: (err) => (err === undefined ? resolve() : reject(err)) });
-      if (!this.writing) {
-        this.writing = true;
+      if (this.writers < SUCCESS_WRITERS) {
+        this.writers++;
         // The tries answered in this turn of the event loop join the batch.
         setImmediate(() => void this.write());
       }
@@ -94,19 +98,23 @@ export class SuccessLog {
   }
 
   private async write(): Promise<void> {
-    const batch = this.waiting.splice(0);
-    if (batch.length === 0) {
-      this.writing = false;
-      return;
-    }
-    const { db, clock } = this.ctx.deps;
     try {
-      await writeTransaction(db, (trx) => finishSucceeded(trx, batch.map((item) => item.attempt), this.ctx.owner, clock.now()));
-      for (const item of batch) item.settle();
-    } catch (err) {
-      for (const item of batch) item.settle(err ?? new Error('recording webhook tries failed'));
+      for (let batch = this.waiting.splice(0); batch.length > 0; batch = this.waiting.splice(0)) {
+        try {
+          await this.finish(batch.map((item) => item.attempt));
+          for (const item of batch) item.settle();
+        } catch {
+          for (const item of batch) await this.finish([item.attempt]).then(() => item.settle(), (err: unknown) => item.settle(err ?? new Error('recording a webhook try failed')));
+        }
+      }
+    } finally {
+      this.writers--;
     }
-    await this.write();
+  }
+
+  private finish(attempts: NewAttempt[]): Promise<unknown> {
+    const { db, clock } = this.ctx.deps;
+    return writeTransaction(db, (trx) => finishSucceeded(trx, attempts, this.ctx.owner, clock.now()));
   }
 }
 
@@ -199,8 +207,8 @@ export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, 
   } else {
     tried = await tryOnce(ctx, delivery, endpoint);
   }
-  // Most tries succeed at an endpoint that is healthy: nothing but the try to write, with others.
-  if (tried.ok && !endpoint.disabled && endpoint.failingSince === null) return ctx.successes.add(attemptOf(delivery, tried));
+  // Most tries succeed: they are written with others.
+  if (tried.ok && !endpoint.disabled) return ctx.successes.add(attemptOf(delivery, tried));
   await record(ctx, delivery, nextStep(ctx, delivery, tried), tried, endpoint);
 }
 

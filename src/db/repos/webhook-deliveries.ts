@@ -1,7 +1,7 @@
 // The webhook outbox and its tries. A delivery (one event to one endpoint) is written in the
 // transaction of the change it tells of, claimed by a job runner under a lease as a job is, and
 // ends succeeded or failed; each try leaves an attempt with the first KB of the answer.
-import type { Db, Runner } from '../knex.js';
+import type { Db, Runner, Transaction } from '../knex.js';
 import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
@@ -154,25 +154,37 @@ export async function addAttempt(trx: Runner, attempt: NewAttempt, now: Date): P
 }
 
 /**
- * Successful tries, recorded together (finishDelivery and addAttempt for many at once): each
- * delivery `owner` still holds ends succeeded and keeps its try. Answers the ids it ended; a
- * delivery whose lease was lost keeps no try, as with finishDelivery.
+ * Successful tries, recorded together (finishDelivery, addAttempt and markEndpointHealthy for many
+ * at once): each delivery `owner` still holds ends succeeded and keeps its try, and its endpoint
+ * fails no longer. Answers the ids it ended; a delivery whose lease was lost keeps no try, as with
+ * finishDelivery. A delivery tried twice (its lease lapsed during the first try) keeps its last.
  */
-export async function finishSucceeded(trx: Runner, tries: readonly NewAttempt[], owner: string, now: Date): Promise<string[]> {
+export async function finishSucceeded(trx: Transaction, tries: readonly NewAttempt[], owner: string, now: Date): Promise<string[]> {
   const at = now.toISOString();
+  const last = new Map<string, NewAttempt>();
+  for (const attempt of tries) if ((last.get(attempt.deliveryId)?.attempt ?? 0) <= attempt.attempt) last.set(attempt.deliveryId, attempt);
   const ended = new Set<string>();
-  for (const part of chunks(tries.map((attempt) => attempt.deliveryId))) {
+  const endpoints = new Set<string>();
+  for (const part of chunks([...last.keys()])) {
     const list = inList(trx, 'id', part);
-    const rows = await selectRows<{ id: string }>(
+    // UPDATE … RETURNING through selectRows: inside a transaction it runs on the transaction's connection.
+    const rows = await selectRows<{ id: string; endpoint_id: string }>(
       trx,
       `UPDATE webhook_deliveries SET status = 'succeeded', run_at = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?, manual = false
-        WHERE lease_owner = ? AND status = 'running' AND ${list.sql} RETURNING id`,
+        WHERE lease_owner = ? AND status = 'running' AND ${list.sql} RETURNING id, endpoint_id`,
       [at, at, owner, ...list.bindings],
     );
-    for (const row of rows) ended.add(row.id);
+    for (const row of rows) {
+      ended.add(row.id);
+      endpoints.add(row.endpoint_id);
+    }
   }
-  const kept = tries.filter((attempt) => ended.has(attempt.deliveryId));
+  const kept = [...last.values()].filter((attempt) => ended.has(attempt.deliveryId));
   if (kept.length > 0) await insertRows(trx, 'webhook_attempts', kept.map((attempt) => attemptRow(attempt, now)));
+  if (endpoints.size > 0) {
+    const list = inList(trx, 'id', [...endpoints]);
+    await changeRows(trx, `UPDATE webhook_endpoints SET failing_since = NULL WHERE failing_since IS NOT NULL AND ${list.sql}`, list.bindings);
+  }
   return [...ended];
 }
 
