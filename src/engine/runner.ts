@@ -49,6 +49,11 @@ class Wakeup {
     this.resolve?.();
   }
 
+  /** Forgets the notifies that came since the last wait. */
+  clear(): void {
+    this.pending = false;
+  }
+
   /** Resolves at the next notify (at once if one came since the last wait), or after `ms`; answers whether it was notified. */
   async wait(ms: number): Promise<boolean> {
     if (!this.pending) {
@@ -111,7 +116,7 @@ export class JobRunner {
   private stopListening?: () => void;
   private readonly localWake = new Wakeup();
   private readonly sendWake = new Wakeup();
-  /** A send ended: its environment may claim again. */
+  /** A send of an environment at its share ended: that environment may claim again. */
   private readonly slotFreed = new Wakeup();
   /** Sends in flight: each job's run, by job id, and how many slots each environment holds. */
   private readonly inFlight = new Map<string, Promise<void>>();
@@ -340,6 +345,8 @@ export class JobRunner {
    */
   private async claimSends(free: number): Promise<{ claimed: number; limit: number; leftOut: boolean }> {
     const share = this.options.slotsPerEnvironment;
+    // A send of a left-out environment that ends from here on is a reason to claim again.
+    this.slotFreed.clear();
     const full = [...this.slotsOf].filter(([, n]) => n >= share).map(([environmentId]) => environmentId);
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
     const limit = Math.min(free, share, ...left);
@@ -365,7 +372,7 @@ export class JobRunner {
       const left = this.slotsOf.get(environmentId)! - 1;
       if (left > 0) this.slotsOf.set(environmentId, left);
       else this.slotsOf.delete(environmentId);
-      this.slotFreed.notify();
+      if (left + 1 >= this.options.slotsPerEnvironment) this.slotFreed.notify();
       this.sendWake.notify();
     });
     this.inFlight.set(id, run);
