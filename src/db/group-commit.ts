@@ -72,7 +72,9 @@ function commitNext(db: Db, queue: Queue): void {
         else item.reject(outcome.error);
       }),
       async (error: unknown) => {
-        await rollBackOpenTransaction(db);
+        // A rollback that fails too (a closed pool at shutdown) must not leave the callers waiting:
+        // each is answered with the first error.
+        await rollBackOpenTransaction(db).catch(() => undefined);
         batch.forEach((item) => item.reject(error));
       },
     )
