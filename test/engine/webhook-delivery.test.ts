@@ -200,12 +200,14 @@ describe('an endpoint deleted by another process', () => {
 });
 
 describe('successful tries, recorded together', () => {
-  it('ends every delivery that succeeded at once, each with its one try', async () => {
+  it('ends every delivery that succeeded at once, each with its one try, and clears the endpoint failing', async () => {
     const peer = await receiver();
     const endpoint = await endpointAt(`${peer.url}/h`);
     for (let i = 0; i < 5; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await t.db('webhook_endpoints').where({ id: endpoint.endpointId }).update({ failing_since: t.clock.now().toISOString() });
     await worker.runUntilIdle();
     expect(peer.requests).toHaveLength(5);
+    expect((await t.db('webhook_endpoints').where({ id: endpoint.endpointId }).first()).failing_since).toBeNull();
     const rows = await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId }).select('id', 'status', 'lease_owner');
     expect(rows.map((row) => [row.status, row.lease_owner])).toEqual(Array(5).fill(['succeeded', null]));
     const attempts = await t.db('webhook_attempts').whereIn('delivery_id', rows.map((row) => row.id)).select('delivery_id', 'attempt', 'status_code');
@@ -214,6 +216,7 @@ describe('successful tries, recorded together', () => {
   });
 
   it('leaves alone a delivery whose lease another worker took over: it keeps no try of ours', async () => {
+    await worker.runUntilIdle(); // nothing else due: the claim below takes only this test's deliveries
     const endpoint = await endpointAt('http://127.0.0.1:9/h');
     for (let i = 0; i < 2; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
     const claimed = await claimDueDeliveries(t.db, { owner: 'a', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
@@ -221,13 +224,14 @@ describe('successful tries, recorded together', () => {
     const [kept, lost] = claimed;
     await t.db('webhook_deliveries').where({ id: lost.id }).update({ lease_owner: 'b' });
     const tries = claimed.map((delivery) => ({ deliveryId: delivery.id, attempt: 1, trigger: 'scheduled' as const, statusCode: 200, durationMs: 3 }));
-    const ended = await t.db.transaction((trx) => finishSucceeded(trx, tries, 'a', t.clock.now()));
+    // The same delivery twice in one batch (tried again after its lease lapsed): it keeps one try.
+    const ended = await t.db.transaction((trx) => finishSucceeded(trx, [...tries, { ...tries[0], attempt: 2 }], 'a', t.clock.now()));
     expect(ended).toEqual([kept.id]);
     const statusOf = async (id: string) => (await t.db('webhook_deliveries').where({ id }).first()).status;
     expect(await statusOf(kept.id)).toBe('succeeded');
     expect(await statusOf(lost.id)).toBe('running');
-    const attempts = await t.db('webhook_attempts').whereIn('delivery_id', [kept.id, lost.id]).select('delivery_id');
-    expect(attempts.map((row) => row.delivery_id)).toEqual([kept.id]);
+    const attempts = await t.db('webhook_attempts').whereIn('delivery_id', [kept.id, lost.id]).select('delivery_id', 'attempt');
+    expect(attempts.map((row) => [row.delivery_id, row.attempt])).toEqual([[kept.id, 2]]);
   });
 });
 
@@ -242,11 +246,16 @@ describe('an environment at its share of the send slots', () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     try {
       runner.start();
-      for (let turns = 0; turns < 50_000 && peer.requests.length < 3; turns++) await new Promise((resolve) => setImmediate(resolve));
+      // Date is not faked: a deadline in real time, far longer than three sends take.
+      const deadline = Date.now() + 10_000;
+      while (peer.requests.length < 3 && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
       expect(peer.requests).toHaveLength(3);
     } finally {
+      const stopped = runner.stop();
+      // A runner asleep on a stopped timer (the old behaviour) wakes, and stops.
+      await vi.advanceTimersByTimeAsync(100);
       vi.useRealTimers();
-      await runner.stop();
+      await stopped;
     }
   });
 });
