@@ -112,7 +112,7 @@ interface Row {
   cpuRatio?: number;
   /** Webhooks: the trigger row with one endpoint taking every event over the same row with none. */
   webhookRatio?: number;
-  /** webhookRatio with the API alone on one core and the worker and endpoint on another. */
+  /** webhookRatio with the worker and endpoint on one core, the API and the load on another. */
   webhookRatioPinned?: number;
   notes: string[];
 }
@@ -913,20 +913,22 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       ];
       const variants = await abRuns('');
       const webhookRatio = ratioOf(variants);
-      // The same A/B with the API alone on the first core and this harness (so wrk), the worker and
-      // the endpoint on the second: what an endpoint costs the API itself when the work it causes
+      // The same A/B with the worker and the endpoint on a core of their own, and the API and this
+      // harness (so wrk) on another: what an endpoint costs the API itself when the work it causes
       // does not take the API's CPU, as where workers and receivers run on machines of their own.
       // On PostgreSQL the database still runs on both cores.
       let pinned: Variants | undefined;
-      if (os.cpus().length >= 2 && spawnSync('taskset', ['-V']).status === 0) {
-        const pin = (pid: number, cpus: string) => spawnSync('taskset', ['-a', '-cp', cpus, String(pid)], { stdio: 'ignore' });
-        const every = `0-${os.cpus().length - 1}`;
-        pin(api.pid, '0');
-        for (const pid of [process.pid, worker.pid, hook.pid]) pin(pid, '1');
+      const affinity = (pid: number) => spawnSync('taskset', ['-cp', String(pid)], { encoding: 'utf8' });
+      const original = affinity(process.pid);
+      const cpus = original.status === 0 ? cpuList(original.stdout.split(':').pop()!.trim()) : [];
+      if (cpus.length >= 2) {
+        const pin = (pids: number[], list: string) => pids.every((pid) => spawnSync('taskset', ['-a', '-cp', list, String(pid)], { stdio: 'ignore' }).status === 0);
+        const everyPid = [api.pid, process.pid, worker.pid, hook.pid];
         try {
-          pinned = await abRuns(' (API on a core of its own)');
+          if (pin([api.pid, process.pid], String(cpus[0])) && pin([worker.pid, hook.pid], String(cpus[1]))) pinned = await abRuns(' (worker and endpoint on a core of their own)');
+          else log(`${kind}: webhooks: taskset could not pin the processes; the pinned A/B is left out`);
         } finally {
-          for (const pid of [api.pid, process.pid, worker.pid, hook.pid]) pin(pid, every);
+          pin(everyPid, cpus.join(','));
         }
       }
       await worker.stop();
@@ -959,7 +961,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       const notes = [
         `${total.toLocaleString('en-US')} deliveries in ${(elapsed / 1000).toFixed(2)} s (endpoint received ${(await received()) - before})`,
         ...describeRuns(variants, ''),
-        ...(pinned ? describeRuns(pinned, ' with the API on a core of its own') : []),
+        ...(pinned ? describeRuns(pinned, ' with the worker and endpoint on a core of their own') : []),
       ];
       if (failed > 0) notes.push(`${failed} failed`);
       suite.rows.push({
@@ -1056,7 +1058,7 @@ function targets(suites: Suite[]): string[] {
     check(cpuRow && cpuRow.cpuRatio! <= 1, `CPU per in-app delivery at 500/s ≤ at 2,000/s: ${cpuRow ? cpuRow.cpuRatio!.toFixed(2) : '–'}×`);
     const webhooks = row('webhooks');
     check(webhooks && webhooks.webhookRatio! >= 0.9, `trigger row with one endpoint taking every event ≥ 0.9 × without: ${webhooks ? webhooks.webhookRatio!.toFixed(2) : '–'}`);
-    if (webhooks?.webhookRatioPinned !== undefined) lines.push(`  (info) the same with the API on a core of its own: ${webhooks.webhookRatioPinned.toFixed(2)}`);
+    if (webhooks?.webhookRatioPinned !== undefined) lines.push(`  (info) the same with the worker and endpoint on a core of their own: ${webhooks.webhookRatioPinned.toFixed(2)}`);
     const peaks = [suite.apiStartRssMb, ...suite.rows.map((r) => r.rssMb)].filter((n): n is number => n !== undefined);
     const peak = peaks.length ? Math.max(...peaks) : undefined;
     check(peak === undefined ? undefined : peak <= 200, `peak RSS ≤ 200 MB through all rows: ${peak === undefined ? '–' : `${fmt(peak, 1)} MB`} (API after start ${fmt(suite.apiStartRssMb, 1)} MB)`);
@@ -1070,6 +1072,14 @@ function targets(suites: Suite[]): string[] {
     }
   }
   return lines;
+}
+
+/** The CPUs of a taskset list such as `0-3,6`. */
+function cpuList(text: string): number[] {
+  return text.split(',').flatMap((part) => {
+    const [from, to] = part.split('-').map(Number);
+    return Array.from({ length: (to ?? from) - from + 1 }, (_, i) => from + i);
+  });
 }
 
 /** The commit measured, and whether the working tree differed from it. */
