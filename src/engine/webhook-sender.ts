@@ -7,7 +7,7 @@ import { createHmac } from 'node:crypto';
 import type { Transaction } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
 import { addAttempt, dropDelivery, failPendingDeliveries, finishDelivery, finishSucceeded, type DeliveryChange, type DeliveryRecord, type NewAttempt } from '../db/repos/webhook-deliveries.js';
-import { disableEndpoint, endpointTargets, markEndpointFailing, markEndpointHealthy, type EndpointTarget } from '../db/repos/webhook-endpoints.js';
+import { disableEndpoint, endpointTargets, markEndpointFailing, type EndpointTarget } from '../db/repos/webhook-endpoints.js';
 import { subscriptionsChanged } from '../db/webhook-subscriptions.js';
 import { post, type HttpAnswer } from '../providers/http.js';
 import { ProviderError } from '../providers/types.js';
@@ -246,8 +246,8 @@ async function record(ctx: WebhookRun, delivery: DeliveryRecord, change: Deliver
     await writeTransaction(ctx.deps.db, async (trx) => {
       if (!(await finishDelivery(trx, delivery.id, ctx.owner, change, now))) throw new LeaseLost();
       await addAttempt(trx, attemptOf(delivery, tried), now);
-      if (endpoint.disabled) return;
-      if (tried.ok) return markEndpointHealthy(trx, endpoint.id);
+      // A success here is a test event to a disabled endpoint (the others go through SuccessLog).
+      if (endpoint.disabled || tried.ok) return;
       const failingSince = await markEndpointFailing(trx, endpoint.id, now);
       if (tried.gone) return disable(trx, endpoint, 'The endpoint answered 410 Gone', failingSince, now);
       if (now.getTime() - Date.parse(failingSince) >= DISABLE_AFTER_MS) {

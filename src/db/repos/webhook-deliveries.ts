@@ -154,9 +154,8 @@ export async function addAttempt(trx: Runner, attempt: NewAttempt, now: Date): P
 }
 
 /**
- * Successful tries, recorded together (finishDelivery, addAttempt and markEndpointHealthy for many
- * at once): each delivery `owner` still holds ends succeeded and keeps its try, and its endpoint
- * fails no longer. Answers the ids it ended; a delivery whose lease was lost keeps no try, as with
+ * Successful tries, recorded together (finishDelivery and addAttempt for many at once): each
+ * delivery `owner` still holds ends succeeded and keeps its try, and its endpoint fails no longer. Answers the ids it ended; a delivery whose lease was lost keeps no try, as with
  * finishDelivery. A delivery tried twice (its lease lapsed during the first try) keeps its last.
  */
 export async function finishSucceeded(trx: Transaction, tries: readonly NewAttempt[], owner: string, now: Date): Promise<string[]> {

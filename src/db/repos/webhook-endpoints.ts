@@ -221,11 +221,6 @@ export async function endpointTargets(db: Runner, ids: string[], sealWith: strin
   return targets;
 }
 
-/** A delivery succeeded: the endpoint is healthy again. */
-export async function markEndpointHealthy(trx: Runner, endpointId: string): Promise<void> {
-  await changeRows(trx, 'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL', [endpointId]);
-}
-
 /** A delivery failed: the endpoint fails since now, unless it already did. Answers since when. */
 export async function markEndpointFailing(trx: Runner, endpointId: string, now: Date): Promise<string> {
   await changeRows(trx, 'UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL', [now.toISOString(), endpointId]);
