@@ -45,7 +45,6 @@ export interface EndpointTarget {
   rateLimitPerSecond: number | null;
   /** The secrets that sign now: the current one first, then the previous one during its grace. */
   secrets: string[];
-  failingSince: string | null;
 }
 
 const COLUMNS = [
@@ -201,7 +200,7 @@ export async function endpointTargets(db: Runner, ids: string[], sealWith: strin
   const list = inList(db, 'id', ids);
   const rows = await selectRows<Record<string, unknown>>(
     db,
-    `SELECT id, environment_id, url, disabled, rate_limit_per_second, secret, previous_secret, previous_secret_expires_at, failing_since
+    `SELECT id, environment_id, url, disabled, rate_limit_per_second, secret, previous_secret, previous_secret_expires_at
        FROM webhook_endpoints WHERE ${list.sql}`,
     list.bindings,
   );
@@ -215,7 +214,6 @@ export async function endpointTargets(db: Runner, ids: string[], sealWith: strin
       disabled: readBool(row.disabled),
       rateLimitPerSecond: row.rate_limit_per_second === null ? null : Number(row.rate_limit_per_second),
       secrets,
-      failingSince: (row.failing_since as string | null) ?? null,
     });
   }
   return targets;
