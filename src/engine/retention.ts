@@ -19,8 +19,7 @@ import { foldEndedCountShards } from '../db/repos/notifications.js';
 
 /**
  * SQLite pages given back a step (4 KiB each). A step moves pages from the end of the file into the
- * free ones, which costs more the larger the file: 500 a step held the event loop about 6 ms in a
- * file of 360 MB but 40-80 ms in one of 2 GB.
+ * free ones, on the event loop, and costs more the larger the file (bench/README.md, "Large data").
  */
 const PAGES_A_STEP = 100;
 const DAY_MS = 86_400_000;

@@ -12,9 +12,8 @@ const OPEN = OPEN_JOB_STATUSES.map((status) => `'${status}'`).join(', ');
 
 /**
  * Notifications (or events, or webhook deliveries) retention deletes a transaction. On SQLite a
- * batch holds the event loop (about 0.2 ms a notification with all that hangs off it, more in a
- * large file), so it is kept to a few milliseconds; still 1,200 notifications a second at
- * 1,000,000 rows. On PostgreSQL the loop is free meanwhile, and larger batches go faster.
+ * batch holds the event loop, the longer the larger the file, so it is kept small; on PostgreSQL
+ * the loop is free meanwhile, and larger batches go faster.
  * (`npm run bench -- --large`; bench/README.md, "Large data", has the A/B.)
  */
 export function retentionBatchSize(db: Db): number {

@@ -198,9 +198,9 @@ export async function removeMembers(db: Db, topicId: string, subscriberKeys: str
 
 /**
  * Members a fan-out notifies per batch (and transaction). SQLite runs a batch on the event loop, so
- * its batches are small enough (10-15 ms) for other requests and an unrelated trigger to get
- * through between two, at a cost in fan-out speed (against 200: 7% on a small file, 28% on one of
- * 1,000,000 notifications). On PostgreSQL the loop is free meanwhile, and larger batches go faster.
+ * its batches are small enough for other requests and an unrelated trigger to get through between
+ * two, at a cost in fan-out speed that grows with the file. On PostgreSQL the loop is free
+ * meanwhile, and larger batches go faster.
  * (`npm run bench -- --large`, a 100,000-member fan-out; bench/README.md, "Large data", has the A/B.)
  */
 export function fanoutBatchSize(db: Runner): number {
