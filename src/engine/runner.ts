@@ -348,6 +348,7 @@ export class JobRunner {
     // A send of a left-out environment that ends from here on is a reason to claim again.
     this.slotFreed.clear();
     const full = [...this.slotsOf].filter(([, n]) => n >= share).map(([environmentId]) => environmentId);
+    const leftOut = full.length > 0;
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
     const limit = Math.min(free, share, ...left);
     this.webhooksFirst = !this.webhooksFirst;
@@ -358,11 +359,11 @@ export class JobRunner {
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
       await releaseDeliveries(this.deps.db, deliveries.map((delivery) => delivery.id), this.ctx.owner, this.deps.clock.now());
-      return { claimed, limit, leftOut: full.length > 0 };
+      return { claimed, limit, leftOut };
     }
     for (const job of jobs) this.startSend(job.id, job.environmentId, () => this.execute(job, true));
     for (const delivery of deliveries) this.startSend(WEBHOOK + delivery.id, delivery.environmentId, () => this.deliver(delivery, true));
-    return { claimed, limit, leftOut: full.length > 0 };
+    return { claimed, limit, leftOut };
   }
 
   private startSend(id: string, environmentId: string, send: () => Promise<void>): void {
