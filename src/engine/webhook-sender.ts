@@ -71,6 +71,12 @@ export class EndpointPace {
   }
 }
 
+/** A successful try waiting for its batch, and how to tell its sender the batch's fate. */
+interface WaitingTry {
+  attempt: NewAttempt;
+  settle: (err?: unknown) => void;
+}
+
 /** Batches of successes written at once: one held by a row lock (PostgreSQL) does not hold up the rest. */
 const SUCCESS_WRITERS = 4;
 
@@ -81,7 +87,7 @@ const SUCCESS_WRITERS = 4;
  * again one try at a time, so one bad row fails (and is sent again after its lease) alone.
  */
 export class SuccessLog {
-  private readonly waiting: Array<{ attempt: NewAttempt; settle: (err?: unknown) => void }> = [];
+  private readonly waiting: WaitingTry[] = [];
   private writers = 0;
 
   constructor(private readonly ctx: WorkerContext) {}
@@ -104,11 +110,20 @@ export class SuccessLog {
           await this.finish(batch.map((item) => item.attempt));
           for (const item of batch) item.settle();
         } catch {
-          for (const item of batch) await this.finish([item.attempt]).then(() => item.settle(), (err: unknown) => item.settle(err ?? new Error('recording a webhook try failed')));
+          for (const item of batch) await this.finishAlone(item);
         }
       }
     } finally {
       this.writers--;
+    }
+  }
+
+  private async finishAlone(item: WaitingTry): Promise<void> {
+    try {
+      await this.finish([item.attempt]);
+      item.settle();
+    } catch (err) {
+      item.settle(err ?? new Error('recording a webhook try failed'));
     }
   }
 
