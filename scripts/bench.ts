@@ -918,8 +918,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       // does not take the API's CPU, as where workers and receivers run on machines of their own.
       // On PostgreSQL the database still runs on both cores.
       let pinned: Variants | undefined;
-      const affinity = (pid: number) => spawnSync('taskset', ['-cp', String(pid)], { encoding: 'utf8' });
-      const original = affinity(process.pid);
+      const original = spawnSync('taskset', ['-cp', String(process.pid)], { encoding: 'utf8' });
       const cpus = original.status === 0 ? cpuList(original.stdout.split(':').pop()!.trim()) : [];
       if (cpus.length >= 2) {
         const pin = (pids: number[], list: string) => pids.every((pid) => spawnSync('taskset', ['-a', '-cp', list, String(pid)], { stdio: 'ignore' }).status === 0);
