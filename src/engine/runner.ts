@@ -1,13 +1,13 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Deps } from '../deps.js';
-import { claimDueJobs, releaseJobs, renewLeases, retryJobsLater, type JobLane, type JobRecord } from '../db/repos/jobs.js';
+import { claimDueJobs, jobsDue, releaseJobs, renewLeases, retryJobsLater, type JobLane, type JobRecord } from '../db/repos/jobs.js';
 import { executeJob, retryDelayMs } from './execute.js';
 import type { WorkerContext } from './worker-context.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
-import { claimDueDeliveries, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
+import { claimDueDeliveries, deliveriesDue, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { deliverWebhook, EndpointPace, SuccessLog, type WebhookRun } from './webhook-sender.js';
 
 export interface RunnerOptions {
@@ -247,13 +247,17 @@ export class JobRunner {
 
   private async localLoop(): Promise<void> {
     let idleMs = 10;
+    let claimed = 0;
     while (!this.stopping) {
       await yieldToEventLoop();
-      let claimed = 0;
       let fanout = false;
       try {
         this.localWake.arrived = 0;
-        const jobs = await this.claim('local', this.options.batchSize);
+        // After a claim that found nothing, a read first: an idle look or a wake that brought no
+        // local work (a send's trigger) then costs no write.
+        const look = claimed === 0;
+        claimed = 0;
+        const jobs = look && !(await jobsDue(this.deps.db, 'local', this.deps.clock.now())) ? [] : await this.claim('local', this.options.batchSize);
         claimed = jobs.length;
         fanout = jobs.some((job) => job.kind === 'fanout');
         const unstarted = await this.runLocal(jobs);
@@ -301,16 +305,18 @@ export class JobRunner {
       forgetFullTurns(this.deps).catch((err: unknown) => this.deps.logger.warn({ err }, 'job runner: forgetting full send-limit windows failed'));
     }, this.options.leaseMs / 3);
     let idleMs = 10;
+    let claimed = 0;
     try {
       while (!this.stopping) {
         const free = this.options.slots - this.inFlight.size;
-        let claimed = 0;
+        const look = claimed === 0;
+        claimed = 0;
         let limit = 0;
         let leftOut = false;
         if (free > 0) {
           try {
             this.sendWake.arrived = 0;
-            ({ claimed, limit, leftOut } = await this.claimSends(free));
+            ({ claimed, limit, leftOut } = await this.claimSends(free, look));
           } catch (err) {
             this.deps.logger.error({ err }, 'job runner: claiming sends failed');
           }
@@ -341,9 +347,11 @@ export class JobRunner {
   /**
    * Claims sends for the free slots and starts each. Environments whose share of the slots is taken
    * are left out, and a claim takes no more than the smallest share left of those holding slots, so
-   * that whichever environment its jobs are of, none goes over its share.
+   * that whichever environment its jobs are of, none goes over its share. With `look` (the last
+   * claim found nothing) it first reads whether any send or delivery is due, and claims only those
+   * that are: every trigger wakes this loop, in-app ones too.
    */
-  private async claimSends(free: number): Promise<{ claimed: number; limit: number; leftOut: boolean }> {
+  private async claimSends(free: number, look: boolean): Promise<{ claimed: number; limit: number; leftOut: boolean }> {
     const share = this.options.slotsPerEnvironment;
     // A send of a left-out environment that ends from here on is a reason to claim again.
     this.slotFreed.clear();
@@ -352,9 +360,11 @@ export class JobRunner {
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
     const limit = Math.min(free, share, ...left);
     this.webhooksFirst = !this.webhooksFirst;
-    let deliveries = this.webhooksFirst ? await this.claimDeliveries(limit, full) : [];
-    const jobs = deliveries.length < limit ? await this.claim('send', limit - deliveries.length, full) : [];
-    if (!this.webhooksFirst && jobs.length < limit) deliveries = await this.claimDeliveries(limit - jobs.length, full);
+    const now = this.deps.clock.now();
+    const [jobsMayBeDue, deliveriesMayBeDue] = look ? await Promise.all([jobsDue(this.deps.db, 'send', now), deliveriesDue(this.deps.db, now)]) : [true, true];
+    let deliveries = this.webhooksFirst && deliveriesMayBeDue ? await this.claimDeliveries(limit, full) : [];
+    const jobs = jobsMayBeDue && deliveries.length < limit ? await this.claim('send', limit - deliveries.length, full) : [];
+    if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) deliveries = await this.claimDeliveries(limit - jobs.length, full);
     const claimed = jobs.length + deliveries.length;
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());

@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { insertRows } from '../../src/db/insert-rows.js';
 import { eventRow } from '../../src/db/repos/events.js';
-import { claimDueJobs, jobRow, type JobLane } from '../../src/db/repos/jobs.js';
+import { claimDueJobs, jobRow, jobsDue, type JobLane } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
@@ -57,6 +57,28 @@ describe('claiming by lane', () => {
     const ids = await queue([['chat', 0], ['chat', 0], ['chat', 1]]);
     expect((await claim('send', 10, [environments[0]])).map((job) => job.id)).toEqual([ids[2]]);
     expect((await claim('send', 10)).map((job) => job.id)).toEqual([ids[0], ids[1]]);
+  });
+});
+
+describe('looking before claiming', () => {
+  it('says a lane has work exactly when its claim would find some: due, or its lease ran out', async () => {
+    const db = testDb.db;
+    await db('jobs').delete();
+    const now = new Date();
+    expect([await jobsDue(db, 'local', now), await jobsDue(db, 'send', now)]).toEqual([false, false]);
+    const [chat] = await queue(['chat']);
+    expect([await jobsDue(db, 'local', now), await jobsDue(db, 'send', now)]).toEqual([false, true]);
+    await db('jobs').where({ id: chat }).update({ run_at: new Date(now.getTime() + 60_000).toISOString() });
+    expect(await jobsDue(db, 'send', now)).toBe(false);
+    const [inApp] = await queue(['in_app']);
+    expect([await jobsDue(db, 'local', now), await jobsDue(db, 'send', now)]).toEqual([true, false]);
+    // Claimed under a lease: not due again until the lease has run out.
+    expect((await claim('local', 10)).map((job) => job.id)).toEqual([inApp]);
+    expect(await jobsDue(db, 'local', now)).toBe(false);
+    expect(await jobsDue(db, 'local', new Date(now.getTime() + 61_000))).toBe(true);
+    expect(await jobsDue(db, 'send', new Date(now.getTime() + 61_000))).toBe(true);
+    await db('jobs').update({ status: 'completed', lease_owner: null, lease_expires_at: null });
+    expect(await jobsDue(db, 'local', new Date(now.getTime() + 61_000))).toBe(false);
   });
 });
 

@@ -5,7 +5,7 @@ import { JobRunner } from '../../src/engine/runner.js';
 import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
-import { claimDueDeliveries, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
+import { claimDueDeliveries, deliveriesDue, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
 import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 
 // How the job runner delivers webhooks, on a clock the tests move by hand: Svix's retry schedule,
@@ -232,6 +232,20 @@ describe('successful tries, recorded together', () => {
     expect(await statusOf(lost.id)).toBe('running');
     const attempts = await t.db('webhook_attempts').whereIn('delivery_id', [kept.id, lost.id]).select('delivery_id', 'attempt');
     expect(attempts.map((row) => [row.delivery_id, row.attempt])).toEqual([[kept.id, 2]]);
+  });
+});
+
+describe('looking before claiming', () => {
+  it('says a delivery is due exactly when a claim would find one: pending and due, or its lease ran out', async () => {
+    await worker.runUntilIdle();
+    const now = t.clock.now();
+    expect(await deliveriesDue(t.db, now)).toBe(false);
+    const endpoint = await endpointAt('http://127.0.0.1:9/h');
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    expect(await deliveriesDue(t.db, now)).toBe(true);
+    expect(await claimDueDeliveries(t.db, { owner: 'a', now, leaseMs: 60_000, limit: 10 })).toHaveLength(1);
+    expect(await deliveriesDue(t.db, now)).toBe(false);
+    expect(await deliveriesDue(t.db, new Date(now.getTime() + 61_000))).toBe(true);
   });
 });
 

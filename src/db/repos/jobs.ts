@@ -179,6 +179,25 @@ export async function claimDueJobs(db: Db, options: ClaimOptions): Promise<JobRe
   return rows.map(toRecord).sort((a, b) => (a.runAt < b.runAt ? -1 : a.runAt > b.runAt ? 1 : a.id < b.id ? -1 : 1));
 }
 
+/**
+ * Whether a claim of `lane` would find a job now: a read of the same partial indexes, no write.
+ * An empty claim is an UPDATE (on SQLite it takes the write lock; on PostgreSQL it locks and
+ * plans); a runner that found nothing last time looks with this first.
+ */
+export async function jobsDue(db: Db, lane: JobLane, now: Date): Promise<boolean> {
+  const at = now.toISOString();
+  const postgres = isPostgres(db);
+  const from = (index: string) => (postgres ? 'jobs' : `jobs INDEXED BY ${index}`);
+  const { index, type } = LANES[lane];
+  const [row] = await selectRows<{ due: unknown }>(
+    db,
+    `SELECT (EXISTS (SELECT 1 FROM ${from(index)} WHERE status IN ('pending', 'queued', 'delayed')${type} AND run_at <= ?)
+         OR EXISTS (SELECT 1 FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ?${type})) AS due`,
+    [at, at],
+  );
+  return readBool(row?.due);
+}
+
 export interface JobUpdate {
   status: JobStatus;
   runAt?: Date;

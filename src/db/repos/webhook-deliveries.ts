@@ -103,6 +103,19 @@ export async function claimDueDeliveries(db: Db, options: DeliveryClaim): Promis
   }));
 }
 
+/** Whether claimDueDeliveries would find a delivery now (as jobsDue for jobs): a read, no write. */
+export async function deliveriesDue(db: Db, now: Date): Promise<boolean> {
+  const at = now.toISOString();
+  const from = (index: string) => (isPostgres(db) ? 'webhook_deliveries' : `webhook_deliveries INDEXED BY ${index}`);
+  const [row] = await selectRows<{ due: unknown }>(
+    db,
+    `SELECT (EXISTS (SELECT 1 FROM ${from('webhook_deliveries_due')} WHERE status = 'pending' AND run_at <= ?)
+         OR EXISTS (SELECT 1 FROM ${from('webhook_deliveries_leased')} WHERE status = 'running' AND lease_expires_at < ?)) AS due`,
+    [at, at],
+  );
+  return readBool(row?.due);
+}
+
 export interface DeliveryChange {
   status: 'pending' | 'succeeded' | 'failed';
   runAt?: Date;
