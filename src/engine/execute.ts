@@ -1,13 +1,13 @@
 // Running one claimed job. Each outcome is written in one transaction with what follows from it
 // (the next step's job, the in-app message, the notification's status), and only while this worker
 // still holds the job's lease: a worker that lost it changes nothing.
-import { writeStatement, writeTransaction } from '../db/group-commit.js';
+import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { deliverInboxMessages } from './inbox.js';
-import { notificationRecipient, setNotificationStatus } from '../db/repos/notifications.js';
+import { notificationRecipient } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import { PROVIDERS } from '../providers/catalogue.js';
 import type { Schemas } from '../contract.js';
@@ -224,7 +224,6 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     const handOver = digestKey === null ? undefined : (trx: Transaction) => handOverOpenDigest(trx, { id: job.id, digestKey, runAt: job.runAt }, ctx.deps.clock.now());
     return settle(ctx, job, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } }, handOver);
   }
-  await writeStatement(ctx.deps.db, (trx) => setNotificationStatus(trx, job.notificationId!, 'processing', ctx.deps.clock.now(), ['pending']));
   const step = event.workflow.steps[job.stepIndex!];
   const unmet = job.state[UNMET_CONDITION];
   if (typeof unmet === 'string') {

@@ -7,6 +7,8 @@ import type { WorkerContext } from './worker-context.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
+import { writeStatement } from '../db/group-commit.js';
+import { markNotificationsProcessing } from '../db/repos/notifications.js';
 import { claimDueDeliveries, deliveriesDue, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { deliverWebhook, EndpointPace, SuccessLog, type WebhookRun } from './webhook-sender.js';
 
@@ -225,8 +227,26 @@ export class JobRunner {
     return claimDueDeliveries(this.deps.db, { owner: this.ctx.owner, now: this.deps.clock.now(), leaseMs: this.options.leaseMs, limit, excludeEnvironments });
   }
 
-  private claim(lane: JobLane, limit: number, excludeEnvironments?: string[]): Promise<JobRecord[]> {
-    return claimDueJobs(this.deps.db, { owner: this.ctx.owner, now: this.deps.clock.now(), leaseMs: this.options.leaseMs, limit, lane, excludeEnvironments });
+  private async claim(lane: JobLane, limit: number, excludeEnvironments?: string[]): Promise<JobRecord[]> {
+    const jobs = await claimDueJobs(this.deps.db, { owner: this.ctx.owner, now: this.deps.clock.now(), leaseMs: this.options.leaseMs, limit, lane, excludeEnvironments });
+    await this.markUnderWay(jobs);
+    return jobs;
+  }
+
+  /**
+   * The notifications of claimed steps are under way (`processing`), marked in one statement a
+   * claim rather than one a job: on PostgreSQL a commit of its own each. In-app jobs set their
+   * notification's status in their batch. A mark that fails is logged, not thrown: the jobs are
+   * this worker's now, and their outcome settles the status anyway.
+   */
+  private async markUnderWay(jobs: JobRecord[]): Promise<void> {
+    const ids = jobs.filter((job) => job.kind === 'step' && !isInAppJob(job) && job.notificationId !== null).map((job) => job.notificationId!);
+    if (ids.length === 0) return;
+    try {
+      await writeStatement(this.deps.db, (runner) => markNotificationsProcessing(runner, ids, this.deps.clock.now()));
+    } catch (err) {
+      this.deps.logger.warn({ err, notifications: ids.length }, 'job runner: marking notifications under way failed');
+    }
   }
 
   /**

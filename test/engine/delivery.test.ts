@@ -200,6 +200,24 @@ describe('the continuous runner', () => {
     }
   });
 
+  it('shows a notification as processing while its send is under way, and completed once it is recorded', async () => {
+    const slow = await startHangingWebhook({ delayMs: 1_000 });
+    const runner = liveRunner();
+    try {
+      await chatAudience(t.a, 'watched-chat', slow.url, ['watched']);
+      const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'watched-chat', to: 'watched' }).expect(201)).body.data;
+      const status = async () => (await t.db('notifications').where({ transaction_id: transactionId }).first('status')).status;
+      expect(await status()).toBe('pending');
+      runner.start();
+      await vi.waitFor(() => expect(slow.open()).toBe(1), { timeout: 5000, interval: 10 });
+      expect(await status()).toBe('processing');
+      await vi.waitFor(async () => expect(await status()).toBe('completed'), { timeout: 5000, interval: 20 });
+    } finally {
+      await slow.close();
+      await runner.stop();
+    }
+  });
+
   it('drains on stop: the sends under way finish and are recorded, and nothing new is claimed', async () => {
     const slow = await startHangingWebhook({ delayMs: 400 });
     const runner = liveRunner();

@@ -66,18 +66,6 @@ export async function notificationRecipient(db: Runner, id: string): Promise<{ s
   return row;
 }
 
-export async function setNotificationStatus(
-  trx: Runner,
-  id: string,
-  status: NotificationStatus,
-  now: Date,
-  onlyFrom?: NotificationStatus[],
-): Promise<void> {
-  // Every job sets its notification's status once or twice: plain SQL, not the query builder.
-  const from = onlyFrom ? ` AND status IN (${onlyFrom.map(() => '?').join(', ')})` : '';
-  await changeRows(trx, `UPDATE notifications SET status = ?, updated_at = ? WHERE id = ?${from}`, [status, now.toISOString(), id, ...(onlyFrom ?? [])]);
-}
-
 /**
  * The one place a notification's final status is decided, from its jobs and its event, as the
  * contract's NotificationStatus defines it: `failed` when a job of it failed; `canceled` when its
