@@ -53,6 +53,7 @@ import {
   waitForHttp,
   waitForOutput,
   waitIdle,
+  allowProfilerOverhead,
   type LoadResult,
   type LoadSpec,
   type LoadTool,
@@ -1130,7 +1131,10 @@ async function main(): Promise<void> {
   }
   const tool = chooseLoadTool(log);
   await buildForBench();
-  if (options.profileDir) fs.mkdirSync(options.profileDir, { recursive: true });
+  if (options.profileDir) {
+    fs.mkdirSync(options.profileDir, { recursive: true });
+    allowProfilerOverhead();
+  }
   if (options.logsDir) fs.mkdirSync(options.logsDir, { recursive: true });
 
   const cpus = os.cpus();
