@@ -16,8 +16,8 @@ export interface NewEventRows {
 const MAX_EVENTS_A_STATEMENT = 100;
 /**
  * Statements under way at once, so that the next events' rows go out while the server works on a
- * statement. Bench on the 2-core machine, with every trigger grouped: one in flight held the
- * trigger row to 845–1,787 req/s; two and four gave 2,192–2,900 alike, two with the shorter tail.
+ * statement. On the bench's two cores, one in flight held the trigger row back; two and four did
+ * alike, two with the shorter tail.
  */
 const MAX_WRITING = 2;
 
