@@ -151,7 +151,8 @@ const hook = (await import('node:http')).createServer((req, res) => {
   req.on('end', () => res.writeHead(200).end('ok'));
 });
 await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve));
-await call('POST', '/integrations', { providerId: 'slack' });
+// As the bench's chat row: no send limits, so each job is one send (Slack's one a second would defer all but the first).
+await call('POST', '/integrations', { providerId: 'slack', sendLimits: { perDestination: [] } });
 await call('PUT', '/subscribers/s0/credentials', { providerId: 'slack', credentials: { webhookUrl: `http://127.0.0.1:${(hook.address() as AddressInfo).port}/hook` } });
 for (let sent = 0; sent < CHAT; sent += 100) {
   await call('POST', '/events/trigger/bulk', { events: Array.from({ length: Math.min(100, CHAT - sent) }, () => ({ name: 'bench-chat', to: 's0', payload: { title: 'x' } })) });

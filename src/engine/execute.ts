@@ -4,7 +4,7 @@
 import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetail, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { addExecutionDetail, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { deliverInboxMessages } from './inbox.js';
 import { notificationRecipient } from '../db/repos/notifications.js';
@@ -72,23 +72,16 @@ async function settle(
     // On SQLite the outcomes of the jobs running side by side share a commit (group-commit.ts).
     await writeTransaction(ctx.deps.db, async (trx) => {
       const outcome = typeof decided === 'function' ? await decided(trx) : decided;
-      const changed = await updateClaimedJob(
+      const event = await recordOutcome(
         trx,
-        job.id,
+        job,
         ctx.owner,
         { status: outcome.status, runAt: outcome.runAt, providerId: outcome.providerId, state: outcome.state, refundAttempt: outcome.refundAttempt },
+        outcome.detail && { status: outcome.detail.status, detail: outcome.detail.text, providerId: outcome.providerId, raw: outcome.detail.raw, isRetry: job.attempts > 1 },
         now,
       );
-      if (!changed) throw new LeaseLost();
-      if (outcome.detail) {
-        await addExecutionDetail(
-          trx,
-          { jobId: job.id, status: outcome.detail.status, detail: outcome.detail.text, providerId: outcome.providerId, raw: outcome.detail.raw, isRetry: job.attempts > 1 },
-          now,
-        );
-      }
+      if (!event) throw new LeaseLost();
       if (outcome.message) await deliverInboxMessages(trx, [outcome.message], now);
-      const event = (await findEvent(trx, job.eventId, true))!;
       if (outcome.webhook) await recordJobEvent(trx, job, event, outcome, outcome.webhook, now);
       if (also) await also(trx, event);
       if (job.kind === 'step' && ['completed', 'skipped', 'failed', 'canceled'].includes(outcome.status)) {

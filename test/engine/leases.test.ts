@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { claimDueJobs, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
+import { claimDueJobs, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { startHttpPeer } from '../helpers/peers.js';
 
@@ -27,6 +27,27 @@ describe('leases', () => {
     await executeJob({ deps: t.deps, owner: 'worker-b', random: () => 0.5 }, taken);
     const job = await t.db('jobs').where({ id: claimed.id }).first();
     expect(job).toMatchObject({ status: 'failed', lease_owner: null }); // no SMS integration: a permanent failure
+  });
+
+  it("record a job's outcome, its execution detail and read its event only for the worker that holds it", async () => {
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201)).body.data;
+    const [claimed] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    const detail = { status: 'failed' as const, detail: 'refused', providerId: 'twilio', raw: '{"code":21211}', isRetry: false };
+    const details = () => t.db('execution_details').where({ job_id: claimed.id }).select('status', 'detail', 'provider_id', 'raw', 'is_retry');
+    const record = (owner: string) => t.db.transaction((trx) => recordOutcome(trx, claimed, owner, { status: 'failed', providerId: 'twilio' }, detail, t.clock.now()));
+
+    expect(await record('worker-b')).toBeUndefined();
+    expect(await details()).toEqual([]);
+    expect(await t.db('jobs').where({ id: claimed.id }).first()).toMatchObject({ status: 'running', lease_owner: 'worker-a' });
+
+    expect(await record('worker-a')).toMatchObject({ id: claimed.eventId, transactionId, canceledAt: null });
+    expect((await details()).map((row) => ({ ...row, is_retry: Boolean(row.is_retry) }))).toEqual([
+      { status: 'failed', detail: 'refused', provider_id: 'twilio', raw: '{"code":21211}', is_retry: false },
+    ]);
+    expect(await t.db('jobs').where({ id: claimed.id }).first()).toMatchObject({ status: 'failed', lease_owner: null, provider_id: 'twilio' });
+    // Recorded once: the job is no longer held.
+    expect(await record('worker-a')).toBeUndefined();
+    expect(await details()).toHaveLength(1);
   });
 
   it('stay with a worker at work however long its batch takes: no job is sent twice', async () => {

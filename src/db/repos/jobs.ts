@@ -5,6 +5,7 @@ import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
+import { EVENT_COLUMNS, eventOfRow, findEvent, type EventRecord } from './events.js';
 
 export type JobStatus = Schemas['JobStatus'];
 export type Job = Schemas['Job'];
@@ -209,11 +210,8 @@ export interface JobUpdate {
   refundAttempt?: boolean;
 }
 
-/**
- * Moves a job on, but only while this worker still holds it: a worker whose lease ran out (and
- * whose job another worker took over) changes nothing. Returns whether it did.
- */
-export async function updateClaimedJob(trx: Runner, id: string, owner: string, change: JobUpdate, now: Date): Promise<boolean> {
+/** A claimed job's change as a SET list and its values (updateClaimedJob, recordOutcome). */
+function jobChange(change: JobUpdate, now: Date): { set: string; values: Array<string | null> } {
   const columns: Record<string, string | null> = { status: change.status, lease_owner: null, lease_expires_at: null, updated_at: now.toISOString() };
   if (change.runAt) columns.run_at = change.runAt.toISOString();
   if (change.providerId !== undefined) columns.provider_id = change.providerId;
@@ -224,8 +222,57 @@ export async function updateClaimedJob(trx: Runner, id: string, owner: string, c
   // a handful of texts, each kept prepared on PostgreSQL.
   const names = Object.keys(columns);
   const refund = change.refundAttempt ? ', attempts = attempts - 1' : '';
-  const sql = `UPDATE jobs SET ${names.map((name) => `${name} = ?`).join(', ')}${refund} WHERE id = ? AND lease_owner = ? AND status = 'running'`;
-  return (await changeRows(trx, sql, [...names.map((name) => columns[name]), id, owner])) > 0;
+  return { set: `${names.map((name) => `${name} = ?`).join(', ')}${refund}`, values: names.map((name) => columns[name]) };
+}
+
+/** The job this worker still holds, and no other. */
+const HELD = `WHERE id = ? AND lease_owner = ? AND status = 'running'`;
+
+/**
+ * Moves a job on, but only while this worker still holds it: a worker whose lease ran out (and
+ * whose job another worker took over) changes nothing. Returns whether it did.
+ */
+export async function updateClaimedJob(trx: Runner, id: string, owner: string, change: JobUpdate, now: Date): Promise<boolean> {
+  const { set, values } = jobChange(change, now);
+  return (await changeRows(trx, `UPDATE jobs SET ${set} ${HELD}`, [...values, id, owner])) > 0;
+}
+
+/**
+ * Records a claimed job's outcome while `owner` still holds it (its change, and its execution
+ * detail if it has one), and answers its event for what follows from the outcome, read under a
+ * share lock on PostgreSQL so that a cancel cannot slip in before that is written. Answers
+ * undefined, having changed nothing, when the lease was lost. Every job's outcome goes through
+ * here: on PostgreSQL it is one statement, not three round trips.
+ */
+export async function recordOutcome(
+  trx: Runner,
+  job: { id: string; eventId: string },
+  owner: string,
+  change: JobUpdate,
+  detail: Omit<NewExecutionDetail, 'jobId'> | undefined,
+  now: Date,
+): Promise<EventRecord | undefined> {
+  if (!isPostgres(trx as Db)) {
+    if (!(await updateClaimedJob(trx, job.id, owner, change, now))) return undefined;
+    if (detail) await addExecutionDetail(trx, { ...detail, jobId: job.id }, now);
+    return findEvent(trx, job.eventId, true);
+  }
+  const { set, values } = jobChange(change, now);
+  // The insert and the read take their rows from `changed`: a lost lease changes and reads nothing.
+  const insert = detail
+    ? `, detail AS (INSERT INTO execution_details (id, job_id, status, detail, provider_id, raw, is_retry, created_at)
+         SELECT ?, id, ?, ?, ?, ?, CAST(? AS BOOLEAN), ? FROM changed)`
+    : '';
+  const detailValues = detail
+    ? [newId(now.getTime()), detail.status, detail.detail, detail.providerId ?? null, detail.raw ?? null, String(detail.isRetry), now.toISOString()]
+    : [];
+  const [row] = await selectRows<Record<string, unknown>>(
+    trx,
+    `WITH changed AS (UPDATE jobs SET ${set} ${HELD} RETURNING id)${insert}
+     SELECT ${EVENT_COLUMNS} FROM events WHERE id = ? AND EXISTS (SELECT 1 FROM changed) FOR SHARE`,
+    [...values, job.id, owner, ...detailValues, job.eventId],
+  );
+  return row ? eventOfRow(row) : undefined;
 }
 
 /**
