@@ -49,7 +49,7 @@ export function writeTransaction<T>(db: Db, work: Work<T>): Promise<T> {
 /**
  * Runs a single write statement outside any transaction of the caller's, as cheaply as each
  * database commits one: on SQLite through writeTransaction, so that such writes arriving together
- * (a send's notification marked under way, one per job) share a commit and its sync to disk
+ * (the notifications of each claim marked under way) share a commit and its sync to disk
  * instead of paying one each; on PostgreSQL as the statement alone, its own implicit transaction,
  * with no BEGIN and COMMIT round trips. Inside a transaction, it runs in it.
  */

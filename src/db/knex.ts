@@ -63,6 +63,17 @@ export async function selectRows<T>(db: Runner, sql: string, bindings: readonly 
   return (await dialectOf(db).selectRows(db, sql, bindings)) as T[];
 }
 
+/**
+ * selectRows for a read whose best plan depends on how many rows match right now (a look at a
+ * queue): PostgreSQL plans it afresh each time, since a plan kept from when most rows matched
+ * would scan the whole table once they no longer do. SQLite keeps it prepared (its plans follow
+ * the text, and INDEXED BY holds them to an index).
+ */
+export async function selectRowsPlannedAfresh<T>(db: Db, sql: string, bindings: readonly Binding[]): Promise<T[]> {
+  if (isPostgres(db)) return ((await db.raw(sql, bindings as Binding[])) as { rows: T[] }).rows;
+  return selectRows<T>(db, sql, bindings);
+}
+
 /** selectRows for a read that scans a whole table (counts for /metrics and for stats), off the event loop. */
 export async function selectRowsInBackground<T>(db: Runner, sql: string, bindings: readonly Binding[]): Promise<T[]> {
   return (await dialectOf(db).selectRowsInBackground(db, sql, bindings)) as T[];

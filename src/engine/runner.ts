@@ -229,7 +229,8 @@ export class JobRunner {
 
   private async claim(lane: JobLane, limit: number, excludeEnvironments?: string[]): Promise<JobRecord[]> {
     const jobs = await claimDueJobs(this.deps.db, { owner: this.ctx.owner, now: this.deps.clock.now(), leaseMs: this.options.leaseMs, limit, lane, excludeEnvironments });
-    await this.markUnderWay(jobs);
+    // A stopping runner gives its claim back untouched.
+    if (!this.stopping) await this.markUnderWay(jobs);
     return jobs;
   }
 
@@ -381,7 +382,8 @@ export class JobRunner {
     const limit = Math.min(free, share, ...left);
     this.webhooksFirst = !this.webhooksFirst;
     const now = this.deps.clock.now();
-    const [jobsMayBeDue, deliveriesMayBeDue] = look ? await Promise.all([jobsDue(this.deps.db, 'send', now), deliveriesDue(this.deps.db, now)]) : [true, true];
+    // With environments left out the look cannot tell (it counts theirs too): claim.
+    const [jobsMayBeDue, deliveriesMayBeDue] = look && !leftOut ? await Promise.all([jobsDue(this.deps.db, 'send', now), deliveriesDue(this.deps.db, now)]) : [true, true];
     let deliveries = this.webhooksFirst && deliveriesMayBeDue ? await this.claimDeliveries(limit, full) : [];
     const jobs = jobsMayBeDue && deliveries.length < limit ? await this.claim('send', limit - deliveries.length, full) : [];
     if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) deliveries = await this.claimDeliveries(limit - jobs.length, full);

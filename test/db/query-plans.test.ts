@@ -10,7 +10,7 @@ import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../../src/db/rep
 import { findSubscriber, SUBSCRIBER_BY_ID, subscriberKeys } from '../../src/db/repos/subscribers.js';
 import { insertRows } from '../../src/db/insert-rows.js';
 import { eventRow } from '../../src/db/repos/events.js';
-import { claimDueJobs, countOpenJobsByStatus, jobRow, OPEN_JOBS_BY_STATUS, queueDepth, QUEUE_DEPTH } from '../../src/db/repos/jobs.js';
+import { claimDueJobs, countOpenJobsByStatus, jobRow, jobsDue, OPEN_JOBS_BY_STATUS, queueDepth, QUEUE_DEPTH } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
 import { fanoutBatch } from '../../src/db/repos/topics.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
@@ -129,6 +129,15 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
       const lines = partOf(plan, part);
       expect(lines).toMatch(new RegExp(`Index Scan using ${index} on jobs`));
       expect(lines).not.toMatch(/Seq Scan|Sort/);
+    }
+  });
+
+  it("looks for due jobs in each lane's partial index in order, even when the statistics say every job is due", async () => {
+    for (const [lane, index] of [['local', 'jobs_due_local'], ['send', 'jobs_due_send']] as const) {
+      const plan = await planOf(async () => expect(await jobsDue(testDb.db, lane, new Date())).toBe(false));
+      expect(plan).toMatch(new RegExp(`Index (Only )?Scan using ${index} on jobs`));
+      expect(plan).toMatch(/Index (Only )?Scan using jobs_leased on jobs/);
+      expect(plan).not.toMatch(/Seq Scan|Sort/);
     }
   });
 

@@ -1,5 +1,5 @@
 import type { Db, Runner } from '../knex.js';
-import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
+import { changeRows, inList, isPostgres, selectRows, selectRowsPlannedAfresh } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
@@ -181,19 +181,19 @@ export async function claimDueJobs(db: Db, options: ClaimOptions): Promise<JobRe
 }
 
 /**
- * Whether a claim of `lane` would find a job now: a read of the same partial indexes, no write.
- * An empty claim is an UPDATE (on SQLite it takes the write lock; on PostgreSQL it locks and
- * plans); a runner that found nothing last time looks with this first.
+ * Whether a claim of `lane` would find a job now: a read of the same partial indexes in the same
+ * order, no write. An empty claim is an UPDATE (on SQLite it takes the write lock; on PostgreSQL
+ * it locks and plans); a runner that found nothing last time looks with this first.
  */
 export async function jobsDue(db: Db, lane: JobLane, now: Date): Promise<boolean> {
   const at = now.toISOString();
-  const postgres = isPostgres(db);
-  const from = (index: string) => (postgres ? 'jobs' : `jobs INDEXED BY ${index}`);
+  const from = (index: string) => (isPostgres(db) ? 'jobs' : `jobs INDEXED BY ${index}`);
   const { index, type } = LANES[lane];
-  const [row] = await selectRows<{ due: unknown }>(
+  // Each part reads its partial index in order up to its first row, as the claim reads it.
+  const [row] = await selectRowsPlannedAfresh<{ due: unknown }>(
     db,
-    `SELECT (EXISTS (SELECT 1 FROM ${from(index)} WHERE status IN ('pending', 'queued', 'delayed')${type} AND run_at <= ?)
-         OR EXISTS (SELECT 1 FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ?${type})) AS due`,
+    `SELECT (SELECT 1 FROM ${from(index)} WHERE status IN ('pending', 'queued', 'delayed')${type} AND run_at <= ? ORDER BY run_at, id LIMIT 1) IS NOT NULL
+         OR (SELECT 1 FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ?${type} ORDER BY lease_expires_at, id LIMIT 1) IS NOT NULL AS due`,
     [at, at],
   );
   return readBool(row?.due);

@@ -323,7 +323,7 @@ export async function notificationRecipients(db: Runner, ids: string[]): Promise
   return recipients;
 }
 
-/** A step done and another to come: pending notifications are under way. */
+/** Pending notifications are under way: a step of theirs was claimed, or one is done and another to come. */
 export async function markNotificationsProcessing(trx: Runner, ids: string[], now: Date): Promise<void> {
   for (const part of chunks(ids)) await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: now.toISOString() });
 }

@@ -2,7 +2,7 @@
 // transaction of the change it tells of, claimed by a job runner under a lease as a job is, and
 // ends succeeded or failed; each try leaves an attempt with the first KB of the answer.
 import type { Db, Runner, Transaction } from '../knex.js';
-import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
+import { changeRows, inList, isPostgres, selectRows, selectRowsPlannedAfresh } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
@@ -107,10 +107,10 @@ export async function claimDueDeliveries(db: Db, options: DeliveryClaim): Promis
 export async function deliveriesDue(db: Db, now: Date): Promise<boolean> {
   const at = now.toISOString();
   const from = (index: string) => (isPostgres(db) ? 'webhook_deliveries' : `webhook_deliveries INDEXED BY ${index}`);
-  const [row] = await selectRows<{ due: unknown }>(
+  const [row] = await selectRowsPlannedAfresh<{ due: unknown }>(
     db,
-    `SELECT (EXISTS (SELECT 1 FROM ${from('webhook_deliveries_due')} WHERE status = 'pending' AND run_at <= ?)
-         OR EXISTS (SELECT 1 FROM ${from('webhook_deliveries_leased')} WHERE status = 'running' AND lease_expires_at < ?)) AS due`,
+    `SELECT (SELECT 1 FROM ${from('webhook_deliveries_due')} WHERE status = 'pending' AND run_at <= ? ORDER BY run_at, id LIMIT 1) IS NOT NULL
+         OR (SELECT 1 FROM ${from('webhook_deliveries_leased')} WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT 1) IS NOT NULL AS due`,
     [at, at],
   );
   return readBool(row?.due);
