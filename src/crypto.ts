@@ -47,6 +47,15 @@ export function seal(plain: string, secret: string): string {
 }
 
 /**
+ * Values opened lately, by their sealed text (unique: each seal has its own random IV), with the
+ * secret that opened them. Credentials and endpoint secrets are opened for every send, and
+ * decrypting each time cost more than reading them. A hit needs the same secret, so another one
+ * still fails; a changed value is a new text. Oldest first out.
+ */
+const opened = new Map<string, { secret: string; plain: string }>();
+const OPENED_KEPT = 1_000;
+
+/**
  * The plain text of a stored value: sealed values are decrypted with `secret`, anything else is
  * returned as it is. Throws a SealError (whose message never contains the value) when a sealed
  * value cannot be opened.
@@ -54,6 +63,15 @@ export function seal(plain: string, secret: string): string {
 export function open(stored: string, secret: string | undefined): string {
   if (!isSealed(stored)) return stored;
   if (!secret) throw new SealError('A stored value is encrypted, but HERALD_SECRET is not set');
+  const known = opened.get(stored);
+  if (known?.secret === secret) return known.plain;
+  const plain = decrypt(stored, secret);
+  if (opened.size >= OPENED_KEPT) opened.delete(opened.keys().next().value!);
+  opened.set(stored, { secret, plain });
+  return plain;
+}
+
+function decrypt(stored: string, secret: string): string {
   const envelope = Buffer.from(stored.slice(SEALED_PREFIX.length), 'base64');
   if (envelope.length < IV_BYTES + TAG_BYTES) throw new SealError('A stored encrypted value is damaged');
   const decipher = createDecipheriv('aes-256-gcm', keyOf(secret), envelope.subarray(0, IV_BYTES));

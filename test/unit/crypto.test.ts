@@ -49,6 +49,14 @@ describe('seal and open', () => {
     expect((error as Error).message).not.toContain('s3cr3t');
   });
 
+  it('still refuses another secret, or none, for a value it has opened before', () => {
+    const sealed = seal(plain, secret);
+    expect(open(sealed, secret)).toBe(plain);
+    expect(() => open(sealed, 'another-secret')).toThrow(SealError);
+    expect(() => open(sealed, undefined)).toThrow(/HERALD_SECRET is not set/);
+    expect(open(sealed, secret)).toBe(plain);
+  });
+
   it('refuses to open a sealed value when no secret is set', () => {
     expect(() => open(seal(plain, secret), undefined)).toThrow(/HERALD_SECRET is not set/);
   });

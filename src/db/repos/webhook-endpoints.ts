@@ -175,23 +175,6 @@ export async function subscriptionsOf(db: Runner, environmentId: string): Promis
   return rows.map((row) => ({ endpointId: row.id, eventTypes: readJson<WebhookEventType[] | null>(row.event_types, null), includeContent: readBool(row.include_content) }));
 }
 
-/**
- * Endpoint secrets opened lately, by their sealed text (unique: each seal has a random IV): an
- * endpoint's secret is read for every delivery, and opening it each time cost more than the read.
- * A hit needs the same HERALD_SECRET, so a changed one still fails; a rotated secret is a new text.
- */
-const openedSecrets = new Map<string, { sealWith: string | undefined; plain: string }>();
-const OPENED_SECRETS_KEPT = 1_000;
-
-function openSecret(sealed: string, sealWith: string | undefined): string {
-  const known = openedSecrets.get(sealed);
-  if (known && known.sealWith === sealWith) return known.plain;
-  const plain = open(sealed, sealWith);
-  if (openedSecrets.size >= OPENED_SECRETS_KEPT) openedSecrets.delete(openedSecrets.keys().next().value!);
-  openedSecrets.set(sealed, { sealWith, plain });
-  return plain;
-}
-
 /** The endpoints a delivery goes to, by id, with the secrets that sign now. */
 export async function endpointTargets(db: Runner, ids: string[], sealWith: string | undefined, now: Date): Promise<Map<string, EndpointTarget>> {
   const targets = new Map<string, EndpointTarget>();
@@ -205,8 +188,8 @@ export async function endpointTargets(db: Runner, ids: string[], sealWith: strin
     list.bindings,
   );
   for (const row of rows) {
-    const secrets = [openSecret(String(row.secret), sealWith)];
-    if (row.previous_secret !== null && String(row.previous_secret_expires_at) > now.toISOString()) secrets.push(openSecret(String(row.previous_secret), sealWith));
+    const secrets = [open(String(row.secret), sealWith)];
+    if (row.previous_secret !== null && String(row.previous_secret_expires_at) > now.toISOString()) secrets.push(open(String(row.previous_secret), sealWith));
     targets.set(row.id as string, {
       id: row.id as string,
       environmentId: row.environment_id as string,
