@@ -59,11 +59,13 @@ interface Outcome {
 /**
  * Records a job's outcome and what follows from it, in one transaction. An outcome given as a
  * function is decided inside that transaction (a throttle's count), so a worker that lost the
- * lease leaves no trace of it either.
+ * lease leaves no trace of it either. `event` is the job's as read when it started: only whether
+ * it is canceled can have changed since, and that is read again with the outcome.
  */
 async function settle(
   ctx: WorkerContext,
   job: JobRecord,
+  started: EventRecord,
   decided: Outcome | ((trx: Transaction) => Promise<Outcome>),
   also?: (trx: Transaction, event: EventRecord) => Promise<void>,
 ): Promise<void> {
@@ -72,7 +74,7 @@ async function settle(
     // On SQLite the outcomes of the jobs running side by side share a commit (group-commit.ts).
     await writeTransaction(ctx.deps.db, async (trx) => {
       const outcome = typeof decided === 'function' ? await decided(trx) : decided;
-      const event = await recordOutcome(
+      const held = await recordOutcome(
         trx,
         job,
         ctx.owner,
@@ -80,7 +82,8 @@ async function settle(
         outcome.detail && { status: outcome.detail.status, detail: outcome.detail.text, providerId: outcome.providerId, raw: outcome.detail.raw, isRetry: job.attempts > 1 },
         now,
       );
-      if (!event) throw new LeaseLost();
+      if (!held) throw new LeaseLost();
+      const event = { ...started, canceledAt: held.canceledAt };
       if (outcome.message) await deliverInboxMessages(trx, [outcome.message], now);
       if (outcome.webhook) await recordJobEvent(trx, job, event, outcome, outcome.webhook, now);
       if (also) await also(trx, event);
@@ -202,6 +205,7 @@ async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord
   await settle(
     ctx,
     job,
+    event,
     { status: 'completed', state: closed.state, detail: { status: 'success', text: `Digest closed with ${closed.count} event(s)` } },
     (trx) => markRiders(trx, closed.riders, ctx.deps.clock.now()),
   );
@@ -215,17 +219,17 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     // A digest still open, whose leader was claimed before the cancel could hand it over: this hands it over.
     const digestKey = job.digestKey;
     const handOver = digestKey === null ? undefined : (trx: Transaction) => handOverOpenDigest(trx, { id: job.id, digestKey, runAt: job.runAt }, ctx.deps.clock.now());
-    return settle(ctx, job, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } }, handOver);
+    return settle(ctx, job, event, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } }, handOver);
   }
   const step = event.workflow.steps[job.stepIndex!];
   const unmet = job.state[UNMET_CONDITION];
   if (typeof unmet === 'string') {
     const { [UNMET_CONDITION]: _, ...state } = job.state;
-    return settle(ctx, job, { status: 'skipped', state, detail: { status: 'warning', text: unmet }, webhook: { type: 'message.skipped', detail: unmet, reason: 'condition' } });
+    return settle(ctx, job, event, { status: 'skipped', state, detail: { status: 'warning', text: unmet }, webhook: { type: 'message.skipped', detail: unmet, reason: 'condition' } });
   }
-  if (step.type === 'delay') return settle(ctx, job, { status: 'completed', detail: { status: 'success', text: 'Delay over' } });
+  if (step.type === 'delay') return settle(ctx, job, event, { status: 'completed', detail: { status: 'success', text: 'Delay over' } });
   if (step.type === 'digest') return fireDigest(ctx, job, event);
-  if (step.type === 'throttle') return settle(ctx, job, (trx) => throttleOutcome(trx, ctx, job, event, step));
+  if (step.type === 'throttle') return settle(ctx, job, event, (trx) => throttleOutcome(trx, ctx, job, event, step));
   let outcome: Outcome;
   // A send keeps its place at its destination until its outcome is recorded: a worker that dies
   // can have sent no more unrecorded sends there than the destination's bound.
@@ -236,7 +240,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     // Read, decide, send; the outcome is recorded below, in one transaction (settle).
     const decided = decideStep(await loadStepContext(ctx.deps, job, event, step));
     if ('destination' in decided) sent = decided.request;
-    const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, decided, place) : decided;
+    const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, event, decided, place) : decided;
     if (delivered === 'deferred') return;
     outcome = {
       status: delivered.status,
@@ -252,7 +256,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     outcome = failure(ctx, job, err, sent);
   }
   try {
-    await settle(ctx, job, outcome);
+    await settle(ctx, job, event, outcome);
   } finally {
     place.release?.();
   }
@@ -264,12 +268,12 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
  * defers the job instead (back in the queue at a later run_at, its attempt given back; a breaker's
  * deferral with an execution detail saying why).
  */
-async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred'> {
+async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred'> {
   const turn = job.state[TURN_TAKEN] === job.attempts ? undefined : await takeTurn(ctx.deps, decided);
   if (turn) {
     const text = `Waiting for its turn under ${PROVIDERS[decided.target.providerId].displayName}'s send limits: goes at ${turn.toISOString()} (no attempt spent)`;
     const state = { ...job.state, [TURN_TAKEN]: job.attempts };
-    await settle(ctx, job, { status: 'queued', runAt: turn, refundAttempt: true, state, detail: { status: 'queued', text } });
+    await settle(ctx, job, event, { status: 'queued', runAt: turn, refundAttempt: true, state, detail: { status: 'queued', text } });
     return 'deferred';
   }
   const gate = ctx.gate;
@@ -277,7 +281,7 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, decided: Deci
   const admission = await gate.admit(decided.destination);
   if (!admission.go) {
     const detail = admission.why ? { status: 'warning' as const, text: `Deferred: ${admission.why} (no attempt spent)` } : undefined;
-    await settle(ctx, job, { status: 'queued', runAt: admission.until, refundAttempt: true, detail });
+    await settle(ctx, job, event, { status: 'queued', runAt: admission.until, refundAttempt: true, detail });
     return 'deferred';
   }
   let verdict: Verdict = 'neutral';

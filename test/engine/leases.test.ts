@@ -29,8 +29,8 @@ describe('leases', () => {
     expect(job).toMatchObject({ status: 'failed', lease_owner: null }); // no SMS integration: a permanent failure
   });
 
-  it("record a job's outcome, its execution detail and read its event only for the worker that holds it", async () => {
-    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201)).body.data;
+  it("record a job's outcome and its execution detail, and read whether its event is canceled, only for the worker that holds it", async () => {
+    await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201);
     const [claimed] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
     const detail = { status: 'failed' as const, detail: 'refused', providerId: 'twilio', raw: '{"code":21211}', isRetry: false };
     const details = () => t.db('execution_details').where({ job_id: claimed.id }).select('status', 'detail', 'provider_id', 'raw', 'is_retry');
@@ -40,7 +40,10 @@ describe('leases', () => {
     expect(await details()).toEqual([]);
     expect(await t.db('jobs').where({ id: claimed.id }).first()).toMatchObject({ status: 'running', lease_owner: 'worker-a' });
 
-    expect(await record('worker-a')).toMatchObject({ id: claimed.eventId, transactionId, canceledAt: null });
+    // A cancel that came while the job ran is what the outcome reads.
+    const canceledAt = t.clock.now().toISOString();
+    await t.db('events').where({ id: claimed.eventId }).update({ canceled_at: canceledAt });
+    expect(await record('worker-a')).toEqual({ canceledAt });
     expect((await details()).map((row) => ({ ...row, is_retry: Boolean(row.is_retry) }))).toEqual([
       { status: 'failed', detail: 'refused', provider_id: 'twilio', raw: '{"code":21211}', is_retry: false },
     ]);

@@ -29,8 +29,7 @@ export interface EventRecord {
   createdAt: string;
 }
 
-/** An event as read from its row (EVENT_COLUMNS). */
-export function eventOfRow(row: Record<string, unknown>): EventRecord {
+function toRecord(row: Record<string, unknown>): EventRecord {
   return {
     id: row.id as string,
     environmentId: row.environment_id as string,
@@ -64,10 +63,9 @@ export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'cancele
   await trx('events').insert(eventRow(event));
 }
 
-// Every job a worker runs reads its event, some twice: a prepared statement, not the query builder,
+// Every job a worker runs reads its event: a prepared statement, not the query builder,
 // with its columns named so that PostgreSQL keeps it prepared (knex.ts).
-export const EVENT_COLUMNS = 'id, environment_id, transaction_id, workflow, payload, overrides, actor, canceled_at, created_at';
-const EVENT_BY_ID = `SELECT ${EVENT_COLUMNS} FROM events WHERE id = ?`;
+const EVENT_BY_ID = 'SELECT id, environment_id, transaction_id, workflow, payload, overrides, actor, canceled_at, created_at FROM events WHERE id = ?';
 
 /**
  * Reads an event. With `lock`, PostgreSQL holds a share lock on it until the transaction ends, so
@@ -75,12 +73,12 @@ const EVENT_BY_ID = `SELECT ${EVENT_COLUMNS} FROM events WHERE id = ?`;
  */
 export async function findEvent(db: Runner, id: string, lock = false): Promise<EventRecord | undefined> {
   const [row] = await selectRows<Record<string, unknown>>(db, lock && isPostgres(db as Db) ? `${EVENT_BY_ID} FOR SHARE` : EVENT_BY_ID, [id]);
-  return row ? eventOfRow(row) : undefined;
+  return row ? toRecord(row) : undefined;
 }
 
 export async function findEventByTransaction(db: Runner, environmentId: string, transactionId: string): Promise<EventRecord | undefined> {
   const row = await db('events').where({ environment_id: environmentId, transaction_id: transactionId }).first();
-  return row ? eventOfRow(row) : undefined;
+  return row ? toRecord(row) : undefined;
 }
 
 /** Marks an event canceled (once); true when this call canceled it. */

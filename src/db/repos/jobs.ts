@@ -5,7 +5,6 @@ import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
-import { EVENT_COLUMNS, eventOfRow, findEvent, type EventRecord } from './events.js';
 
 export type JobStatus = Schemas['JobStatus'];
 export type Job = Schemas['Job'];
@@ -239,10 +238,10 @@ export async function updateClaimedJob(trx: Runner, id: string, owner: string, c
 
 /**
  * Records a claimed job's outcome while `owner` still holds it (its change, and its execution
- * detail if it has one), and answers its event for what follows from the outcome, read under a
- * share lock on PostgreSQL so that a cancel cannot slip in before that is written. Answers
- * undefined, having changed nothing, when the lease was lost. Every job's outcome goes through
- * here: on PostgreSQL it is one statement, not three round trips.
+ * detail if it has one), and answers whether its event is canceled now, read under a share lock
+ * on PostgreSQL so that a cancel cannot slip in before what follows from the outcome is written.
+ * Answers undefined, having changed nothing, when the lease was lost. Every job's outcome goes
+ * through here: on PostgreSQL it is one statement, not three round trips.
  */
 export async function recordOutcome(
   trx: Runner,
@@ -251,11 +250,12 @@ export async function recordOutcome(
   change: JobUpdate,
   detail: Omit<NewExecutionDetail, 'jobId'> | undefined,
   now: Date,
-): Promise<EventRecord | undefined> {
+): Promise<{ canceledAt: string | null } | undefined> {
   if (!isPostgres(trx as Db)) {
     if (!(await updateClaimedJob(trx, job.id, owner, change, now))) return undefined;
     if (detail) await addExecutionDetail(trx, { ...detail, jobId: job.id }, now);
-    return findEvent(trx, job.eventId, true);
+    const [event] = await selectRows<{ canceled_at: string | null }>(trx, 'SELECT canceled_at FROM events WHERE id = ?', [job.eventId]);
+    return event && { canceledAt: event.canceled_at ?? null };
   }
   const { set, values } = jobChange(change, now);
   // The insert and the read take their rows from `changed`: a lost lease changes and reads nothing.
@@ -266,13 +266,13 @@ export async function recordOutcome(
   const detailValues = detail
     ? [newId(now.getTime()), detail.status, detail.detail, detail.providerId ?? null, detail.raw ?? null, String(detail.isRetry), now.toISOString()]
     : [];
-  const [row] = await selectRows<Record<string, unknown>>(
+  const [event] = await selectRows<{ canceled_at: string | null }>(
     trx,
     `WITH changed AS (UPDATE jobs SET ${set} ${HELD} RETURNING id)${insert}
-     SELECT ${EVENT_COLUMNS} FROM events WHERE id = ? AND EXISTS (SELECT 1 FROM changed) FOR SHARE`,
+     SELECT canceled_at FROM events WHERE id = ? AND EXISTS (SELECT 1 FROM changed) FOR SHARE`,
     [...values, job.id, owner, ...detailValues, job.eventId],
   );
-  return row ? eventOfRow(row) : undefined;
+  return event && { canceledAt: event.canceled_at ?? null };
 }
 
 /**
