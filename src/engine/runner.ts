@@ -125,6 +125,19 @@ export class JobRunner {
   private readonly slotsOf = new Map<string, number>();
   /** Webhook deliveries share the send slots; which of the two a claim asks first alternates, so neither starves the other. */
   private webhooksFirst = false;
+  /**
+   * Whether the last claim of each kind of send found any. A kind whose last claim found none is
+   * looked for (a read) before it is claimed (a write): while webhooks stream, the send jobs' claim
+   * would otherwise come back empty on every refill, and on SQLite each empty claim still takes
+   * the file's write lock from the API.
+   */
+  private readonly sendsFound = { jobs: false, deliveries: false };
+  /**
+   * When a claim that left environments out last found nothing. Such a claim reads past every due
+   * send of the environments it leaves out (a backlog of thousands when one environment is at its
+   * share), only to find another environment's: the next waits EMPTY_CLAIM_GAP_MS from it.
+   */
+  private leftOutFoundNothingAt = -Infinity;
   private readonly webhooks: WebhookRun;
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
@@ -330,14 +343,13 @@ export class JobRunner {
     try {
       while (!this.stopping) {
         const free = this.options.slots - this.inFlight.size;
-        const look = claimed === 0;
         claimed = 0;
         let limit = 0;
         let leftOut = false;
         if (free > 0) {
           try {
             this.sendWake.arrived = 0;
-            ({ claimed, limit, leftOut } = await this.claimSends(free, look));
+            ({ claimed, limit, leftOut } = await this.claimSends(free));
           } catch (err) {
             this.deps.logger.error({ err }, 'job runner: claiming sends failed');
           }
@@ -368,11 +380,11 @@ export class JobRunner {
   /**
    * Claims sends for the free slots and starts each. Environments whose share of the slots is taken
    * are left out, and a claim takes no more than the smallest share left of those holding slots, so
-   * that whichever environment its jobs are of, none goes over its share. With `look` (the last
-   * claim found nothing) it first reads whether any send or delivery is due, and claims only those
-   * that are: every trigger wakes this loop, in-app ones too.
+   * that whichever environment its jobs are of, none goes over its share. A kind of send (jobs,
+   * webhook deliveries) whose last claim found nothing is first looked for, and claimed only when
+   * some is due (`sendsFound`): every trigger wakes this loop, in-app ones too.
    */
-  private async claimSends(free: number, look: boolean): Promise<{ claimed: number; limit: number; leftOut: boolean }> {
+  private async claimSends(free: number): Promise<{ claimed: number; limit: number; leftOut: boolean }> {
     const share = this.options.slotsPerEnvironment;
     // A send of a left-out environment that ends from here on is a reason to claim again.
     this.slotFreed.clear();
@@ -380,14 +392,29 @@ export class JobRunner {
     const leftOut = full.length > 0;
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
     const limit = Math.min(free, share, ...left);
+    if (leftOut && Date.now() - this.leftOutFoundNothingAt < EMPTY_CLAIM_GAP_MS) return { claimed: 0, limit, leftOut };
     this.webhooksFirst = !this.webhooksFirst;
     const now = this.deps.clock.now();
     // With environments left out the look cannot tell (it counts theirs too): claim.
-    const [jobsMayBeDue, deliveriesMayBeDue] = look && !leftOut ? await Promise.all([jobsDue(this.deps.db, 'send', now), deliveriesDue(this.deps.db, now)]) : [true, true];
-    let deliveries = this.webhooksFirst && deliveriesMayBeDue ? await this.claimDeliveries(limit, full) : [];
-    const jobs = jobsMayBeDue && deliveries.length < limit ? await this.claim('send', limit - deliveries.length, full) : [];
-    if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) deliveries = await this.claimDeliveries(limit - jobs.length, full);
+    const found = this.sendsFound;
+    const [jobsMayBeDue, deliveriesMayBeDue] = await Promise.all([
+      found.jobs || leftOut || jobsDue(this.deps.db, 'send', now),
+      found.deliveries || leftOut || deliveriesDue(this.deps.db, now),
+    ]);
+    let deliveries: DeliveryRecord[] = [];
+    let jobs: JobRecord[] = [];
+    const claimDeliveries = async (n: number) => {
+      deliveries = await this.claimDeliveries(n, full);
+      found.deliveries = deliveries.length > 0;
+    };
+    if (this.webhooksFirst && deliveriesMayBeDue) await claimDeliveries(limit);
+    if (jobsMayBeDue && deliveries.length < limit) {
+      jobs = await this.claim('send', limit - deliveries.length, full);
+      found.jobs = jobs.length > 0;
+    }
+    if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) await claimDeliveries(limit - jobs.length);
     const claimed = jobs.length + deliveries.length;
+    if (leftOut) this.leftOutFoundNothingAt = claimed === 0 ? Date.now() : -Infinity;
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
       await releaseDeliveries(this.deps.db, deliveries.map((delivery) => delivery.id), this.ctx.owner, this.deps.clock.now());

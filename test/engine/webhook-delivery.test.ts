@@ -7,6 +7,7 @@ import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
 import { claimDueDeliveries, deliveriesDue, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
 import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
+import { recordQueries } from '../helpers/queries.js';
 
 // How the job runner delivers webhooks, on a clock the tests move by hand: Svix's retry schedule,
 // Retry-After, 410 Gone, five days of failures, a destination the guard refuses, and the
@@ -271,5 +272,51 @@ describe('an environment at its share of the send slots', () => {
       vi.useRealTimers();
       await stopped;
     }
+  });
+});
+
+describe('claims the send loop leaves out', () => {
+  // Each claim is a write (on SQLite, the file's write lock); a look is a read.
+  const jobClaim = /^WITH due AS \(\s*SELECT id, run_at FROM jobs\b/;
+  const deliveryClaim = /^WITH due AS \(\s*SELECT id, run_at FROM webhook_deliveries\b/;
+
+  async function drain(runner: JobRunner, peer: { requests: unknown[] }, n: number) {
+    runner.start();
+    try {
+      const deadline = Date.now() + 20_000;
+      while (peer.requests.length < n && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(peer.requests).toHaveLength(n);
+    } finally {
+      await runner.stop();
+    }
+  }
+
+  it('claims no send jobs while only webhooks are due: it looks for them instead', async () => {
+    await worker.runUntilIdle();
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    for (let i = 0; i < 30; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    const recording = recordQueries(t.db, /^WITH due AS/);
+    // A slot for one delivery at a time, so that the loop claims again and again.
+    await drain(new JobRunner(t.deps, { slots: 1, coalesceMs: 0, random: () => 0.5 }), peer, 30);
+    const claims = recording.stop();
+    expect(claims.filter((q) => deliveryClaim.test(q.sql.trim())).length).toBeGreaterThan(3);
+    expect(claims.filter((q) => jobClaim.test(q.sql.trim()))).toEqual([]);
+  });
+
+  it('claims for the other environments, while one is at its share, at most once per empty-claim gap', async () => {
+    await worker.runUntilIdle();
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    for (let i = 0; i < 30; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    const recording = recordQueries(t.db, /^WITH due AS/);
+    const started = Date.now();
+    // Its one environment is at its share after every claim: each claim after that leaves it out.
+    await drain(new JobRunner(t.deps, { slotsPerEnvironment: 1, coalesceMs: 0, random: () => 0.5 }), peer, 30);
+    const elapsedMs = Date.now() - started;
+    const leftOut = recording.stop().filter((q) => deliveryClaim.test(q.sql.trim()) && /NOT IN/.test(q.sql));
+    // One delivery a claim: 30 claims that leave it out without the gap. With it, one every 50 ms.
+    expect(leftOut.length).toBeLessThanOrEqual(Math.ceil(elapsedMs / 50) + 1);
+    expect(leftOut.length).toBeLessThan(30);
   });
 });
