@@ -133,11 +133,13 @@ export class JobRunner {
    */
   private readonly sendsFound = { jobs: false, deliveries: false };
   /**
-   * When a claim that left environments out last found nothing. Such a claim reads past every due
-   * send of the environments it leaves out (a backlog of thousands when one environment is at its
-   * share), only to find another environment's: the next waits EMPTY_CLAIM_GAP_MS from it.
+   * The earliest time for the next claim that leaves environments out, after one that found
+   * nothing. Such a claim reads past every due send of the environments it leaves out (a backlog
+   * of thousands when one environment is at its share), only to find another environment's: the
+   * next waits EMPTY_CLAIM_GAP_MS, or ten times as long as this one took, so that these reads take
+   * at most a tenth of the loop's time however long the backlog.
    */
-  private leftOutFoundNothingAt = -Infinity;
+  private leftOutClaimAfter = -Infinity;
   private readonly webhooks: WebhookRun;
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
@@ -392,7 +394,8 @@ export class JobRunner {
     const leftOut = full.length > 0;
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
     const limit = Math.min(free, share, ...left);
-    if (leftOut && Date.now() - this.leftOutFoundNothingAt < EMPTY_CLAIM_GAP_MS) return { claimed: 0, limit, leftOut };
+    if (leftOut && Date.now() < this.leftOutClaimAfter) return { claimed: 0, limit, leftOut };
+    const started = Date.now();
     this.webhooksFirst = !this.webhooksFirst;
     const now = this.deps.clock.now();
     // With environments left out the look cannot tell (it counts theirs too): claim.
@@ -414,7 +417,7 @@ export class JobRunner {
     }
     if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) await claimDeliveries(limit - jobs.length);
     const claimed = jobs.length + deliveries.length;
-    if (leftOut) this.leftOutFoundNothingAt = claimed === 0 ? Date.now() : -Infinity;
+    if (leftOut) this.leftOutClaimAfter = claimed === 0 ? Date.now() + Math.max(EMPTY_CLAIM_GAP_MS, 10 * (Date.now() - started)) : -Infinity;
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
       await releaseDeliveries(this.deps.db, deliveries.map((delivery) => delivery.id), this.ctx.owner, this.deps.clock.now());
