@@ -88,6 +88,9 @@ const SEND_COALESCE = { target: 8, ms: 2 };
 /** The least time between a send claim that found nothing and the next. */
 const EMPTY_CLAIM_GAP_MS = 50;
 
+/** The longest a claim that left environments out and found nothing holds back the next (leftOutEmpty). */
+const LEFT_OUT_GAP_MAX_MS = 1_000;
+
 /** How a webhook delivery's id is told from a job's among the sends in flight. */
 const WEBHOOK = 'webhook:';
 
@@ -133,13 +136,14 @@ export class JobRunner {
    */
   private readonly sendsFound = { jobs: false, deliveries: false };
   /**
-   * The earliest time for the next claim that leaves environments out, after one that found
-   * nothing. Such a claim reads past every due send of the environments it leaves out (a backlog
-   * of thousands when one environment is at its share), only to find another environment's: the
-   * next waits EMPTY_CLAIM_GAP_MS, or ten times as long as this one took, so that these reads take
-   * at most a tenth of the loop's time however long the backlog.
+   * After a claim that left environments out and found nothing: which it left out, and the
+   * earliest time to claim again while all of those still are. Such a claim reads past every due
+   * send of the environments it leaves out (a backlog of thousands when one environment is at its
+   * share), only to find another environment's: the next waits EMPTY_CLAIM_GAP_MS or ten times as
+   * long as this one took, whichever is longer, up to LEFT_OUT_GAP_MAX_MS, so that these reads take
+   * about a tenth of the loop's time however long the backlog.
    */
-  private leftOutClaimAfter = -Infinity;
+  private leftOutEmpty?: { excluded: string[]; after: number };
   private readonly webhooks: WebhookRun;
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
@@ -365,7 +369,8 @@ export class JobRunner {
         // Every trigger wakes both loops, in-app ones too: after a claim that found no send, the
         // next waits a little, so a stream of in-app triggers costs few empty claims here. But a
         // claim that left out an environment at its share may have found nothing for that reason
-        // alone: it claims again as soon as one of the sends in flight ends.
+        // alone: it claims again as soon as one of the sends in flight ends (for the environments
+        // no longer at their share; the others' wait out leftOutEmpty).
         if (free > 0 && claimed === 0) {
           if (leftOut) await this.slotFreed.wait(EMPTY_CLAIM_GAP_MS);
           else await sleep(EMPTY_CLAIM_GAP_MS);
@@ -384,7 +389,9 @@ export class JobRunner {
    * are left out, and a claim takes no more than the smallest share left of those holding slots, so
    * that whichever environment its jobs are of, none goes over its share. A kind of send (jobs,
    * webhook deliveries) whose last claim found nothing is first looked for, and claimed only when
-   * some is due (`sendsFound`): every trigger wakes this loop, in-app ones too.
+   * some is due (`sendsFound`): every trigger wakes this loop, in-app ones too. With environments
+   * left out there is no look (it would count their sends too), and after such a claim that found
+   * nothing the next waits a while (`leftOutEmpty`).
    */
   private async claimSends(free: number): Promise<{ claimed: number; limit: number; leftOut: boolean }> {
     const share = this.options.slotsPerEnvironment;
@@ -394,7 +401,9 @@ export class JobRunner {
     const leftOut = full.length > 0;
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
     const limit = Math.min(free, share, ...left);
-    if (leftOut && Date.now() < this.leftOutClaimAfter) return { claimed: 0, limit, leftOut };
+    // Nothing was found leaving out these environments, or fewer, a moment ago: no other can be claimed yet.
+    const empty = this.leftOutEmpty;
+    if (leftOut && empty && Date.now() < empty.after && empty.excluded.every((id) => full.includes(id))) return { claimed: 0, limit, leftOut };
     const started = Date.now();
     this.webhooksFirst = !this.webhooksFirst;
     const now = this.deps.clock.now();
@@ -417,7 +426,10 @@ export class JobRunner {
     }
     if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) await claimDeliveries(limit - jobs.length);
     const claimed = jobs.length + deliveries.length;
-    if (leftOut) this.leftOutClaimAfter = claimed === 0 ? Date.now() + Math.max(EMPTY_CLAIM_GAP_MS, 10 * (Date.now() - started)) : -Infinity;
+    if (leftOut) {
+      const gapMs = Math.min(LEFT_OUT_GAP_MAX_MS, Math.max(EMPTY_CLAIM_GAP_MS, 10 * (Date.now() - started)));
+      this.leftOutEmpty = claimed === 0 ? { excluded: full, after: Date.now() + gapMs } : undefined;
+    }
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
       await releaseDeliveries(this.deps.db, deliveries.map((delivery) => delivery.id), this.ctx.owner, this.deps.clock.now());
