@@ -316,7 +316,7 @@ describe('claims the send loop leaves out', () => {
     t.db.on('query', record);
     try {
       // Its one environment is at its share after every claim: each claim after that leaves it
-      // out, and finds nothing (one a delivery before; at least 50 ms apart now).
+      // out and finds nothing, and so waits out the gap after the last.
       await drain(new JobRunner(t.deps, { slotsPerEnvironment: 1, coalesceMs: 0, random: () => 0.5 }), peer, 30);
     } finally {
       t.db.off('query', record);
