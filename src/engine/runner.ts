@@ -415,16 +415,16 @@ export class JobRunner {
     ]);
     let deliveries: DeliveryRecord[] = [];
     let jobs: JobRecord[] = [];
-    const claimDeliveries = async (n: number) => {
+    const takeDeliveries = async (n: number) => {
       deliveries = await this.claimDeliveries(n, full);
       found.deliveries = deliveries.length > 0;
     };
-    if (this.webhooksFirst && deliveriesMayBeDue) await claimDeliveries(limit);
+    if (this.webhooksFirst && deliveriesMayBeDue) await takeDeliveries(limit);
     if (jobsMayBeDue && deliveries.length < limit) {
       jobs = await this.claim('send', limit - deliveries.length, full);
       found.jobs = jobs.length > 0;
     }
-    if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) await claimDeliveries(limit - jobs.length);
+    if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) await takeDeliveries(limit - jobs.length);
     const claimed = jobs.length + deliveries.length;
     if (leftOut) {
       const gapMs = Math.min(LEFT_OUT_GAP_MAX_MS, Math.max(EMPTY_CLAIM_GAP_MS, 10 * (Date.now() - started)));

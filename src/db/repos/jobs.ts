@@ -263,9 +263,8 @@ export async function recordOutcome(
     ? `, detail AS (INSERT INTO execution_details (id, job_id, status, detail, provider_id, raw, is_retry, created_at)
          SELECT ?, id, ?, ?, ?, ?, CAST(? AS BOOLEAN), ? FROM changed)`
     : '';
-  const detailValues = detail
-    ? [newId(now.getTime()), detail.status, detail.detail, detail.providerId ?? null, detail.raw ?? null, String(detail.isRetry), now.toISOString()]
-    : [];
+  const row = detail && executionDetailRow({ ...detail, jobId: job.id }, now);
+  const detailValues = row ? [row.id, row.status, row.detail, row.provider_id, row.raw, String(row.is_retry), row.created_at] : [];
   const [event] = await selectRows<{ canceled_at: string | null }>(
     trx,
     `WITH changed AS (UPDATE jobs SET ${set} ${HELD} RETURNING id)${insert}
@@ -466,21 +465,22 @@ export interface NewExecutionDetail {
   isRetry: boolean;
 }
 
+/** An execution detail's row as stored (addExecutionDetails, recordOutcome). */
+function executionDetailRow(detail: NewExecutionDetail, now: Date) {
+  return {
+    id: newId(now.getTime()),
+    job_id: detail.jobId,
+    status: detail.status,
+    detail: detail.detail,
+    provider_id: detail.providerId ?? null,
+    raw: detail.raw ?? null,
+    is_retry: detail.isRetry,
+    created_at: now.toISOString(),
+  };
+}
+
 export async function addExecutionDetails(trx: Runner, details: NewExecutionDetail[], now: Date): Promise<void> {
-  await insertRows(
-    trx,
-    'execution_details',
-    details.map((detail) => ({
-      id: newId(now.getTime()),
-      job_id: detail.jobId,
-      status: detail.status,
-      detail: detail.detail,
-      provider_id: detail.providerId ?? null,
-      raw: detail.raw ?? null,
-      is_retry: detail.isRetry,
-      created_at: now.toISOString(),
-    })),
-  );
+  await insertRows(trx, 'execution_details', details.map((detail) => executionDetailRow(detail, now)));
 }
 
 export async function addExecutionDetail(trx: Runner, detail: NewExecutionDetail, now: Date): Promise<void> {
