@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { BoundedMap } from './bounded-map.js';
 
 /**
  * Sealing of values at rest (integration credentials) with a key derived from HERALD_SECRET.
@@ -52,8 +53,7 @@ export function seal(plain: string, secret: string): string {
  * decrypting each time cost more than reading them. A hit needs the same secret, so another one
  * still fails; a changed value is a new text. Oldest first out.
  */
-const opened = new Map<string, { secret: string; plain: string }>();
-const OPENED_KEPT = 1_000;
+const opened = new BoundedMap<string, { secret: string; plain: string }>(1_000);
 
 /**
  * The plain text of a stored value: sealed values are decrypted with `secret`, anything else is
@@ -66,7 +66,6 @@ export function open(stored: string, secret: string | undefined): string {
   const known = opened.get(stored);
   if (known?.secret === secret) return known.plain;
   const plain = decrypt(stored, secret);
-  if (opened.size >= OPENED_KEPT) opened.delete(opened.keys().next().value!);
   opened.set(stored, { secret, plain });
   return plain;
 }

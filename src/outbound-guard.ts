@@ -1,5 +1,6 @@
 import dns from 'node:dns';
 import ipaddr from 'ipaddr.js';
+import { BoundedMap } from './bounded-map.js';
 
 /**
  * Where Herald may send, and how long a send may take. Tenants give us URLs and hosts (chat webhooks,
@@ -75,7 +76,7 @@ export function parseNetworks(text: string | undefined): string[] {
 type Network = readonly [base: ipaddr.IPv4 | ipaddr.IPv6, bits: number];
 
 /** Allowed networks as parsed once: every send checks its address against them. */
-const parsedNetworks = new Map<string, Network>();
+const parsedNetworks = new BoundedMap<string, Network>(1_000);
 
 function networkOf(cidr: string): Network {
   let parsed = parsedNetworks.get(cidr);
@@ -88,8 +89,6 @@ function networkOf(cidr: string): Network {
       })();
   const base = network.kind() === 'ipv6' && (network as ipaddr.IPv6).isIPv4MappedAddress() ? (network as ipaddr.IPv6).toIPv4Address() : network;
   parsed = [base, base !== network ? bits - 96 : bits];
-  // The operator's list is short; a caller passing ever new CIDRs (tests) must not grow this without end.
-  if (parsedNetworks.size >= 1_000) parsedNetworks.clear();
   parsedNetworks.set(cidr, parsed);
   return parsed;
 }

@@ -1,4 +1,5 @@
 import type { Db } from './knex.js';
+import { BoundedMap } from '../bounded-map.js';
 
 /** Keys remembered per database; unknown keys count too, so that a flood of random keys stays bounded. */
 const MAX_ENTRIES = 10_000;
@@ -8,7 +9,7 @@ interface Entry {
   expiresAt: number;
 }
 
-const caches = new WeakMap<Db, Map<string, Entry>>();
+const caches = new WeakMap<Db, BoundedMap<string, Entry>>();
 
 /**
  * The key's owner (or undefined), read from the database at most once per `ttlMs` per key.
@@ -26,13 +27,10 @@ export async function cachedKeyOwner<Owner>(
 ): Promise<Owner | undefined> {
   if (ttlMs <= 0) return read(db, keyHash);
   let cache = caches.get(db);
-  if (!cache) caches.set(db, (cache = new Map()));
+  if (!cache) caches.set(db, (cache = new BoundedMap(MAX_ENTRIES)));
   const hit = cache.get(keyHash);
   if (hit && hit.expiresAt > now) return hit.owner as Owner | undefined;
   const owner = await read(db, keyHash);
-  cache.delete(keyHash);
-  // Oldest first: Map keeps insertion order, so the first key is the one stored longest ago.
-  if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value!);
   cache.set(keyHash, { owner, expiresAt: now + ttlMs });
   return owner;
 }

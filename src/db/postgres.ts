@@ -4,11 +4,12 @@ import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import { DEFAULT_POSTGRES_POOL_MAX } from '../config.js';
 import type { Dialect, Runner } from './dialect.js';
+import { BoundedMap } from '../bounded-map.js';
 
 // PostgreSQL's bigint (COUNT(*) among them) arrives as a string; every count we read fits a number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
 
-/** Texts remembered by positionalText at most: past that they are forgotten all at once. */
+/** Texts remembered by positionalText at most: past that the oldest are forgotten first. */
 const MAX_POSITIONAL_TEXTS = 200;
 /** Statements kept prepared, at most this many texts a process: texts past these run unnamed. */
 const MAX_PREPARED_TEXTS = 200;
@@ -28,13 +29,12 @@ interface HeraldPostgresConfig extends Knex.Config {
  * Texts with `?` placeholders as PostgreSQL's `$1, $2, …`, by knex's own conversion; null for a
  * text with `??` (an identifier), which knex's raw statement fills in first.
  */
-const positionalTexts = new Map<string, string | null>();
+const positionalTexts = new BoundedMap<string, string | null>(MAX_POSITIONAL_TEXTS);
 
 function positionalText(client: Knex.Client, sql: string): string | null {
   let text = positionalTexts.get(sql);
   if (text === undefined) {
     text = sql.includes('??') ? null : (client.positionBindings(sql) as string);
-    if (positionalTexts.size >= MAX_POSITIONAL_TEXTS) positionalTexts.clear();
     positionalTexts.set(sql, text);
   }
   return text;

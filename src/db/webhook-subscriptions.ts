@@ -12,6 +12,7 @@ import type { Knex } from 'knex';
 import type { Db, Runner } from './knex.js';
 import { isPostgres } from './knex.js';
 import { subscriptionsOf, type Subscription } from './repos/webhook-endpoints.js';
+import { BoundedMap } from '../bounded-map.js';
 
 export const SUBSCRIPTIONS_TTL_MS = 5_000;
 const MAX_ENTRIES = 10_000;
@@ -23,7 +24,7 @@ interface Entry {
 }
 
 // Environment ids are unique across databases, so one map serves every database of the process.
-const entries = new Map<string, Entry>();
+const entries = new BoundedMap<string, Entry>(MAX_ENTRIES);
 const generations = new Map<string, number>();
 let everything = 0;
 
@@ -39,8 +40,6 @@ export async function subscriptionsFor(db: Runner, environmentId: string): Promi
   const generation = generationOf(environmentId);
   const subscriptions = await subscriptionsOf(db, environmentId);
   if (generationOf(environmentId) === generation) {
-    entries.delete(environmentId);
-    if (entries.size >= MAX_ENTRIES) entries.delete(entries.keys().next().value!);
     entries.set(environmentId, { subscriptions, expiresAt: now + SUBSCRIPTIONS_TTL_MS });
   }
   return subscriptions;

@@ -13,6 +13,7 @@ import * as secrets from '../db/inbox-secrets.js';
 import type { SigningSecret } from '../db/inbox-secrets.js';
 import { existingSubscriberKey } from './subscribers.js';
 import type { Plan } from '../config.js';
+import { BoundedMap } from '../bounded-map.js';
 
 /** The `aud` every subscriber token carries. */
 export const INBOX_AUDIENCE = 'herald-inbox';
@@ -77,14 +78,13 @@ export async function mintSubscriberToken(
 }
 
 type CachedSecret = { row: repo.InboxSecretRow & repo.OrganizationPlan; key: Uint8Array; until: number } | { row: undefined; until: number };
-const secretCache = new Map<string, CachedSecret>();
+const secretCache = new BoundedMap<string, CachedSecret>(10_000);
 
 async function secretForKid(db: Db, kid: string, sealKey: string | undefined, now: number): Promise<CachedSecret> {
   const cached = secretCache.get(kid);
   if (cached && cached.until > now) return cached;
   const row = await repo.secretById(db, kid);
   const entry: CachedSecret = row ? { row, key: Buffer.from(open(row.secret, sealKey), 'base64url'), until: now + SECRET_CACHE_MS } : { row: undefined, until: now + SECRET_CACHE_MS };
-  if (secretCache.size > 10_000) secretCache.clear();
   secretCache.set(kid, entry);
   return entry;
 }
@@ -167,7 +167,7 @@ export async function setInboxOrigins(deps: Deps, environmentId: string, origins
   return normalized;
 }
 
-const originCache = new Map<string, { allowed: boolean; until: number }>();
+const originCache = new BoundedMap<string, { allowed: boolean; until: number }>(10_000);
 
 /** Whether `origin` may call this environment's inbox (or, for a preflight, any environment's); remembered a few seconds. */
 export async function originAllowed(db: Db, origin: string, environmentId: string | undefined, now: number): Promise<boolean> {
@@ -175,7 +175,6 @@ export async function originAllowed(db: Db, origin: string, environmentId: strin
   const cached = originCache.get(key);
   if (cached && cached.until > now) return cached.allowed;
   const allowed = environmentId ? (await repo.originsOf(db, environmentId)).includes(origin) : await repo.originAllowedAnywhere(db, origin);
-  if (originCache.size > 10_000) originCache.clear();
   originCache.set(key, { allowed, until: now + SECRET_CACHE_MS });
   return allowed;
 }

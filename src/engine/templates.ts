@@ -9,6 +9,7 @@
 // stays in the worker's thread: everything else a template does is linear in its own size.
 import Handlebars from 'handlebars';
 import { Undeliverable } from './undeliverable.js';
+import { BoundedMap } from '../bounded-map.js';
 
 /** The most characters one rendered field (a subject, a content, a URL) may have. */
 export const MAX_RENDERED_CHARS = 256 * 1024;
@@ -231,8 +232,8 @@ export function templateData(values: Partial<Record<ReservedName, unknown>>, pay
   );
 }
 
-const compiled = new Map<string, Handlebars.TemplateDelegate>();
-const CACHE_LIMIT = 1000;
+/** Compiled templates by their source, at most this many. */
+const compiled = new BoundedMap<string, Handlebars.TemplateDelegate>(1000);
 
 /**
  * Renders a template, compiling each source once. `escape` HTML-escapes values (email bodies);
@@ -247,7 +248,6 @@ export function render(source: string, context: object, { escape }: { escape: bo
     const count = expressionCount(source);
     if (count > MAX_EXPRESSIONS) throw new TemplateOverBudget(`The template ${tooManyExpressions(count)}`);
     template = handlebars.compile(source, { noEscape: !escape, strict: false });
-    if (compiled.size >= CACHE_LIMIT) compiled.delete(compiled.keys().next().value!);
     compiled.set(key, template);
   }
   iterationsLeft = MAX_ITERATIONS;

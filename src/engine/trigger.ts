@@ -23,13 +23,14 @@ import { parseInstant, valueAt } from './durations.js';
 import { timezoneProblem } from './subscribers.js';
 import { plannedStart, startNotifications, type Recipient } from './schedule.js';
 import { fanoutShards } from '../db/fanout-shards.js';
+import { BoundedMap } from '../bounded-map.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
 type TriggerResult = Schemas['TriggerResult'];
 type InlineSubscriber = Schemas['SubscriberCreate'];
 
 // Compiled payload schemas, per workflow version.
-const payloadValidators = new Map<string, ValidateFunction>();
+const payloadValidators = new BoundedMap<string, ValidateFunction>(500);
 
 function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>, patterns: PatternBudget): ErrorDetail[] {
   const problems: ErrorDetail[] = [];
@@ -44,7 +45,6 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
         const why = err instanceof Error ? err.message : String(err);
         return [{ field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` }];
       }
-      if (payloadValidators.size > 500) payloadValidators.clear();
       payloadValidators.set(cacheKey, validate);
     }
     let valid: boolean;

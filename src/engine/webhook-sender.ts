@@ -15,6 +15,7 @@ import type { OutboundPolicy } from '../outbound-guard.js';
 import { destinationOf, verdictOf, type Gate, type Verdict } from './destinations.js';
 import { recordWebhookEvent } from './webhook-events.js';
 import type { WorkerContext } from './worker-context.js';
+import { BoundedMap } from '../bounded-map.js';
 
 /** Svix's schedule: the waits after the 1st, 2nd, … failed try (8 tries over about 27.6 hours). */
 export const RETRY_SCHEDULE_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
@@ -50,7 +51,7 @@ export function retryWaitMs(attempt: number, random: () => number): number | und
  * delivery over the endpoint's rate goes back to the queue for the next second, its try not spent.
  */
 export class EndpointPace {
-  private readonly seconds = new Map<string, { second: number; sent: number }>();
+  private readonly seconds = new BoundedMap<string, { second: number; sent: number }>(10_000);
 
   /** Undefined when a try may go now, else when to come back. */
   take(endpointId: string, perSecond: number | null, now: number, random: () => number): Date | undefined {
@@ -60,7 +61,6 @@ export class EndpointPace {
     if (!state || state.second !== second) {
       state = { second, sent: 0 };
       this.seconds.set(endpointId, state);
-      if (this.seconds.size > 10_000) this.seconds.delete(this.seconds.keys().next().value!);
     }
     if (state.sent < perSecond) {
       state.sent++;

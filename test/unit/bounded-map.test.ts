@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { BoundedMap } from '../../src/bounded-map.js';
+
+describe('BoundedMap', () => {
+  it('holds at most its limit, the oldest key pushed out first', () => {
+    const map = new BoundedMap<string, number>(3);
+    for (const [i, key] of ['a', 'b', 'c', 'd', 'e'].entries()) map.set(key, i);
+    expect([...map.entries()]).toEqual([
+      ['c', 2],
+      ['d', 3],
+      ['e', 4],
+    ]);
+  });
+
+  it('counts a key set again as new, and pushes nothing out for it', () => {
+    const map = new BoundedMap<string, number>(3);
+    map.set('a', 1).set('b', 2).set('c', 3);
+    map.set('a', 10);
+    expect([...map.keys()]).toEqual(['b', 'c', 'a']);
+    map.set('d', 4);
+    expect([...map.entries()]).toEqual([
+      ['c', 3],
+      ['a', 10],
+      ['d', 4],
+    ]);
+  });
+
+  it('is a Map: get, has, delete and clear as usual', () => {
+    const map = new BoundedMap<string, number>(2);
+    map.set('a', 1);
+    expect(map).toBeInstanceOf(Map);
+    expect(map.get('a')).toBe(1);
+    expect(map.delete('a')).toBe(true);
+    expect(map.has('a')).toBe(false);
+    map.set('b', 2).set('c', 3);
+    map.clear();
+    expect(map.size).toBe(0);
+  });
+});
