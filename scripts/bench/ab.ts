@@ -49,23 +49,25 @@ interface Side {
   /** What was measured: the commit and its subject, or the working tree. */
   code: string;
   dir: string;
-  worktree: boolean;
 }
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-ab-'));
+/** Worktrees made for the sides, removed at the end (unless --keep). */
+const worktrees: string[] = [];
 
 function prepare(spec: string, label: string): Side {
-  if (spec === '.') return { name: label, code: 'this working tree', dir: ROOT, worktree: false };
+  if (spec === '.') return { name: label, code: 'this working tree', dir: ROOT };
   const commit = run('git', ['rev-parse', '--verify', `${spec}^{commit}`], ROOT).trim();
   const dir = path.join(scratch, label);
   run('git', ['worktree', 'add', '--detach', dir, commit], ROOT);
+  worktrees.push(dir);
   const sameLock = fs.readFileSync(path.join(dir, 'package-lock.json'), 'utf8') === fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8');
   if (sameLock) fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
   else {
     console.log(`[ab] ${label}: its package-lock.json differs, npm ci …`);
     run('npm', ['ci', '--no-audit', '--no-fund'], dir);
   }
-  return { name: label, code: run('git', ['log', '-1', '--format=%h %s', commit], ROOT).trim(), dir, worktree: true };
+  return { name: label, code: run('git', ['log', '-1', '--format=%h %s', commit], ROOT).trim(), dir };
 }
 
 interface BenchRow {
@@ -115,10 +117,10 @@ function ratioInterval(a: number[], b: number[]): [number, number] {
 const fmt = (n: number, digits = 3) => n.toFixed(digits);
 const pct = (ratio: number) => `${ratio >= 1 ? '+' : '−'}${Math.abs((ratio - 1) * 100).toFixed(0)}%`;
 
-const a = prepare(sides[0], 'A');
-const b = prepare(sides[1], 'B');
 const runs: Record<'A' | 'B', Figures[]> = { A: [], B: [] };
 try {
+  const a = prepare(sides[0], 'A');
+  const b = prepare(sides[1], 'B');
   console.log(`[ab] A: ${a.code}\n[ab] B: ${b.code}\n[ab] ${rounds} round(s) of npm run bench -- ${benchArgs.join(' ')}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   for (let round = 0; round < rounds; round++) {
     const order = round % 2 === 0 ? [a, b] : [b, a];
@@ -154,7 +156,7 @@ try {
   console.log(`\n${lines.join('\n')}`);
   if (values.json) fs.writeFileSync(values.json, JSON.stringify({ a: a.code, b: b.code, rounds, benchArgs, results }, null, 2));
 } finally {
-  for (const side of [a, b]) if (side.worktree && !values.keep) run('git', ['worktree', 'remove', '--force', side.dir], ROOT);
+  if (!values.keep) for (const dir of worktrees) run('git', ['worktree', 'remove', '--force', dir], ROOT);
   if (values.keep) console.log(`[ab] runs and worktrees kept in ${scratch}`);
   else fs.rmSync(scratch, { recursive: true, force: true });
 }
