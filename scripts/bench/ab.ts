@@ -1,8 +1,9 @@
 // An A/B of two versions of Herald on this machine, in one session: each side builds and runs its
 // own harness (`npm run bench -- --json …`), in the order A,B,B,A,A,B,… so that a shared machine's
 // slow drift falls on both sides alike. It prints, per database and row, each side's mean CPU per
-// operation and throughput, B ÷ A, and a bootstrap 90% interval of that ratio: a claim such as "no
-// more than 10% slower" holds when the interval's upper end is under 1.10, not when one pair says so.
+// operation and throughput, B ÷ A, and a 90% interval of that ratio from the rounds' pairs: a claim
+// such as "no more than 10% slower" holds when the interval's upper end is under 1.10, not when one
+// pair says so.
 //
 //   npx tsx scripts/bench/ab.ts <A> <B> [--rounds N] [--json FILE] [--keep] -- <bench options>
 //
@@ -26,7 +27,7 @@ const { values, positionals: sides } = parseArgs({
   args: process.argv.slice(2, dash === -1 ? undefined : dash),
   allowPositionals: true,
   options: {
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '4' },
     json: { type: 'string' },
     keep: { type: 'boolean', default: false },
   },
@@ -102,22 +103,28 @@ function benchOnce(side: Side, index: number): Figures {
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-/** A 90% percentile interval of mean(b) ÷ mean(a), resampling each side's runs (seeded: the same runs give the same interval). */
-function ratioInterval(a: number[], b: number[]): [number, number] {
-  let seed = 0x9e3779b9;
-  const random = () => {
-    seed = (seed * 1664525 + 1013904223) >>> 0;
-    return seed / 2 ** 32;
-  };
-  const resample = (xs: number[]) => mean(xs.map(() => xs[Math.floor(random() * xs.length)]));
-  const ratios = Array.from({ length: 4000 }, () => resample(b) / resample(a)).sort((x, y) => x - y);
-  return [ratios[Math.floor(ratios.length * 0.05)], ratios[Math.floor(ratios.length * 0.95)]];
+/** Student's t for a two-sided 90% interval, by degrees of freedom (1–10; past 10, 1.8). */
+const T90 = [6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812];
+
+/**
+ * A 90% interval of B ÷ A from the rounds' pairs: each round's B over its A (the two runs next to
+ * each other, so a drift of the machine shared by both cancels), as a t-interval of their logs.
+ * Undefined with fewer than two rounds.
+ */
+function ratioInterval(pairs: Array<[number, number]>): [number, number] | undefined {
+  if (pairs.length < 2) return undefined;
+  const logs = pairs.map(([a, b]) => Math.log(b / a));
+  const m = mean(logs);
+  const sd = Math.sqrt(logs.reduce((sum, x) => sum + (x - m) ** 2, 0) / (logs.length - 1));
+  const half = (T90[logs.length - 2] ?? 1.8) * (sd / Math.sqrt(logs.length));
+  return [Math.exp(m - half), Math.exp(m + half)];
 }
 
 const fmt = (n: number, digits = 3) => n.toFixed(digits);
 const pct = (ratio: number) => `${ratio >= 1 ? '+' : '−'}${Math.abs((ratio - 1) * 100).toFixed(0)}%`;
 
 const runs: Record<'A' | 'B', Figures[]> = { A: [], B: [] };
+let failed = true;
 try {
   const a = prepare(sides[0], 'A');
   const b = prepare(sides[1], 'B');
@@ -127,7 +134,11 @@ try {
     for (const side of order) runs[side.name as 'A' | 'B'].push(benchOnce(side, round + 1));
   }
 
-  const keys = [...runs.A[0].keys()].filter((key) => runs.B.every((figures) => figures.has(key)));
+  // Rows every run of both sides measured the CPU of; the others are named, not compared.
+  const every = [...runs.A, ...runs.B];
+  const allKeys = new Set(every.flatMap((figures) => [...figures.keys()]));
+  const keys = [...allKeys].filter((key) => every.every((figures) => typeof figures.get(key)?.cpu === 'number'));
+  const leftOut = [...allKeys].filter((key) => !keys.includes(key));
   const lines = [
     `A: ${a.code}`,
     `B: ${b.code}`,
@@ -139,24 +150,33 @@ try {
   const results = [];
   for (const key of keys) {
     const [database] = key.split(' ');
-    const label = runs.A[0].get(key)!.label;
-    const cpuA = runs.A.map((f) => f.get(key)!.cpu).filter((x): x is number => typeof x === 'number');
-    const cpuB = runs.B.map((f) => f.get(key)!.cpu).filter((x): x is number => typeof x === 'number');
+    const { label, unit } = runs.A[0].get(key)!;
+    const cpuA = runs.A.map((f) => f.get(key)!.cpu!);
+    const cpuB = runs.B.map((f) => f.get(key)!.cpu!);
     const tputA = mean(runs.A.map((f) => f.get(key)!.throughput));
     const tputB = mean(runs.B.map((f) => f.get(key)!.throughput));
-    const unit = runs.A[0].get(key)!.unit;
-    if (cpuA.length === 0 || cpuB.length === 0) continue;
     const ratio = mean(cpuB) / mean(cpuA);
-    const [low, high] = ratioInterval(cpuA, cpuB);
-    results.push({ database, row: label, cpuA, cpuB, ratio, interval: [low, high], throughputA: tputA, throughputB: tputB, unit });
+    const interval = ratioInterval(cpuA.map((x, i) => [x, cpuB[i]]));
+    results.push({ database, row: label, cpuA, cpuB, ratio, interval, throughputA: tputA, throughputB: tputB, unit });
     lines.push(
-      `| ${database} | ${label} | ${fmt(mean(cpuA))} ms (${cpuA.map((x) => fmt(x)).join(', ')}) | ${fmt(mean(cpuB))} ms (${cpuB.map((x) => fmt(x)).join(', ')}) | ${fmt(ratio, 2)} (${pct(ratio)}) | ${fmt(low, 2)}–${fmt(high, 2)} | ${Math.round(tputA).toLocaleString('en-US')} → ${Math.round(tputB).toLocaleString('en-US')} ${unit} |`,
+      `| ${database} | ${label} | ${fmt(mean(cpuA))} ms (${cpuA.map((x) => fmt(x)).join(', ')}) | ${fmt(mean(cpuB))} ms (${cpuB.map((x) => fmt(x)).join(', ')}) | ${fmt(ratio, 2)} (${pct(ratio)}) | ${interval ? `${fmt(interval[0], 2)}–${fmt(interval[1], 2)}` : 'n/a (one round)'} | ${Math.round(tputA).toLocaleString('en-US')} → ${Math.round(tputB).toLocaleString('en-US')} ${unit} |`,
     );
   }
+  if (leftOut.length > 0) lines.push('', `Not compared (no CPU figure in every run): ${leftOut.join(', ')}`);
   console.log(`\n${lines.join('\n')}`);
-  if (values.json) fs.writeFileSync(values.json, JSON.stringify({ a: a.code, b: b.code, rounds, benchArgs, results }, null, 2));
+  if (values.json) fs.writeFileSync(values.json, JSON.stringify({ a: a.code, b: b.code, rounds, benchArgs, results, leftOut }, null, 2));
+  failed = false;
 } finally {
-  if (!values.keep) for (const dir of worktrees) run('git', ['worktree', 'remove', '--force', dir], ROOT);
-  if (values.keep) console.log(`[ab] runs and worktrees kept in ${scratch}`);
+  if (!values.keep) {
+    for (const dir of worktrees) {
+      try {
+        run('git', ['worktree', 'remove', '--force', dir], ROOT);
+      } catch (err) {
+        console.error(`[ab] could not remove the worktree ${dir} (git worktree prune will): ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  }
+  // The runs' output stays for a look when something failed.
+  if (values.keep || failed) console.log(`[ab] the runs' JSON and output are in ${scratch}`);
   else fs.rmSync(scratch, { recursive: true, force: true });
 }

@@ -25,6 +25,10 @@ describe('BoundedMap', () => {
     ]);
   });
 
+  it('refuses a limit that would bound nothing', () => {
+    for (const limit of [0, -1, 1.5, Number.NaN]) expect(() => new BoundedMap(limit)).toThrow(RangeError);
+  });
+
   it('is a Map: get, has, delete and clear as usual', () => {
     const map = new BoundedMap<string, number>(2);
     map.set('a', 1);
