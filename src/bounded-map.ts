@@ -1,19 +1,45 @@
+/** A second bound on a BoundedMap: the weights of its keys together (for example their characters). */
+export interface WeightBudget<K> {
+  total: number;
+  weigh(key: K): number;
+}
+
 /**
- * A Map that holds at most `limit` entries: a new key set while it is full pushes out the oldest
- * (a Map keeps its keys in the order they were set). The process's memos of what it read or
+ * A Map that holds at most `limit` entries, and with a `budget` at most that much weight: a new key
+ * set while it is full pushes out the oldest (a Map keeps its keys in the order they were set), and
+ * a key heavier than the whole budget is not kept at all. The process's memos of what it read or
  * computed lately use it, so that callers passing ever new keys (random API keys, origins,
- * templates) cannot add entries without end. It bounds their number, not their size. A key set
- * again counts as new.
+ * templates) cannot add entries without end. A key set again counts as new.
  */
 export class BoundedMap<K, V> extends Map<K, V> {
-  constructor(private readonly limit: number) {
+  private weight = 0;
+
+  constructor(
+    private readonly limit: number,
+    private readonly budget?: WeightBudget<K>,
+  ) {
     super();
     if (!(Number.isInteger(limit) && limit >= 1)) throw new RangeError(`A BoundedMap holds at least one entry, not ${limit}`);
   }
 
   override set(key: K, value: V): this {
-    if (this.has(key)) this.delete(key);
-    else if (this.size >= this.limit) this.delete(this.keys().next().value as K);
+    this.delete(key);
+    const weight = this.budget?.weigh(key) ?? 0;
+    const total = this.budget?.total ?? Infinity;
+    if (weight > total) return this;
+    while (this.size > 0 && (this.size >= this.limit || this.weight + weight > total)) this.delete(this.keys().next().value as K);
+    this.weight += weight;
     return super.set(key, value);
+  }
+
+  override delete(key: K): boolean {
+    if (!super.has(key)) return false;
+    this.weight -= this.budget?.weigh(key) ?? 0;
+    return super.delete(key);
+  }
+
+  override clear(): void {
+    this.weight = 0;
+    super.clear();
   }
 }

@@ -232,8 +232,11 @@ export function templateData(values: Partial<Record<ReservedName, unknown>>, pay
   );
 }
 
-/** Compiled templates by their source, at most this many. */
-const compiled = new BoundedMap<string, Handlebars.TemplateDelegate>(1000);
+/**
+ * Compiled templates by their source: at most 1,000, and 8 Mi characters of source together, so
+ * that tenants' largest templates (an email body may be 256 KiB) cannot fill the memory.
+ */
+const compiled = new BoundedMap<string, Handlebars.TemplateDelegate>(1000, { total: 8 * 1024 * 1024, weigh: (key) => key.length });
 
 /**
  * Renders a template, compiling each source once. `escape` HTML-escapes values (email bodies);

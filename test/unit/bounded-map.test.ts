@@ -25,6 +25,25 @@ describe('BoundedMap', () => {
     ]);
   });
 
+  it('with a budget, holds no more weight than it, pushing out the oldest, and keeps no key heavier than all of it', () => {
+    const map = new BoundedMap<string, number>(100, { total: 10, weigh: (key) => key.length });
+    map.set('aaaa', 1).set('bbbb', 2);
+    map.set('cccc', 3);
+    expect([...map.keys()]).toEqual(['bbbb', 'cccc']);
+    map.set('dddddddddd', 4);
+    expect([...map.keys()]).toEqual(['dddddddddd']);
+    map.set('e'.repeat(11), 5);
+    expect(map.has('e'.repeat(11))).toBe(false);
+    expect([...map.keys()]).toEqual(['dddddddddd']);
+    // Deleting and clearing give their weight back.
+    map.delete('dddddddddd');
+    map.set('ff', 6).set('gggg', 7).set('hhhh', 8);
+    expect([...map.keys()]).toEqual(['ff', 'gggg', 'hhhh']);
+    map.clear();
+    map.set('iiiiiiiiii', 9);
+    expect([...map.keys()]).toEqual(['iiiiiiiiii']);
+  });
+
   it('refuses a limit that would bound nothing', () => {
     for (const limit of [0, -1, 1.5, Number.NaN]) expect(() => new BoundedMap(limit)).toThrow(RangeError);
   });
