@@ -80,7 +80,11 @@ export async function mintSubscriberToken(
 type CachedSecret = { row: repo.InboxSecretRow & repo.OrganizationPlan; key: Uint8Array; until: number } | { row: undefined; until: number };
 const secretCache = new BoundedMap<string, CachedSecret>(10_000);
 
+/** Longer than any signing secret's id (`ik_` and 24 hex digits): unknown without a read, and not remembered. */
+const MAX_KID_LENGTH = 64;
+
 async function secretForKid(db: Db, kid: string, sealKey: string | undefined, now: number): Promise<CachedSecret> {
+  if (kid.length > MAX_KID_LENGTH) return { row: undefined, until: now };
   const cached = secretCache.get(kid);
   if (cached && cached.until > now) return cached;
   const row = await repo.secretById(db, kid);
@@ -167,10 +171,15 @@ export async function setInboxOrigins(deps: Deps, environmentId: string, origins
   return normalized;
 }
 
+/** The longest origin an environment may allow (InboxSettingsUpdate's allowedOrigins). */
+export const MAX_ORIGIN_LENGTH = 255;
+
 const originCache = new BoundedMap<string, { allowed: boolean; until: number }>(10_000);
 
 /** Whether `origin` may call this environment's inbox (or, for a preflight, any environment's); remembered a few seconds. */
 export async function originAllowed(db: Db, origin: string, environmentId: string | undefined, now: number): Promise<boolean> {
+  // Longer than any origin an environment can allow (the contract's maxLength): no read, and not remembered.
+  if (origin.length > MAX_ORIGIN_LENGTH) return false;
   const key = `${environmentId ?? '*'} ${origin}`;
   const cached = originCache.get(key);
   if (cached && cached.until > now) return cached.allowed;
