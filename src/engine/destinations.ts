@@ -156,6 +156,13 @@ export class Destinations implements Gate {
     state.openUntil = this.now() + cooldownMs;
   }
 
+  private forgetIdle(): void {
+    const now = this.now();
+    for (const [destination, state] of this.states) {
+      if (state.starts.length === 0 && state.waiting.length === 0 && !state.probing && state.openUntil <= now) this.states.delete(destination);
+    }
+  }
+
   private deferred(at: number, destination: string, state: State): Admission {
     const until = new Date(Math.round(at));
     return {
@@ -165,9 +172,15 @@ export class Destinations implements Gate {
     };
   }
 
+  /** How many destinations are remembered (tests, metrics). */
+  get size(): number {
+    return this.states.size;
+  }
+
   private stateOf(destination: string): State {
     let state = this.states.get(destination);
     if (!state) {
+      if (this.states.size >= MAX_REMEMBERED) this.forgetIdle();
       state = { starts: [], waiting: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
       this.states.set(destination, state);
     }
@@ -187,6 +200,14 @@ export function destinationOf(channel: string, integrationId: string, url?: stri
   }
   return host ? `${channel}:${integrationId}:${host}` : `${channel}:${integrationId}`;
 }
+
+/**
+ * Destinations remembered before the idle ones are forgotten. A destination whose last send failed
+ * is remembered (its failures count towards its breaker) until a send there succeeds; tenants can
+ * name ever new hosts, so past this many the idle ones (nothing in flight or waiting, the breaker
+ * closed or its cooldown over) are forgotten, as if never seen.
+ */
+const MAX_REMEMBERED = 10_000;
 
 function describeDestination(destination: string): string {
   const [channel, integrationId, host] = destination.split(':', 3);

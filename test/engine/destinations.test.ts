@@ -17,6 +17,24 @@ const started = (admission: Admission) => {
 };
 
 describe('destinations', () => {
+  it('forgets idle destinations once it remembers 10,000, but not those at work or with an open breaker', async () => {
+    const { destinations, advance } = setup();
+    started(await destinations.admit('chat:i:busy.example'));
+    for (let i = 0; i < 3; i++) destinations.finished('chat:i:open.example', 'failed', started(await destinations.admit('chat:i:open.example')));
+    expect(destinations.isOpen('chat:i:open.example')).toBe(true);
+    // Hosts that failed once each: remembered, each with its failure, until the count is reached.
+    for (let i = 0; i < 10_000; i++) {
+      const host = `chat:i:h${i}.example`;
+      destinations.finished(host, 'failed', started(await destinations.admit(host)));
+    }
+    expect(destinations.size).toBeLessThan(10_000);
+    expect(destinations.isOpen('chat:i:open.example')).toBe(true);
+    // The busy one still counts its send in flight: a second goes, a third (both slow by now) does not.
+    started(await destinations.admit('chat:i:busy.example'));
+    advance(2_000);
+    expect((await destinations.admit('chat:i:busy.example')).go).toBe(false);
+  });
+
   it('lets a bounded number of sends through, and defers the next one at a slow destination', async () => {
     const { destinations, advance, now } = setup();
     const a = started(await destinations.admit('chat:i1:slow.example'));
