@@ -9,7 +9,11 @@ interface Entry {
   expiresAt: number;
 }
 
-const caches = new WeakMap<Db, BoundedMap<string, Entry>>();
+/**
+ * Each database's remembered answers, and how many times they were forgotten: a read that began
+ * before a forgetting (a key revoked meanwhile) must not store what it read after it.
+ */
+const caches = new WeakMap<Db, { entries: BoundedMap<string, Entry>; generation: number }>();
 
 /**
  * The key's owner (or undefined), read from the database at most once per `ttlMs` per key.
@@ -27,15 +31,19 @@ export async function cachedKeyOwner<Owner>(
 ): Promise<Owner | undefined> {
   if (ttlMs <= 0) return read(db, keyHash);
   let cache = caches.get(db);
-  if (!cache) caches.set(db, (cache = new BoundedMap(MAX_ENTRIES)));
-  const hit = cache.get(keyHash);
+  if (!cache) caches.set(db, (cache = { entries: new BoundedMap(MAX_ENTRIES), generation: 0 }));
+  const hit = cache.entries.get(keyHash);
   if (hit && hit.expiresAt > now) return hit.owner as Owner | undefined;
+  const generation = cache.generation;
   const owner = await read(db, keyHash);
-  cache.set(keyHash, { owner, expiresAt: now + ttlMs });
+  if (cache.generation === generation) cache.entries.set(keyHash, { owner, expiresAt: now + ttlMs });
   return owner;
 }
 
 /** After a change to keys or plans: every process-local answer is read again. */
 export function forgetKeyOwners(db: Db): void {
-  caches.get(db)?.clear();
+  const cache = caches.get(db);
+  if (!cache) return;
+  cache.entries.clear();
+  cache.generation += 1;
 }

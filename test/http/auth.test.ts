@@ -129,6 +129,23 @@ describe('cachedKeyOwner', () => {
     expect(reads.length).toBe(3);
   });
 
+  it('does not keep what a read begun before forgetKeyOwners found (a key revoked meanwhile)', async () => {
+    const db = {} as Db;
+    let finishRead: () => void = () => undefined;
+    const slowRead = async () => {
+      await new Promise<void>((resolve) => (finishRead = resolve));
+      return owner;
+    };
+    const before = cachedKeyOwner(db, 'known', 60_000, slowRead, 0);
+    forgetKeyOwners(db);
+    finishRead();
+    expect(await before).toBe(owner);
+    // Read again: the answer read across the forgetting was not kept.
+    const { reads, read } = counting();
+    await cachedKeyOwner(db, 'known', 60_000, read, 0);
+    expect(reads).toEqual(['known']);
+  });
+
   it('stays bounded under a flood of random keys: the oldest are forgotten first', async () => {
     const db = {} as Db;
     const { reads, read } = counting();
