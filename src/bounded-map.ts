@@ -13,6 +13,7 @@ export interface WeightBudget<K> {
  */
 export class BoundedMap<K, V> extends Map<K, V> {
   private weight = 0;
+  private clearCount = 0;
 
   constructor(
     private readonly limit: number,
@@ -38,7 +39,16 @@ export class BoundedMap<K, V> extends Map<K, V> {
     return super.delete(key);
   }
 
+  /**
+   * How many times it was cleared. A memo that reads a value, awaits, then sets it compares this
+   * before and after: an answer read before a clear (a revocation) must not be stored after it.
+   */
+  get clears(): number {
+    return this.clearCount;
+  }
+
   override clear(): void {
+    this.clearCount += 1;
     this.weight = 0;
     super.clear();
   }

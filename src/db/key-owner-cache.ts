@@ -9,11 +9,7 @@ interface Entry {
   expiresAt: number;
 }
 
-/**
- * Each database's remembered answers, and how many times they were forgotten: a read that began
- * before a forgetting (a key revoked meanwhile) must not store what it read after it.
- */
-const caches = new WeakMap<Db, { entries: BoundedMap<string, Entry>; generation: number }>();
+const caches = new WeakMap<Db, BoundedMap<string, Entry>>();
 
 /**
  * The key's owner (or undefined), read from the database at most once per `ttlMs` per key.
@@ -31,19 +27,17 @@ export async function cachedKeyOwner<Owner>(
 ): Promise<Owner | undefined> {
   if (ttlMs <= 0) return read(db, keyHash);
   let cache = caches.get(db);
-  if (!cache) caches.set(db, (cache = { entries: new BoundedMap(MAX_ENTRIES), generation: 0 }));
-  const hit = cache.entries.get(keyHash);
+  if (!cache) caches.set(db, (cache = new BoundedMap(MAX_ENTRIES)));
+  const hit = cache.get(keyHash);
   if (hit && hit.expiresAt > now) return hit.owner as Owner | undefined;
-  const generation = cache.generation;
+  const clears = cache.clears;
   const owner = await read(db, keyHash);
-  if (cache.generation === generation) cache.entries.set(keyHash, { owner, expiresAt: now + ttlMs });
+  // Not kept when a key was revoked (forgetKeyOwners) while it was read.
+  if (cache.clears === clears) cache.set(keyHash, { owner, expiresAt: now + ttlMs });
   return owner;
 }
 
 /** After a change to keys or plans: every process-local answer is read again. */
 export function forgetKeyOwners(db: Db): void {
-  const cache = caches.get(db);
-  if (!cache) return;
-  cache.entries.clear();
-  cache.generation += 1;
+  caches.get(db)?.clear();
 }

@@ -45,14 +45,14 @@ export async function signingSecrets(deps: Deps, environmentId: string): Promise
 /** Adds a secret, which signs from now on; beyond two the oldest is retired. */
 export async function addSigningSecret(deps: Deps, environmentId: string): Promise<SigningSecret> {
   const added = await secrets.addSigningSecret(deps.db, environmentId, deps.config.secret, deps.clock.now());
-  forgetSecrets();
+  secretCache.clear();
   return added;
 }
 
 /** Retires one secret: tokens signed with it stop working. */
 export async function retireSigningSecret(deps: Deps, environmentId: string, kid: string): Promise<boolean> {
   const gone = await secrets.retireSigningSecret(deps.db, environmentId, kid);
-  forgetSecrets();
+  secretCache.clear();
   return gone;
 }
 
@@ -79,13 +79,6 @@ export async function mintSubscriberToken(
 
 type CachedSecret = { row: repo.InboxSecretRow & repo.OrganizationPlan; key: Uint8Array; until: number } | { row: undefined; until: number };
 const secretCache = new BoundedMap<string, CachedSecret>(10_000);
-/** How many times the secrets were forgotten: a read begun before a retirement must not store what it read. */
-let secretGeneration = 0;
-
-function forgetSecrets(): void {
-  secretCache.clear();
-  secretGeneration += 1;
-}
 
 /** Longer than any signing secret's id (`ik_` and 24 hex digits): unknown without a read, and not remembered. */
 const MAX_KID_LENGTH = 64;
@@ -94,10 +87,11 @@ async function secretForKid(db: Db, kid: string, sealKey: string | undefined, no
   if (kid.length > MAX_KID_LENGTH) return { row: undefined, until: now };
   const cached = secretCache.get(kid);
   if (cached && cached.until > now) return cached;
-  const generation = secretGeneration;
+  const clears = secretCache.clears;
   const row = await repo.secretById(db, kid);
   const entry: CachedSecret = row ? { row, key: Buffer.from(open(row.secret, sealKey), 'base64url'), until: now + SECRET_CACHE_MS } : { row: undefined, until: now + SECRET_CACHE_MS };
-  if (secretGeneration === generation) secretCache.set(kid, entry);
+  // Not kept when a secret was added or retired while it was read.
+  if (secretCache.clears === clears) secretCache.set(kid, entry);
   return entry;
 }
 

@@ -56,7 +56,9 @@ describe('BoundedMap', () => {
     expect(map.delete('a')).toBe(true);
     expect(map.has('a')).toBe(false);
     map.set('b', 2).set('c', 3);
+    expect(map.clears).toBe(0);
     map.clear();
     expect(map.size).toBe(0);
+    expect(map.clears).toBe(1);
   });
 });
