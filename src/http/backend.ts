@@ -8,8 +8,10 @@
 // route match (1.3 ms each here) and parses a request three or four times. Everything else of the
 // HTTP layer (handlers registered by operationId, security handlers, the 401/400/404/405 hooks)
 // is used as openapi-backend's authors intend, in api.ts; only this file reaches into its internals.
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import YAML from 'yaml';
 import { OpenAPIBackend, type Context } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
 import { createAjv } from '../json-schema.js';
@@ -314,6 +316,19 @@ function dropDiscriminatorMappings(node: unknown, seen: Set<object>): void {
   for (const value of Object.values(node)) dropDiscriminatorMappings(value, seen);
 }
 
+let parsedContract: OpenAPIBackend['inputDocument'] | undefined;
+
+/**
+ * The contract, read and parsed from its file once a process; each backend is given a copy of its
+ * own to dereference (which it does in place). Given the file's path instead, openapi-backend would
+ * read and parse it twice per backend, and the tests, which start dozens of backends, spent a
+ * twentieth of their CPU there.
+ */
+function contractDocument(): OpenAPIBackend['inputDocument'] {
+  parsedContract ??= YAML.parse(fs.readFileSync(SPEC_PATH, 'utf8')) as OpenAPIBackend['inputDocument'];
+  return structuredClone(parsedContract);
+}
+
 /**
  * The backend alone, loaded and ready for handlers, for routing and response checks outside a
  * server too (tests, the mock server, the benchmark's stack floor).
@@ -321,12 +336,12 @@ function dropDiscriminatorMappings(node: unknown, seen: Set<object>): void {
  * `quick` does two things we want: it skips openapi-backend's own check of the definition, which
  * knows only OpenAPI 3.0 and, failing on our 3.1 contract, would leave the router empty (Redocly
  * lints the contract instead); and it compiles an operation's validators on first use rather than
- * all at once, which costs about 6 s of Ajv compilation up front (precompileValidators, api.ts,
- * does it in the background). Tests may give another definition.
+ * all at once before the server can answer (precompileValidators, api.ts, compiles them in the
+ * background after start). Tests may give another definition.
  */
 export async function createBackend(definition: string | OpenAPIBackend['inputDocument'] = SPEC_PATH): Promise<OpenAPIBackend> {
   const backend = new HeraldBackend({
-    definition,
+    definition: definition === SPEC_PATH ? contractDocument() : definition,
     apiRoot: '/',
     quick: true,
     coerceTypes: true,
