@@ -319,10 +319,13 @@ function dropDiscriminatorMappings(node: unknown, seen: Set<object>): void {
 let parsedContract: OpenAPIBackend['inputDocument'] | undefined;
 
 /**
- * The contract, read and parsed from its file once a process; each backend is given a copy of its
- * own to dereference (which it does in place). Given the file's path instead, openapi-backend would
- * read and parse it twice per backend, and the tests, which start dozens of backends, spent a
- * twentieth of their CPU there.
+ * The contract, read and parsed from its file once a process. Given the file's path instead,
+ * openapi-backend would read and parse it twice per backend, and the tests, which start dozens of
+ * backends, spent a twentieth of their CPU there. Each backend gets an object of its own: given an
+ * object, openapi-backend dereferences it with dereference-json-schema, which remembers its answer
+ * by that object, and the same answer would be every backend's definition, mutated by each init.
+ * That dereferencing drops whatever stands beside a `$ref` but a description
+ * (test/unit/contract-refs.test.ts keeps the bundle so).
  */
 function contractDocument(): OpenAPIBackend['inputDocument'] {
   parsedContract ??= YAML.parse(fs.readFileSync(SPEC_PATH, 'utf8')) as OpenAPIBackend['inputDocument'];
