@@ -1,10 +1,10 @@
 // Running one claimed job. Each outcome is written in one transaction with what follows from it
 // (the next step's job, the in-app message, the notification's status), and only while this worker
 // still holds the job's lease: a worker that lost it changes nothing.
-import { writeTransaction } from '../db/group-commit.js';
+import { writeStatement, writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetail, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { addExecutionDetail, continueClaimedJob, jobsDue, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { deliverInboxMessages } from './inbox.js';
 import { notificationRecipient } from '../db/repos/notifications.js';
@@ -20,7 +20,7 @@ import { startWithInApp } from './in-app-batch.js';
 import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
 import { fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
-import type { WorkerContext } from './worker-context.js';
+import { yieldToEventLoop, type WorkerContext } from './worker-context.js';
 import { recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
 export const MAX_ATTEMPTS = 5;
@@ -161,13 +161,36 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown, sent?: SentRe
 }
 
 /**
- * One batch of a topic fan-out, in one transaction with the notifications and jobs it creates. The
- * job runs again, from where the batch ended, until a batch comes back short. A batch run twice
- * (after a crash) creates nothing twice: notifications are unique per (event, subscriber).
+ * A topic fan-out, one batch at a time, each in one transaction with the notifications and jobs it
+ * creates. After a batch that is not the last, the job is due again at once, from where the batch
+ * ended, and is claimed again with whatever else is due. From the runner's local loop (`ctx.loop`)
+ * and with nothing else due, it goes on under the same claim instead, its lease renewed, after
+ * letting the event loop run: a read that finds nothing due costs less than handing the job back
+ * and claiming it again, two writes through the due jobs' indexes (bench/README.md has the A/B).
+ * A batch run twice (after a crash) creates nothing twice: notifications are unique per
+ * (event, subscriber).
  */
 async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
-  const position = job.state as unknown as FanoutPosition;
+  let position = job.state as unknown as FanoutPosition;
+  for (;;) {
+    const goOn = ctx.loop !== undefined && ctx.loop.taking() && !(await jobsDue(ctx.deps.db, 'local', ctx.deps.clock.now()));
+    const next = await runFanoutBatch(ctx, job, position, goOn);
+    if (!next) return;
+    position = next;
+    await yieldToEventLoop();
+    if (!ctx.loop!.taking()) {
+      // The runner stops: the job is due again, from here, for whichever worker comes next.
+      const now = ctx.deps.clock.now();
+      await writeStatement(ctx.deps.db, (runner) => updateClaimedJob(runner, job.id, ctx.owner, { status: 'pending', runAt: now }, now));
+      return;
+    }
+  }
+}
+
+/** One batch; answers where the fan-out goes on from when it goes on under this claim (`goOn`). */
+async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: FanoutPosition, goOn: boolean): Promise<FanoutPosition | undefined> {
   const now = ctx.deps.clock.now();
+  let next: FanoutPosition | undefined;
   try {
     await ctx.deps.db.transaction(async (trx) => {
       const event = (await findEvent(trx, job.eventId, true))!;
@@ -176,7 +199,14 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
         const { members, more } = await fanoutBatch(trx, position);
         if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, members, now);
         else await startNotifications(trx, event, members, now);
-        change = more ? { status: 'pending', runAt: now, state: { ...position, cursor: members.at(-1)!.key } } : { status: 'completed' };
+        const state = { ...position, cursor: members.at(-1)?.key ?? position.cursor };
+        if (more && goOn) {
+          const leaseUntil = new Date(now.getTime() + ctx.loop!.leaseMs);
+          if (!(await continueClaimedJob(trx, job.id, ctx.owner, state, leaseUntil, now))) throw new LeaseLost();
+          next = state;
+          return;
+        }
+        change = more ? { status: 'pending', runAt: now, state } : { status: 'completed' };
       }
       if (!(await updateClaimedJob(trx, job.id, ctx.owner, change, now))) throw new LeaseLost();
       if (change.status === 'completed') {
@@ -185,7 +215,9 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
     });
   } catch (err) {
     if (!(err instanceof LeaseLost)) throw err;
+    return undefined;
   }
+  return next;
 }
 
 /** A throttle step's outcome: counted in, or throttled, when its job's outcome is recorded. */

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { claimDueJobs, jobsDue, releaseJobs, renewLeases, retryJobsLater, type JobLane, type JobRecord } from '../db/repos/jobs.js';
 import { executeJob, retryDelayMs } from './execute.js';
-import type { WorkerContext } from './worker-context.js';
+import { yieldToEventLoop, type WorkerContext } from './worker-context.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
@@ -95,13 +95,6 @@ const LEFT_OUT_GAP_MAX_MS = 1_000;
 const WEBHOOK = 'webhook:';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/**
- * Lets the event loop run what waits (requests, timers, I/O) before the next batch. On SQLite a
- * statement runs on the calling thread and every promise of a batch resolves at once: batch after
- * batch (a fan-out's 200) would otherwise run as one chain that never returns to the event loop.
- */
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * The job runner: claims due jobs under a lease and runs them, continuously, on two paths that
@@ -300,7 +293,7 @@ export class JobRunner {
         const jobs = look && !(await jobsDue(this.deps.db, 'local', this.deps.clock.now())) ? [] : await this.claim('local', this.options.batchSize);
         claimed = jobs.length;
         fanout = jobs.some((job) => job.kind === 'fanout');
-        const unstarted = await this.runLocal(jobs);
+        const unstarted = await this.runLocal(jobs, true);
         await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
       } catch (err) {
         this.deps.logger.error({ err }, 'job runner: local work failed');
@@ -312,8 +305,12 @@ export class JobRunner {
     }
   }
 
-  /** Runs claimed local jobs: in-app in bulk, the others (no network either) a few at a time. Answers those it did not start. */
-  private async runLocal(jobs: JobRecord[]): Promise<string[]> {
+  /**
+   * Runs claimed local jobs: in-app in bulk, the others (no network either) a few at a time. Answers
+   * those it did not start. From the local loop (`continuing`), a fan-out with nothing else due goes
+   * on to its next batch without being claimed again.
+   */
+  private async runLocal(jobs: JobRecord[], continuing = false): Promise<string[]> {
     if (this.stopping) return jobs.map((job) => job.id);
     const inApp = jobs.filter(isInAppJob);
     if (inApp.length > 0) {
@@ -329,7 +326,7 @@ export class JobRunner {
     const lane = async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
         if (this.stopping) unstarted.push(job.id);
-        else await this.execute(job, false);
+        else await this.execute(job, false, continuing);
       }
     };
     await Promise.all(Array.from({ length: Math.min(8, queue.length) }, lane));
@@ -462,9 +459,10 @@ export class JobRunner {
     }
   }
 
-  private async execute(job: JobRecord, gated: boolean): Promise<void> {
+  private async execute(job: JobRecord, gated: boolean, continuing = false): Promise<void> {
+    const loop = continuing ? { leaseMs: this.options.leaseMs, taking: () => !this.stopping } : undefined;
     try {
-      await executeJob(gated ? { ...this.ctx, gate: this.destinations } : this.ctx, job);
+      await executeJob(gated || loop ? { ...this.ctx, gate: gated ? this.destinations : undefined, loop } : this.ctx, job);
     } catch (err) {
       this.deps.logger.error({ err, jobId: job.id }, 'job failed unexpectedly');
       await this.retryLater([job]);

@@ -10,4 +10,17 @@ export interface WorkerContext {
   random: () => number;
   /** Bounds and breakers per destination; without one, every send goes at once (runUntilIdle, tests). */
   gate?: Gate;
+  /**
+   * A runner's continuous local loop: how long its leases last, and whether it still takes work
+   * (false once it stops). With it, a fan-out with nothing else due goes on to its next batch under
+   * its claim; without (runBatch, tests), it runs one batch a claim.
+   */
+  loop?: { leaseMs: number; taking(): boolean };
 }
+
+/**
+ * Lets the event loop run what waits (requests, timers, I/O) before the next batch. On SQLite a
+ * statement runs on the calling thread and every promise of a batch resolves at once: batch after
+ * batch (a fan-out's 200) would otherwise run as one chain that never returns to the event loop.
+ */
+export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));

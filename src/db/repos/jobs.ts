@@ -237,6 +237,16 @@ export async function updateClaimedJob(trx: Runner, id: string, owner: string, c
 }
 
 /**
+ * Keeps a claimed job running under this worker with a new state and its lease renewed to
+ * `leaseUntil` (a fan-out going on to its next batch without claiming its job again), while
+ * `owner` still holds it. Returns whether it did.
+ */
+export async function continueClaimedJob(trx: Runner, id: string, owner: string, state: Record<string, unknown>, leaseUntil: Date, now: Date): Promise<boolean> {
+  const sql = `UPDATE jobs SET state = ?, lease_expires_at = ?, updated_at = ? ${HELD}`;
+  return (await changeRows(trx, sql, [writeJson(state), leaseUntil.toISOString(), now.toISOString(), id, owner])) > 0;
+}
+
+/**
  * Records a claimed job's outcome while `owner` still holds it (its change, and its execution
  * detail if it has one), and answers whether its event is canceled now, read under a share lock
  * on PostgreSQL so that a cancel cannot slip in before what follows from the outcome is written.

@@ -1,0 +1,96 @@
+// A fan-out's batches and its claim. Run from a runner's local loop (`loop` in its context), a
+// fan-out with nothing else due goes on from batch to batch without being claimed again; with other
+// work due, or its runner stopping, it hands its job back after the batch under way, and whoever
+// takes it next goes on from there.
+import { afterEach, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { createWorkflow, step } from '../helpers/factories.js';
+import { insertSubscriber } from '../../src/db/repos/subscribers.js';
+import { claimDueJobs, releaseJobs, type JobRecord } from '../../src/db/repos/jobs.js';
+import { fanoutBatchSize } from '../../src/db/repos/topics.js';
+import { fanoutShards } from '../../src/db/fanout-shards.js';
+import { executeJob } from '../../src/engine/execute.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import type { WorkerContext } from '../../src/engine/worker-context.js';
+
+const t = useTestApp();
+const OWNER = 'fan-out-worker';
+// Claims are not scoped to an environment: a job a test leaves due would be claimed by the next.
+afterEach(async () => {
+  await t.db('jobs').whereIn('status', ['pending', 'queued', 'delayed', 'running']).update({ status: 'canceled', lease_owner: null, lease_expires_at: null });
+});
+
+/** A topic whose fan-out takes three batches a job (on PostgreSQL, a job a shard), an in-app workflow, and the fan-out's jobs claimed. */
+async function claimedFanout(): Promise<{ members: number; transactionId: string; jobs: JobRecord[] }> {
+  const members = 3 * fanoutBatchSize(t.db) * fanoutShards(t.db).length;
+  const now = t.clock.now();
+  const ids = Array.from({ length: members }, (_, i) => `member-${String(i).padStart(5, '0')}`);
+  for (const subscriberId of ids) await insertSubscriber(t.db, t.environments.a, { subscriberId }, now);
+  await t.a.post('/v1/topics', { topicKey: 'everyone', name: 'Everyone' }).expect(201);
+  for (let i = 0; i < ids.length; i += 1000) await t.a.post('/v1/topics/everyone/subscribers', { subscribers: ids.slice(i, i + 1000) }).expect(200);
+  await createWorkflow(t.a, { workflowId: 'broadcast', steps: [step.inApp({ content: 'hello' })] });
+  const transactionId = (await t.a.post('/v1/events/trigger', { name: 'broadcast', to: [{ type: 'Topic', topicKey: 'everyone' }] }).expect(201)).body.data
+    .transactionId as string;
+  const jobs = await claimDueJobs(t.db, { owner: OWNER, now: t.clock.now(), leaseMs: 60_000, limit: 10 });
+  expect(jobs.map((job) => job.kind)).toEqual(fanoutShards(t.db).map(() => 'fanout'));
+  return { members, transactionId, jobs };
+}
+
+function loopContext(taking: () => boolean): WorkerContext {
+  return { deps: t.deps, owner: OWNER, random: () => 0.5, loop: { leaseMs: 60_000, taking } };
+}
+
+async function messagesOf(transactionId: string): Promise<number> {
+  const row = await t.db('messages').where({ transaction_id: transactionId }).countDistinct({ n: 'subscriber_id' }).first();
+  return Number(row!.n);
+}
+
+/** Gives back the claims of the jobs a test did not run (on PostgreSQL, the other shard's), then runs everything due. */
+async function runTheRest(jobs: JobRecord[]): Promise<void> {
+  await releaseJobs(t.db, jobs.slice(1).map((job) => job.id), OWNER, t.clock.now());
+  await new JobRunner(t.deps, { random: () => 0.5 }).runUntilIdle();
+}
+
+async function jobOf(id: string): Promise<{ status: string; attempts: number; lease_owner: string | null }> {
+  return t.db('jobs').where({ id }).first('status', 'attempts', 'lease_owner');
+}
+
+describe('a fan-out and its claim', () => {
+  it('goes on from batch to batch under one claim when nothing else is due', async () => {
+    const { members, transactionId, jobs } = await claimedFanout();
+    for (const job of jobs) await executeJob(loopContext(() => true), job);
+    expect(await messagesOf(transactionId)).toBe(members);
+    for (const job of jobs) expect(await jobOf(job.id)).toEqual({ status: 'completed', attempts: 1, lease_owner: null });
+  });
+
+  it('runs one batch a claim without the loop (runBatch, tools)', async () => {
+    const { transactionId, jobs } = await claimedFanout();
+    await executeJob({ deps: t.deps, owner: OWNER, random: () => 0.5 }, jobs[0]);
+    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await jobOf(jobs[0].id)).toMatchObject({ status: 'pending', lease_owner: null });
+  });
+
+  it('hands its job back after a batch when other work is due, and the next claim goes on from there', async () => {
+    const { members, transactionId, jobs } = await claimedFanout();
+    await t.a.post('/v1/subscribers', { subscriberId: 'someone-else' }).expect(201);
+    await t.a.post('/v1/events/trigger', { name: 'broadcast', to: 'someone-else' }).expect(201);
+    await executeJob(loopContext(() => true), jobs[0]);
+    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await jobOf(jobs[0].id)).toEqual({ status: 'pending', attempts: 1, lease_owner: null });
+    await runTheRest(jobs);
+    expect(await messagesOf(transactionId)).toBe(members);
+  });
+
+  it('hands its job back when its runner stops, and another worker finishes it, no member twice', async () => {
+    const { members, transactionId, jobs } = await claimedFanout();
+    // Taking work for the first batch's decision only: the runner stops while that batch runs.
+    let asked = 0;
+    await executeJob(loopContext(() => asked++ === 0), jobs[0]);
+    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await jobOf(jobs[0].id)).toEqual({ status: 'pending', attempts: 1, lease_owner: null });
+    await runTheRest(jobs);
+    expect(await messagesOf(transactionId)).toBe(members);
+    const total = await t.db('messages').where({ transaction_id: transactionId }).count({ n: '*' }).first();
+    expect(Number(total!.n)).toBe(members);
+  });
+});
