@@ -69,7 +69,7 @@ export async function selectRows<T>(db: Runner, sql: string, bindings: readonly 
  * would scan the whole table once they no longer do. SQLite keeps it prepared (its plans follow
  * the text, and INDEXED BY holds them to an index).
  */
-export async function selectRowsPlannedAfresh<T>(db: Db, sql: string, bindings: readonly Binding[]): Promise<T[]> {
+export async function selectRowsPlannedAfresh<T>(db: Runner, sql: string, bindings: readonly Binding[]): Promise<T[]> {
   if (isPostgres(db)) return ((await db.raw(sql, bindings as Binding[])) as { rows: T[] }).rows;
   return selectRows<T>(db, sql, bindings);
 }

@@ -1,7 +1,7 @@
 // Running one claimed job. Each outcome is written in one transaction with what follows from it
 // (the next step's job, the in-app message, the notification's status), and only while this worker
 // still holds the job's lease: a worker that lost it changes nothing.
-import { writeStatement, writeTransaction } from '../db/group-commit.js';
+import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { addExecutionDetail, continueClaimedJob, jobsDue, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
@@ -163,45 +163,34 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown, sent?: SentRe
 /**
  * A topic fan-out, one batch at a time, each in one transaction with the notifications and jobs it
  * creates. After a batch that is not the last, the job is due again at once, from where the batch
- * ended, and is claimed again with whatever else is due. From the runner's local loop (`ctx.loop`)
- * and with nothing else due, it goes on under the same claim instead, its lease renewed, after
- * letting the event loop run: a read that finds nothing due costs less than handing the job back
- * and claiming it again, two writes through the due jobs' indexes (bench/README.md has the A/B).
- * A batch run twice (after a crash) creates nothing twice: notifications are unique per
- * (event, subscriber).
+ * ended, and is claimed again with whatever else is due. From the runner's local loop (`ctx.loop`),
+ * while that loop takes work and no other local job is due when a batch ends, it goes on under the
+ * same claim instead, its lease renewed, after letting the event loop run: a read that finds
+ * nothing due costs less than handing the job back and claiming it again, two writes through the
+ * due jobs' indexes (bench/README.md has the A/B). A batch run twice (after a crash) creates
+ * nothing twice: notifications are unique per (event, subscriber).
  */
 async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
-  let position = job.state as unknown as FanoutPosition;
-  for (;;) {
-    const goOn = ctx.loop !== undefined && ctx.loop.taking() && !(await jobsDue(ctx.deps.db, 'local', ctx.deps.clock.now()));
-    const next = await runFanoutBatch(ctx, job, position, goOn);
-    if (!next) return;
-    position = next;
-    await yieldToEventLoop();
-    if (!ctx.loop!.taking()) {
-      // The runner stops: the job is due again, from here, for whichever worker comes next.
-      const now = ctx.deps.clock.now();
-      await writeStatement(ctx.deps.db, (runner) => updateClaimedJob(runner, job.id, ctx.owner, { status: 'pending', runAt: now }, now));
-      return;
-    }
-  }
+  let position: FanoutPosition | undefined = job.state as unknown as FanoutPosition;
+  while ((position = await runFanoutBatch(ctx, job, position))) await yieldToEventLoop();
 }
 
-/** One batch; answers where the fan-out goes on from when it goes on under this claim (`goOn`). */
-async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: FanoutPosition, goOn: boolean): Promise<FanoutPosition | undefined> {
+/** One batch; answers where the fan-out goes on from when it keeps its claim. */
+async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: FanoutPosition): Promise<FanoutPosition | undefined> {
   const now = ctx.deps.clock.now();
   let next: FanoutPosition | undefined;
   try {
     await ctx.deps.db.transaction(async (trx) => {
-      const event = (await findEvent(trx, job.eventId, true))!;
+      const event = await findEvent(trx, job.eventId, true);
+      if (!event) return; // Its environment was deleted meanwhile, and the job with it.
       let change: JobUpdate = { status: 'canceled' };
       if (!event.canceledAt) {
         const { members, more } = await fanoutBatch(trx, position);
         if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, members, now);
         else await startNotifications(trx, event, members, now);
         const state = { ...position, cursor: members.at(-1)?.key ?? position.cursor };
-        if (more && goOn) {
-          const leaseUntil = new Date(now.getTime() + ctx.loop!.leaseMs);
+        if (more && ctx.loop?.taking() && !(await jobsDue(trx, 'local', now))) {
+          const leaseUntil = new Date(now.getTime() + ctx.loop.leaseMs);
           if (!(await continueClaimedJob(trx, job.id, ctx.owner, state, leaseUntil, now))) throw new LeaseLost();
           next = state;
           return;

@@ -298,7 +298,7 @@ export class JobRunner {
       } catch (err) {
         this.deps.logger.error({ err }, 'job runner: local work failed');
       }
-      // A full claim leaves more behind, and a fan-out job is due again at once for its next batch: go on.
+      // A full claim leaves more behind, and a fan-out that handed its job back is due again at once: go on.
       if (claimed >= this.options.batchSize || fanout) continue;
       idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
       await this.pause(this.localWake, idleMs, COALESCE_TARGET, this.options.coalesceMs);
@@ -307,8 +307,8 @@ export class JobRunner {
 
   /**
    * Runs claimed local jobs: in-app in bulk, the others (no network either) a few at a time. Answers
-   * those it did not start. From the local loop (`continuing`), a fan-out with nothing else due goes
-   * on to its next batch without being claimed again.
+   * those it did not start. From the local loop (`continuing`), a fan-out goes on to its next batch
+   * without being claimed again while nothing else is due, this claim's other jobs included.
    */
   private async runLocal(jobs: JobRecord[], continuing = false): Promise<string[]> {
     if (this.stopping) return jobs.map((job) => job.id);
@@ -323,10 +323,11 @@ export class JobRunner {
     }
     const queue = jobs.filter((job) => !isInAppJob(job));
     const unstarted: string[] = [];
+    const loop = continuing ? { leaseMs: this.options.leaseMs, taking: () => !this.stopping && queue.length === 0 } : undefined;
     const lane = async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
         if (this.stopping) unstarted.push(job.id);
-        else await this.execute(job, false, continuing);
+        else await this.execute(job, false, loop);
       }
     };
     await Promise.all(Array.from({ length: Math.min(8, queue.length) }, lane));
@@ -459,8 +460,7 @@ export class JobRunner {
     }
   }
 
-  private async execute(job: JobRecord, gated: boolean, continuing = false): Promise<void> {
-    const loop = continuing ? { leaseMs: this.options.leaseMs, taking: () => !this.stopping } : undefined;
+  private async execute(job: JobRecord, gated: boolean, loop?: WorkerContext['loop']): Promise<void> {
     try {
       await executeJob(gated || loop ? { ...this.ctx, gate: gated ? this.destinations : undefined, loop } : this.ctx, job);
     } catch (err) {

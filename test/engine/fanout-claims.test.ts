@@ -2,7 +2,7 @@
 // fan-out with nothing else due goes on from batch to batch without being claimed again; with other
 // work due, or its runner stopping, it hands its job back after the batch under way, and whoever
 // takes it next goes on from there.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createWorkflow, step } from '../helpers/factories.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
@@ -12,6 +12,7 @@ import { fanoutShards } from '../../src/db/fanout-shards.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import type { WorkerContext } from '../../src/engine/worker-context.js';
+import { systemClock } from '../../src/clock.js';
 
 const t = useTestApp();
 const OWNER = 'fan-out-worker';
@@ -20,9 +21,9 @@ afterEach(async () => {
   await t.db('jobs').whereIn('status', ['pending', 'queued', 'delayed', 'running']).update({ status: 'canceled', lease_owner: null, lease_expires_at: null });
 });
 
-/** A topic whose fan-out takes three batches a job (on PostgreSQL, a job a shard), an in-app workflow, and the fan-out's jobs claimed. */
-async function claimedFanout(): Promise<{ members: number; transactionId: string; jobs: JobRecord[] }> {
-  const members = 3 * fanoutBatchSize(t.db) * fanoutShards(t.db).length;
+/** A topic whose fan-out takes `batches` batches a job (on PostgreSQL, a job a shard), an in-app workflow, and the fan-out triggered. */
+async function fanout(batches = 3): Promise<{ members: number; transactionId: string }> {
+  const members = batches * fanoutBatchSize(t.db) * fanoutShards(t.db).length;
   const now = t.clock.now();
   const ids = Array.from({ length: members }, (_, i) => `member-${String(i).padStart(5, '0')}`);
   for (const subscriberId of ids) await insertSubscriber(t.db, t.environments.a, { subscriberId }, now);
@@ -31,9 +32,15 @@ async function claimedFanout(): Promise<{ members: number; transactionId: string
   await createWorkflow(t.a, { workflowId: 'broadcast', steps: [step.inApp({ content: 'hello' })] });
   const transactionId = (await t.a.post('/v1/events/trigger', { name: 'broadcast', to: [{ type: 'Topic', topicKey: 'everyone' }] }).expect(201)).body.data
     .transactionId as string;
+  return { members, transactionId };
+}
+
+/** The same, its jobs claimed by OWNER. */
+async function claimedFanout(): Promise<{ members: number; transactionId: string; jobs: JobRecord[] }> {
+  const triggered = await fanout();
   const jobs = await claimDueJobs(t.db, { owner: OWNER, now: t.clock.now(), leaseMs: 60_000, limit: 10 });
   expect(jobs.map((job) => job.kind)).toEqual(fanoutShards(t.db).map(() => 'fanout'));
-  return { members, transactionId, jobs };
+  return { ...triggered, jobs };
 }
 
 function loopContext(taking: () => boolean): WorkerContext {
@@ -81,14 +88,28 @@ describe('a fan-out and its claim', () => {
     expect(await messagesOf(transactionId)).toBe(members);
   });
 
-  it('hands its job back when its runner stops, and another worker finishes it, no member twice', async () => {
+  it('hands its job back after its batch when its loop takes no more work', async () => {
     const { members, transactionId, jobs } = await claimedFanout();
-    // Taking work for the first batch's decision only: the runner stops while that batch runs.
-    let asked = 0;
-    await executeJob(loopContext(() => asked++ === 0), jobs[0]);
+    await executeJob(loopContext(() => false), jobs[0]);
     expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
     expect(await jobOf(jobs[0].id)).toEqual({ status: 'pending', attempts: 1, lease_owner: null });
     await runTheRest(jobs);
+    expect(await messagesOf(transactionId)).toBe(members);
+  });
+
+  it('is handed back by a runner that stops midway, and another worker finishes it, no member twice', async () => {
+    const { members, transactionId } = await fanout(6);
+    // On real time: the test's clock stamped the jobs in the past, so they are due.
+    const runner = new JobRunner({ ...t.deps, clock: systemClock }, { random: () => 0.5 });
+    runner.start();
+    await vi.waitFor(async () => expect(await messagesOf(transactionId)).toBeGreaterThan(0), { timeout: 10_000, interval: 5 });
+    await runner.stop();
+    const fanouts = await t.db('jobs').where({ kind: 'fanout', environment_id: t.environments.a }).select('status', 'lease_owner');
+    expect(fanouts.map((job) => job.lease_owner)).toEqual(fanouts.map(() => null));
+    expect(fanouts.some((job) => job.status === 'pending')).toBe(true);
+    const handedBackAt = await messagesOf(transactionId);
+    expect(handedBackAt).toBeLessThan(members);
+    await new JobRunner({ ...t.deps, clock: systemClock }, { random: () => 0.5 }).runUntilIdle();
     expect(await messagesOf(transactionId)).toBe(members);
     const total = await t.db('messages').where({ transaction_id: transactionId }).count({ n: '*' }).first();
     expect(Number(total!.n)).toBe(members);

@@ -184,7 +184,7 @@ export async function claimDueJobs(db: Db, options: ClaimOptions): Promise<JobRe
  * order, no write. An empty claim is an UPDATE (on SQLite it takes the write lock; on PostgreSQL
  * it locks and plans); a runner that found nothing last time looks with this first.
  */
-export async function jobsDue(db: Db, lane: JobLane, now: Date): Promise<boolean> {
+export async function jobsDue(db: Runner, lane: JobLane, now: Date): Promise<boolean> {
   const at = now.toISOString();
   const from = (index: string) => (isPostgres(db) ? 'jobs' : `jobs INDEXED BY ${index}`);
   const { index, type } = LANES[lane];
