@@ -30,9 +30,9 @@ export function startThread(module: URL, options: WorkerOptions = {}): Worker {
 const compiled = new Map<string, URL>();
 
 /**
- * A thread does not inherit tsx, and registering it there costs each thread a module-loader thread
- * of its own and about half a second of CPU: a test suite that opens a database per file paid it
- * dozens of times. So the `.ts` file is compiled once, by esbuild (tsx's own compiler), into
+ * A thread does not inherit tsx, and registering it there starts a module-loader thread beside
+ * each thread, which costs more CPU than the thread's own start: a test suite that opens a
+ * database per file paid it dozens of times. So the `.ts` file is compiled once, by esbuild (tsx's own compiler), into
  * node_modules/.cache, where its packages resolve as they do from src/. Its own relative imports
  * are bundled in, where `import.meta.url` names the compiled file, not theirs. The file is named
  * by a hash of the compiled code, so an edit gives a new one.

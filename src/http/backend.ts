@@ -320,8 +320,8 @@ let parsedContract: OpenAPIBackend['inputDocument'] | undefined;
 
 /**
  * The contract, read and parsed from its file once a process. Given the file's path instead,
- * openapi-backend would read and parse it twice per backend, and the tests, which start dozens of
- * backends, spent a twentieth of their CPU there. Each backend gets an object of its own: given an
+ * openapi-backend would read and parse it twice per backend, which the tests, starting dozens of
+ * backends, paid for dozens of times. Each backend gets an object of its own: given an
  * object, openapi-backend dereferences it with dereference-json-schema, which remembers its answer
  * by that object, and the same answer would be every backend's definition, mutated by each init.
  * That dereferencing drops whatever stands beside a `$ref` but a description

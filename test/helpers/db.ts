@@ -45,7 +45,7 @@ export async function createTestDb(): Promise<TestDb> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-test-'));
   const file = path.join(dir, 'herald.db');
   // Without the fsync of every commit that the server's default (FULL) makes: a test cannot lose
-  // power, and those fsyncs were a tenth of test:fast's time. test/db/durability.test.ts checks the default.
+  // power, and test:fast spent much of its time waiting for them. test/db/durability.test.ts checks the default.
   const db = createDb(`sqlite:${file}`, { synchronous: 'normal' });
   await migrate(db);
   return {
