@@ -462,7 +462,7 @@ export class JobRunner {
 
   private async execute(job: JobRecord, gated: boolean, loop?: WorkerContext['loop']): Promise<void> {
     try {
-      await executeJob(gated || loop ? { ...this.ctx, gate: gated ? this.destinations : undefined, loop } : this.ctx, job);
+      await executeJob({ ...this.ctx, gate: gated ? this.destinations : undefined, loop }, job);
     } catch (err) {
       this.deps.logger.error({ err, jobId: job.id }, 'job failed unexpectedly');
       await this.retryLater([job]);
