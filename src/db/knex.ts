@@ -14,7 +14,7 @@ export type Db = Knex;
 /** A transaction on the database: what `db.transaction(work)` hands `work`. */
 export type Transaction = Knex.Transaction;
 
-type Binding = string | number | null;
+export type Binding = string | number | null;
 
 export interface DbOptions {
   /** PostgreSQL only: the schema to work in (tests give each file its own). */

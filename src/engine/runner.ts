@@ -130,11 +130,10 @@ export class JobRunner {
   private readonly sendsFound = { jobs: false, deliveries: false };
   /**
    * After a claim that left environments out and found nothing: which it left out, and the
-   * earliest time to claim again while all of those still are. Such a claim reads past every due
-   * send of the environments it leaves out (a backlog of thousands when one environment is at its
-   * share), only to find another environment's: the next waits EMPTY_CLAIM_GAP_MS or ten times as
-   * long as this one took, whichever is longer, up to LEFT_OUT_GAP_MAX_MS, so that these reads take
-   * about a tenth of the loop's time however long the backlog.
+   * earliest time to claim again while all of those still are. Such a claim seeks from one
+   * environment with sends waiting to the next (dueElsewhere), so it grows with their number: the
+   * next waits EMPTY_CLAIM_GAP_MS or ten times as long as this one took, whichever is longer, up to
+   * LEFT_OUT_GAP_MAX_MS, so that these reads take at most about a tenth of the loop's time.
    */
   private leftOutEmpty?: { excluded: string[]; after: number };
   private readonly webhooks: WebhookRun;

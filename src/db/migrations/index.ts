@@ -27,6 +27,7 @@ import * as sendLimits from './20261125_97_send_limits.js';
 import * as webhookRetention from './20261125_98_webhook_retention.js';
 import * as inboxSessions from './20261127_01_inbox_sessions.js';
 import * as notificationFacetCounts from './20261127_02_notification_facet_counts.js';
+import * as dueSendsByEnvironment from './20261128_01_due_sends_by_environment.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -61,6 +62,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261125_98_webhook_retention': webhookRetention,
   '20261127_01_inbox_sessions': inboxSessions,
   '20261127_02_notification_facet_counts': notificationFacetCounts,
+  '20261128_01_due_sends_by_environment': dueSendsByEnvironment,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

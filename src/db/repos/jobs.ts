@@ -5,6 +5,7 @@ import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
+import { dueElsewhere, type DueByEnvironment } from '../due-elsewhere.js';
 
 export type JobStatus = Schemas['JobStatus'];
 export type Job = Schemas['Job'];
@@ -140,16 +141,24 @@ export interface ClaimOptions {
   leaseMs: number;
   limit: number;
   lane?: JobLane;
-  /** Environments that may not have more jobs now (their share of the send slots is taken). */
+  /** Environments that may not have more sends now (their share of the send slots is taken): a claim of the send lane only. */
   excludeEnvironments?: readonly string[];
 }
+
+/** Due sends by environment, for a claim that leaves some environments out (migration of 2026-11-28). */
+export const DUE_SENDS_BY_ENVIRONMENT: DueByEnvironment = {
+  table: 'jobs',
+  index: 'jobs_due_send_by_environment',
+  due: `status IN ('pending', 'queued', 'delayed')${LANES.send.type}`,
+};
 
 /**
  * Claims up to `limit` jobs that are due, or whose worker's lease ran out, for this worker: they
  * become `running` under a lease. On PostgreSQL, SKIP LOCKED lets many workers claim at once
  * without waiting on each other or taking the same job. Each kind of claimable job is read from its
  * own partial index (`jobs_due*`, `jobs_leased`) in that index's order, so the claim reads about the
- * rows it takes, whatever the statistics say of how many jobs are due.
+ * rows it takes, whatever the statistics say of how many jobs are due; a claim that leaves
+ * environments out reads the others' due sends by environment (dueElsewhere).
  */
 export async function claimDueJobs(db: Db, options: ClaimOptions): Promise<JobRecord[]> {
   const now = options.now.toISOString();
@@ -160,20 +169,29 @@ export async function claimDueJobs(db: Db, options: ClaimOptions): Promise<JobRe
   const from = (index: string) => (postgres ? 'jobs' : `jobs INDEXED BY ${index}`);
   const lane = LANES[options.lane ?? 'all'];
   const excluded = options.excludeEnvironments ?? [];
+  if (excluded.length > 0 && options.lane !== 'send') throw new Error('Only a claim of sends leaves environments out');
+  const due =
+    excluded.length > 0
+      ? await dueElsewhere(db, DUE_SENDS_BY_ENVIRONMENT, excluded, now, options.limit)
+      : {
+          sql: `SELECT id, run_at FROM ${from(lane.index)} WHERE status IN ('pending', 'queued', 'delayed')${lane.type} AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}`,
+          bindings: [now, options.limit],
+        };
+  // Running jobs whose lease ran out are few (at most the slots of the workers that died).
   const exclude = excluded.length > 0 ? ` AND environment_id NOT IN (${excluded.map(() => '?').join(', ')})` : '';
   // Planned afresh each time (never a kept statement): a generic plan made while the queue was
   // nearly empty would scan the whole table once it grew, where the partial indexes read only the
   // claimable jobs.
   const result = await db.raw(
     `WITH due AS (
-       SELECT id, run_at FROM ${from(lane.index)} WHERE status IN ('pending', 'queued', 'delayed')${lane.type} AND run_at <= ?${exclude} ORDER BY run_at, id LIMIT ? ${skipLocked}
+       ${due.sql}
      ), lapsed AS (
        SELECT id, run_at FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ?${lane.type}${exclude} ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
      )
      UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
      WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
      RETURNING ${JOB_COLUMNS}`,
-    [now, ...excluded, options.limit, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
+    [...due.bindings, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
   );
   const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
   return rows.map(toRecord).sort((a, b) => (a.runAt < b.runAt ? -1 : a.runAt > b.runAt ? 1 : a.id < b.id ? -1 : 1));

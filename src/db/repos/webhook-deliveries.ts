@@ -8,6 +8,7 @@ import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
 import { chunks } from '../chunks.js';
+import { dueElsewhere, type DueByEnvironment } from '../due-elsewhere.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 
 export type WebhookDelivery = Schemas['WebhookDelivery'];
@@ -66,9 +67,13 @@ export interface DeliveryClaim {
   excludeEnvironments?: readonly string[];
 }
 
+/** Due deliveries by environment, for a claim that leaves some environments out (migration of 2026-11-28). */
+const DUE_BY_ENVIRONMENT: DueByEnvironment = { table: 'webhook_deliveries', index: 'webhook_deliveries_due_by_environment', due: `status = 'pending'` };
+
 /**
  * Claims due deliveries, and those whose worker's lease ran out, for this worker (as claimDueJobs
- * claims jobs): SKIP LOCKED on PostgreSQL, each kind read from its partial index in its order.
+ * claims jobs): SKIP LOCKED on PostgreSQL, each kind read from its partial index in its order, or,
+ * leaving environments out, the others' due deliveries by environment (dueElsewhere).
  */
 export async function claimDueDeliveries(db: Db, options: DeliveryClaim): Promise<DeliveryRecord[]> {
   const now = options.now.toISOString();
@@ -77,17 +82,21 @@ export async function claimDueDeliveries(db: Db, options: DeliveryClaim): Promis
   const skipLocked = postgres ? 'FOR UPDATE SKIP LOCKED' : '';
   const from = (index: string) => (postgres ? 'webhook_deliveries' : `webhook_deliveries INDEXED BY ${index}`);
   const excluded = options.excludeEnvironments ?? [];
+  const due =
+    excluded.length > 0
+      ? await dueElsewhere(db, DUE_BY_ENVIRONMENT, excluded, now, options.limit)
+      : { sql: `SELECT id, run_at FROM ${from('webhook_deliveries_due')} WHERE status = 'pending' AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}`, bindings: [now, options.limit] };
   const exclude = excluded.length > 0 ? ` AND environment_id NOT IN (${excluded.map(() => '?').join(', ')})` : '';
   const result = await db.raw(
     `WITH due AS (
-       SELECT id, run_at FROM ${from('webhook_deliveries_due')} WHERE status = 'pending' AND run_at <= ?${exclude} ORDER BY run_at, id LIMIT ? ${skipLocked}
+       ${due.sql}
      ), lapsed AS (
        SELECT id, lease_expires_at AS run_at FROM ${from('webhook_deliveries_leased')} WHERE status = 'running' AND lease_expires_at < ?${exclude} ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
      )
      UPDATE webhook_deliveries SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
      WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
      RETURNING id, environment_id, endpoint_id, event_id, event_type, payload, attempts, manual, created_at`,
-    [now, ...excluded, options.limit, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
+    [...due.bindings, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
   );
   const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
   return rows.map((row) => ({
