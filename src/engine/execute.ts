@@ -175,9 +175,6 @@ async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
   while ((position = await runFanoutBatch(ctx, job, position))) await yieldToEventLoop();
 }
 
-/** A fan-out under way when its event is canceled stops before its next batch (cancelEvent leaves a running job to its worker). */
-const FANOUT_CANCELED = 'Fan-out stopped: its event was canceled';
-
 /** One batch; answers where the fan-out goes on from when it keeps its claim. */
 async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: FanoutPosition): Promise<FanoutPosition | undefined> {
   const now = ctx.deps.clock.now();
@@ -202,7 +199,8 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
       }
       if (!(await updateClaimedJob(trx, job.id, ctx.owner, change, now))) throw new LeaseLost();
       if (change.status === 'completed') await addExecutionDetail(trx, { jobId: job.id, status: 'success', detail: 'Fan-out finished', isRetry: false }, now);
-      else if (change.status === 'canceled') await addExecutionDetail(trx, { jobId: job.id, status: 'warning', detail: FANOUT_CANCELED, isRetry: false }, now);
+      // A fan-out under way when its event is canceled: cancelEvent leaves a taken job to its worker.
+      if (change.status === 'canceled') await addExecutionDetail(trx, { jobId: job.id, status: 'warning', detail: `Canceled with event ${event.transactionId}`, isRetry: false }, now);
     });
   } catch (err) {
     if (!(err instanceof LeaseLost)) throw err;

@@ -59,17 +59,57 @@ function cases(random: () => number): Array<{ excluded: string[]; limit: number 
   return found.filter((c) => c.excluded.length > 0);
 }
 
-/** The plain query: every due row in due order, those of the left-out environments skipped. */
-async function plainlyDue(table: string, due: string, excluded: string[], now: Date, limit: number): Promise<string[]> {
-  const rows: Array<{ id: string }> = await testDb
-    .db(table)
-    .whereRaw(due)
-    .where('run_at', '<=', now.toISOString())
+/** A table's claimable rows as the plain claim reads them, left-out environments skipped as it reads. */
+interface Claimable {
+  table: string;
+  due: string;
+  /** The lapsed part's order, and the column it sorts by beside the due rows' run_at. */
+  lapsedOrder: string;
+  lapsedRunAt: string;
+  lapsedWhere: string;
+}
+const JOBS: Claimable = { table: 'jobs', due: DUE_SEND, lapsedOrder: 'lease_expires_at', lapsedRunAt: 'run_at', lapsedWhere: `type IN (${SEND_TYPES.map((t) => `'${t}'`).join(', ')})` };
+const DELIVERIES: Claimable = { table: 'webhook_deliveries', due: `status = 'pending'`, lapsedOrder: 'lease_expires_at', lapsedRunAt: 'lease_expires_at', lapsedWhere: '1 = 1' };
+
+/** The plain query: every due row in due order and every lapsed lease, those of the left-out environments skipped; the first `limit`. */
+async function plainlyClaimable(of: Claimable, excluded: string[], now: Date, limit: number): Promise<string[]> {
+  const at = now.toISOString();
+  const due: Array<{ id: string; run_at: string }> = await testDb
+    .db(of.table)
+    .whereRaw(of.due)
+    .where('run_at', '<=', at)
     .whereNotIn('environment_id', excluded)
     .orderBy([{ column: 'run_at' }, { column: 'id' }])
     .limit(limit)
-    .select('id');
-  return rows.map((row) => row.id);
+    .select('id', 'run_at');
+  const lapsed: Array<{ id: string; run_at: string }> = await testDb
+    .db(of.table)
+    .where('status', 'running')
+    .where('lease_expires_at', '<', at)
+    .whereRaw(of.lapsedWhere)
+    .whereNotIn('environment_id', excluded)
+    .orderBy([{ column: 'lease_expires_at' }, { column: 'id' }])
+    .limit(limit)
+    .select('id', { run_at: of.lapsedRunAt });
+  return [...due, ...lapsed]
+    .sort((a, b) => (a.run_at < b.run_at ? -1 : a.run_at > b.run_at ? 1 : a.id < b.id ? -1 : 1))
+    .slice(0, limit)
+    .map((row) => row.id);
+}
+
+/** Some running rows hold their lease, some have let it lapse (a worker that died): claimable too. */
+function lease(random: () => number, status: string, now: Date) {
+  if (status !== 'running') return {};
+  return { lease_owner: 'someone', lease_expires_at: new Date(now.getTime() + (random() < 0.5 ? -1 : 1) * Math.floor(random() * 60) * 1000 - 1).toISOString() };
+}
+
+/** Puts claimed rows back as they were, for the next case. */
+async function putBack(table: string, ids: string[], rows: Array<{ id: string; status: string; lease_owner?: string; lease_expires_at?: string }>): Promise<void> {
+  const before = new Map(rows.map((row) => [row.id, row]));
+  for (const id of ids) {
+    const row = before.get(id)!;
+    await testDb.db(table).where({ id }).update({ status: row.status, lease_owner: row.lease_owner ?? null, lease_expires_at: row.lease_expires_at ?? null });
+  }
 }
 
 describe('a claim that leaves environments out', () => {
@@ -81,46 +121,42 @@ describe('a claim that leaves environments out', () => {
     // One environment with a backlog ten times the others', as one at its share has.
     const rows = Array.from({ length: 600 }, (_, i) => {
       const status = pick(random, JOB_STATUSES);
-      return {
-        ...jobRow(
-          {
-            environmentId: i < 300 ? environments[0] : pick(random, environments),
-            eventId,
-            notificationId: null,
-            kind: 'step',
-            stepIndex: 0,
-            type: pick(random, JOB_TYPES),
-            status,
-            // Some due, some later; some at the same moment, so the id decides.
-            runAt: new Date(now.getTime() + Math.floor((random() - 0.7) * 100) * 1000),
-          },
-          now,
-        ),
-        // Running jobs hold their lease: none is claimable as lapsed.
-        ...(status === 'running' ? { lease_owner: 'someone', lease_expires_at: new Date(now.getTime() + 60_000).toISOString() } : {}),
-      };
+      const row = jobRow(
+        {
+          environmentId: i < 300 ? environments[0] : pick(random, environments),
+          eventId,
+          notificationId: null,
+          kind: 'step',
+          stepIndex: 0,
+          type: pick(random, JOB_TYPES),
+          status,
+          // Some due, some later; some at the same moment, so the id decides.
+          runAt: new Date(now.getTime() + Math.floor((random() - 0.7) * 100) * 1000),
+        },
+        now,
+      );
+      return { ...row, ...lease(random, status, now) };
     });
     await insertRows(db, 'jobs', rows);
-    const statusOf = new Map(rows.map((row) => [row.id, row.status]));
     let claimedSome = 0;
     for (const { excluded, limit } of cases(random)) {
-      const expected = await plainlyDue('jobs', DUE_SEND, excluded, now, limit);
+      const expected = await plainlyClaimable(JOBS, excluded, now, limit);
       const claimed = await claimDueJobs(db, { owner: 'elsewhere', now, leaseMs: 60_000, limit, lane: 'send', excludeEnvironments: excluded });
       expect(claimed.map((job) => job.id)).toEqual(expected);
       claimedSome += claimed.length;
-      // Back as they were, for the next case.
-      for (const job of claimed) await db('jobs').where({ id: job.id }).update({ status: statusOf.get(job.id), lease_owner: null, lease_expires_at: null });
+      await putBack('jobs', claimed.map((job) => job.id), rows);
     }
     expect(claimedSome).toBeGreaterThan(50);
   });
 
-  it('takes the same webhook deliveries as the plain query, in the same order', async () => {
+  it('takes the same webhook deliveries as the plain query', async () => {
     const { db } = testDb;
     await db('webhook_deliveries').delete();
     const random = generator(11);
     const now = new Date();
     const rows = Array.from({ length: 400 }, (_, i) => {
       const at = new Date(now.getTime() + Math.floor((random() - 0.7) * 100) * 1000).toISOString();
+      const status = pick(random, ['pending', 'pending', 'running', 'succeeded', 'failed']);
       return {
         id: newId(),
         environment_id: i < 200 ? environments[0] : pick(random, environments),
@@ -128,23 +164,24 @@ describe('a claim that leaves environments out', () => {
         event_id: `msg_${i}`,
         event_type: 'message.delivered',
         payload: '{}',
-        status: pick(random, ['pending', 'pending', 'succeeded', 'failed']),
+        status,
         attempts: 0,
         manual: false,
         run_at: at,
         created_at: at,
         updated_at: at,
+        ...lease(random, status, now),
       };
     });
     await insertRows(db, 'webhook_deliveries', rows);
     let claimedSome = 0;
     for (const { excluded, limit } of cases(random)) {
-      const expected = await plainlyDue('webhook_deliveries', `status = 'pending'`, excluded, now, limit);
+      const expected = await plainlyClaimable(DELIVERIES, excluded, now, limit);
       const claimed = await claimDueDeliveries(db, { owner: 'elsewhere', now, leaseMs: 60_000, limit, excludeEnvironments: excluded });
       // Deliveries come back in the order the claim updated them.
       expect(claimed.map((delivery) => delivery.id).sort()).toEqual([...expected].sort());
       claimedSome += claimed.length;
-      await db('webhook_deliveries').whereIn('id', claimed.map((delivery) => delivery.id)).update({ status: 'pending', lease_owner: null, lease_expires_at: null });
+      await putBack('webhook_deliveries', claimed.map((delivery) => delivery.id), rows);
     }
     expect(claimedSome).toBeGreaterThan(50);
   });
@@ -159,7 +196,7 @@ describe('a claim that leaves environments out', () => {
       id,
     });
     await insertRows(db, 'jobs', [job(low, 'z'.repeat(24)), job(high, 'a'.repeat(24))]);
-    expect(await plainlyDue('jobs', DUE_SEND, [environments[0]], now, 1)).toEqual(['a'.repeat(24)]);
+    expect(await plainlyClaimable(JOBS, [environments[0]], now, 1)).toEqual(['a'.repeat(24)]);
     const claimed = await claimDueJobs(db, { owner: 'elsewhere', now, leaseMs: 60_000, limit: 1, lane: 'send', excludeEnvironments: [environments[0]] });
     expect(claimed.map((c) => c.id)).toEqual(['a'.repeat(24)]);
   });
@@ -215,24 +252,68 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('its plan on SQLite', ()
   });
 });
 
+describe.runIf(testDatabaseUrl())('two claims at once on PostgreSQL', () => {
+  it('take different jobs, both of them some, none of a left-out environment', async () => {
+    const { db } = testDb;
+    await db('jobs').delete();
+    const now = new Date();
+    const job = (environmentId: string, i: number) =>
+      jobRow({ environmentId, eventId, notificationId: null, kind: 'step', stepIndex: 0, type: 'chat', status: 'pending', runAt: new Date(now.getTime() - 60_000 + i) }, now);
+    await insertRows(db, 'jobs', [...Array.from({ length: 200 }, (_, i) => job(environments[0], i)), ...Array.from({ length: 100 }, (_, i) => job(environments[1 + (i % 3)], i))]);
+    for (let round = 0; round < 5; round++) {
+      const claim = (owner: string) => claimDueJobs(db, { owner, now, leaseMs: 60_000, limit: 8, lane: 'send', excludeEnvironments: [environments[0]] });
+      const [first, second] = await Promise.all([claim('first'), claim('second')]);
+      const ids = [...first, ...second].map((taken) => taken.id);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(first.length).toBeGreaterThan(0);
+      expect(second.length).toBeGreaterThan(0);
+      expect([...first, ...second].filter((taken) => taken.environmentId === environments[0])).toEqual([]);
+    }
+  });
+});
+
 describe.runIf(testDatabaseUrl())('its plan on PostgreSQL', () => {
+  /** The plans PostgreSQL makes for the statements `claim` sends. */
+  async function plansOf(claim: () => Promise<unknown>): Promise<string[]> {
+    const recording = recordQueries(testDb.db, /./);
+    await claim();
+    const sent = recording.stop();
+    expect(sent).toHaveLength(2);
+    const connection = (await testDb.db.client.acquireConnection()) as pg.Client;
+    try {
+      const plans: string[] = [];
+      for (const { sql, bindings } of sent) plans.push((await connection.query(`EXPLAIN ${sql}`, bindings)).rows.map((row: { 'QUERY PLAN': string }) => row['QUERY PLAN']).join('\n'));
+      return plans;
+    } finally {
+      await testDb.db.client.releaseConnection(connection);
+    }
+  }
+
   it('reads the index of due sends by environment, and never the due sends in due order', async () => {
     await backlog();
     await testDb.db.raw('ANALYZE jobs');
-    const connection = (await testDb.db.client.acquireConnection()) as pg.Client;
-    try {
-      const [read, claim] = await claimLeavingOut();
-      const planOf = async ({ sql, bindings }: { sql: string; bindings: unknown[] }) =>
-        (await connection.query(`EXPLAIN ${sql}`, bindings)).rows.map((row: { 'QUERY PLAN': string }) => row['QUERY PLAN']).join('\n');
-      const readPlan = await planOf(read);
-      expect(readPlan).toMatch(/Index (Only )?Scan using jobs_due_send_by_environment on jobs/);
-      expect(readPlan).not.toMatch(/Seq Scan on jobs|using jobs_due_send on jobs/);
-      // How the claimed rows are then found by id is the planner's choice (query-plans.test.ts).
-      const claimPlan = await planOf(claim);
-      expect(claimPlan).toMatch(/Index (Only )?Scan using jobs_due_send_by_environment on jobs/);
-      expect(claimPlan).not.toMatch(/using jobs_due_send on jobs/);
-    } finally {
-      await testDb.db.client.releaseConnection(connection);
+    const [read, claim] = await plansOf(() => claimDueJobs(testDb.db, { owner: 'plans', now: new Date(), leaseMs: 60_000, limit: 32, lane: 'send', excludeEnvironments: [environments[0]] }));
+    expect(read).toMatch(/Index (Only )?Scan using jobs_due_send_by_environment on jobs/);
+    expect(read).not.toMatch(/Seq Scan on jobs|using jobs_due_send on jobs/);
+    // How the claimed rows are then found by id is the planner's choice (query-plans.test.ts).
+    expect(claim).toMatch(/Index (Only )?Scan using jobs_due_send_by_environment on jobs/);
+    expect(claim).not.toMatch(/using jobs_due_send on jobs/);
+  });
+
+  it('reads the index of due webhook deliveries by environment, and never the due deliveries in due order', async () => {
+    const { db } = testDb;
+    await db('webhook_deliveries').delete();
+    const now = new Date();
+    const delivery = (environmentId: string, i: number) => {
+      const at = new Date(now.getTime() - 60_000 + i).toISOString();
+      return { id: newId(), environment_id: environmentId, endpoint_id: 'ep', event_id: `msg_${i}`, event_type: 'message.delivered', payload: '{}', status: 'pending', attempts: 0, manual: false, run_at: at, created_at: at, updated_at: at };
+    };
+    await insertRows(db, 'webhook_deliveries', [...Array.from({ length: 2_000 }, (_, i) => delivery(environments[0], i)), delivery(environments[1], 5_000)]);
+    await db.raw('ANALYZE webhook_deliveries');
+    const plans = await plansOf(() => claimDueDeliveries(db, { owner: 'plans', now, leaseMs: 60_000, limit: 32, excludeEnvironments: [environments[0]] }));
+    for (const plan of plans) {
+      expect(plan).toMatch(/Index (Only )?Scan using webhook_deliveries_due_by_environment on webhook_deliveries/);
+      expect(plan).not.toMatch(/using webhook_deliveries_due on webhook_deliveries/);
     }
   });
 });

@@ -97,7 +97,7 @@ describe('a fan-out and its claim', () => {
     expect(await messagesOf(transactionId)).toBe(members);
   });
 
-  it('stops before its next batch when its event is canceled meanwhile, and says so', async () => {
+  it('ends without a batch when its event is canceled while its job is taken, and says so', async () => {
     const { transactionId, jobs } = await claimedFanout();
     // The job is running: the cancel leaves it to its worker, and answers that it will stop.
     expect((await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body).toEqual({ data: true });
@@ -105,7 +105,7 @@ describe('a fan-out and its claim', () => {
     expect(await messagesOf(transactionId)).toBe(0);
     expect(await jobOf(jobs[0].id)).toEqual({ status: 'canceled', attempts: 1, lease_owner: null });
     expect(await t.db('execution_details').where({ job_id: jobs[0].id }).select('status', 'detail')).toEqual([
-      { status: 'warning', detail: 'Fan-out stopped: its event was canceled' },
+      { status: 'warning', detail: `Canceled with event ${transactionId}` },
     ]);
   });
 
