@@ -185,7 +185,9 @@ export async function originAllowed(db: Db, origin: string, environmentId: strin
   const key = `${environmentId ?? '*'} ${origin}`;
   const cached = originCache.get(key);
   if (cached && cached.until > now) return cached.allowed;
+  const clears = originCache.clears;
   const allowed = environmentId ? (await repo.originsOf(db, environmentId)).includes(origin) : await repo.originAllowedAnywhere(db, origin);
-  originCache.set(key, { allowed, until: now + SECRET_CACHE_MS });
+  // Not kept when the origins changed while they were read: the answer may be the old one.
+  if (originCache.clears === clears) originCache.set(key, { allowed, until: now + SECRET_CACHE_MS });
   return allowed;
 }
