@@ -4,9 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium, listen, stayOffline } from '../helpers/browser.js';
+import { chromiumBeside, stayOffline } from '../helpers/browser.js';
 import { createIntegration, createSubscriber, createTenant, createWorkflow, step } from '../helpers/factories.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { createOwner, OWNER_PASSWORD, Visitor } from '../helpers/dashboard.js';
@@ -181,26 +180,17 @@ describe('Monitor → Activity', () => {
 
 // Once, on SQLite: the flows above already run on both databases.
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Activity in Chromium', () => {
-  let browser: Browser;
-  let server: Awaited<ReturnType<typeof listen>>;
-  beforeAll(async () => {
-    server = await listen(t.app);
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const chromium = chromiumBeside(() => t.app);
 
   it('filters the list with the form, opens a timeline and reads a provider answer; nothing tenant-made runs', { timeout: 60_000 }, async () => {
     const screenshots = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-activity-'));
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const page = await chromium.browser.newPage({ viewport: { width: 1280, height: 900 } });
     const offline = await stayOffline(page);
     const problems: string[] = [];
     page.on('pageerror', (error) => problems.push(error.message));
     page.on('console', (message) => message.type() === 'error' && !/favicon|Failed to load resource/.test(message.text()) && problems.push(message.text()));
 
-    await page.goto(`${server.url}/dashboard/sign-in`);
+    await page.goto(`${chromium.url}/dashboard/sign-in`);
     await page.fill('#email', 'ada@example.com');
     await page.fill('#password', OWNER_PASSWORD);
     await Promise.all([page.waitForURL(/settings\/api-keys/), page.click('button[type=submit]')]);
@@ -224,7 +214,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Activity in Chromium', 
     expect(await answers.first().locator('pre').innerText()).toContain('"error": "<b>overloaded</b>"');
     await page.screenshot({ path: path.join(screenshots, 'timeline.png'), fullPage: true });
 
-    await page.goto(`${server.url}/dashboard/activity/${ids.welcomeHostile}`);
+    await page.goto(`${chromium.url}/dashboard/activity/${ids.welcomeHostile}`);
     await page.locator('details.raw summary', { hasText: 'Payload' }).click();
     expect(await page.locator('details.raw pre').first().innerText()).toContain('<script>window.__xss=2</script>');
     expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();

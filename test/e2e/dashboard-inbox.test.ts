@@ -7,9 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium, listen } from '../helpers/browser.js';
+import { chromiumBeside } from '../helpers/browser.js';
 import { createSubscriber } from '../helpers/factories.js';
 import { createOwner, OWNER_PASSWORD, Visitor } from '../helpers/dashboard.js';
 import { builtClient } from '../helpers/client-build.js';
@@ -135,26 +134,17 @@ describe('Settings → Inbox', () => {
 });
 
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Settings → Inbox in Chromium', () => {
-  let browser: Browser;
-  let server: Awaited<ReturnType<typeof listen>>;
-  beforeAll(async () => {
-    server = await listen(t.app);
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const chromium = chromiumBeside(() => t.app);
 
   it('saves origins, reveals and adds a secret, and mints a token the example page opens with', { timeout: 60_000 }, async () => {
     // The example page loads herald/client's browser module: built here, not left to whichever test ran first.
     await builtClient();
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const context = await chromium.browser.newContext({ viewport: { width: 1280, height: 900 } });
     const tab = await context.newPage();
     const problems: string[] = [];
     tab.on('pageerror', (error) => problems.push(error.message));
     tab.on('dialog', (dialog) => dialog.accept());
-    await tab.goto(`${server.url}/dashboard/sign-in`);
+    await tab.goto(`${chromium.url}/dashboard/sign-in`);
     await tab.fill('#email', 'ada@example.com');
     await tab.fill('#password', OWNER_PASSWORD);
     await Promise.all([tab.waitForURL(/settings\/api-keys/), tab.click('button[type=submit]')]);
@@ -183,7 +173,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Settings → Inbox in C
     const token = (await tab.locator('#new-token').innerText()).trim();
     const example = await context.newPage();
     example.on('pageerror', (error) => problems.push(error.message));
-    await example.goto(`${server.url}/examples/inbox/`);
+    await example.goto(`${chromium.url}/examples/inbox/`);
     await example.fill('#token', token);
     await example.click('#token-form button[type=submit]');
     await example.click('#bell');

@@ -5,9 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium, listen } from '../helpers/browser.js';
+import { chromiumBeside } from '../helpers/browser.js';
 import { startWebhookReceiver } from '../helpers/webhook.js';
 import { createOwner, OWNER_PASSWORD, Visitor } from '../helpers/dashboard.js';
 import { JobRunner } from '../../src/engine/runner.js';
@@ -150,25 +149,16 @@ describe('Monitor → Webhooks', () => {
 });
 
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Webhooks in Chromium', () => {
-  let browser: Browser;
-  let server: Awaited<ReturnType<typeof listen>>;
-  beforeAll(async () => {
-    server = await listen(t.app);
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const chromium = chromiumBeside(() => t.app);
 
   it('adds an endpoint, sends a test event, reads its try, and rotates the secret', { timeout: 60_000 }, async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+    const context = await chromium.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: chromium.url });
     const tab = await context.newPage();
     const problems: string[] = [];
     tab.on('pageerror', (error) => problems.push(error.message));
     tab.on('dialog', (dialog) => dialog.accept());
-    await tab.goto(`${server.url}/dashboard/sign-in`);
+    await tab.goto(`${chromium.url}/dashboard/sign-in`);
     await tab.fill('#email', 'ada@example.com');
     await tab.fill('#password', OWNER_PASSWORD);
     await Promise.all([tab.waitForURL(/settings\/api-keys/), tab.click('button[type=submit]')]);

@@ -4,13 +4,12 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import supertest from 'supertest';
-import type { Browser } from 'playwright-core';
 import { createApp } from '../../src/app.js';
 import { hashPassword } from '../../src/accounts/passwords.js';
 import { saveOwner } from '../../src/db/repos/owners.js';
 import { createApiKey } from '../../src/db/repos/accounts.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium, listen } from '../helpers/browser.js';
+import { chromiumBeside } from '../helpers/browser.js';
 import { processDatabaseUrl } from '../helpers/db.js';
 import { OWNER_PASSWORD as PASSWORD, Visitor as BaseVisitor } from '../helpers/dashboard.js';
 import { ROOT, runScript } from '../helpers/process.js';
@@ -258,27 +257,20 @@ describe('npm run keys -- owner', () => {
 // The same flow in a real browser: what the owner sees and clicks. Once: the flows above already
 // run on both databases.
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the dashboard in Chromium', () => {
-  let browser: Browser;
-  let server: Awaited<ReturnType<typeof listen>>;
+  const chromium = chromiumBeside(() => t.app);
   let screenshots: string;
-  beforeAll(async () => {
-    server = await listen(t.app);
-    browser = await launchChromium();
+  beforeAll(() => {
     screenshots = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-dashboard-'));
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
   });
 
   it('signs in, creates and copies a key that works over HTTP, revokes it and sees the 401', { timeout: 60_000 }, async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+    const context = await chromium.browser.newContext({ viewport: { width: 1280, height: 860 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: chromium.url });
     const page = await context.newPage();
     page.on('dialog', (dialog) => dialog.accept());
 
-    await page.goto(`${server.url}/dashboard`);
-    await expect.poll(() => page.url()).toBe(`${server.url}/dashboard/sign-in`);
+    await page.goto(`${chromium.url}/dashboard`);
+    await expect.poll(() => page.url()).toBe(`${chromium.url}/dashboard/sign-in`);
     await page.screenshot({ path: path.join(screenshots, 'sign-in.png') });
     await page.fill('#email', 'ada@example.com');
     await page.fill('#password', 'wrong password');
@@ -287,7 +279,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the dashboard in Chromi
 
     await page.fill('#password', PASSWORD);
     await page.click('button[type=submit]');
-    await page.waitForURL(`${server.url}/dashboard/settings/api-keys`);
+    await page.waitForURL(`${chromium.url}/dashboard/settings/api-keys`);
     await expect.poll(() => page.locator('.env-card b').allTextContents()).toEqual(['development', 'production']);
 
     await page.fill('#key-name', 'Browser key');
@@ -299,7 +291,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the dashboard in Chromi
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(key);
     await page.screenshot({ path: path.join(screenshots, 'new-key.png'), fullPage: true });
 
-    const useKey = () => fetch(`${server.url}/v1/subscribers`, { headers: { Authorization: `Bearer ${key}` } });
+    const useKey = () => fetch(`${chromium.url}/v1/subscribers`, { headers: { Authorization: `Bearer ${key}` } });
     expect((await useKey()).status).toBe(200);
 
     const row = page.locator('tr', { hasText: 'Browser key' });
@@ -313,28 +305,28 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the dashboard in Chromi
 
     // A form posted from elsewhere carries the session cookie (SameSite=Lax allows top-level
     // navigations) but not the token: refused.
-    const forged = await page.request.post(`${server.url}/dashboard/settings/api-keys`, {
+    const forged = await page.request.post(`${chromium.url}/dashboard/settings/api-keys`, {
       form: { name: 'forged in browser', environmentId: t.environments.a },
       maxRedirects: 0,
     });
     expect(forged.status()).toBe(403);
 
     await page.click('text=Sign out');
-    await page.waitForURL(`${server.url}/dashboard/sign-in`);
+    await page.waitForURL(`${chromium.url}/dashboard/sign-in`);
     await context.close();
     console.info(`dashboard screenshots: ${screenshots}`);
   });
 
   it('shows the rate-limit page after too many failed sign-ins', { timeout: 60_000 }, async () => {
     await saveOwner(t.db, { organizationId: organizationA, email: 'mallory@example.com', passwordHash: await hashPassword(PASSWORD), now: t.clock.now() });
-    const page = await browser.newPage();
+    const page = await chromium.browser.newPage();
     let lastStatus = 0;
     page.on('response', (response) => {
       if (response.url().endsWith('/dashboard/sign-in') && response.request().method() === 'POST') lastStatus = response.status();
     });
-    await page.goto(`${server.url}/dashboard/sign-in`);
+    await page.goto(`${chromium.url}/dashboard/sign-in`);
     for (let attempt = 1; attempt <= 6; attempt++) {
-      if (attempt === 6) await page.goto(`${server.url}/dashboard/sign-in`);
+      if (attempt === 6) await page.goto(`${chromium.url}/dashboard/sign-in`);
       await page.fill('#email', 'mallory@example.com');
       await page.fill('#password', attempt === 6 ? PASSWORD : `guess ${attempt}`);
       await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);

@@ -3,7 +3,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium, listen, stayOffline } from '../helpers/browser.js';
+import { chromiumBeside, stayOffline } from '../helpers/browser.js';
 import { builtClient } from '../helpers/client-build.js';
 import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { JobRunner } from '../../src/engine/runner.js';
@@ -42,23 +42,14 @@ describe('/examples/inbox/', () => {
 
 // Once, on SQLite: the inbox's own tests cover both databases.
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the example notification centre in Chromium', () => {
-  let browser: Browser;
-  let server: Awaited<ReturnType<typeof listen>>;
-  beforeAll(async () => {
-    server = await listen(t.app);
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const chromium = chromiumBeside(() => t.app);
 
   /** A tab with the inbox open on `token`, its panel shown and its stream live. */
   async function openTab(context: Awaited<ReturnType<Browser['newContext']>>, token: string, problems: string[]): Promise<Page> {
     const page = await context.newPage();
     const offline = await stayOffline(page);
     page.on('pageerror', (error) => problems.push(error.message));
-    await page.goto(`${server.url}/examples/inbox/`);
+    await page.goto(`${chromium.url}/examples/inbox/`);
     await page.fill('#token', token);
     await page.click('#token-form button[type=submit]');
     await page.click('#bell');
@@ -70,10 +61,10 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the example notificatio
   const unread = (page: Page) => page.locator('#unread-count').innerText();
 
   it('loads without an error and says so when a token is refused', { timeout: 30_000 }, async () => {
-    const page = await browser.newPage();
+    const page = await chromium.browser.newPage();
     const problems: string[] = [];
     page.on('pageerror', (error) => problems.push(error.message));
-    await page.goto(`${server.url}/examples/inbox/`);
+    await page.goto(`${chromium.url}/examples/inbox/`);
     await page.fill('#token', 'not-a-token');
     await page.click('#token-form button[type=submit]');
     await expect.poll(() => page.locator('#error').innerText()).toBe('The token expired or is not valid: paste a new one.');
@@ -88,7 +79,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the example notificatio
     await createWorkflow(t.a, { workflowId: 'comment', steps: [step.inApp({ subject: 'New comment', content: '{{payload.who}} wrote: {{payload.text}}' })] });
     const { token } = (await t.a.post('/v1/subscribers/ada/inbox-tokens', {}).expect(201)).body.data;
 
-    const context = await browser.newContext();
+    const context = await chromium.browser.newContext();
     const problems: string[] = [];
     const [first, second] = [await openTab(context, token, problems), await openTab(context, token, problems)];
     expect([await unread(first), await unread(second)]).toEqual(['0', '0']);

@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
 
 /** Debian's Chromium (`.ci/run` installs it); Playwright's own browser download cannot work offline. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -12,6 +13,35 @@ export function launchChromium(): Promise<Browser> {
     // Quiet and offline: no GPU, no background updates or sync that would reach the network.
     args: ['--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
+}
+
+/**
+ * For the describe block it is called in: Chromium and `app` served on 127.0.0.1, opened before its
+ * tests and closed after them. `app` is asked for in beforeAll, once the file's own setup has made it.
+ */
+export function chromiumBeside(app: () => Express): { readonly browser: Browser; readonly url: string } {
+  let browser: Browser | undefined;
+  let server: Awaited<ReturnType<typeof listen>> | undefined;
+  beforeAll(async () => {
+    server = await listen(app());
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+  const opened = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('chromiumBeside: used outside its tests');
+    return value;
+  };
+  return {
+    get browser() {
+      return opened(browser);
+    },
+    get url() {
+      return opened(server).url;
+    },
+  };
 }
 
 /** Serves an app on 127.0.0.1 on a free port, as a browser or another process reaches it. */
