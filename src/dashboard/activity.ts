@@ -5,11 +5,10 @@ import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { CHANNELS, type Schemas } from '../contract.js';
 import { ApiError } from '../errors.js';
-import { listEnvironments } from '../db/repos/accounts.js';
 import { listNotifications } from '../db/repos/notifications.js';
 import { notificationWithJobs } from '../engine/notifications.js';
 import { sessionOf } from './session.js';
-import { pageContext, requireSession, sendPage } from './guards.js';
+import { chosenEnvironment, pageContext, requireSession, sendPage } from './guards.js';
 import { messagePage } from './views.js';
 import { activityPage, timelinePage, type ActivityFilters } from './activity-views.js';
 
@@ -46,17 +45,7 @@ function readFilters(req: Request): { filters: ActivityFilters; ignored: string[
 export function activityRoutes(router: Router, deps: Deps): void {
   const { db } = deps;
 
-  /** The owner's environments and the one the request names (the first when it names none), or a 404 page. */
-  const environmentOf = async (req: Request, res: Response) => {
-    const environments = await listEnvironments(db, sessionOf(res)!.organizationId);
-    const wanted = textParam(req, 'environment');
-    const environment = wanted ? environments.find((e) => e.id === wanted) : environments[0];
-    if (!environment) {
-      sendPage(res, 404, messagePage(pageContext(req, res), 'Environment not found', 'Your organization has no environment with that id.', { href: `${req.baseUrl}/activity`, text: 'Back to activity' }));
-      return undefined;
-    }
-    return { environments, environment };
-  };
+  const environmentOf = (req: Request, res: Response) => chosenEnvironment(db, req, res, { href: `${req.baseUrl}/activity`, text: 'Back to activity' });
 
   router.get('/activity', requireSession, async (req, res) => {
     const found = await environmentOf(req, res);

@@ -1,6 +1,8 @@
 // What every dashboard page shares: how a page is sent, who may see it, and the CSRF check that
 // every state-changing form passes.
 import type { Request, RequestHandler, Response } from 'express';
+import type { Db } from '../db/knex.js';
+import { listEnvironments } from '../db/repos/accounts.js';
 import { sameToken, sessionOf } from './session.js';
 import { messagePage, type PageContext } from './views.js';
 
@@ -25,3 +27,25 @@ export const requireCsrf: RequestHandler = (req, res, next) => {
     }),
   );
 };
+
+type Environment = Awaited<ReturnType<typeof listEnvironments>>[number];
+
+/**
+ * The signed-in owner's environments and the one the page's `?environment=` names (the first when
+ * it names none); undefined once a 404 page linking `back` was sent.
+ */
+export async function chosenEnvironment(
+  db: Db,
+  req: Request,
+  res: Response,
+  back: { href: string; text: string },
+): Promise<{ environments: Environment[]; environment: Environment } | undefined> {
+  const environments = await listEnvironments(db, sessionOf(res)!.organizationId);
+  const wanted = typeof req.query.environment === 'string' && req.query.environment !== '' ? req.query.environment : undefined;
+  const environment = wanted ? environments.find((e) => e.id === wanted) : environments[0];
+  if (!environment) {
+    sendPage(res, 404, messagePage(pageContext(req, res), 'Environment not found', 'Your organization has no environment with that id.', back));
+    return undefined;
+  }
+  return { environments, environment };
+}

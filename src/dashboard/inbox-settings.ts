@@ -4,13 +4,11 @@
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { ApiError } from '../errors.js';
-import { listEnvironments } from '../db/repos/accounts.js';
 import { LIVE_SECRETS } from '../db/inbox-secrets.js';
 import { addSigningSecret, mintSubscriberToken, retireSigningSecret, setInboxOrigins, signingSecrets } from '../engine/inbox-tokens.js';
 import { inboxSettings, setSubscriberHashSessions } from '../engine/inbox-sessions.js';
 import { sessionOf } from './session.js';
-import { pageContext, requireCsrf, requireSession, sendPage } from './guards.js';
-import { messagePage } from './views.js';
+import { chosenEnvironment, pageContext, requireCsrf, requireSession, sendPage } from './guards.js';
 import { inboxSettingsHref, inboxSettingsPage, type InboxSettingsPageData } from './inbox-settings-views.js';
 
 /** The contract's rules for allowed origins (InboxSettings). */
@@ -27,16 +25,7 @@ function originsError(origins: string[]): string | undefined {
 export function inboxSettingsRoutes(router: Router, deps: Deps): void {
   const { db } = deps;
 
-  const environmentOf = async (req: Request, res: Response) => {
-    const environments = await listEnvironments(db, sessionOf(res)!.organizationId);
-    const wanted = typeof req.query.environment === 'string' ? req.query.environment : undefined;
-    const environment = wanted ? environments.find((e) => e.id === wanted) : environments[0];
-    if (!environment) {
-      sendPage(res, 404, messagePage(pageContext(req, res), 'Environment not found', 'Your organization has no environment with that id.', { href: `${req.baseUrl}/settings/inbox`, text: 'Back to inbox settings' }));
-      return undefined;
-    }
-    return { environments, environment };
-  };
+  const environmentOf = (req: Request, res: Response) => chosenEnvironment(db, req, res, { href: `${req.baseUrl}/settings/inbox`, text: 'Back to inbox settings' });
 
   const show = async (req: Request, res: Response, status: number, extra: Partial<InboxSettingsPageData> = {}) => {
     const found = await environmentOf(req, res);

@@ -5,10 +5,9 @@ import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import type { Schemas } from '../contract.js';
 import { ApiError } from '../errors.js';
-import { listEnvironments } from '../db/repos/accounts.js';
 import * as webhooks from '../engine/webhooks.js';
 import { sessionOf } from './session.js';
-import { pageContext, requireCsrf, requireSession, sendPage } from './guards.js';
+import { chosenEnvironment, pageContext, requireCsrf, requireSession, sendPage } from './guards.js';
 import { messagePage } from './views.js';
 import { endpointHref, endpointPage, endpointsPage, webhooksHref, type EndpointPageData, type EndpointsPageData } from './webhooks-views.js';
 
@@ -43,16 +42,7 @@ const asList = (value: unknown): string[] => (Array.isArray(value) ? value.map(S
 export function webhookRoutes(router: Router, deps: Deps): void {
   const { db } = deps;
 
-  const environmentOf = async (req: Request, res: Response) => {
-    const environments = await listEnvironments(db, sessionOf(res)!.organizationId);
-    const wanted = typeof req.query.environment === 'string' ? req.query.environment : undefined;
-    const environment = wanted ? environments.find((e) => e.id === wanted) : environments[0];
-    if (!environment) {
-      sendPage(res, 404, messagePage(pageContext(req, res), 'Environment not found', 'Your organization has no environment with that id.', { href: `${req.baseUrl}/webhooks`, text: 'Back to webhooks' }));
-      return undefined;
-    }
-    return { environments, environment };
-  };
+  const environmentOf = (req: Request, res: Response) => chosenEnvironment(db, req, res, { href: `${req.baseUrl}/webhooks`, text: 'Back to webhooks' });
 
   const notFoundPage = (req: Request, res: Response, environmentId: string, what: string) =>
     sendPage(res, 404, messagePage(pageContext(req, res), 'Not found', `There is no such ${what} in this environment.`, { href: webhooksHref(req.baseUrl, environmentId), text: 'Back to webhooks' }));
