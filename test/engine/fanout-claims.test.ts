@@ -10,6 +10,8 @@ import { claimDueJobs, releaseJobs, type JobRecord } from '../../src/db/repos/jo
 import { fanoutBatchSize } from '../../src/db/repos/topics.js';
 import { fanoutShards } from '../../src/db/fanout-shards.js';
 import { executeJob } from '../../src/engine/execute.js';
+import { cancelEvent } from '../../src/engine/cancel.js';
+import type { Knex } from 'knex';
 import { JobRunner } from '../../src/engine/runner.js';
 import type { WorkerContext } from '../../src/engine/worker-context.js';
 import { systemClock } from '../../src/clock.js';
@@ -107,6 +109,38 @@ describe('a fan-out and its claim', () => {
     expect(await t.db('execution_details').where({ job_id: jobs[0].id }).select('status', 'detail')).toEqual([
       { status: 'warning', detail: `Canceled with event ${transactionId}` },
     ]);
+  });
+
+  it('stops at the batch after its event is canceled while it keeps its claim, and says so', async () => {
+    const { transactionId, jobs } = await claimedFanout();
+    // The cancel starts during the first batch (when the fan-out asks its loop whether to go on) and
+    // the next batch's transaction waits for it: the cancel lands between two batches of one claim.
+    let canceled: Promise<boolean> | undefined;
+    const taking = () => {
+      canceled ??= cancelEvent(t.deps, t.environments.a, transactionId);
+      return true;
+    };
+    const db = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop !== 'transaction') return Reflect.get(target, prop, receiver);
+        return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
+          if (canceled) await canceled;
+          return target.transaction(work);
+        };
+      },
+    });
+    await executeJob({ ...loopContext(taking), deps: { ...t.deps, db } }, jobs[0]);
+    // The job was running: the cancel left it to its worker and answered that it would stop.
+    expect(await canceled).toBe(true);
+    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await jobOf(jobs[0].id)).toEqual({ status: 'canceled', attempts: 1, lease_owner: null });
+    expect(await t.db('execution_details').where({ job_id: jobs[0].id }).select('status', 'detail')).toEqual([
+      { status: 'warning', detail: `Canceled with event ${transactionId}` },
+    ]);
+    await runTheRest(jobs);
+    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    const fanouts = await t.db('jobs').where({ kind: 'fanout', environment_id: t.environments.a }).pluck('status');
+    expect(fanouts).toEqual(fanouts.map(() => 'canceled'));
   });
 
   it('is handed back by a runner that stops midway, and another worker finishes it, no member twice', async () => {
