@@ -2,14 +2,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Locator } from 'playwright-core';
+import type { Express } from 'express';
+import type { Locator } from 'playwright-core';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { loadSpec, operationsOf } from '../../scripts/docs.js';
 import { ManualClock } from '../helpers/app.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { launchChromium, listen, stayOffline } from '../helpers/browser.js';
+import { chromiumBeside, stayOffline } from '../helpers/browser.js';
 import { WorkSignal } from '../../src/work-signal.js';
 
 // The footer's "API docs by Redocly" logo is the one thing Redoc's page asks the network for.
@@ -20,8 +21,7 @@ const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&
 // offline, renders it. Once: the page does not depend on the database.
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium', () => {
   let testDb: TestDb;
-  let server: Awaited<ReturnType<typeof listen>>;
-  let browser: Browser;
+  let app: Express;
   let workDir: string;
   let docsFile: string;
 
@@ -30,12 +30,11 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-browser-'));
     docsFile = path.join(workDir, 'docs', 'index.html');
     const deps = { db: testDb.db, clock: new ManualClock(), config: loadConfig({}), logger: createLogger('silent'), workQueued: new WorkSignal() };
-    server = await listen(await createApp(deps, { docsFile }));
-    browser = await launchChromium();
+    app = await createApp(deps, { docsFile });
   });
+  // Registered after the app's own hooks: opened once the app exists, closed before its database.
+  const chromium = chromiumBeside(() => app);
   afterAll(async () => {
-    await browser?.close();
-    await server?.close();
     await testDb?.close();
     // The 2.6 MB page goes; the screenshot stays for a person to look at.
     if (docsFile) fs.rmSync(path.dirname(docsFile), { recursive: true, force: true });
@@ -43,20 +42,20 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
 
   it('builds the page on the first request, then serves it from the file', { timeout: 60_000 }, async () => {
     expect(fs.existsSync(docsFile)).toBe(false);
-    const first = await fetch(`${server.url}/docs`);
+    const first = await fetch(`${chromium.url}/docs`);
     expect(first.status).toBe(200);
     expect(first.headers.get('content-type')).toMatch(/^text\/html/);
     expect(fs.existsSync(docsFile)).toBe(true);
     const builtAt = fs.statSync(docsFile).mtimeMs;
-    expect((await fetch(`${server.url}/docs`)).status).toBe(200);
+    expect((await fetch(`${chromium.url}/docs`)).status).toBe(200);
     expect(fs.statSync(docsFile).mtimeMs).toBe(builtAt);
   });
 
   it('renders every tag and operation, with curl and TypeScript samples, asking the network for nothing but the logo', { timeout: 300_000 }, async () => {
     const spec = loadSpec();
-    const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    const page = await chromium.browser.newPage({ viewport: { width: 1440, height: 900 } });
     const outside = await stayOffline(page);
-    await page.goto(`${server.url}/docs`);
+    await page.goto(`${chromium.url}/docs`);
     const menu = page.locator('[data-component-name="Menu/MenuItem"] > a');
     // Redoc keeps the active item in view by scrolling the sidebar just far enough, which can leave
     // the next item at its edge, under a tag's header: a person would scroll it into the middle first.
