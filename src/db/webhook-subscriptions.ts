@@ -4,9 +4,9 @@
 //
 // A change to an environment's endpoints forgets its entry here at once (forgetSubscriptions), and
 // in every other process: on PostgreSQL through NOTIFY, sent in the change's own transaction (so it
-// is delivered when it commits) to each process LISTENing (listenForSubscriptionChanges). A
-// generation number per environment keeps a read that raced a change from being remembered. The
-// entries also expire (SUBSCRIPTIONS_TTL_MS), in case a notification is missed while a listening
+// is delivered when it commits) to each process LISTENing (listenForSubscriptionChanges). A read
+// that raced a change to any environment's endpoints is not remembered (changes are rare, so one
+// count of them serves every environment). The entries also expire (SUBSCRIPTIONS_TTL_MS), in case a notification is missed while a listening
 // connection reconnects.
 import type { Knex } from 'knex';
 import type { Db, Runner } from './knex.js';
@@ -25,21 +25,17 @@ interface Entry {
 
 // Environment ids are unique across databases, so one map serves every database of the process.
 const entries = new BoundedMap<string, Entry>(MAX_ENTRIES);
-const generations = new Map<string, number>();
-let everything = 0;
-
-function generationOf(environmentId: string): number {
-  return everything + (generations.get(environmentId) ?? 0);
-}
+/** How many times this process has forgotten endpoints. */
+let changes = 0;
 
 /** The enabled endpoints of an environment and what each takes; read through `db` (the caller's transaction) when not remembered. */
 export async function subscriptionsFor(db: Runner, environmentId: string): Promise<Subscription[]> {
   const now = Date.now();
   const hit = entries.get(environmentId);
   if (hit && hit.expiresAt > now) return hit.subscriptions;
-  const generation = generationOf(environmentId);
+  const changesBefore = changes;
   const subscriptions = await subscriptionsOf(db, environmentId);
-  if (generationOf(environmentId) === generation) {
+  if (changes === changesBefore) {
     entries.set(environmentId, { subscriptions, expiresAt: now + SUBSCRIPTIONS_TTL_MS });
   }
   return subscriptions;
@@ -47,13 +43,9 @@ export async function subscriptionsFor(db: Runner, environmentId: string): Promi
 
 /** Forgets what this process remembers of an environment's endpoints. */
 export function forgetSubscriptions(environmentId?: string): void {
-  if (environmentId === undefined) {
-    everything++;
-    entries.clear();
-    return;
-  }
-  generations.set(environmentId, (generations.get(environmentId) ?? 0) + 1);
-  entries.delete(environmentId);
+  changes++;
+  if (environmentId === undefined) entries.clear();
+  else entries.delete(environmentId);
 }
 
 /**

@@ -4,7 +4,7 @@ import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
-import { subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
+import { forgetSubscriptions, subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
 import { claimDueDeliveries, deliveriesDue, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
 import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { recordQueries } from '../helpers/queries.js';
@@ -197,6 +197,26 @@ describe('an endpoint deleted by another process', () => {
     expect((await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0].status).toBe('completed');
     expect(await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId })).toHaveLength(0);
     expect(peer.requests).toHaveLength(0);
+  });
+});
+
+describe('what a process remembers of an environment\'s endpoints', () => {
+  it('is not a read that raced a change of endpoints', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    // The change lands between the read and its answer being taken: the answer is used, not kept.
+    const reading = subscriptionsFor(t.db, t.environments.a);
+    forgetSubscriptions(t.environments.a);
+    expect(await reading).toHaveLength(1);
+    const row = await t.db('webhook_endpoints').where({ id: endpoint.endpointId }).first();
+    await t.db('webhook_endpoints').where({ id: endpoint.endpointId }).delete();
+    expect(await subscriptionsFor(t.db, t.environments.a)).toHaveLength(0);
+    // Without a change meanwhile, the answer is kept until it expires.
+    await t.db('webhook_endpoints').insert(row);
+    forgetSubscriptions(t.environments.a);
+    expect(await subscriptionsFor(t.db, t.environments.a)).toHaveLength(1);
+    await t.db('webhook_endpoints').where({ id: endpoint.endpointId }).delete();
+    expect(await subscriptionsFor(t.db, t.environments.a)).toHaveLength(1);
   });
 });
 
