@@ -102,14 +102,6 @@ export function maskUrl(value: string): string {
   }
 }
 
-/** The key file of a SQLite database: `herald.key` in the database's folder; none for PostgreSQL or memory. */
-export function keyFileOf(databaseUrl: string): string | undefined {
-  if (/^postgres(ql)?:\/\//i.test(databaseUrl)) return undefined;
-  const file = databaseUrl.startsWith('sqlite:') ? databaseUrl.slice('sqlite:'.length) : databaseUrl;
-  if (file === '' || file.includes(':memory:') || file.startsWith('file:')) return undefined;
-  return path.join(path.dirname(path.resolve(file)), 'herald.key');
-}
-
 /**
  * The secret kept in `file`, made (32 random bytes, readable by this user alone) when there is none
  * yet. `created` says it was made now: the caller says so once, since losing the file makes every

@@ -1,8 +1,15 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
-import type { Db } from '../db/knex.js';
-import { keyFileOf, readOrCreateKeyFile } from '../crypto.js';
+import path from 'node:path';
+import { sqliteFileOf, type Db } from '../db/knex.js';
+import { readOrCreateKeyFile } from '../crypto.js';
 import { sealClearChannels } from '../db/repos/subscriber-channels.js';
+
+/** The key file of a SQLite database: `herald.key` in the database's folder; none for PostgreSQL or memory. */
+export function keyFileOf(databaseUrl: string): string | undefined {
+  const database = sqliteFileOf(databaseUrl);
+  return database && path.join(path.dirname(database), 'herald.key');
+}
 
 /**
  * The secret that seals credentials at rest, settled at start: HERALD_SECRET when set; else, on a

@@ -1,6 +1,7 @@
 // The database interface repos use: a knex instance (SQLite by default, PostgreSQL for several
 // processes), and plain-SQL reads and writes that each dialect runs its own fastest way
 // (dialect.ts, sqlite.ts, postgres.ts). Nothing above src/db/ knows which database it is on.
+import path from 'node:path';
 import type { Knex } from 'knex';
 import { migrationSource } from './migrations/index.js';
 import { isPostgres, type Dialect, type Runner } from './dialect.js';
@@ -94,8 +95,17 @@ export async function selectBuiltInBackground<T>(query: Knex.QueryBuilder): Prom
   return (await dialectOf(query as unknown as Runner).selectBuiltInBackground(query)) as T[];
 }
 
+/** Whether a database URL is PostgreSQL's (`postgres://` or `postgresql://`, the scheme in any case). */
 export function isPostgresUrl(url: string): boolean {
-  return /^postgres(ql)?:\/\//.test(url);
+  return /^postgres(ql)?:\/\//i.test(url);
+}
+
+/** The file a SQLite database URL (`sqlite:<path>`, or a bare path) keeps its data in; none for PostgreSQL or memory. */
+export function sqliteFileOf(url: string): string | undefined {
+  if (isPostgresUrl(url)) return undefined;
+  const file = url.replace(/^sqlite:/, '');
+  if (file === '' || file.includes(':memory:') || file.startsWith('file:')) return undefined;
+  return path.resolve(file);
 }
 
 /** A knex instance for `postgres://…`, `sqlite:<path>`, or a bare SQLite path. */

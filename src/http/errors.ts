@@ -3,7 +3,7 @@ import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { ErrorBody, ErrorDetail } from '../contract.js';
 import { ApiError, conflict, badRequest } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { isForeignKeyViolation, isUniqueViolation } from '../db/errors.js';
+import { isDatabaseError, isForeignKeyViolation, isUniqueViolation } from '../db/errors.js';
 
 /** "Unprocessable Entity" rather than Node's "Unprocessable Content", as Novu and the docs say. */
 function statusName(status: number): string {
@@ -76,9 +76,8 @@ function isBodyParserError(err: unknown): err is { type?: string; status?: numbe
  */
 export function loggableError(err: unknown): unknown {
   if (!(err instanceof Error)) return err;
-  const { code, severity, table, column, constraint, routine } = err as Error & Record<string, unknown>;
-  const fromDatabase = typeof code === 'string' && (code.startsWith('SQLITE_') || typeof severity === 'string');
-  if (!fromDatabase) return err;
+  if (!isDatabaseError(err)) return err;
+  const { code, table, column, constraint, routine } = err as Error & Record<string, unknown>;
   const message = err.message.includes(' - ') ? err.message.slice(err.message.lastIndexOf(' - ') + 3) : err.message;
   // The stack begins with the name and the message (values and all); keep only the frames.
   const header = `${err.name}: ${err.message}`;

@@ -1,4 +1,4 @@
-import type { components } from '../../generated/v1.js';
+import type { Schemas } from '../contract.js';
 import { hostProblem, urlProblem } from '../outbound-guard.js';
 
 /**
@@ -6,11 +6,11 @@ import { hostProblem, urlProblem } from '../outbound-guard.js';
  * integration of it takes, and (chat and push) the credentials each subscriber needs. Integrations
  * are checked against it when they are written; the engine reads it to deliver.
  */
-export type ProviderId = components['schemas']['ProviderId'];
-export type ChannelType = components['schemas']['ChannelType'];
-export type IntegrationCredentials = components['schemas']['IntegrationCredentials'];
-export type ChannelCredentials = components['schemas']['ChannelCredentials'];
-export type SendLimits = components['schemas']['SendLimits'];
+export type ProviderId = Schemas['ProviderId'];
+export type ChannelType = Schemas['ChannelType'];
+export type IntegrationCredentials = Schemas['IntegrationCredentials'];
+export type ChannelCredentials = Schemas['ChannelCredentials'];
+export type SendLimits = Schemas['SendLimits'];
 export type CredentialName = keyof IntegrationCredentials;
 export type ChannelCredentialName = keyof ChannelCredentials;
 

@@ -7,9 +7,9 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { keyFileOf, maskUrl, readOrCreateKeyFile } from '../../src/crypto.js';
+import { maskUrl, readOrCreateKeyFile } from '../../src/crypto.js';
 import { sealClearChannels } from '../../src/db/repos/subscriber-channels.js';
-import { settleSecret } from '../../src/accounts/secret.js';
+import { keyFileOf, settleSecret } from '../../src/accounts/secret.js';
 import { createLogger } from '../../src/logger.js';
 
 // Subscribers' webhook URLs are credentials: sealed at rest when the server has a secret, masked in
@@ -143,5 +143,10 @@ describe('the secret at start', () => {
     const postgres = capture();
     expect(await settleSecret({ ...t.deps.config, databaseUrl: 'postgres://h@127.0.0.1/h', secret: undefined }, t.db, postgres.logger)).toBeUndefined();
     expect(postgres.lines.filter((line) => /"level":40.*HERALD_SECRET is not set.*IN CLEAR/.test(line))).toHaveLength(1);
+  });
+
+  it('has no key file for PostgreSQL whatever the scheme\'s case, nor for a database in memory', () => {
+    for (const databaseUrl of ['postgres://h@127.0.0.1/h', 'POSTGRESQL://h@127.0.0.1/h', 'sqlite::memory:', ':memory:']) expect(keyFileOf(databaseUrl)).toBeUndefined();
+    expect(keyFileOf('data/herald.db')).toBe(path.resolve('data/herald.key'));
   });
 });
