@@ -21,8 +21,6 @@ export interface InboxSink {
 export interface HubOptions {
   /** How often every stream is caught up from the database, whatever it was told. */
   catchUpMs?: number;
-  /** How long events are kept (at least 24 hours). */
-  keepMs?: number;
 }
 
 interface Stream {
@@ -36,7 +34,6 @@ interface Stream {
 
 const CHUNK = 1000;
 const REPLAY_PAGE = 500;
-const PRUNE_EVERY_MS = 10 * 60 * 1000;
 
 export class InboxHub {
   private readonly streams = new Map<string, Set<Stream>>();
@@ -47,16 +44,13 @@ export class InboxHub {
   private unlisten: (() => void) | undefined;
   private listener: InboxListenerHandle | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private lastPrune = 0;
   private readonly catchUpMs: number;
-  private readonly keepMs: number;
 
   constructor(
     private readonly deps: Deps,
     options: HubOptions = {},
   ) {
     this.catchUpMs = options.catchUpMs ?? 3000;
-    this.keepMs = Math.max(options.keepMs ?? 25 * 60 * 60 * 1000, 24 * 60 * 60 * 1000);
   }
 
   /** How many streams are open. */
@@ -188,12 +182,8 @@ export class InboxHub {
     if (this.unlisten) return;
     this.unlisten = listenInbox(this.deps.db, (keys) => this.wake(keys));
     this.listener = startInboxListener(this.deps.db, originOf(this.deps.db), (err) => this.deps.logger.warn({ err }, 'the inbox LISTEN connection failed; reconnecting'));
-    this.timer = setInterval(() => {
-      this.wake('*');
-      void this.prune();
-    }, this.catchUpMs);
+    this.timer = setInterval(() => this.wake('*'), this.catchUpMs);
     this.timer.unref();
-    void this.prune();
   }
 
   private stop(): void {
@@ -203,19 +193,6 @@ export class InboxHub {
     this.listener = undefined;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-  }
-
-  /** Forgets events past their keeping time and expired tickets, now and then. */
-  private async prune(): Promise<void> {
-    const now = this.deps.clock.now();
-    if (now.getTime() - this.lastPrune < PRUNE_EVERY_MS) return;
-    this.lastPrune = now.getTime();
-    try {
-      await repo.pruneEvents(this.deps.db, new Date(now.getTime() - this.keepMs));
-      await repo.pruneTickets(this.deps.db, now);
-    } catch (err) {
-      this.deps.logger.warn({ err }, 'could not prune old inbox events');
-    }
   }
 
   /** Ends every open stream (the server is stopping) and stops listening. */

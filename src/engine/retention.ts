@@ -1,7 +1,8 @@
 // Retention: notifications, their jobs, execution details and messages, and their events, are kept
 // for their environment's retention (its own, else HERALD_RETENTION_DAYS) and then deleted, a small
 // batch a transaction, the event loop free between two; a notification whose work is not over (a
-// delay or digest still pending) is kept until it is. On SQLite the pages freed go back to the file
+// delay or digest still pending) is kept until it is. The inbox streams' events are kept a day
+// (what a reconnecting stream can replay), their tickets until they expire. On SQLite the pages freed go back to the file
 // system a few at a time; on PostgreSQL the notification totals kept per connection
 // (notification_facet_counts) of connections that have ended are folded together. Runs in every
 // process that runs jobs, once soon after start and then every RETENTION_EVERY_MS.
@@ -16,6 +17,7 @@ import {
   retentionBatchSize,
 } from '../db/repos/retention.js';
 import { foldEndedCountShards } from '../db/repos/notifications.js';
+import { pruneEvents as pruneInboxEvents, pruneTickets as pruneInboxTickets } from '../db/repos/inbox.js';
 
 /**
  * SQLite pages given back a step (4 KiB each). A step moves pages from the end of the file into the
@@ -23,6 +25,10 @@ import { foldEndedCountShards } from '../db/repos/notifications.js';
  */
 const PAGES_A_STEP = 100;
 const DAY_MS = 86_400_000;
+/** How long the inbox streams' events are kept: the contract promises at least 24 hours of replay. */
+export const INBOX_EVENTS_KEPT_MS = 25 * 60 * 60_000;
+/** Inbox events deleted a statement (small rows, one index). */
+const INBOX_EVENTS_A_BATCH = 1_000;
 export const RETENTION_EVERY_MS = 60 * 60_000;
 const FIRST_SWEEP_MS = 60_000;
 
@@ -32,13 +38,15 @@ export interface Swept {
   notifications: number;
   events: number;
   webhookDeliveries: number;
+  inboxEvents: number;
+  inboxTickets: number;
   /** SQLite: pages given back to the file system. */
   pages: number;
 }
 
 /** One pass over every environment: deletes what is past its retention, then gives SQLite's free pages back. */
 export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = retentionBatchSize(deps.db)): Promise<Swept> {
-  const swept: Swept = { notifications: 0, events: 0, webhookDeliveries: 0, pages: 0 };
+  const swept: Swept = { notifications: 0, events: 0, webhookDeliveries: 0, inboxEvents: 0, inboxTickets: 0, pages: 0 };
   const now = deps.clock.now().getTime();
   for (const environment of await environmentRetention(deps.db)) {
     const days = environment.retentionDays ?? deps.config.retentionDays;
@@ -57,6 +65,12 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
       await yieldToEventLoop();
     }
   }
+  const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
+  for (let deleted = INBOX_EVENTS_A_BATCH; deleted === INBOX_EVENTS_A_BATCH; swept.inboxEvents += deleted) {
+    deleted = await pruneInboxEvents(deps.db, inboxBefore, INBOX_EVENTS_A_BATCH);
+    await yieldToEventLoop();
+  }
+  swept.inboxTickets = await pruneInboxTickets(deps.db, new Date(now));
   await foldEndedCountShards(deps.db);
   const space = await freeSpace(deps.db);
   if (space?.incremental) {

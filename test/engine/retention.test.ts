@@ -10,7 +10,8 @@ import { freeSpace, setEnvironmentRetention } from '../../src/db/repos/retention
 import { insertRows } from '../../src/db/insert-rows.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
-import { sweepExpired } from '../../src/engine/retention.js';
+import { INBOX_EVENTS_KEPT_MS, sweepExpired } from '../../src/engine/retention.js';
+import { insertEvents, insertTicket } from '../../src/db/repos/inbox.js';
 import { newId } from '../../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 
@@ -150,5 +151,21 @@ describe('retention', () => {
     expect(await sweep()).toMatchObject({ webhookDeliveries: 2 });
     expect((await testDb.db('webhook_deliveries').pluck('id')).sort()).toEqual([rows[2].id, rows[3].id].sort());
     expect(await count('webhook_attempts')).toBe(0);
+  });
+
+  it('forgets the inbox streams\' events once past their keeping time, and tickets once expired, whether or not a stream is open', async () => {
+    const environmentId = environments.production;
+    const event = (seq: number) => ({ subscriberKey, environmentId, seq, type: 'notification.created' as const, payload: '{}' });
+    await insertEvents(testDb.db, [event(1), event(2)], new Date(NOW.getTime() - INBOX_EVENTS_KEPT_MS - 1));
+    await insertEvents(testDb.db, [event(3)], new Date(NOW.getTime() - INBOX_EVENTS_KEPT_MS + 60_000));
+    const ticket = (hash: string, expiresAt: Date) => insertTicket(testDb.db, { ticketHash: hash, environmentId, organizationId: newId(), subscriberId: 'ada', expiresAt });
+    await ticket('expired', new Date(NOW.getTime() - 1));
+    await ticket('live', new Date(NOW.getTime() + 30_000));
+
+    // Kept at least the 24 hours of replay the contract promises, whatever the notifications' retention.
+    expect(INBOX_EVENTS_KEPT_MS).toBeGreaterThanOrEqual(24 * 3_600_000);
+    expect(await sweep(0)).toMatchObject({ inboxEvents: 2, inboxTickets: 1 });
+    expect(await testDb.db('inbox_events').pluck('seq')).toEqual([3]);
+    expect(await testDb.db('inbox_tickets').pluck('ticket_hash')).toEqual(['live']);
   });
 });

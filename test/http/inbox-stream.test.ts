@@ -109,7 +109,7 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     await deliver(1);
     await deliver(2);
     await deliver(3);
-    await pruneEvents(t.db, new Date(t.clock.now().getTime() + 1000));
+    await pruneEvents(t.db, new Date(t.clock.now().getTime() + 1000), 1000);
     const gap = await stream({ 'Last-Event-ID': '1' });
     expect(await gap.next()).toEqual({ id: '3', event: 'reset', data: { type: 'reset' } });
     const future = await stream({ 'Last-Event-ID': '99' });

@@ -352,8 +352,8 @@ export async function lastSeqs(db: Runner, subscriberKeys: string[]): Promise<Ma
   return out;
 }
 
-/** Forgets events older than `before` (they are kept at least 24 hours); at most `limit` a call. */
-export async function pruneEvents(db: Db, before: Date, limit = 10_000): Promise<number> {
+/** Forgets events older than `before` (retention keeps them INBOX_EVENTS_KEPT_MS); at most `limit` a call. */
+export async function pruneEvents(db: Db, before: Date, limit: number): Promise<number> {
   return changeRows(
     db,
     `DELETE FROM inbox_events WHERE (subscriber_key, seq) IN (SELECT subscriber_key, seq FROM inbox_events WHERE created_at < ? LIMIT ?)`,
