@@ -5,12 +5,12 @@ import type { Knex } from 'knex';
 // (created_at, id), so a page is read in order and stops at its limit, and its count reads the
 // index alone. A notification's channels are a JSON array in text: each channel gets a partial
 // index over the notifications that name it, used when the list's condition is written exactly as
-// the index's (NOTIFICATION_CHANNEL_CONDITION in repos/notifications.ts); a row is written to one
-// or two of them, not to every channel's.
-export const CHANNEL_INDEXED = ['in_app', 'email', 'sms', 'chat', 'push'] as const;
+// the index's (channelCondition in repos/notifications.ts); a row is written to one or two of them,
+// not to every channel's. A shipped migration never changes: these are its own copies.
+const CHANNEL_INDEXED = ['in_app', 'email', 'sms', 'chat', 'push'] as const;
 
-/** The condition a channel's partial index holds, and the one the list writes (text for text). */
-export function channelCondition(channel: string): string {
+/** The condition a channel's partial index holds. */
+function channelCondition(channel: string): string {
   return `channels LIKE '%"${channel}"%'`;
 }
 
