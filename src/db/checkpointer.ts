@@ -1,8 +1,7 @@
 // SQLite in WAL mode appends commits to the log, and from time to time copies the log back into the
 // database file (a checkpoint), which ends in fsync. By default the commit that takes the log past
-// 1,000 pages does it, on the thread that committed: a fan-out batch (of 500 deliveries, when this
-// was measured) spent about as long waiting for those fsyncs as on its own inserts. Here a thread
-// of its own does it, so the waiting happens beside the work; the writers keep a checkpoint of
+// 1,000 pages does it, on the thread that committed, and a fan-out batch waited for those fsyncs as
+// long as it worked on its own inserts (bench/README.md). Here a thread of its own does it, so the waiting happens beside the work; the writers keep a checkpoint of
 // their own only as a backstop for a log that grows past BACKSTOP_PAGES (the thread stopped, or a
 // long read holds it back).
 import { startThread } from './threads.js';

@@ -50,8 +50,8 @@ const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?\s+|\bRETURNING\s+|,\s*)(?:[["`
 
 /**
  * The name a statement is kept prepared under on each connection, if it is kept: PostgreSQL then
- * parses and plans it once per connection, and the client reads its row description once (a
- * trigger and a GET by id cost about an eighth less of the API's CPU, `npm run bench`). Not for a
+ * parses and plans it once per connection, and the client reads its row description once (its A/B:
+ * bench/README.md, "Which database mechanisms earn their keep"). Not for a
  * statement with many values or one that reads `*`, nor for texts past the first 200, so texts
  * that vary cannot fill the server's memory.
  */

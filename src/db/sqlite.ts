@@ -69,9 +69,9 @@ interface QueryParts {
 /**
  * SQLite plans a statement whose LIMIT or OFFSET is a bound parameter again on every run, which
  * costs `.first()` more than the lookup itself. When knex has them as whole numbers, they are
- * written into the SQL instead. This patches knex's private query compiler: it stays only while
- * `npm run bench` shows it earning well over 10% (the list row), and inline-limits.test.ts checks
- * every shape against plain knex.
+ * written into the SQL instead. This patches knex's private query compiler, which it may only while
+ * the A/B against its removal earns more than the bar for knex patches (bench/README.md, "Which
+ * database mechanisms earn their keep"); inline-limits.test.ts checks every shape against plain knex.
  */
 function inlineLimits(client: CompilingClient): void {
   const compile = client.queryCompiler.bind(client);

@@ -3,8 +3,8 @@ import { isPostgres } from '../dialect.js';
 
 // GET /notifications filtered by one status, one channel or one workflow answers with the exact
 // total of that filter. Counting it reads the filter's index, and a filter that most notifications
-// pass (status=completed, a busy channel or workflow) reads most of the environment: 100-250 ms a
-// million rows. Those totals are kept instead, as migration 90 keeps the unfiltered one: one row per
+// pass (status=completed, a busy channel or workflow) reads most of the environment (bench/README.md,
+// "Large data"). Those totals are kept instead, as migration 90 keeps the unfiltered one: one row per
 // (environment, facet, value), changed by triggers in the transaction of every write that inserts,
 // deletes or changes the status of notifications. A notification counts once for each channel it
 // names, as the list's channel filter does.
