@@ -21,6 +21,8 @@ export interface CredentialSpec {
   secret?: boolean;
   /** Where Herald connects: a `url` must be http(s), a `host` a name or address; either must be public (or allowed). */
   destination?: 'url' | 'host';
+  /** Sent in an HTTP header (a bearer token): printable ASCII without spaces, as a header value must be. */
+  header?: boolean;
 }
 
 export interface ProviderEntry {
@@ -65,7 +67,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderEntry>> = {
     id: 'sendgrid',
     channel: 'email',
     displayName: 'SendGrid',
-    credentials: { apiKey: { required: true, secret: true }, from: { required: true }, senderName: {}, baseUrl: { destination: 'url' } },
+    credentials: { apiKey: { required: true, secret: true, header: true }, from: { required: true }, senderName: {}, baseUrl: { destination: 'url' } },
   },
   twilio: {
     id: 'twilio',
@@ -107,7 +109,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderEntry>> = {
     id: 'expo',
     channel: 'push',
     displayName: 'Expo Push',
-    credentials: { apiKey: { secret: true }, baseUrl: { destination: 'url' } },
+    credentials: { apiKey: { secret: true, header: true }, baseUrl: { destination: 'url' } },
     subscriberCredentials: pushTokens,
     // 600 notifications a second per project; a send costs one per device token.
     sendLimits: { perIntegration: [{ limit: 600, seconds: 1 }] },
@@ -140,6 +142,9 @@ export function isSecretCredential(providerId: ProviderId, name: string): boolea
   return !spec || spec.secret === true;
 }
 
+/** A token that can stand in an HTTP header value as it is. */
+const HEADER_TOKEN = /^[\x21-\x7e]+$/;
+
 function isBlank(value: unknown): boolean {
   return value === undefined || value === null || (typeof value === 'string' && value.trim() === '');
 }
@@ -151,7 +156,7 @@ function isBlank(value: unknown): boolean {
  */
 function checkFields(
   providerId: ProviderId,
-  specs: Partial<Record<string, { required?: boolean; destination?: 'url' | 'host' }>>,
+  specs: Partial<Record<string, { required?: boolean; destination?: 'url' | 'host'; header?: boolean }>>,
   given: Record<string, unknown>,
   at: string,
   allowedNetworks: readonly string[],
@@ -163,6 +168,8 @@ function checkFields(
       const value = String(given[name]);
       const problem = spec.destination === 'url' ? urlProblem(value, allowedNetworks) : hostProblem(value, allowedNetworks);
       if (problem) problems.push({ field: `${at}/${name}`, message: problem });
+    } else if (spec?.header && !isBlank(given[name]) && !HEADER_TOKEN.test(String(given[name]))) {
+      problems.push({ field: `${at}/${name}`, message: 'must be printable ASCII without spaces: it is sent in an HTTP header' });
     }
   }
   for (const name of Object.keys(given)) {

@@ -80,25 +80,36 @@ export function post(request: HttpRequest, delivery: Delivery): Promise<HttpAnsw
     }
     const networkError = (err: unknown) => new ProviderError(`Could not reach ${host}: ${describe(err)}`, false, undefined, undefined, 'network');
 
+    // To the address that was checked (no second lookup); the name goes in Host and, for https, SNI.
+    const makeRequest = (address: string, body: Buffer) =>
+      (secure ? https : http).request({
+        host: address,
+        port: url.port || (secure ? 443 : 80),
+        path: `${url.pathname}${url.search}`,
+        method: 'POST',
+        servername: secure && !isIpLiteral(url.hostname) ? url.hostname : undefined,
+        headers: {
+          Host: host,
+          'Content-Type': request.contentType ?? 'application/json',
+          'Content-Length': String(body.length),
+          'User-Agent': 'Herald',
+          'X-Herald-Delivery-Id': delivery.deliveryId,
+          ...request.headers,
+        },
+      });
+
     resolveDestination(url.hostname, policy).then(
       (target) => {
         if (settled) return;
         const body = Buffer.from(request.body, 'utf8');
-        req = (secure ? https : http).request({
-          host: target.address,
-          port: url.port || (secure ? 443 : 80),
-          path: `${url.pathname}${url.search}`,
-          method: 'POST',
-          servername: secure && !isIpLiteral(url.hostname) ? url.hostname : undefined,
-          headers: {
-            Host: host,
-            'Content-Type': request.contentType ?? 'application/json',
-            'Content-Length': String(body.length),
-            'User-Agent': 'Herald',
-            'X-Herald-Delivery-Id': delivery.deliveryId,
-            ...request.headers,
-          },
-        });
+        try {
+          req = makeRequest(target.address, body);
+        } catch (err) {
+          // Node refuses a header it cannot send (a control character in a credential stored before
+          // credentials were checked for it): the send fails for good instead of the process.
+          const why = err instanceof Error ? err.message : String(err); // names the header, not its value
+          return finish(new ProviderError(`The request to ${host} could not be made: ${why}`, true, undefined, undefined, 'rejected'));
+        }
         req.on('socket', (socket) => {
           const connected = () => {
             clearTimeout(connectTimer);

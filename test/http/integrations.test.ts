@@ -163,6 +163,16 @@ describe('POST /integrations (createIntegration)', () => {
     expect(res.body.details).toEqual([{ field: 'body/credentials/apiKey', message: 'is required by sendgrid' }]);
   });
 
+  it('rejects a key sent in an HTTP header that a header cannot hold, without quoting it', async () => {
+    for (const apiKey of ['abc\r\nX-Injected: 1', 'key with spaces', 'clé€']) {
+      const res = await t.a.post('/v1/integrations', { ...sendgrid, credentials: { ...sendgrid.credentials, apiKey } }).expect(422);
+      expect(res.body.details).toEqual([{ field: 'body/credentials/apiKey', message: 'must be printable ASCII without spaces: it is sent in an HTTP header' }]);
+      expect(JSON.stringify(res.body)).not.toContain(apiKey);
+    }
+    const expo = await t.a.post('/v1/integrations', { providerId: 'expo', credentials: { apiKey: 'a\tb' } }).expect(422);
+    expect(expo.body.details).toEqual([{ field: 'body/credentials/apiKey', message: 'must be printable ASCII without spaces: it is sent in an HTTP header' }]);
+  });
+
   it('rejects credentials the provider does not use with 422, without quoting any value', async () => {
     const res = await t.a
       .post('/v1/integrations', { ...sendgrid, credentials: { ...sendgrid.credentials, password: PASSWORD, region: 'eu' } })

@@ -240,6 +240,19 @@ describe('timeouts', () => {
   });
 });
 
+describe('a request Node cannot make', () => {
+  it('fails the send for good, connecting nowhere, instead of throwing past it', async () => {
+    const server = await peer();
+    // A key stored before keys were checked for what a header may hold.
+    const err = await failure(
+      senders.email.sendgrid!.send({ to: 'a@b.co', subject: 's', html: 'h' }, { apiKey: 'abc\r\nX-Injected: 1', from: 'f@b.co', baseUrl: server.url }, delivery()),
+    );
+    expect(err).toMatchObject({ kind: 'rejected', permanent: true });
+    expect(err.message).toMatch(/^The request to 127\.0\.0\.1:\d+ could not be made: .*header/);
+    expect(server.requests).toHaveLength(0);
+  });
+});
+
 describe('answers', () => {
   /** A peer that answers `status` with up to 256 MiB, written as fast as the reader takes it, counting what it wrote. */
   async function hugeAnswer(status: number) {
