@@ -202,6 +202,16 @@ describe('no 5xx from ill-typed items', () => {
   });
 });
 
+describe('no 5xx from many ill-typed items', () => {
+  it('answers a 400 with a short error body to a body whose every one of 500,000 items is ill-typed', async () => {
+    await t.a.post('/v1/topics', { topicKey: 'many', name: 'Many' }).expect(201);
+    // Numbers where strings go, one validation error each, as many as the 1 MB body limit lets in.
+    const res = await t.a.post('/v1/topics/many/subscribers', { subscribers: Array(500_000).fill(1) }).expect(400);
+    expect(res.body).toMatchObject({ statusCode: 400, error: 'Bad Request' });
+    expect(JSON.stringify(res.body).length).toBeLessThan(20_000);
+  });
+});
+
 describe("Node's own answers and headers", () => {
   let served: HeraldServer;
   let port: number;
