@@ -1942,7 +1942,14 @@ export interface components {
         WorkflowSteps: components["schemas"]["Step"][];
         /**
          * @description A JSON Schema (2020-12) the trigger payload must match, checked when saved; `null`
-         *     removes it.
+         *     removes it. So that checking a payload stays quick, a schema is refused (422 naming
+         *     what is wrong) when its `$ref`s are not local JSON pointers (`#/$defs/…`), refer back
+         *     to a schema that contains them (recursion), or expand to more than 1,000 schemas once
+         *     followed; when it uses `$dynamicRef`, `$recursiveRef` or a pattern that cannot match in
+         *     linear time (a backreference or lookaround); and when `uniqueItems` applies to items
+         *     that are not all of one simple type (string, number, integer, boolean, null) unless
+         *     `maxItems` is at most 100. A trigger whose payload fails is answered 422 with at most
+         *     100 details.
          * @example {
          *       "type": "object",
          *       "required": [

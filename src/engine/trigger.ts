@@ -9,6 +9,7 @@ import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
 import { createTenantAjv, newPatternBudget, PatternBudgetSpent, validateWithin, type PatternBudget } from '../json-schema.js';
+import { payloadSchemaProblems } from './workflow-rules.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
@@ -29,6 +30,9 @@ type TriggerRequest = Schemas['TriggerRequest'];
 type TriggerResult = Schemas['TriggerResult'];
 type InlineSubscriber = Schemas['SubscriberCreate'];
 
+/** The most of a payload's problems a 422 names (a long array can have one an item). */
+export const MAX_PAYLOAD_DETAILS = 100;
+
 // Compiled payload schemas, per workflow version.
 const payloadValidators = new BoundedMap<string, ValidateFunction>(500);
 
@@ -38,13 +42,13 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
     const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
     let validate = payloadValidators.get(cacheKey);
     if (!validate) {
-      try {
-        validate = createTenantAjv().compile(workflow.payloadSchema);
-      } catch (err) {
-        // Saved before its patterns were checked for the linear-time matcher: refused, not a 500.
-        const why = err instanceof Error ? err.message : String(err);
+      // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
+      const [problem] = payloadSchemaProblems(workflow.payloadSchema);
+      if (problem) {
+        const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
         return [{ field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` }];
       }
+      validate = createTenantAjv().compile(workflow.payloadSchema);
       payloadValidators.set(cacheKey, validate);
     }
     let valid: boolean;
@@ -55,7 +59,7 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
       return [{ field: 'body/payload', message: err.message }];
     }
     if (!valid) {
-      for (const error of validate.errors ?? []) {
+      for (const error of (validate.errors ?? []).slice(0, MAX_PAYLOAD_DETAILS)) {
         const missing = error.keyword === 'required' ? `/${String(error.params.missingProperty)}` : '';
         problems.push({ field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') });
       }

@@ -99,10 +99,97 @@ function unsupportedPatterns(node: unknown, at: string, found: ErrorDetail[]): E
   return found;
 }
 
-/** Why a payloadSchema cannot be used: not a valid JSON Schema, or a pattern RE2 cannot run. */
+/** The most schemas a payloadSchema may expand to once its `$ref`s are followed. */
+export const MAX_EXPANDED_SCHEMAS = 1_000;
+/** The most items `uniqueItems` may compare pairwise (items that are not all of one simple type). */
+export const MAX_UNIQUE_COMPARED = 100;
+const SIMPLE_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null']);
+/** Keywords whose values are data, not schemas: a `$ref` inside them is not one. */
+const DATA_KEYWORDS = new Set(['const', 'enum', 'default', 'examples']);
+
+class ShapeRefused extends Error {
+  constructor(readonly detail: ErrorDetail) {
+    super(detail.message);
+  }
+}
+
+/** The schema a local JSON pointer (`#`, `#/$defs/a`) names in `root`, if any. */
+function pointedAt(root: object, ref: string): unknown {
+  if (ref === '#') return root;
+  if (!ref.startsWith('#/')) return undefined;
+  let node: unknown = root;
+  for (const raw of ref.slice(2).split('/')) {
+    const key = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
+    if (!node || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
+
+/**
+ * What would make checking a payload slow, found by walking the schema with its `$ref`s followed:
+ * a reference that is not a local pointer or that leads back into itself (ajv would recurse on the
+ * same value for ever), a schema that expands past MAX_EXPANDED_SCHEMAS (each `anyOf` of two refs
+ * to the next doubles it: checked with every error collected, that is exponential work), and
+ * `uniqueItems` over items ajv must compare pairwise (quadratic in a long array).
+ */
+function costProblems(root: object, at: string): ErrorDetail[] {
+  const expanded = new Map<object, number>();
+  const walking = new Set<object>();
+  const walk = (node: unknown, where: string): number => {
+    if (!node || typeof node !== 'object') return 1;
+    const known = expanded.get(node);
+    if (known !== undefined) return known;
+    if (walking.has(node)) throw new ShapeRefused({ field: where, message: 'refers back to a schema that contains it: recursive payload schemas are not accepted' });
+    walking.add(node);
+    let size = 1;
+    const schema = node as Record<string, unknown>;
+    for (const [key, value] of Object.entries(schema)) {
+      if (DATA_KEYWORDS.has(key)) continue;
+      if (key === '$dynamicRef' || key === '$recursiveRef') throw new ShapeRefused({ field: `${where}/${key}`, message: 'is not accepted in a payload schema' });
+      if (key === '$ref') {
+        const target = typeof value === 'string' ? pointedAt(root, value) : undefined;
+        if (target === undefined) throw new ShapeRefused({ field: `${where}/$ref`, message: 'must be a local JSON pointer to a schema of this one, such as #/$defs/name' });
+        size += walk(target, `${where}/$ref`);
+      } else if (value && typeof value === 'object') {
+        size += walk(value, `${where}/${key}`);
+      }
+      if (size > MAX_EXPANDED_SCHEMAS) {
+        throw new ShapeRefused({ field: at, message: `expands to more than ${MAX_EXPANDED_SCHEMAS.toLocaleString('en')} schemas once its $refs are followed, more than a payload can be checked against quickly` });
+      }
+    }
+    if (schema.uniqueItems === true && !simpleItems(schema) && !(typeof schema.maxItems === 'number' && schema.maxItems <= MAX_UNIQUE_COMPARED)) {
+      throw new ShapeRefused({
+        field: `${where}/uniqueItems`,
+        message: `needs items of one simple type (string, number, integer, boolean or null) or maxItems of at most ${MAX_UNIQUE_COMPARED}: other items are compared pairwise`,
+      });
+    }
+    walking.delete(node);
+    expanded.set(node, size);
+    return size;
+  };
+  try {
+    walk(root, at);
+    return [];
+  } catch (err) {
+    if (err instanceof ShapeRefused) return [err.detail];
+    throw err;
+  }
+}
+
+/** Whether a schema's `items` are all of simple types, which ajv tells apart by a lookup. */
+function simpleItems(schema: Record<string, unknown>): boolean {
+  const items = schema.items as { type?: unknown } | undefined;
+  const types = items && typeof items === 'object' ? (Array.isArray(items.type) ? items.type : [items.type]) : [];
+  return types.length > 0 && types.every((type) => typeof type === 'string' && SIMPLE_TYPES.has(type));
+}
+
+/** Why a payloadSchema cannot be used: not a valid JSON Schema, too costly to check, or a pattern RE2 cannot run. */
 export function payloadSchemaProblems(schema: object): ErrorDetail[] {
   const unsupported = unsupportedPatterns(schema, 'body/payloadSchema', []);
   if (unsupported.length > 0) return unsupported;
+  const costly = costProblems(schema, 'body/payloadSchema');
+  if (costly.length > 0) return costly;
   try {
     createTenantAjv().compile(schema);
     return [];

@@ -90,6 +90,66 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
   });
 });
 
+describe('work budgets: what a payload schema may hold', () => {
+  /** `levels` schemas, each an anyOf of two refs to the next: 2^levels paths to the leaf. */
+  const doubling = (levels: number) => {
+    const $defs: Record<string, object> = { [`a${levels}`]: { type: 'string' } };
+    for (let i = 0; i < levels; i++) $defs[`a${i}`] = { anyOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
+    return { type: 'object', $defs, properties: { v: { $ref: '#/$defs/a0' } } };
+  };
+  const refused = async (payloadSchema: object) => (await t.a.post('/v1/workflows', { name: 'Costly', payloadSchema, steps: [step.inApp()] }).expect(422)).body.details;
+
+  it('refuses recursion, references that are not local pointers, and dynamic references, naming where', async () => {
+    expect(await refused({ $ref: '#' })).toEqual([{ field: 'body/payloadSchema/$ref', message: expect.stringContaining('recursive payload schemas are not accepted') }]);
+    expect(await refused({ anyOf: [{ $ref: '#' }, { type: 'string' }] })).toEqual([{ field: 'body/payloadSchema/anyOf/0/$ref', message: expect.stringContaining('recursive') }]);
+    expect(await refused({ properties: { a: { $ref: 'https://example.com/s.json' } } })).toEqual([
+      { field: 'body/payloadSchema/properties/a/$ref', message: 'must be a local JSON pointer to a schema of this one, such as #/$defs/name' },
+    ]);
+    expect((await refused({ $dynamicRef: '#node' }))[0].field).toBe('body/payloadSchema/$dynamicRef');
+    // A `$ref` inside data (const, enum, default, examples) is data.
+    await t.a.post('/v1/workflows', { name: 'Data', payloadSchema: { const: { $ref: '#' }, examples: [{ $ref: 'x' }] }, steps: [step.inApp()] }).expect(201);
+  });
+
+  it('refuses a schema that expands past its bound once its refs are followed, and keeps one that does not', async () => {
+    expect(await refused(doubling(20))).toEqual([{ field: 'body/payloadSchema', message: expect.stringContaining('expands to more than 1,000 schemas') }]);
+    await t.a.post('/v1/workflows', { name: 'Small', payloadSchema: doubling(5), steps: [step.inApp()] }).expect(201);
+  });
+
+  it('refuses uniqueItems over items compared pairwise, unless few of them may come', async () => {
+    expect(await refused({ properties: { a: { type: 'array', uniqueItems: true } } })).toEqual([
+      { field: 'body/payloadSchema/properties/a/uniqueItems', message: expect.stringContaining('maxItems of at most 100') },
+    ]);
+    for (const [name, a] of Object.entries({
+      'Unique simple items': { type: 'array', uniqueItems: true, items: { type: ['string', 'integer'] } },
+      'Unique few items': { type: 'array', uniqueItems: true, maxItems: 100 },
+    })) {
+      await t.a.post('/v1/workflows', { name, payloadSchema: { properties: { a } }, steps: [step.inApp()] }).expect(201);
+    }
+  });
+
+  it('answers 422 at once, not 500 or a stall, to a trigger of a workflow whose schema was stored before these rules', async () => {
+    await createSubscriber(t.a, { subscriberId: 'old-costly' });
+    for (const stored of [{ $ref: '#' }, doubling(20), { properties: { a: { type: 'array', uniqueItems: true } } }]) {
+      const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object' } });
+      await t.db('workflows').where({ workflow_id: workflowId, environment_id: t.environments.a }).update({ payload_schema: JSON.stringify(stored), updated_at: new Date().toISOString() });
+      const started = performance.now();
+      const payload = { v: 1, a: Array.from({ length: 30_000 }, (_, i) => [i]) };
+      const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-costly', payload }).expect(422);
+      // A liveness bound with a wide margin: checked as stored, each would take seconds, or crash.
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(res.body.details).toEqual([{ field: 'body/name', message: expect.stringContaining("the workflow's payloadSchema cannot be used") }]);
+    }
+  });
+
+  it('names at most 100 of the problems of a payload', async () => {
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { tags: { type: 'array', items: { type: 'string' } } } } });
+    await createSubscriber(t.a, { subscriberId: 'many-problems' });
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'many-problems', payload: { tags: Array(50_000).fill(1) } }).expect(422);
+    expect(res.body.details).toHaveLength(100);
+    expect(res.body.details[0]).toEqual({ field: 'body/payload/tags/0', message: 'must be string' });
+  });
+});
+
 describe('work budgets: rendering', () => {
   it('fails the job of a template whose loops go over budget, with a clear detail and no message stored', async () => {
     const items = Array.from({ length: 200 }, (_, i) => i);
