@@ -33,6 +33,73 @@ export function expressionCount(source: string): number {
 const tooManyExpressions = (count: number) =>
   `has ${count.toLocaleString('en')} {{…}} expressions, more than the ${MAX_EXPRESSIONS.toLocaleString('en')} a template may have`;
 
+/**
+ * What Handlebars' parser and compiler are given at most, besides MAX_EXPRESSIONS: their time grows
+ * with the parts inside the `{{…}}` (names, path segments, literals, parameters) and faster than
+ * that with how deep sub-expressions `(…)` and blocks nest.
+ */
+export const MAX_TEMPLATE_PARTS = 3_000;
+export const MAX_SUBEXPRESSION_DEPTH = 16;
+export const MAX_BLOCK_DEPTH = 32;
+
+interface TemplateShape {
+  /** Names, path segments, literals and parameters inside every `{{…}}`. */
+  parts: number;
+  /** The deepest nesting of `(…)` in one expression (parentheses in string literals do not count). */
+  subexpressionDepth: number;
+  /** The deepest nesting of blocks (`{{#…}}` … `{{/…}}`). */
+  blockDepth: number;
+}
+
+/** A template's shape, found in one pass over its text, without parsing it. */
+export function templateShape(source: string): TemplateShape {
+  const shape: TemplateShape = { parts: 0, subexpressionDepth: 0, blockDepth: 0 };
+  let blocks = 0;
+  for (let at = source.indexOf('{{'); at !== -1; ) {
+    let i = at + 2;
+    while (source[i] === '{' || source[i] === '~') i++;
+    if (source[i] === '#') shape.blockDepth = Math.max(shape.blockDepth, ++blocks);
+    else if (source[i] === '/') blocks--;
+    let depth = 0;
+    let quote = '';
+    let inPart = false;
+    for (; i < source.length; i++) {
+      const c = source[i];
+      if (quote) {
+        if (c === quote) quote = '';
+        continue;
+      }
+      if (c === '}' && source[i + 1] === '}') break;
+      if (c === '"' || c === "'") {
+        quote = c;
+        shape.parts++;
+        inPart = false;
+      } else if (c === '(') shape.subexpressionDepth = Math.max(shape.subexpressionDepth, ++depth);
+      else if (c === ')') depth--;
+      const separator = c === '(' || c === ')' || c === '.' || c === '/' || c === '=' || c === '|' || c === ' ' || c === '\n' || c === '\t' || c === '\r';
+      if (!separator && !inPart && c !== '"' && c !== "'" && ++shape.parts > MAX_TEMPLATE_PARTS) return shape; // over: no need to read on
+      inPart = !separator && c !== '"' && c !== "'";
+    }
+    at = source.indexOf('{{', i);
+  }
+  return shape;
+}
+
+/** Why a template is past what Handlebars may be given to parse, without parsing it; undefined when it is not. */
+function parseBudgetProblem(source: string): string | undefined {
+  const count = expressionCount(source);
+  if (count > MAX_EXPRESSIONS) return tooManyExpressions(count);
+  const shape = templateShape(source);
+  if (shape.parts > MAX_TEMPLATE_PARTS) {
+    return `has ${shape.parts.toLocaleString('en')} names, literals and parameters inside its {{…}}, more than the ${MAX_TEMPLATE_PARTS.toLocaleString('en')} a template may have`;
+  }
+  if (shape.subexpressionDepth > MAX_SUBEXPRESSION_DEPTH) {
+    return `nests sub-expressions (…) ${shape.subexpressionDepth} deep, more than the ${MAX_SUBEXPRESSION_DEPTH} a template may`;
+  }
+  if (shape.blockDepth > MAX_BLOCK_DEPTH) return `nests blocks {{#…}} ${shape.blockDepth} deep, more than the ${MAX_BLOCK_DEPTH} a template may`;
+  return undefined;
+}
+
 /** A template that went over its work budget: its job fails with this message as the detail. */
 export class TemplateOverBudget extends Undeliverable {}
 
@@ -191,8 +258,8 @@ function unsupported(node: unknown): string | undefined {
 
 /** Why a Handlebars template cannot be used, in one line; undefined when it compiles. */
 export function templateProblem(source: string): string | undefined {
-  const count = expressionCount(source);
-  if (count > MAX_EXPRESSIONS) return tooManyExpressions(count);
+  const overBudget = parseBudgetProblem(source);
+  if (overBudget) return overBudget;
   try {
     const ast = handlebars.parse(source);
     handlebars.precompile(ast, { strict: false });
@@ -248,8 +315,8 @@ export function render(source: string, context: object, { escape }: { escape: bo
   let template = compiled.get(key);
   if (!template) {
     // A trigger's overrides are templates no save has checked.
-    const count = expressionCount(source);
-    if (count > MAX_EXPRESSIONS) throw new TemplateOverBudget(`The template ${tooManyExpressions(count)}`);
+    const overBudget = parseBudgetProblem(source);
+    if (overBudget) throw new TemplateOverBudget(`The template ${overBudget}`);
     template = handlebars.compile(source, { noEscape: !escape, strict: false });
     compiled.set(key, template);
   }

@@ -19,10 +19,10 @@ const t = useTestApp();
 beforeEach(() => t.clock.advance(60_000));
 
 /** Triggers a workflow for a new subscriber, runs its jobs, and returns the notification with its jobs. */
-async function deliverOnce(workflowId: string, payload: object, subscriber: object = {}) {
+async function deliverOnce(workflowId: string, payload: object, subscriber: object = {}, overrides?: object) {
   const subscriberId = uniqueId('hostile');
   await createSubscriber(t.a, { subscriberId, ...subscriber });
-  const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, payload }).expect(201);
+  const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, payload, overrides }).expect(201);
   await new JobRunner(t.deps).runUntilIdle();
   const [listed] = (await t.a.get(`/v1/notifications?transactionId=${trigger.body.data.transactionId}`).expect(200)).body.data;
   const notification = (await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
@@ -204,6 +204,33 @@ describe('work budgets: compiling templates', () => {
     // Compiling them would take 8–12 s; refusing them takes milliseconds, under load too.
     expect(performance.now() - started).toBeLessThan(5_000);
     expect(res.body.details).toEqual([{ field: 'body/steps/0/template/content', message: expect.stringContaining('more than 1,000 {{…}} expressions') }]);
+  });
+
+  it('refuses at once templates whose expressions nest or hold more than Handlebars parses quickly', async () => {
+    const nested = (n: number) => `{{lookup ${'(lookup '.repeat(n)}a b${' b)'.repeat(n)} b}}`;
+    const cases = {
+      // Parsed, each of these took seconds (a sub-expression 5,000 deep, 31 s) or overflowed the stack.
+      [nested(500)]: 'nests sub-expressions (…) 500 deep, more than the 16 a template may',
+      [`{{lookup ${'a '.repeat(100_000)}}}`]: 'has 3,001 names, literals and parameters inside its {{…}}, more than the 3,000 a template may have',
+      [`{{${'a.'.repeat(100_000)}b}}`]: 'has 3,001 names, literals and parameters inside its {{…}}, more than the 3,000 a template may have',
+      [`${'{{#if a}}'.repeat(400)}x${'{{/if}}'.repeat(400)}`]: 'nests blocks {{#…}} 400 deep, more than the 32 a template may',
+    };
+    for (const [content, message] of Object.entries(cases)) {
+      const started = performance.now();
+      const res = await t.a.post('/v1/workflows', { name: 'Deep', steps: [step.email({ content })] }).expect(422);
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(res.body.details).toEqual([{ field: 'body/steps/0/template/content', message: `does not compile: ${message}` }]);
+    }
+    // Up to the bounds, templates are as before.
+    await createWorkflow(t.a, { steps: [step.inApp({ content: `${nested(16)} ${'{{#if a}}'.repeat(32)}x${'{{/if}}'.repeat(32)}` })] });
+  });
+
+  it('fails, without parsing it, the job of a trigger whose overrides nest too deep', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'fine' })] });
+    const { notification } = await deliverOnce(workflowId, {}, {}, { in_app: { content: `{{lookup ${'(lookup '.repeat(500)}a b${' b)'.repeat(500)} b}}` } });
+    expect(notification.jobs).toMatchObject([
+      { status: 'failed', executionDetails: [{ status: 'failed', detail: 'The template nests sub-expressions (…) 500 deep, more than the 16 a template may' }] },
+    ]);
   });
 
   it("counts the workflow's templates together, naming the one that goes over", async () => {
