@@ -875,6 +875,9 @@ export interface paths {
          *     gap gets a `reset`. Without `Last-Event-ID` the stream starts with a `counts` event. A
          *     comment line (`: ping`) is sent every 25 seconds so proxies keep the connection open.
          *
+         *     A subscriber may have at most 10 streams open on one server process (tabs and devices
+         *     together); one more is answered `429` until another closes.
+         *
          *     **Authentication.** Send the subscriber token as `Authorization: Bearer <token>` (a
          *     fetch-based SSE client can). Browsers' plain `EventSource` cannot set headers: get a ticket
          *     from `POST /inbox/events/tickets` and open `/v1/inbox/events?ticket=<ticket>`. A ticket

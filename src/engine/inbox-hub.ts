@@ -32,6 +32,9 @@ interface Stream {
   ready: boolean;
 }
 
+/** Streams one subscriber may hold open on this process (its tabs and devices), so that one token cannot take every socket. */
+export const MAX_STREAMS_PER_SUBSCRIBER = 10;
+
 const CHUNK = 1000;
 const REPLAY_PAGE = 500;
 
@@ -58,6 +61,11 @@ export class InboxHub {
     let n = 0;
     for (const set of this.streams.values()) n += set.size;
     return n;
+  }
+
+  /** Whether a subscriber may open another stream here (MAX_STREAMS_PER_SUBSCRIBER). */
+  hasRoomFor(subscriberKey: string): boolean {
+    return (this.streams.get(subscriberKey)?.size ?? 0) < MAX_STREAMS_PER_SUBSCRIBER;
   }
 
   /**

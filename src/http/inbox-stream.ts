@@ -4,8 +4,9 @@
 import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../contract.js';
-import type { InboxHub } from '../engine/inbox-hub.js';
 import { inboxSubscriberKey } from '../engine/inbox.js';
+import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub } from '../engine/inbox-hub.js';
+import { tooManyRequests } from '../errors.js';
 
 /** A comment line this often keeps proxies (nginx waits 60 s by default) from closing an idle stream. */
 export const PING_MS = 25_000;
@@ -22,6 +23,8 @@ function lastEventIdOf(req: Request): number | undefined {
 
 export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, req: Request, res: Response, pingMs = PING_MS): Promise<void> {
   const key = await inboxSubscriberKey(deps, { environmentId: auth.environmentId, subscriberId: auth.subscriberId! });
+  // Checked and taken in one turn of the event loop: hub.open counts the stream before it awaits.
+  if (!hub.hasRoomFor(key)) throw tooManyRequests(`This subscriber has ${MAX_STREAMS_PER_SUBSCRIBER} inbox streams open, the most it may have; close one first`);
   res.writeHead(200, {
     'Content-Type': 'text/event-stream; charset=utf-8',
     'Cache-Control': 'no-cache, no-transform',

@@ -54,6 +54,24 @@ const inbox = (path: string) => t.http.get(path).set('Authorization', `Bearer ${
 const patch = (path: string, body: object) => t.http.patch(path).set('Authorization', `Bearer ${token}`).send(body);
 
 describe('GET /inbox/events (streamInboxEvents)', () => {
+  it('lets a subscriber hold at most 10 streams open, answering 429 with the error body past them, until one closes', async () => {
+    const streams = await Promise.all(Array.from({ length: 10 }, () => stream()));
+    expect(streams.map((s) => s.status)).toEqual(Array(10).fill(200));
+    const refused = await stream();
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ statusCode: 429, error: 'Too Many Requests', message: expect.stringContaining('10 inbox streams open') });
+    // Another subscriber of the environment is not held back by ada's.
+    await t.a.post('/v1/subscribers', { subscriberId: 'grace' }).expect(201);
+    const graceToken = (await t.a.post('/v1/subscribers/grace/inbox-tokens', {}).expect(201)).body.data.token;
+    expect((await stream({ Authorization: `Bearer ${graceToken}` })).status).toBe(200);
+    streams[0].close();
+    await expect.poll(async () => {
+      const again = await stream();
+      again.close();
+      return again.status;
+    }).toBe(200);
+  });
+
   it('starts with the counts, then sends each new item and every change made elsewhere, numbered without a gap', async () => {
     await deliver(1);
     const s = await stream();
