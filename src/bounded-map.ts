@@ -53,3 +53,16 @@ export class BoundedMap<K, V> extends Map<K, V> {
     super.clear();
   }
 }
+
+/**
+ * A BoundedMap for each owner (a database), made on first use: the memos of several apps in one
+ * process (tests make many) stay apart, and go with their owner.
+ */
+export function boundedMapsBy<Owner extends object, K, V>(limit: number): (owner: Owner) => BoundedMap<K, V> {
+  const maps = new WeakMap<Owner, BoundedMap<K, V>>();
+  return (owner) => {
+    let map = maps.get(owner);
+    if (!map) maps.set(owner, (map = new BoundedMap<K, V>(limit)));
+    return map;
+  };
+}

@@ -1,5 +1,5 @@
 import type { Db } from './knex.js';
-import { BoundedMap } from '../bounded-map.js';
+import { boundedMapsBy } from '../bounded-map.js';
 
 /** Keys remembered per database; unknown keys count too, so that a flood of random keys stays bounded. */
 const MAX_ENTRIES = 10_000;
@@ -9,7 +9,7 @@ interface Entry {
   expiresAt: number;
 }
 
-const caches = new WeakMap<Db, BoundedMap<string, Entry>>();
+const cacheOf = boundedMapsBy<Db, string, Entry>(MAX_ENTRIES);
 
 /**
  * The key's owner (or undefined), read from the database at most once per `ttlMs` per key.
@@ -26,8 +26,7 @@ export async function cachedKeyOwner<Owner>(
   now: number,
 ): Promise<Owner | undefined> {
   if (ttlMs <= 0) return read(db, keyHash);
-  let cache = caches.get(db);
-  if (!cache) caches.set(db, (cache = new BoundedMap(MAX_ENTRIES)));
+  const cache = cacheOf(db);
   const hit = cache.get(keyHash);
   if (hit && hit.expiresAt > now) return hit.owner as Owner | undefined;
   const clears = cache.clears;
@@ -39,5 +38,5 @@ export async function cachedKeyOwner<Owner>(
 
 /** After a change to keys or plans: every process-local answer is read again. */
 export function forgetKeyOwners(db: Db): void {
-  caches.get(db)?.clear();
+  cacheOf(db).clear();
 }

@@ -13,7 +13,7 @@ import * as secrets from '../db/inbox-secrets.js';
 import type { SigningSecret } from '../db/inbox-secrets.js';
 import { existingSubscriberKey } from './subscribers.js';
 import type { Plan } from '../config.js';
-import { BoundedMap } from '../bounded-map.js';
+import { boundedMapsBy } from '../bounded-map.js';
 
 /** The `aud` every subscriber token carries. */
 export const INBOX_AUDIENCE = 'herald-inbox';
@@ -45,14 +45,14 @@ export async function signingSecrets(deps: Deps, environmentId: string): Promise
 /** Adds a secret, which signs from now on; beyond two the oldest is retired. */
 export async function addSigningSecret(deps: Deps, environmentId: string): Promise<SigningSecret> {
   const added = await secrets.addSigningSecret(deps.db, environmentId, deps.config.secret, deps.clock.now());
-  secretCache.clear();
+  secretCacheOf(deps.db).clear();
   return added;
 }
 
 /** Retires one secret: tokens signed with it stop working. */
 export async function retireSigningSecret(deps: Deps, environmentId: string, kid: string): Promise<boolean> {
   const gone = await secrets.retireSigningSecret(deps.db, environmentId, kid);
-  secretCache.clear();
+  secretCacheOf(deps.db).clear();
   return gone;
 }
 
@@ -78,13 +78,15 @@ export async function mintSubscriberToken(
 }
 
 type CachedSecret = { row: repo.InboxSecretRow & repo.OrganizationPlan; key: Uint8Array; until: number } | { row: undefined; until: number };
-const secretCache = new BoundedMap<string, CachedSecret>(10_000);
+/** Signing secrets by id, per database. */
+const secretCacheOf = boundedMapsBy<Db, string, CachedSecret>(10_000);
 
 /** Longer than any signing secret's id (`ik_` and 24 hex digits): unknown without a read, and not remembered. */
 const MAX_KID_LENGTH = 64;
 
 async function secretForKid(db: Db, kid: string, sealKey: string | undefined, now: number): Promise<CachedSecret> {
   if (kid.length > MAX_KID_LENGTH) return { row: undefined, until: now };
+  const secretCache = secretCacheOf(db);
   const cached = secretCache.get(kid);
   if (cached && cached.until > now) return cached;
   const clears = secretCache.clears;
@@ -169,20 +171,22 @@ export async function inboxOrigins(deps: Deps, environmentId: string): Promise<s
 export async function setInboxOrigins(deps: Deps, environmentId: string, origins: string[]): Promise<string[]> {
   const normalized = [...new Set(origins.map((origin) => new URL(origin).origin))].sort();
   await writeTransaction(deps.db, (trx) => repo.replaceOrigins(trx, environmentId, normalized));
-  originCache.clear();
+  originCacheOf(deps.db).clear();
   return normalized;
 }
 
 /** The longest origin an environment may allow (InboxSettingsUpdate's allowedOrigins). */
 export const MAX_ORIGIN_LENGTH = 255;
 
-const originCache = new BoundedMap<string, { allowed: boolean; until: number }>(10_000);
+/** Answers by environment (or `*`, any) and origin, per database. */
+const originCacheOf = boundedMapsBy<Db, string, { allowed: boolean; until: number }>(10_000);
 
 /** Whether `origin` may call this environment's inbox (or, for a preflight, any environment's); remembered a few seconds. */
 export async function originAllowed(db: Db, origin: string, environmentId: string | undefined, now: number): Promise<boolean> {
   // Longer than any origin an environment can allow (the contract's maxLength): no read, and not remembered.
   if (origin.length > MAX_ORIGIN_LENGTH) return false;
   const key = `${environmentId ?? '*'} ${origin}`;
+  const originCache = originCacheOf(db);
   const cached = originCache.get(key);
   if (cached && cached.until > now) return cached.allowed;
   const clears = originCache.clears;
