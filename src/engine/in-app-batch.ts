@@ -16,13 +16,12 @@ import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER } from './preferences.js';
 import type { Layer } from '../db/repos/preferences.js';
-import { CANCELED_BEFORE_RUN, decideStep, IN_APP_DELIVERED, Undeliverable, type Recipient } from './deliver.js';
+import { CANCELED_BEFORE_RUN, decideStep, IN_APP_DELIVERED, type ChannelStep, type Recipient } from './deliver.js';
+import { Undeliverable } from './undeliverable.js';
 import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
 import type { WorkerContext } from './worker-context.js';
-import type { Step } from '../db/repos/workflows.js';
 
-type ChannelStep = Extract<Step, { template: unknown }>;
 
 type Decision =
   | { job: JobRecord; event: EventRecord; status: 'canceled' }

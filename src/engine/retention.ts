@@ -17,6 +17,7 @@ import {
   retentionBatchSize,
 } from '../db/repos/retention.js';
 import { foldEndedCountShards } from '../db/repos/notifications.js';
+import { yieldToEventLoop } from './worker-context.js';
 import { pruneEvents as pruneInboxEvents, pruneTickets as pruneInboxTickets } from '../db/repos/inbox.js';
 
 /**
@@ -31,8 +32,6 @@ export const INBOX_EVENTS_KEPT_MS = 25 * 60 * 60_000;
 const INBOX_EVENTS_A_BATCH = 1_000;
 export const RETENTION_EVERY_MS = 60 * 60_000;
 const FIRST_SWEEP_MS = 60_000;
-
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export interface Swept {
   notifications: number;

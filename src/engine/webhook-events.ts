@@ -8,7 +8,7 @@ import { digestRiders } from '../db/repos/jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { subscriptionsFor } from '../db/webhook-subscriptions.js';
 import type { Subscription, WebhookEventType } from '../db/repos/webhook-endpoints.js';
-import type { Channel, Schemas } from '../contract.js';
+import { CHANNELS, type Channel, type Schemas } from '../contract.js';
 import type { DecidedSend } from './deliver.js';
 import { followsDigest } from './digests.js';
 import { newId } from '../ids.js';
@@ -188,8 +188,6 @@ export interface JobFacts {
   steps: ReadonlyArray<{ type: string }>;
 }
 
-const CHANNEL_TYPES: readonly string[] = ['in_app', 'email', 'sms', 'chat', 'push'];
-
 export async function recordStepEvent(
   trx: Runner,
   facts: JobFacts,
@@ -197,7 +195,7 @@ export async function recordStepEvent(
   now: Date,
   subscriberOf: (notificationId: string) => Promise<string | undefined>,
 ): Promise<void> {
-  if (!CHANNEL_TYPES.includes(facts.channel)) return;
+  if (!(CHANNELS as readonly string[]).includes(facts.channel)) return;
   if (!(await wantsWebhookEvent(trx, facts.environmentId, event.type))) return;
   const subscriberId = facts.subscriberId ?? (await subscriberOf(facts.notificationId)) ?? '';
   const data = stepData({ ...facts, channel: facts.channel as Channel, subscriberId });

@@ -3,7 +3,7 @@
 // inbox functions (engine/inbox.ts), which call these in one transaction: the message rows, then
 // the counts row (its update locks it, and so orders the subscriber's events), then the events.
 import type { Db, Runner } from '../knex.js';
-import { inList, isPostgres, selectRows, changeRows } from '../knex.js';
+import { isPostgres, selectRows, changeRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { readBool, readJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
@@ -143,12 +143,6 @@ export async function findItem(db: Runner, subscriberKey: string, messageId: str
   return row && toItem(row);
 }
 
-export async function itemsByIds(db: Runner, ids: string[]): Promise<InboxItem[]> {
-  if (ids.length === 0) return [];
-  const list = inList(db, 'id', ids);
-  const rows = await selectRows<Record<string, unknown>>(db, `SELECT ${ITEM_COLUMNS} FROM messages WHERE ${list.sql}`, list.bindings);
-  return rows.map(toItem);
-}
 
 /** A message's state, its row locked on PostgreSQL until the transaction ends (SQLite writes one transaction at a time). */
 export async function lockMessage(trx: Runner, subscriberKey: string, messageId: string): Promise<(MessageState & { row: Record<string, unknown> }) | undefined> {
@@ -341,16 +335,6 @@ export async function eventsAfterMany(db: Runner, cursors: Array<{ subscriberKey
   return (await selectRows<Record<string, unknown>>(db, sql, [json])).map(storedEvent);
 }
 
-/** Each subscriber's last event number, for the periodic catch-up of the streams a process holds. */
-export async function lastSeqs(db: Runner, subscriberKeys: string[]): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for (let start = 0; start < subscriberKeys.length; start += 1000) {
-    const list = inList(db, 'subscriber_key', subscriberKeys.slice(start, start + 1000));
-    const rows = await selectRows<{ subscriber_key: string; seq: number | string }>(db, `SELECT subscriber_key, seq FROM inbox_counts WHERE ${list.sql}`, list.bindings);
-    for (const row of rows) out.set(row.subscriber_key, Number(row.seq));
-  }
-  return out;
-}
 
 /** Forgets events older than `before` (retention keeps them INBOX_EVENTS_KEPT_MS); at most `limit` a call. */
 export async function pruneEvents(db: Db, before: Date, limit: number): Promise<number> {
@@ -361,16 +345,6 @@ export async function pruneEvents(db: Db, before: Date, limit: number): Promise<
   );
 }
 
-/** Existing messages among these jobs' (a job run again finds its message already stored). */
-export async function jobsWithMessages(trx: Runner, jobIds: string[]): Promise<Set<string>> {
-  if (jobIds.length === 0) return new Set();
-  const found = new Set<string>();
-  for (let start = 0; start < jobIds.length; start += 1000) {
-    const list = inList(trx, 'job_id', jobIds.slice(start, start + 1000));
-    for (const row of await selectRows<{ job_id: string }>(trx, `SELECT job_id FROM messages WHERE ${list.sql}`, list.bindings)) found.add(row.job_id);
-  }
-  return found;
-}
 
 // --- signing secrets, origins, tickets -------------------------------------------------------
 

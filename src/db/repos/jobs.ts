@@ -314,11 +314,8 @@ export async function renewLeases(db: Db, owner: string, ids: readonly string[],
   return changeRows(db, `UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND status = 'running' AND ${list.sql}`, [until.toISOString(), owner, ...list.bindings]);
 }
 
-/**
- * Gives jobs a worker holds back, untouched (their attempt too), for another worker to claim now,
- * or from `runAt` on.
- */
-export async function releaseJobs(db: Db, ids: string[], owner: string, now: Date, runAt?: Date): Promise<void> {
+/** Gives jobs a worker holds back, untouched (their attempt too), for another worker to claim now. */
+export async function releaseJobs(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
   if (ids.length === 0) return;
   await db('jobs')
     .whereIn('id', ids)
@@ -329,7 +326,6 @@ export async function releaseJobs(db: Db, ids: string[], owner: string, now: Dat
       lease_expires_at: null,
       attempts: db.raw('attempts - 1'),
       updated_at: now.toISOString(),
-      ...(runAt ? { run_at: runAt.toISOString() } : {}),
     });
 }
 
