@@ -16,7 +16,11 @@ export interface Config {
   apiKey?: string;
   /** The plan of the organization created on first start. */
   defaultPlan: Plan;
-  /** Encrypts integration credentials at rest when set. */
+  /**
+   * Seals what grants access at rest (crypto.ts): integration credentials, subscribers' webhook
+   * URLs, webhook endpoints' and the inbox's signing secrets. On a SQLite file without it, a key
+   * file beside the database serves (accounts/secret.ts).
+   */
   secret?: string;
   logLevel: string;
   /** How long a worker holds a claimed job before another worker may take it over. */

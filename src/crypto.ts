@@ -4,7 +4,8 @@ import path from 'node:path';
 import { BoundedMap } from './bounded-map.js';
 
 /**
- * Sealing of values at rest (integration credentials) with a key derived from HERALD_SECRET.
+ * Sealing of values at rest (integration credentials, subscribers' webhook URLs, webhook and inbox
+ * signing secrets) with a key derived from HERALD_SECRET, or the key file of a SQLite database.
  *
  * A sealed value is `enc:v1:<base64 of iv | tag | ciphertext>`: AES-256-GCM with a random 12-byte
  * IV and a 16-byte tag, so an altered value or another secret fails to open instead of decrypting

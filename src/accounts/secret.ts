@@ -29,7 +29,7 @@ export async function settleSecret(config: Config, db: Db, logger: Logger): Prom
       }
     } else {
       logger.warn(
-        'HERALD_SECRET is not set: integration credentials and subscribers’ webhook URLs are stored IN CLEAR in the database. Set HERALD_SECRET to a long random value (the same in every process) and restart',
+        'HERALD_SECRET is not set: integration credentials, subscribers’ webhook URLs and the webhook and inbox signing secrets are stored IN CLEAR in the database. Set HERALD_SECRET to a long random value (the same in every process) and restart',
       );
     }
   }
