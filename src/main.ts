@@ -50,7 +50,7 @@ async function main(): Promise<void> {
   const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
   // Every process records webhook events: each hears of the others' changes to endpoints.
   const stopListening = await listenForSubscriptionChanges(db, (err) => logger.warn({ err }, 'listening for webhook endpoint changes failed; reconnecting'));
-  const runner = role === 'api' ? undefined : new JobRunner(deps, { leaseMs: config.jobLeaseMs });
+  const runner = role === 'api' ? undefined : new JobRunner(deps);
   runner?.start();
   // Processes that run jobs also delete what is past its retention.
   const sweeper = role === 'api' ? undefined : new RetentionSweeper(deps);

@@ -95,15 +95,19 @@ const LEFT_OUT_GAP_MAX_MS = 1_000;
 const WEBHOOK = 'webhook:';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Local jobs other than in-app (delay, digest, throttle, fan-out batches) run at once by the local loop. */
+const LOCAL_LANES = 8;
 
 /**
  * The job runner: claims due jobs under a lease and runs them, continuously, on two paths that
- * never wait for each other. Local work (in-app, delay, digest, fan-out: only rows in our own
- * database) is claimed and settled in bulk. Sends run in a pool of slots, each slot refilled as its
+ * never wait for each other. Local work (in-app, delay, digest, throttle, fan-out: only rows in our
+ * own database) is claimed in bulk; its in-app jobs are settled in bulk too, the rest run
+ * LOCAL_LANES at a time. Sends run in a pool of slots, each slot refilled as its
  * send ends; a destination gets a bounded share of them and an environment half of them, and a
  * destination that keeps failing is deferred by its breaker (`destinations.ts`). Wake-ups are
- * coalesced (`pause`), so that work arriving together is claimed together. It runs in the API process by default, or alone with `--role worker`; any number of
- * runners can share one PostgreSQL database.
+ * coalesced (`pause`), so that work arriving together is claimed together. It runs in the API
+ * process by default, or alone with `--role worker`; any number of runners can share one
+ * PostgreSQL database.
  */
 export class JobRunner {
   private readonly ctx: WorkerContext;
@@ -149,7 +153,7 @@ export class JobRunner {
       breakerFailures: d.breakerFailures,
       breakerCooldownMs: d.breakerCooldownMs,
       breakerMaxCooldownMs: d.breakerMaxCooldownMs,
-      leaseMs: 60_000,
+      leaseMs: deps.config.jobLeaseMs,
       maxIdleMs: 100,
       coalesceMs: d.coalesceMs,
       ...options,
@@ -329,7 +333,7 @@ export class JobRunner {
         else await this.execute(job, false, loop);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(8, queue.length) }, lane));
+    await Promise.all(Array.from({ length: Math.min(LOCAL_LANES, queue.length) }, lane));
     return unstarted;
   }
 
