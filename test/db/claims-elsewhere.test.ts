@@ -203,7 +203,7 @@ describe('a claim that leaves environments out', () => {
 
   it('is for sends only', async () => {
     await expect(claimDueJobs(testDb.db, { owner: 'elsewhere', now: new Date(), leaseMs: 60_000, limit: 1, lane: 'local', excludeEnvironments: [environments[0]] })).rejects.toThrow(
-      /Only a claim of sends/,
+      /A claim from jobs_due_local cannot leave environments out/,
     );
   });
 });

@@ -1,11 +1,12 @@
 import type { Db, Runner } from '../knex.js';
-import { changeRows, inList, isPostgres, selectRows, selectRowsPlannedAfresh } from '../knex.js';
+import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
-import { dueElsewhere, type DueByEnvironment } from '../due-elsewhere.js';
+import type { DueByEnvironment } from '../due-elsewhere.js';
+import { anyLeasedDue, claimLeased, releaseLeased, renewLeased, type LeaseClaim, type LeasedQueue } from '../leased-queue.js';
 
 export type JobStatus = Schemas['JobStatus'];
 export type Job = Schemas['Job'];
@@ -129,91 +130,55 @@ const SEND_TYPE_LIST = SEND_TYPES.map((type) => `'${type}'`).join(', ');
  */
 export type JobLane = 'send' | 'local' | 'all';
 
+const DUE_STATUSES = `status IN ('pending', 'queued', 'delayed')`;
 const LANES: Record<JobLane, { index: string; type: string }> = {
   send: { index: 'jobs_due_send', type: ` AND type IN (${SEND_TYPE_LIST})` },
   local: { index: 'jobs_due_local', type: ` AND type NOT IN (${SEND_TYPE_LIST})` },
   all: { index: 'jobs_due', type: '' },
 };
 
-export interface ClaimOptions {
-  owner: string;
-  now: Date;
-  leaseMs: number;
-  limit: number;
-  lane?: JobLane;
-  /** Environments that may not have more sends now (their share of the send slots is taken): a claim of the send lane only. */
-  excludeEnvironments?: readonly string[];
-}
-
 /** Due sends by environment, for a claim that leaves some environments out (migration of 2026-11-28). */
 export const DUE_SENDS_BY_ENVIRONMENT: DueByEnvironment = {
   table: 'jobs',
   index: 'jobs_due_send_by_environment',
-  due: `status IN ('pending', 'queued', 'delayed')${LANES.send.type}`,
+  due: `${DUE_STATUSES}${LANES.send.type}`,
 };
 
-/**
- * Claims up to `limit` jobs that are due, or whose worker's lease ran out, for this worker: they
- * become `running` under a lease. On PostgreSQL, SKIP LOCKED lets many workers claim at once
- * without waiting on each other or taking the same job. Each kind of claimable job is read from its
- * own partial index (`jobs_due*`, `jobs_leased`) in that index's order, so the claim reads about the
- * rows it takes, whatever the statistics say of how many jobs are due; a claim that leaves
- * environments out reads the others' due sends by environment (dueElsewhere).
- */
-export async function claimDueJobs(db: Db, options: ClaimOptions): Promise<JobRecord[]> {
-  const now = options.now.toISOString();
-  const leaseEnd = new Date(options.now.getTime() + options.leaseMs).toISOString();
-  const postgres = isPostgres(db);
-  const skipLocked = postgres ? 'FOR UPDATE SKIP LOCKED' : '';
-  // SQLite would rather read its (status, run_at) index and sort every due job (see the migration).
-  const from = (index: string) => (postgres ? 'jobs' : `jobs INDEXED BY ${index}`);
-  const lane = LANES[options.lane ?? 'all'];
-  const excluded = options.excludeEnvironments ?? [];
-  if (excluded.length > 0 && options.lane !== 'send') throw new Error('Only a claim of sends leaves environments out');
-  const due =
-    excluded.length > 0
-      ? await dueElsewhere(db, DUE_SENDS_BY_ENVIRONMENT, excluded, now, options.limit)
-      : {
-          sql: `SELECT id, run_at FROM ${from(lane.index)} WHERE status IN ('pending', 'queued', 'delayed')${lane.type} AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}`,
-          bindings: [now, options.limit],
-        };
-  // Running jobs whose lease ran out are few (at most the slots of the workers that died).
-  const exclude = excluded.length > 0 ? ` AND environment_id NOT IN (${excluded.map(() => '?').join(', ')})` : '';
-  // Planned afresh each time (never a kept statement): a generic plan made while the queue was
-  // nearly empty would scan the whole table once it grew, where the partial indexes read only the
-  // claimable jobs.
-  const result = await db.raw(
-    `WITH due AS (
-       ${due.sql}
-     ), lapsed AS (
-       SELECT id, run_at FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ?${lane.type}${exclude} ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
-     )
-     UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
-     WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
-     RETURNING ${JOB_COLUMNS}`,
-    [...due.bindings, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
-  );
-  const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
-  return rows.map(toRecord).sort((a, b) => (a.runAt < b.runAt ? -1 : a.runAt > b.runAt ? 1 : a.id < b.id ? -1 : 1));
+/** The jobs as a leased queue, one a lane (leased-queue.ts). */
+const QUEUES: Record<JobLane, LeasedQueue> = Object.fromEntries(
+  (Object.keys(LANES) as JobLane[]).map((lane) => [
+    lane,
+    {
+      table: 'jobs',
+      dueIndex: LANES[lane].index,
+      due: DUE_STATUSES,
+      leasedIndex: 'jobs_leased',
+      also: LANES[lane].type,
+      lapsedAt: 'run_at',
+      byEnvironment: lane === 'send' ? DUE_SENDS_BY_ENVIRONMENT : undefined,
+      returning: JOB_COLUMNS,
+      released: 'queued',
+    },
+  ]),
+) as Record<JobLane, LeasedQueue>;
+
+export interface ClaimOptions extends LeaseClaim {
+  lane?: JobLane;
 }
 
 /**
- * Whether a claim of `lane` would find a job now: a read of the same partial indexes in the same
- * order, no write. An empty claim is an UPDATE (on SQLite it takes the write lock; on PostgreSQL
- * it locks and plans); a runner that found nothing last time looks with this first.
+ * Claims up to `limit` jobs of a lane that are due, or whose worker's lease ran out, for this
+ * worker: they become `running` under a lease (claimLeased). Only a claim of sends may leave
+ * environments out.
  */
-export async function jobsDue(db: Runner, lane: JobLane, now: Date): Promise<boolean> {
-  const at = now.toISOString();
-  const from = (index: string) => (isPostgres(db) ? 'jobs' : `jobs INDEXED BY ${index}`);
-  const { index, type } = LANES[lane];
-  // Each part reads its partial index in order up to its first row, as the claim reads it.
-  const [row] = await selectRowsPlannedAfresh<{ due: unknown }>(
-    db,
-    `SELECT (SELECT 1 FROM ${from(index)} WHERE status IN ('pending', 'queued', 'delayed')${type} AND run_at <= ? ORDER BY run_at, id LIMIT 1) IS NOT NULL
-         OR (SELECT 1 FROM ${from('jobs_leased')} WHERE status = 'running' AND lease_expires_at < ?${type} ORDER BY lease_expires_at, id LIMIT 1) IS NOT NULL AS due`,
-    [at, at],
-  );
-  return readBool(row?.due);
+export async function claimDueJobs(db: Db, options: ClaimOptions): Promise<JobRecord[]> {
+  const rows = await claimLeased(db, QUEUES[options.lane ?? 'all'], options);
+  return rows.map(toRecord).sort((a, b) => (a.runAt < b.runAt ? -1 : a.runAt > b.runAt ? 1 : a.id < b.id ? -1 : 1));
+}
+
+/** Whether a claim of `lane` would find a job now: a read, no write (anyLeasedDue). */
+export function jobsDue(db: Runner, lane: JobLane, now: Date): Promise<boolean> {
+  return anyLeasedDue(db, QUEUES[lane], now);
 }
 
 export interface JobUpdate {
@@ -303,30 +268,16 @@ export async function recordOutcome(
 }
 
 /**
- * Extends the lease of the jobs `owner` claimed and still holds, of those given, until `until`: a
- * worker at work keeps its batch however long it takes, so only one that stopped (crashed, or
- * stuck) loses it. A job left running by a failure is not among them, and is taken over when its
- * lease ends.
+ * Extends the lease of the jobs `owner` claimed and still holds, of those given, until `until`. A
+ * job left running by a failure is not among them, and is taken over when its lease ends.
  */
-export async function renewLeases(db: Db, owner: string, ids: readonly string[], until: Date): Promise<number> {
-  if (ids.length === 0) return 0;
-  const list = inList(db, 'id', ids);
-  return changeRows(db, `UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND status = 'running' AND ${list.sql}`, [until.toISOString(), owner, ...list.bindings]);
+export function renewLeases(db: Db, owner: string, ids: readonly string[], until: Date): Promise<number> {
+  return renewLeased(db, QUEUES.all, owner, ids, until);
 }
 
 /** Gives jobs a worker holds back, untouched (their attempt too), for another worker to claim now. */
-export async function releaseJobs(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
-  if (ids.length === 0) return;
-  await db('jobs')
-    .whereIn('id', ids)
-    .where({ lease_owner: owner, status: 'running' })
-    .update({
-      status: 'queued',
-      lease_owner: null,
-      lease_expires_at: null,
-      attempts: db.raw('attempts - 1'),
-      updated_at: now.toISOString(),
-    });
+export function releaseJobs(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
+  return releaseLeased(db, QUEUES.all, ids, owner, now);
 }
 
 /**

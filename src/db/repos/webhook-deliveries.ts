@@ -2,13 +2,13 @@
 // transaction of the change it tells of, claimed by a job runner under a lease as a job is, and
 // ends succeeded or failed; each try leaves an attempt with the first KB of the answer.
 import type { Db, Runner, Transaction } from '../knex.js';
-import { changeRows, inList, isPostgres, selectRows, selectRowsPlannedAfresh } from '../knex.js';
+import { changeRows, inList, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
 import { chunks } from '../chunks.js';
-import { dueElsewhere, type DueByEnvironment } from '../due-elsewhere.js';
+import { anyLeasedDue, claimLeased, releaseLeased, renewLeased, type LeaseClaim, type LeasedQueue } from '../leased-queue.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 
 export type WebhookDelivery = Schemas['WebhookDelivery'];
@@ -59,46 +59,25 @@ export async function insertDeliveries(trx: Runner, deliveries: NewDelivery[], n
   return rows.map((row) => row.id);
 }
 
-export interface DeliveryClaim {
-  owner: string;
-  now: Date;
-  leaseMs: number;
-  limit: number;
-  excludeEnvironments?: readonly string[];
-}
+export type DeliveryClaim = LeaseClaim;
 
-/** Due deliveries by environment, for a claim that leaves some environments out (migration of 2026-11-28). */
-const DUE_BY_ENVIRONMENT: DueByEnvironment = { table: 'webhook_deliveries', index: 'webhook_deliveries_due_by_environment', due: `status = 'pending'` };
+/** The webhook deliveries as a leased queue (leased-queue.ts). */
+const QUEUE: LeasedQueue = {
+  table: 'webhook_deliveries',
+  dueIndex: 'webhook_deliveries_due',
+  due: `status = 'pending'`,
+  leasedIndex: 'webhook_deliveries_leased',
+  also: '',
+  lapsedAt: 'lease_expires_at',
+  // Due deliveries by environment, for a claim that leaves some environments out (migration of 2026-11-28).
+  byEnvironment: { table: 'webhook_deliveries', index: 'webhook_deliveries_due_by_environment', due: `status = 'pending'` },
+  returning: 'id, environment_id, endpoint_id, event_id, event_type, payload, attempts, manual, created_at',
+  released: 'pending',
+};
 
-/**
- * Claims due deliveries, and those whose worker's lease ran out, for this worker (as claimDueJobs
- * claims jobs): SKIP LOCKED on PostgreSQL, each kind read from its partial index in its order, or,
- * leaving environments out, the others' due deliveries by environment (dueElsewhere).
- */
+/** Claims due deliveries, and those whose worker's lease ran out, for this worker (claimLeased), as claimDueJobs claims jobs. */
 export async function claimDueDeliveries(db: Db, options: DeliveryClaim): Promise<DeliveryRecord[]> {
-  const now = options.now.toISOString();
-  const leaseEnd = new Date(options.now.getTime() + options.leaseMs).toISOString();
-  const postgres = isPostgres(db);
-  const skipLocked = postgres ? 'FOR UPDATE SKIP LOCKED' : '';
-  const from = (index: string) => (postgres ? 'webhook_deliveries' : `webhook_deliveries INDEXED BY ${index}`);
-  const excluded = options.excludeEnvironments ?? [];
-  const due =
-    excluded.length > 0
-      ? await dueElsewhere(db, DUE_BY_ENVIRONMENT, excluded, now, options.limit)
-      : { sql: `SELECT id, run_at FROM ${from('webhook_deliveries_due')} WHERE status = 'pending' AND run_at <= ? ORDER BY run_at, id LIMIT ? ${skipLocked}`, bindings: [now, options.limit] };
-  const exclude = excluded.length > 0 ? ` AND environment_id NOT IN (${excluded.map(() => '?').join(', ')})` : '';
-  const result = await db.raw(
-    `WITH due AS (
-       ${due.sql}
-     ), lapsed AS (
-       SELECT id, lease_expires_at AS run_at FROM ${from('webhook_deliveries_leased')} WHERE status = 'running' AND lease_expires_at < ?${exclude} ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
-     )
-     UPDATE webhook_deliveries SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
-     WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
-     RETURNING id, environment_id, endpoint_id, event_id, event_type, payload, attempts, manual, created_at`,
-    [...due.bindings, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
-  );
-  const rows: Record<string, unknown>[] = Array.isArray(result) ? result : result.rows;
+  const rows = await claimLeased(db, QUEUE, options);
   return rows.map((row) => ({
     id: row.id as string,
     environmentId: row.environment_id as string,
@@ -113,16 +92,8 @@ export async function claimDueDeliveries(db: Db, options: DeliveryClaim): Promis
 }
 
 /** Whether claimDueDeliveries would find a delivery now (as jobsDue for jobs): a read, no write. */
-export async function deliveriesDue(db: Db, now: Date): Promise<boolean> {
-  const at = now.toISOString();
-  const from = (index: string) => (isPostgres(db) ? 'webhook_deliveries' : `webhook_deliveries INDEXED BY ${index}`);
-  const [row] = await selectRowsPlannedAfresh<{ due: unknown }>(
-    db,
-    `SELECT (SELECT 1 FROM ${from('webhook_deliveries_due')} WHERE status = 'pending' AND run_at <= ? ORDER BY run_at, id LIMIT 1) IS NOT NULL
-         OR (SELECT 1 FROM ${from('webhook_deliveries_leased')} WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT 1) IS NOT NULL AS due`,
-    [at, at],
-  );
-  return readBool(row?.due);
+export function deliveriesDue(db: Db, now: Date): Promise<boolean> {
+  return anyLeasedDue(db, QUEUE, now);
 }
 
 export interface DeliveryChange {
@@ -209,20 +180,13 @@ export async function finishSucceeded(trx: Transaction, tries: readonly NewAttem
   return [...ended];
 }
 
-export async function renewDeliveryLeases(db: Db, owner: string, ids: readonly string[], until: Date): Promise<number> {
-  if (ids.length === 0) return 0;
-  const list = inList(db, 'id', ids);
-  return changeRows(db, `UPDATE webhook_deliveries SET lease_expires_at = ? WHERE lease_owner = ? AND status = 'running' AND ${list.sql}`, [until.toISOString(), owner, ...list.bindings]);
+export function renewDeliveryLeases(db: Db, owner: string, ids: readonly string[], until: Date): Promise<number> {
+  return renewLeased(db, QUEUE, owner, ids, until);
 }
 
 /** Gives claimed deliveries back untouched (their attempt too). */
-export async function releaseDeliveries(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
-  for (const part of chunks(ids)) {
-    await db('webhook_deliveries')
-      .whereIn('id', part)
-      .where({ lease_owner: owner, status: 'running' })
-      .update({ status: 'pending', lease_owner: null, lease_expires_at: null, attempts: db.raw('attempts - 1'), updated_at: now.toISOString() });
-  }
+export function releaseDeliveries(db: Db, ids: string[], owner: string, now: Date): Promise<void> {
+  return releaseLeased(db, QUEUE, ids, owner, now);
 }
 
 const DELIVERY_COLUMNS = ['id', 'endpoint_id', 'event_id', 'event_type', 'status', 'run_at', 'created_at', 'updated_at'];
