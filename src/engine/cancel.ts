@@ -2,7 +2,8 @@
 import type { Deps } from '../deps.js';
 import { notFound } from '../errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
-import { addExecutionDetails, cancelableJobs, hasRunningJob, setJobsStatus } from '../db/repos/jobs.js';
+import { cancelableJobs, hasRunningJob, setJobsStatus } from '../db/repos/jobs.js';
+import { addExecutionDetails } from '../db/repos/execution-details.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
 import { recordCanceledNotifications } from './webhook-events.js';
 import { handOverOpenDigest, passOnWaitingSends, settleDigestRiders } from './digests.js';

@@ -8,24 +8,9 @@
 import { createHash } from 'node:crypto';
 import type { Db, Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
-import {
-  addExecutionDetail,
-  cancelJobs,
-  closeDigest,
-  digestFollowers,
-  findDigestLeader,
-  insertDigestLeader,
-  insertJobs,
-  type NewJob,
-  closedDigestOf,
-  digestHeirOf,
-  digestRiders,
-  dropDigestKey,
-  handDigestLeadTo,
-  mergedJobIdsOf,
-  moveJob,
-  type JobRecord,
-} from '../db/repos/jobs.js';
+import { cancelJobs, insertJobs, type NewJob, type JobRecord } from '../db/repos/jobs.js';
+import { addExecutionDetail } from '../db/repos/execution-details.js';
+import { closeDigest, digestFollowers, findDigestLeader, insertDigestLeader, closedDigestOf, digestHeirOf, digestRiders, dropDigestKey, handDigestLeadTo, mergedJobIdsOf, moveJob } from '../db/repos/digest-jobs.js';
 import { markNotificationsProcessing, settleRiders } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { addMs, durationMs, valueAt } from './durations.js';

@@ -4,7 +4,8 @@
 import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetail, continueClaimedJob, jobsDue, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { continueClaimedJob, jobsDue, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { addExecutionDetail } from '../db/repos/execution-details.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { deliverInboxMessages } from './inbox.js';
 import { notificationRecipient } from '../db/repos/notifications.js';

@@ -6,7 +6,8 @@
 // (`startWithInApp`).
 import type { Runner, Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
-import { addExecutionDetails, finishInAppJobs, heldJobIds, insertJobs, type JobRecord } from '../db/repos/jobs.js';
+import { finishInAppJobs, heldJobIds, insertJobs, type JobRecord } from '../db/repos/jobs.js';
+import { addExecutionDetails } from '../db/repos/execution-details.js';
 import { markNotificationsProcessing, notificationRecipient, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import type { NewMessage } from '../db/repos/messages.js';

@@ -2,7 +2,8 @@
 // job exists only for the step a notification is at; later steps get theirs when it is done, so a
 // canceled event simply creates nothing more.
 import type { Runner } from '../db/knex.js';
-import { addExecutionDetail, insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
+import { insertJobs, type JobRecord, type NewJob } from '../db/repos/jobs.js';
+import { addExecutionDetail } from '../db/repos/execution-details.js';
 import {
   insertNotifications,
   notificationRecipient,

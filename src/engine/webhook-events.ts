@@ -4,7 +4,7 @@
 import type { Runner } from '../db/knex.js';
 import { insertDeliveries } from '../db/repos/webhook-deliveries.js';
 import { notificationsOfEvent } from '../db/repos/notifications.js';
-import { digestRiders } from '../db/repos/jobs.js';
+import { digestRiders } from '../db/repos/digest-jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { subscriptionsFor } from '../db/webhook-subscriptions.js';
 import type { Subscription, WebhookEventType } from '../db/repos/webhook-endpoints.js';

@@ -4,7 +4,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { eventRow } from '../../src/db/repos/events.js';
-import { addExecutionDetails, jobRow, type JobStatus } from '../../src/db/repos/jobs.js';
+import { jobRow, type JobStatus } from '../../src/db/repos/jobs.js';
+import { addExecutionDetails } from '../../src/db/repos/execution-details.js';
 import { countNotifications, notificationRow } from '../../src/db/repos/notifications.js';
 import { freeSpace, setEnvironmentRetention } from '../../src/db/repos/retention.js';
 import { insertRows } from '../../src/db/insert-rows.js';

@@ -1,3 +1,7 @@
+// The jobs table: a job's row, its claims and leases (as a leased queue, leased-queue.ts), its
+// outcome, the cancel's and the in-app batch's changes, and the reads of a notification's timeline
+// and of /metrics. A digest's own rows are in digest-jobs.ts, execution details in
+// execution-details.ts.
 import type { Db, Runner } from '../knex.js';
 import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
@@ -6,6 +10,7 @@ import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
 import type { DueByEnvironment } from '../due-elsewhere.js';
+import { addExecutionDetail, executionDetailRow, type NewExecutionDetail } from './execution-details.js';
 import { anyLeasedDue, claimLeased, releaseLeased, renewLeased, type LeaseClaim, type LeasedQueue } from '../leased-queue.js';
 
 export type JobStatus = Schemas['JobStatus'];
@@ -33,7 +38,7 @@ export interface JobRecord {
 /** What toRecord reads, named so that PostgreSQL keeps a statement returning them prepared (knex.ts). */
 const JOB_COLUMNS = 'id, environment_id, event_id, notification_id, kind, step_index, step_id, type, status, provider_id, attempts, run_at, digest_key, merged_into, state, created_at';
 
-function toRecord(row: Record<string, unknown>): JobRecord {
+export function toRecord(row: Record<string, unknown>): JobRecord {
   return {
     id: row.id as string,
     environmentId: row.environment_id as string,
@@ -99,24 +104,6 @@ export function jobRow(job: NewJob, now: Date) {
 
 export async function insertJobs(trx: Runner, jobs: NewJob[], now: Date): Promise<void> {
   await insertRows(trx, 'jobs', jobs.map((job) => jobRow(job, now)));
-}
-
-/**
- * Inserts a digest job as the open digest of its key, unless another job holds that key already:
- * then nothing is inserted and undefined comes back. The unique index of open digests
- * (`jobs_open_digest`, partial: only jobs with a key) makes this safe against concurrent triggers.
- */
-export async function insertDigestLeader(trx: Runner, job: NewJob & { digestKey: string }, now: Date): Promise<string | undefined> {
-  const row = jobRow(job, now);
-  const inserted = await trx('jobs').insert(row).onConflict(trx.raw('(digest_key) WHERE digest_key IS NOT NULL')).ignore().returning('id');
-  return inserted.length > 0 ? row.id : undefined;
-}
-
-/** The open digest job for a key, locked on PostgreSQL so it cannot close while a job joins it. */
-export async function findDigestLeader(trx: Runner, digestKey: string): Promise<{ id: string } | undefined> {
-  const query = trx('jobs').where({ digest_key: digestKey }).first('id');
-  if (isPostgres(trx as Db)) query.forUpdate();
-  return query;
 }
 
 /** The job types a send makes: they wait on a provider's network. Every other job is local work. */
@@ -296,16 +283,6 @@ export async function retryJobsLater(db: Db, ids: string[], owner: string, now: 
   }
 }
 
-/** Jobs merged into a digest, oldest first, with the payloads of their events. */
-export async function digestFollowers(trx: Runner, leaderId: string): Promise<Array<JobRecord & { payload: unknown }>> {
-  const rows = await trx('jobs as j')
-    .join('events as ev', 'ev.id', 'j.event_id')
-    .where({ 'j.merged_into': leaderId, 'j.status': 'merged' })
-    .orderBy([{ column: 'j.created_at' }, { column: 'j.id' }])
-    .select('j.*', 'ev.payload');
-  return rows.map((row: Record<string, unknown>) => ({ ...toRecord(row), payload: readJson(row.payload, {}) }));
-}
-
 /** Whether a worker holds a job of the event. */
 export async function hasRunningJob(trx: Runner, eventId: string): Promise<boolean> {
   return (await trx('jobs').where({ event_id: eventId, status: 'running' }).first('id')) !== undefined;
@@ -327,65 +304,8 @@ export async function cancelableJobs(trx: Runner, eventId: string): Promise<JobR
   return rows.map(toRecord);
 }
 
-/**
- * The closed digest whose send a notification carries or rides in: its own digest job, once it
- * fired, or the one its job was merged into. Each half reads the notification's jobs by their index.
- */
-const CLOSED_DIGEST_OF = `SELECT id, step_index FROM jobs WHERE notification_id = ? AND type = 'digest' AND status = 'completed'
-  UNION SELECT d.id, d.step_index FROM jobs m JOIN jobs d ON d.id = m.merged_into WHERE m.notification_id = ? AND d.status = 'completed'`;
-
-export async function closedDigestOf(trx: Runner, notificationId: string): Promise<{ id: string; step_index: number } | undefined> {
-  const [digest] = await selectRows<{ id: string; step_index: number }>(trx, CLOSED_DIGEST_OF, [notificationId, notificationId]);
-  return digest;
-}
-
-/**
- * The notifications, other than `notificationId`, riding in the send of the closed digest it
- * carries (their jobs are still merged into it), each with its event's transactionId, oldest first.
- * Read from the digest, through the index of merged jobs (CROSS JOIN keeps SQLite to that order; by
- * status it would read every merged job ever).
- */
-export async function digestRiders(trx: Runner, notificationId: string): Promise<Array<{ notificationId: string; transactionId: string }>> {
-  const rows = await selectRows<{ notification_id: string; transaction_id: string }>(
-    trx,
-    `SELECT f.notification_id, ev.transaction_id FROM (${CLOSED_DIGEST_OF}) AS digest CROSS JOIN jobs f JOIN events ev ON ev.id = f.event_id
-      WHERE f.merged_into = digest.id AND f.status = 'merged' AND f.notification_id <> ?
-      ORDER BY f.created_at, f.id`,
-    [notificationId, notificationId, notificationId],
-  );
-  return rows.map((row) => ({ notificationId: row.notification_id, transactionId: row.transaction_id }));
-}
-
 export async function setJobsStatus(trx: Runner, ids: string[], status: JobStatus, now: Date): Promise<void> {
   for (const part of chunks(ids)) await trx('jobs').whereIn('id', part).update({ status, digest_key: null, updated_at: now.toISOString() });
-}
-
-/** The follower to carry a digest on: the oldest job merged into it whose event is not canceled. */
-export async function digestHeirOf(trx: Runner, digestId: string): Promise<{ id: string; event_id: string; notification_id: string } | undefined> {
-  return trx('jobs as f')
-    .join('events as e', 'e.id', 'f.event_id')
-    .where({ 'f.merged_into': digestId, 'f.status': 'merged' })
-    .whereNull('e.canceled_at')
-    .orderBy([{ column: 'f.created_at' }, { column: 'f.id' }])
-    .first('f.id', 'f.event_id', 'f.notification_id');
-}
-
-/** An open digest's leader lets go of its key (its event was canceled). */
-export async function dropDigestKey(trx: Runner, leaderId: string, now: Date): Promise<void> {
-  await trx('jobs').where({ id: leaderId }).update({ digest_key: null, updated_at: now.toISOString() });
-}
-
-/** `heirId` leads the open digest `leader` led, with its key and window; the other followers merge into it. */
-export async function handDigestLeadTo(trx: Runner, heirId: string, leader: { id: string; digestKey: string; runAt: string }, now: Date): Promise<void> {
-  const at = now.toISOString();
-  await trx('jobs').where({ id: heirId }).update({ status: 'delayed', digest_key: leader.digestKey, run_at: leader.runAt, merged_into: null, updated_at: at });
-  await trx('jobs').where({ merged_into: leader.id, status: 'merged' }).update({ merged_into: heirId, updated_at: at });
-}
-
-/** The ids of a notification's jobs merged into a digest. */
-export async function mergedJobIdsOf(trx: Runner, notificationId: string): Promise<string[]> {
-  const rows: Array<{ id: string }> = await trx('jobs').where({ notification_id: notificationId, status: 'merged' }).select('id');
-  return rows.map((row) => row.id);
 }
 
 /** Cancels jobs, leaving any digest key they hold as it is. */
@@ -393,20 +313,10 @@ export async function cancelJobs(trx: Runner, ids: string[], now: Date): Promise
   for (const part of chunks(ids)) await trx('jobs').whereIn('id', part).update({ status: 'canceled', updated_at: now.toISOString() });
 }
 
-/** A waiting job goes on for another event and notification, with the state it is given. */
-export async function moveJob(trx: Runner, jobId: string, to: { eventId: string; notificationId: string; state: Record<string, unknown> }, now: Date): Promise<void> {
-  await trx('jobs')
-    .where({ id: jobId })
-    .update({ event_id: to.eventId, notification_id: to.notificationId, state: writeJson(to.state), updated_at: now.toISOString() });
-}
-
 /**
  * Closes a digest a worker holds (its key is dropped, so a trigger joining now opens a new one);
  * false when the worker no longer holds it.
  */
-export async function closeDigest(trx: Runner, jobId: string, owner: string): Promise<boolean> {
-  return (await trx('jobs').where({ id: jobId, lease_owner: owner, status: 'running' }).update({ digest_key: null })) > 0;
-}
 
 /**
  * Of the given jobs, those `owner` still holds. On PostgreSQL they are locked until the transaction
@@ -429,37 +339,6 @@ export async function finishInAppJobs(trx: Runner, ids: string[], status: 'compl
       .whereIn('id', part)
       .update({ status, lease_owner: null, lease_expires_at: null, provider_id: status === 'completed' ? 'herald' : null, updated_at: now.toISOString() });
   }
-}
-
-export interface NewExecutionDetail {
-  jobId: string;
-  status: Schemas['ExecutionDetail']['status'];
-  detail: string;
-  providerId?: string | null;
-  raw?: string;
-  isRetry: boolean;
-}
-
-/** An execution detail's row as stored (addExecutionDetails, recordOutcome). */
-function executionDetailRow(detail: NewExecutionDetail, now: Date) {
-  return {
-    id: newId(now.getTime()),
-    job_id: detail.jobId,
-    status: detail.status,
-    detail: detail.detail,
-    provider_id: detail.providerId ?? null,
-    raw: detail.raw ?? null,
-    is_retry: detail.isRetry,
-    created_at: now.toISOString(),
-  };
-}
-
-export async function addExecutionDetails(trx: Runner, details: NewExecutionDetail[], now: Date): Promise<void> {
-  await insertRows(trx, 'execution_details', details.map((detail) => executionDetailRow(detail, now)));
-}
-
-export async function addExecutionDetail(trx: Runner, detail: NewExecutionDetail, now: Date): Promise<void> {
-  await addExecutionDetails(trx, [detail], now);
 }
 
 /** A job as stored, each execution detail with its id: what either shape of a notification's jobs (Herald's, Novu's) is made from. */

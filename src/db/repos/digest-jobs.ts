@@ -1,0 +1,103 @@
+// A digest's jobs: the open digest of a key (its leader) and the jobs merged into it, the hand-over
+// of an open digest to an heir when its leader's event is canceled, and, once the digest closed,
+// the notifications that ride in its send. The rules are engine/digests.ts's; these are its rows.
+import type { Db, Runner } from '../knex.js';
+import { isPostgres, selectRows } from '../knex.js';
+import { readJson, writeJson } from '../json.js';
+import { jobRow, toRecord, type JobRecord, type NewJob } from './jobs.js';
+
+/**
+ * Inserts a digest job as the open digest of its key, unless another job holds that key already:
+ * then nothing is inserted and undefined comes back. The unique index of open digests
+ * (`jobs_open_digest`, partial: only jobs with a key) makes this safe against concurrent triggers.
+ */
+export async function insertDigestLeader(trx: Runner, job: NewJob & { digestKey: string }, now: Date): Promise<string | undefined> {
+  const row = jobRow(job, now);
+  const inserted = await trx('jobs').insert(row).onConflict(trx.raw('(digest_key) WHERE digest_key IS NOT NULL')).ignore().returning('id');
+  return inserted.length > 0 ? row.id : undefined;
+}
+
+/** The open digest job for a key, locked on PostgreSQL so it cannot close while a job joins it. */
+export async function findDigestLeader(trx: Runner, digestKey: string): Promise<{ id: string } | undefined> {
+  const query = trx('jobs').where({ digest_key: digestKey }).first('id');
+  if (isPostgres(trx as Db)) query.forUpdate();
+  return query;
+}
+
+/** Jobs merged into a digest, oldest first, with the payloads of their events. */
+export async function digestFollowers(trx: Runner, leaderId: string): Promise<Array<JobRecord & { payload: unknown }>> {
+  const rows = await trx('jobs as j')
+    .join('events as ev', 'ev.id', 'j.event_id')
+    .where({ 'j.merged_into': leaderId, 'j.status': 'merged' })
+    .orderBy([{ column: 'j.created_at' }, { column: 'j.id' }])
+    .select('j.*', 'ev.payload');
+  return rows.map((row: Record<string, unknown>) => ({ ...toRecord(row), payload: readJson(row.payload, {}) }));
+}
+
+/**
+ * The closed digest whose send a notification carries or rides in: its own digest job, once it
+ * fired, or the one its job was merged into. Each half reads the notification's jobs by their index.
+ */
+const CLOSED_DIGEST_OF = `SELECT id, step_index FROM jobs WHERE notification_id = ? AND type = 'digest' AND status = 'completed'
+  UNION SELECT d.id, d.step_index FROM jobs m JOIN jobs d ON d.id = m.merged_into WHERE m.notification_id = ? AND d.status = 'completed'`;
+
+export async function closedDigestOf(trx: Runner, notificationId: string): Promise<{ id: string; step_index: number } | undefined> {
+  const [digest] = await selectRows<{ id: string; step_index: number }>(trx, CLOSED_DIGEST_OF, [notificationId, notificationId]);
+  return digest;
+}
+
+/**
+ * The notifications, other than `notificationId`, riding in the send of the closed digest it
+ * carries (their jobs are still merged into it), each with its event's transactionId, oldest first.
+ * Read from the digest, through the index of merged jobs (CROSS JOIN keeps SQLite to that order; by
+ * status it would read every merged job ever).
+ */
+export async function digestRiders(trx: Runner, notificationId: string): Promise<Array<{ notificationId: string; transactionId: string }>> {
+  const rows = await selectRows<{ notification_id: string; transaction_id: string }>(
+    trx,
+    `SELECT f.notification_id, ev.transaction_id FROM (${CLOSED_DIGEST_OF}) AS digest CROSS JOIN jobs f JOIN events ev ON ev.id = f.event_id
+      WHERE f.merged_into = digest.id AND f.status = 'merged' AND f.notification_id <> ?
+      ORDER BY f.created_at, f.id`,
+    [notificationId, notificationId, notificationId],
+  );
+  return rows.map((row) => ({ notificationId: row.notification_id, transactionId: row.transaction_id }));
+}
+
+/** The follower to carry a digest on: the oldest job merged into it whose event is not canceled. */
+export async function digestHeirOf(trx: Runner, digestId: string): Promise<{ id: string; event_id: string; notification_id: string } | undefined> {
+  return trx('jobs as f')
+    .join('events as e', 'e.id', 'f.event_id')
+    .where({ 'f.merged_into': digestId, 'f.status': 'merged' })
+    .whereNull('e.canceled_at')
+    .orderBy([{ column: 'f.created_at' }, { column: 'f.id' }])
+    .first('f.id', 'f.event_id', 'f.notification_id');
+}
+
+/** An open digest's leader lets go of its key (its event was canceled). */
+export async function dropDigestKey(trx: Runner, leaderId: string, now: Date): Promise<void> {
+  await trx('jobs').where({ id: leaderId }).update({ digest_key: null, updated_at: now.toISOString() });
+}
+
+/** `heirId` leads the open digest `leader` led, with its key and window; the other followers merge into it. */
+export async function handDigestLeadTo(trx: Runner, heirId: string, leader: { id: string; digestKey: string; runAt: string }, now: Date): Promise<void> {
+  const at = now.toISOString();
+  await trx('jobs').where({ id: heirId }).update({ status: 'delayed', digest_key: leader.digestKey, run_at: leader.runAt, merged_into: null, updated_at: at });
+  await trx('jobs').where({ merged_into: leader.id, status: 'merged' }).update({ merged_into: heirId, updated_at: at });
+}
+
+/** The ids of a notification's jobs merged into a digest. */
+export async function mergedJobIdsOf(trx: Runner, notificationId: string): Promise<string[]> {
+  const rows: Array<{ id: string }> = await trx('jobs').where({ notification_id: notificationId, status: 'merged' }).select('id');
+  return rows.map((row) => row.id);
+}
+
+/** A waiting job goes on for another event and notification, with the state it is given. */
+export async function moveJob(trx: Runner, jobId: string, to: { eventId: string; notificationId: string; state: Record<string, unknown> }, now: Date): Promise<void> {
+  await trx('jobs')
+    .where({ id: jobId })
+    .update({ event_id: to.eventId, notification_id: to.notificationId, state: writeJson(to.state), updated_at: now.toISOString() });
+}
+
+export async function closeDigest(trx: Runner, jobId: string, owner: string): Promise<boolean> {
+  return (await trx('jobs').where({ id: jobId, lease_owner: owner, status: 'running' }).update({ digest_key: null })) > 0;
+}
