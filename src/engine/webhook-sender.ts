@@ -3,7 +3,6 @@
 // runner's destinations (the endpoint's host) like any send, and paced by the endpoint's
 // rateLimitPerSecond. The try and what follows from it (the next try on Svix's schedule, the
 // endpoint's health, its disabling) are written in one transaction, while this worker holds it.
-import { createHmac } from 'node:crypto';
 import type { Transaction } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
 import { addAttempt, dropDelivery, failPendingDeliveries, finishDelivery, finishSucceeded, type DeliveryChange, type DeliveryRecord, type NewAttempt } from '../db/repos/webhook-deliveries.js';
@@ -11,6 +10,7 @@ import { disableEndpoint, endpointTargets, markEndpointFailing, type EndpointTar
 import { subscriptionsChanged } from '../db/webhook-subscriptions.js';
 import { post, type HttpAnswer } from '../providers/http.js';
 import { ProviderError } from '../providers/types.js';
+import { standardWebhookHeaders } from '../providers/standard-webhooks.js';
 import type { OutboundPolicy } from '../outbound-guard.js';
 import { destinationOf, verdictOf, type Gate, type Verdict } from './destinations.js';
 import { recordWebhookEvent } from './webhook-events.js';
@@ -29,16 +29,6 @@ export const WEBHOOK_TIMEOUT_MS = 15_000;
 export const DISABLE_AFTER_MS = 5 * 24 * 3_600_000;
 /** The part of an answer kept with its try. */
 const RESPONSE_CHARS = 1024;
-
-/** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` for each secret, space-separated (Standard Webhooks). */
-export function signature(secrets: string[], id: string, timestamp: number, body: string): string {
-  return secrets
-    .map((secret) => {
-      const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-      return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
-    })
-    .join(' ');
-}
 
 /** The wait after failed try `attempt` (from 1), or undefined when the schedule is over. */
 export function retryWaitMs(attempt: number, random: () => number): number | undefined {
@@ -164,14 +154,8 @@ function policyOf(outbound: OutboundPolicy): OutboundPolicy {
 }
 
 async function tryOnce(ctx: WebhookRun, delivery: DeliveryRecord, endpoint: EndpointTarget): Promise<Tried> {
-  const timestamp = Math.floor(ctx.deps.clock.now().getTime() / 1000);
   const started = performance.now();
-  const headers = {
-    'webhook-id': delivery.eventId,
-    'webhook-timestamp': String(timestamp),
-    'webhook-signature': signature(endpoint.secrets, delivery.eventId, timestamp, delivery.payload),
-    'herald-event-type': delivery.eventType,
-  };
+  const headers = { ...standardWebhookHeaders(endpoint.secrets, delivery.eventId, ctx.deps.clock.now(), delivery.payload), 'herald-event-type': delivery.eventType };
   let answer: HttpAnswer;
   try {
     answer = await post({ url: endpoint.url, body: delivery.payload, headers, anyStatus: true }, { deliveryId: delivery.id, outbound: policyOf(ctx.deps.config.outbound) });
