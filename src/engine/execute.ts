@@ -23,7 +23,7 @@ import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
 import { fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
 import { yieldToEventLoop, type WorkerContext } from './worker-context.js';
-import { recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
+import { jobFacts, recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
 export const MAX_ATTEMPTS = 5;
 
@@ -102,20 +102,11 @@ async function settle(
 
 /** Records the webhook event of a channel step's outcome, in the outcome's transaction. */
 function recordJobEvent(trx: Transaction, job: JobRecord, event: EventRecord, outcome: Outcome, webhook: StepEvent, now: Date): Promise<void> {
-  const facts = {
-    environmentId: job.environmentId,
-    notificationId: job.notificationId!,
-    transactionId: event.transactionId,
-    workflowId: event.workflow.workflowId,
-    stepId: job.stepId,
-    channel: job.type,
+  const facts = jobFacts({ ...job, notificationId: job.notificationId!, stepIndex: job.stepIndex! }, event, {
     providerId: outcome.providerId ?? job.providerId,
-    jobId: job.id,
     subscriberId: outcome.message?.subscriberId,
-    stepIndex: job.stepIndex!,
-    steps: event.workflow.steps,
-  };
-  return recordStepEvent(trx, facts, webhook, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
+  });
+  return recordStepEvent(trx, facts, webhook, now);
 }
 
 /** The event a step's delivered or skipped outcome tells the webhooks, with the message it rendered (`sent`). */

@@ -8,11 +8,11 @@ import type { Runner, Transaction } from '../db/knex.js';
 import { findEvent, type EventRecord } from '../db/repos/events.js';
 import { finishInAppJobs, heldJobIds, insertJobs, type JobRecord } from '../db/repos/jobs.js';
 import { addExecutionDetails } from '../db/repos/execution-details.js';
-import { markNotificationsProcessing, notificationRecipient, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
+import { markNotificationsProcessing, notificationRecipients, settleNotifications } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { deliverInboxMessages } from './inbox.js';
-import { recordStepEvent, type StepEvent } from './webhook-events.js';
+import { jobFacts, recordStepEvent, type StepEvent } from './webhook-events.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER } from './preferences.js';
@@ -79,25 +79,15 @@ async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promi
   await deliverInboxMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
   for (const d of decided) {
     if (d.status === 'canceled') continue;
-    const facts = {
-      environmentId: d.job.environmentId,
-      notificationId: d.job.notificationId!,
-      transactionId: d.event.transactionId,
-      workflowId: d.event.workflow.workflowId,
-      stepId: d.job.stepId,
-      channel: d.job.type,
-      jobId: d.job.id,
-      subscriberId: d.status === 'completed' ? d.message.subscriberId : undefined,
-      stepIndex: d.job.stepIndex!,
-      steps: d.event.workflow.steps,
-    };
+    const job = { ...d.job, notificationId: d.job.notificationId!, stepIndex: d.job.stepIndex! };
+    const facts = jobFacts(job, d.event, { subscriberId: d.status === 'completed' ? d.message.subscriberId : undefined });
     const webhook: StepEvent =
       d.status === 'completed'
         ? { type: 'message.delivered', messageId: d.message.id!, message: d.message }
         : d.status === 'skipped'
           ? { type: 'message.skipped', detail: d.detail }
           : { type: 'message.failed', attempts: d.job.attempts, error: { message: d.detail } };
-    await recordStepEvent(trx, facts, webhook, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
+    await recordStepEvent(trx, facts, webhook, now);
   }
 }
 

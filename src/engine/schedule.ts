@@ -17,7 +17,7 @@ import { newId } from '../ids.js';
 import { addMs, durationMs, parseInstant, valueAt } from './durations.js';
 import { CHANNELS } from '../contract.js';
 import { failedCondition } from './conditions.js';
-import { recordCanceledNotifications, recordStepEvent } from './webhook-events.js';
+import { jobFacts, recordCanceledNotifications, recordStepEvent } from './webhook-events.js';
 import { openOrJoinDigest, passOnClosedDigest, settleDigestRiders, type Heir } from './digests.js';
 
 export interface Recipient {
@@ -238,17 +238,7 @@ async function skipRemainingSteps(trx: Runner, event: EventRecord, notificationI
   await insertJobs(trx, skipped, now);
   for (const job of skipped) {
     await addExecutionDetail(trx, { jobId: job.id!, status: 'warning', detail: reason, isRetry: false }, now);
-    const facts = {
-      environmentId: event.environmentId,
-      notificationId,
-      transactionId: event.transactionId,
-      workflowId: event.workflow.workflowId,
-      stepId: job.stepId ?? null,
-      channel: job.type,
-      jobId: job.id!,
-      stepIndex: job.stepIndex!,
-      steps: event.workflow.steps,
-    };
-    await recordStepEvent(trx, facts, { type: 'message.skipped', detail: reason, reason: 'throttled' }, now, async (id) => (await notificationRecipient(trx, id))?.subscriber_id);
+    const facts = jobFacts({ ...job, id: job.id!, notificationId, stepId: job.stepId ?? null, stepIndex: job.stepIndex! }, event);
+    await recordStepEvent(trx, facts, { type: 'message.skipped', detail: reason, reason: 'throttled' }, now);
   }
 }

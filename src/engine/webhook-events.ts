@@ -3,7 +3,8 @@
 // tells of or not at all. An environment without endpoints costs a map lookup (webhook-subscriptions.ts).
 import type { Runner } from '../db/knex.js';
 import { insertDeliveries } from '../db/repos/webhook-deliveries.js';
-import { notificationsOfEvent } from '../db/repos/notifications.js';
+import { notificationRecipient, notificationsOfEvent } from '../db/repos/notifications.js';
+import type { EventRecord } from '../db/repos/events.js';
 import { digestRiders } from '../db/repos/digest-jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { subscriptionsFor } from '../db/webhook-subscriptions.js';
@@ -188,16 +189,30 @@ export interface JobFacts {
   steps: ReadonlyArray<{ type: string }>;
 }
 
-export async function recordStepEvent(
-  trx: Runner,
-  facts: JobFacts,
-  event: StepEvent,
-  now: Date,
-  subscriberOf: (notificationId: string) => Promise<string | undefined>,
-): Promise<void> {
+/** The facts of a step's job and its event, as recordStepEvent takes them. */
+export function jobFacts(
+  job: { id: string; environmentId: string; notificationId: string; stepId: string | null; type: string; stepIndex: number },
+  event: Pick<EventRecord, 'transactionId' | 'workflow'>,
+  known: { providerId?: string | null; subscriberId?: string } = {},
+): JobFacts {
+  return {
+    environmentId: job.environmentId,
+    notificationId: job.notificationId,
+    transactionId: event.transactionId,
+    workflowId: event.workflow.workflowId,
+    stepId: job.stepId,
+    channel: job.type,
+    jobId: job.id,
+    stepIndex: job.stepIndex,
+    steps: event.workflow.steps,
+    ...known,
+  };
+}
+
+export async function recordStepEvent(trx: Runner, facts: JobFacts, event: StepEvent, now: Date): Promise<void> {
   if (!(CHANNELS as readonly string[]).includes(facts.channel)) return;
   if (!(await wantsWebhookEvent(trx, facts.environmentId, event.type))) return;
-  const subscriberId = facts.subscriberId ?? (await subscriberOf(facts.notificationId)) ?? '';
+  const subscriberId = facts.subscriberId ?? (await notificationRecipient(trx, facts.notificationId))?.subscriber_id ?? '';
   const data = stepData({ ...facts, channel: facts.channel as Channel, subscriberId });
   switch (event.type) {
     case 'message.delivered':
