@@ -4,11 +4,10 @@
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { CHANNELS, type Schemas } from '../contract.js';
-import { ApiError } from '../errors.js';
 import { listNotifications } from '../db/repos/notifications.js';
 import { notificationWithJobs } from '../engine/notifications.js';
 import { sessionOf } from './session.js';
-import { chosenEnvironment, pageContext, requireSession, sendPage } from './guards.js';
+import { chosenEnvironment, pageContext, requireSession, sendPage, unlessNotFound } from './guards.js';
 import { messagePage } from './views.js';
 import { activityPage, timelinePage, type ActivityFilters } from './activity-views.js';
 
@@ -72,10 +71,7 @@ export function activityRoutes(router: Router, deps: Deps): void {
   router.get('/activity/:notificationId', requireSession, async (req, res) => {
     const found = await environmentOf(req, res);
     if (!found) return;
-    const notification = await notificationWithJobs(deps, found.environment.id, String(req.params.notificationId)).catch((err: unknown) => {
-      if (err instanceof ApiError && err.status === 404) return undefined;
-      throw err;
-    });
+    const notification = await unlessNotFound(notificationWithJobs(deps, found.environment.id, String(req.params.notificationId)));
     if (!notification) {
       const back = `${req.baseUrl}/activity?environment=${encodeURIComponent(found.environment.id)}`;
       return sendPage(res, 404, messagePage(pageContext(req, res), 'Notification not found', `There is no such notification in ${found.environment.name}.`, { href: back, text: 'Back to activity' }));

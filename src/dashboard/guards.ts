@@ -5,6 +5,7 @@ import type { Db } from '../db/knex.js';
 import { listEnvironments } from '../db/repos/accounts.js';
 import { sameToken, sessionOf } from './session.js';
 import { messagePage, type PageContext } from './views.js';
+import { ApiError } from '../errors.js';
 
 export const pageContext = (req: Request, res: Response): PageContext => ({ nonce: res.locals.nonce, base: req.baseUrl });
 
@@ -48,4 +49,14 @@ export async function chosenEnvironment(
     return undefined;
   }
   return { environments, environment };
+}
+
+/** What `work` answers, or undefined when it throws the API's 404 (a page then says "not found" its own way). */
+export async function unlessNotFound<T>(work: Promise<T>): Promise<T | undefined> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return undefined;
+    throw err;
+  }
 }

@@ -3,12 +3,11 @@
 // functions as PUT /v1/inbox/settings and the token operation. Every form carries the session's CSRF token.
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
-import { ApiError } from '../errors.js';
 import { LIVE_SECRETS } from '../db/inbox-secrets.js';
 import { addSigningSecret, mintSubscriberToken, retireSigningSecret, setInboxOrigins, signingSecrets } from '../engine/inbox-tokens.js';
 import { inboxSettings, setSubscriberHashSessions } from '../engine/inbox-sessions.js';
 import { sessionOf } from './session.js';
-import { chosenEnvironment, pageContext, requireCsrf, requireSession, sendPage } from './guards.js';
+import { chosenEnvironment, pageContext, requireCsrf, requireSession, sendPage, unlessNotFound } from './guards.js';
 import { inboxSettingsHref, inboxSettingsPage, type InboxSettingsPageData } from './inbox-settings-views.js';
 
 /** The contract's rules for allowed origins (InboxSettings). */
@@ -105,13 +104,9 @@ export function inboxSettingsRoutes(router: Router, deps: Deps): void {
     if (!found) return;
     const subscriberId = String(req.body?.subscriberId ?? '').trim();
     if (!subscriberId) return show(req, res, 422, { error: 'Name a subscriber.' });
-    try {
-      const minted = await mintSubscriberToken(deps, found.environment.id, subscriberId);
-      // Answered here rather than redirected: the token is shown in this response and stored nowhere.
-      await show(req, res, 201, { token: { subscriberId, ...minted } });
-    } catch (err) {
-      if (!(err instanceof ApiError && err.status === 404)) throw err;
-      await show(req, res, 404, { error: `There is no subscriber “${subscriberId}” in this environment.`, subscriberDraft: subscriberId });
-    }
+    const minted = await unlessNotFound(mintSubscriberToken(deps, found.environment.id, subscriberId));
+    if (!minted) return show(req, res, 404, { error: `There is no subscriber “${subscriberId}” in this environment.`, subscriberDraft: subscriberId });
+    // Answered here rather than redirected: the token is shown in this response and stored nowhere.
+    await show(req, res, 201, { token: { subscriberId, ...minted } });
   });
 }

@@ -7,7 +7,7 @@ import type { Schemas } from '../contract.js';
 import { ApiError } from '../errors.js';
 import * as webhooks from '../engine/webhooks.js';
 import { sessionOf } from './session.js';
-import { chosenEnvironment, pageContext, requireCsrf, requireSession, sendPage } from './guards.js';
+import { chosenEnvironment, pageContext, requireCsrf, requireSession, sendPage, unlessNotFound } from './guards.js';
 import { messagePage } from './views.js';
 import { endpointHref, endpointPage, endpointsPage, webhooksHref, type EndpointPageData, type EndpointsPageData } from './webhooks-views.js';
 
@@ -63,10 +63,7 @@ export function webhookRoutes(router: Router, deps: Deps): void {
     if (!found) return;
     const environmentId = found.environment.id;
     const endpointId = String(req.params.endpointId);
-    const endpoint = await webhooks.getEndpoint(deps, environmentId, endpointId).catch((err: unknown) => {
-      if (err instanceof ApiError && err.status === 404) return undefined;
-      throw err;
-    });
+    const endpoint = await unlessNotFound(webhooks.getEndpoint(deps, environmentId, endpointId));
     if (!endpoint) return notFoundPage(req, res, environmentId, 'webhook endpoint');
     const statusFilter = DELIVERY_STATUSES.find((s) => s === req.query.status);
     const eventType = EVENT_TYPES.find((type) => type === req.query.eventType);
