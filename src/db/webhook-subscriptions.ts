@@ -13,6 +13,7 @@ import type { Db, Runner } from './knex.js';
 import { isPostgres } from './knex.js';
 import { subscriptionsOf, type Subscription } from './repos/webhook-endpoints.js';
 import { BoundedMap } from '../bounded-map.js';
+import { listenOn } from './pg-listen.js';
 
 export const SUBSCRIPTIONS_TTL_MS = 5_000;
 const MAX_ENTRIES = 10_000;
@@ -60,52 +61,12 @@ export async function subscriptionsChanged(trx: Knex.Transaction, environmentId:
 }
 
 /**
- * On PostgreSQL, a connection of its own LISTENs for other processes' changes to endpoints, and
- * reconnects when it drops (forgetting everything, since a notification may have been missed).
- * Answers how to stop listening. Nothing to do on SQLite: one process writes it.
+ * On PostgreSQL, a connection of its own LISTENs for other processes' changes to endpoints
+ * (pg-listen.ts), forgetting everything whenever a notification may have been missed. Answers how
+ * to stop listening. Nothing to do on SQLite: one process writes it.
  */
 export async function listenForSubscriptionChanges(db: Db, onError: (err: unknown) => void): Promise<() => Promise<void>> {
   if (!isPostgres(db)) return async () => undefined;
-  type Listener = { query(sql: string): Promise<unknown>; on(event: string, listener: (arg: never) => void): void; end(): Promise<void> };
-  let connection: Listener | undefined;
-  let stopped = false;
-  let retry: NodeJS.Timeout | undefined;
-  const connect = async (): Promise<void> => {
-    try {
-      const client = (await db.client.acquireRawConnection()) as Listener;
-      if (stopped) return void (await client.end());
-      client.on('notification', (message: { channel: string; payload?: string }) => {
-        if (message.channel === CHANNEL && message.payload) forgetSubscriptions(message.payload);
-      });
-      client.on('error', (err: unknown) => {
-        onError(err);
-        reconnect();
-      });
-      client.on('end', () => reconnect());
-      await client.query(`LISTEN ${CHANNEL}`);
-      connection = client;
-      forgetSubscriptions();
-    } catch (err) {
-      onError(err);
-      reconnect();
-    }
-  };
-  const reconnect = () => {
-    connection = undefined;
-    forgetSubscriptions();
-    if (stopped || retry) return;
-    retry = setTimeout(() => {
-      retry = undefined;
-      void connect();
-    }, 1_000);
-    retry.unref();
-  };
-  await connect();
-  return async () => {
-    stopped = true;
-    clearTimeout(retry);
-    const client = connection;
-    connection = undefined;
-    await client?.end().catch(() => undefined);
-  };
+  const listening = listenOn(db, CHANNEL, { heard: (environmentId) => forgetSubscriptions(environmentId), missed: () => forgetSubscriptions(), error: onError });
+  return () => listening.close();
 }
