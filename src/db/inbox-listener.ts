@@ -16,7 +16,7 @@ export type InboxListenerHandle = Listening;
  * changes reach its streams after their commit already). SQLite: nothing to listen to.
  */
 export function startInboxListener(db: Db, origin: string, onError: (err: unknown) => void = () => undefined): InboxListenerHandle {
-  if (!isPostgres(db)) return { close: async () => undefined };
+  if (!isPostgres(db)) return { opened: Promise.resolve(), close: async () => undefined };
   return listenOn(db, INBOX_CHANNEL, {
     heard(payload) {
       const space = payload.indexOf(' ');

@@ -14,6 +14,8 @@ export interface ChannelListener {
 }
 
 export interface Listening {
+  /** Settles once the first connection listens, or has failed (it is then retried meanwhile). */
+  opened: Promise<void>;
   close(): Promise<void>;
 }
 
@@ -24,6 +26,8 @@ export function listenOn(db: Db, channel: string, listener: ChannelListener): Li
   let closed = false;
   let retryMs = 250;
   let timer: NodeJS.Timeout | undefined;
+  let firstTried: () => void = () => undefined;
+  const opened = new Promise<void>((resolve) => (firstTried = resolve));
 
   const connect = async () => {
     if (closed) return;
@@ -51,11 +55,14 @@ export function listenOn(db: Db, channel: string, listener: ChannelListener): Li
       listener.missed();
     } catch (err) {
       reopen(err);
+    } finally {
+      firstTried();
     }
   };
   void connect();
 
   return {
+    opened,
     async close() {
       closed = true;
       if (timer) clearTimeout(timer);

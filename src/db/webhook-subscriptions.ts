@@ -68,5 +68,6 @@ export async function subscriptionsChanged(trx: Knex.Transaction, environmentId:
 export async function listenForSubscriptionChanges(db: Db, onError: (err: unknown) => void): Promise<() => Promise<void>> {
   if (!isPostgres(db)) return async () => undefined;
   const listening = listenOn(db, CHANNEL, { heard: (environmentId) => forgetSubscriptions(environmentId), missed: () => forgetSubscriptions(), error: onError });
+  await listening.opened;
   return () => listening.close();
 }
