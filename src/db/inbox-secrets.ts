@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from './knex.js';
 import { writeTransaction } from './group-commit.js';
-import * as repo from './repos/inbox.js';
+import * as repo from './repos/inbox-access.js';
 import { open, sealIfSecret } from '../crypto.js';
 import { newId } from '../ids.js';
 

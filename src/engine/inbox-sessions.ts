@@ -11,7 +11,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { writeTransaction } from '../db/group-commit.js';
-import * as repo from '../db/repos/inbox.js';
+import * as repo from '../db/repos/inbox-access.js';
 import { liveSigningSecrets } from '../db/inbox-secrets.js';
 import { ApiError, forbidden, unauthorized, unprocessable } from '../errors.js';
 import { inboxOrigins, mintSubscriberToken, originAllowed, setInboxOrigins } from './inbox-tokens.js';

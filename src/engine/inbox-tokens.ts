@@ -7,7 +7,7 @@ import { SignJWT, jwtVerify, decodeProtectedHeader, errors as joseErrors } from 
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
-import * as repo from '../db/repos/inbox.js';
+import * as repo from '../db/repos/inbox-access.js';
 import { open } from '../crypto.js';
 import * as secrets from '../db/inbox-secrets.js';
 import type { SigningSecret } from '../db/inbox-secrets.js';

@@ -18,7 +18,8 @@ import {
 } from '../db/repos/retention.js';
 import { foldEndedCountShards } from '../db/repos/notifications.js';
 import { yieldToEventLoop } from './worker-context.js';
-import { pruneEvents as pruneInboxEvents, pruneTickets as pruneInboxTickets } from '../db/repos/inbox.js';
+import { pruneEvents as pruneInboxEvents } from '../db/repos/inbox.js';
+import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';
 
 /**
  * SQLite pages given back a step (4 KiB each). A step moves pages from the end of the file into the

@@ -2,7 +2,7 @@
 // one process (as tests make them) never answer from each other's memo.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createOrganization } from '../../src/db/repos/accounts.js';
-import { replaceOrigins } from '../../src/db/repos/inbox.js';
+import { replaceOrigins } from '../../src/db/repos/inbox-access.js';
 import { originAllowed } from '../../src/engine/inbox-tokens.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 

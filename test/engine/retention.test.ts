@@ -12,7 +12,8 @@ import { insertRows } from '../../src/db/insert-rows.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { INBOX_EVENTS_KEPT_MS, sweepExpired } from '../../src/engine/retention.js';
-import { insertEvents, insertTicket } from '../../src/db/repos/inbox.js';
+import { insertEvents } from '../../src/db/repos/inbox.js';
+import { insertTicket } from '../../src/db/repos/inbox-access.js';
 import { newId } from '../../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 
