@@ -83,7 +83,7 @@ function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscri
 type ActionTemplate = { label: string; url?: string };
 
 /** An in-app step's message: stored, not sent, so it needs no provider. Every field is rendered as text. */
-export function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelStep, recipient: Recipient): NewMessage {
+function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelStep, recipient: Recipient): NewMessage {
   const { template, text, textOf } = renderer(job, event, step, recipient.subscriber!);
   const nested = template as unknown as {
     redirect?: { url?: string };

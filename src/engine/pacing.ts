@@ -8,7 +8,7 @@ import { sendLimitsOf } from '../providers/catalogue.js';
 import type { DecidedSend } from './deliver.js';
 
 /** The windows a send counts against: its integration's, and its destination's (the integration's own, without an address). */
-export function windowsOf(send: DecidedSend): TurnWindow[] {
+function windowsOf(send: DecidedSend): TurnWindow[] {
   const { integrationId, providerId, sendLimits } = send.target;
   const limits = sendLimitsOf(providerId, sendLimits);
   const integration = `integration:${integrationId}`;

@@ -34,7 +34,7 @@ export function nextActiveStep(event: EventRecord, after: number): number {
 }
 
 /** The channels a workflow's active steps use: what a notification shows as its `channels`. */
-export function eventChannels(event: EventRecord): string[] {
+function eventChannels(event: EventRecord): string[] {
   const types = event.workflow.steps.filter((s) => s.active !== false && (CHANNELS as readonly string[]).includes(s.type)).map((s) => s.type);
   return [...new Set(types)];
 }

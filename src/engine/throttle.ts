@@ -14,7 +14,7 @@ export type ThrottleStep = Extract<Schemas['Step'], { type: 'throttle' }>;
 export const THROTTLED = 'Throttled';
 
 /** The window a hit that opens one would open: when it ends, or why the payload gave none. */
-export function throttleWindowEnd(step: ThrottleStep, payload: Record<string, unknown>, now: Date): { endsAt: Date } | { invalid: string } {
+function throttleWindowEnd(step: ThrottleStep, payload: Record<string, unknown>, now: Date): { endsAt: Date } | { invalid: string } {
   if (!step.windowPath) return { endsAt: addMs(now, durationMs(step.amount!, step.unit!)) };
   const value = valueAt(payload, step.windowPath);
   const instant = parseInstant(value);
@@ -37,7 +37,7 @@ export function throttleWindowEnd(step: ThrottleStep, payload: Record<string, un
 }
 
 /** Which count a notification is added to: the step's, for one subscriber and key value. */
-export function throttleKeyOf(event: EventRecord, step: ThrottleStep, subscriberKey: string): string {
+function throttleKeyOf(event: EventRecord, step: ThrottleStep, subscriberKey: string): string {
   const keyValue = step.throttleKey ? (valueAt(event.payload, step.throttleKey) ?? null) : null;
   return createHash('sha256')
     .update(JSON.stringify([event.environmentId, event.workflow.workflowId, step.stepId, subscriberKey, keyValue]))

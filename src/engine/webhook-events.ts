@@ -76,7 +76,7 @@ export async function recordWebhookEvent(
 }
 
 /** Whether any endpoint of the environment takes `type`: a caller with work of its own to do for an event asks first. */
-export async function wantsWebhookEvent(trx: Runner, environmentId: string, type: WebhookEventType): Promise<boolean> {
+async function wantsWebhookEvent(trx: Runner, environmentId: string, type: WebhookEventType): Promise<boolean> {
   return (await subscriptionsFor(trx, environmentId)).some((s) => takes(s, type));
 }
 
@@ -93,7 +93,7 @@ export interface StepFacts {
   jobId: string;
 }
 
-export function stepData(facts: StepFacts): Record<string, unknown> {
+function stepData(facts: StepFacts): Record<string, unknown> {
   const data: Record<string, unknown> = {
     notificationId: facts.notificationId,
     transactionId: facts.transactionId,
@@ -108,7 +108,7 @@ export function stepData(facts: StepFacts): Record<string, unknown> {
 }
 
 /** Why a step was skipped, from its execution detail (deliver.ts `suppression`, schedule.ts). */
-export function skipReason(detail: string): 'preference' | 'condition' | 'throttled' | 'other' {
+function skipReason(detail: string): 'preference' | 'condition' | 'throttled' | 'other' {
   if (detail.startsWith('Step condition not met')) return 'condition';
   if (detail.includes('preferences turn')) return 'preference';
   if (/throttl/i.test(detail)) return 'throttled';
@@ -131,7 +131,7 @@ export type StepEvent =
   | { type: 'message.attempt_failed'; attempt: number; maxAttempts: number; nextAttemptAt: Date; error: WebhookError; sent?: SentRequest };
 
 /** What a send's event carries with `includeContent`: the fields its channel's message has. */
-export function sentContent(sent: SentRequest): MessageContent {
+function sentContent(sent: SentRequest): MessageContent {
   switch (sent.channel) {
     case 'email':
       return { subject: sent.message.subject, content: sent.message.html };
@@ -144,7 +144,7 @@ export function sentContent(sent: SentRequest): MessageContent {
 }
 
 /** What `message.delivered` carries with `includeContent`: the stored in-app item's rendered fields (those it has). */
-export function storedContent(message: NewMessage): MessageContent {
+function storedContent(message: NewMessage): MessageContent {
   const { subject, content, url, avatar, primaryAction, secondaryAction, data } = message;
   const fields: MessageContent = { content };
   if (subject !== undefined) fields.subject = subject;

@@ -73,7 +73,7 @@ const NOT_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])
  * key) is Unicode text without NUL, and nothing nests deeper than MAX_NESTING (JSON.stringify
  * would overflow the stack). Iterative, so a hostile depth cannot overflow it either.
  */
-export function unstorableInput(input: Record<string, unknown>): ErrorDetail | undefined {
+function unstorableInput(input: Record<string, unknown>): ErrorDetail | undefined {
   const pending: Array<{ value: unknown; field: string; depth: number }> = Object.entries(input).map(([field, value]) => ({ value, field, depth: 0 }));
   while (pending.length > 0) {
     const { value, field, depth } = pending.pop()!;

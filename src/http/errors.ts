@@ -74,7 +74,7 @@ function isBodyParserError(err: unknown): err is { type?: string; status?: numbe
  * code, the database's own words (what follows knex's " - ") and its stack frames, never with the
  * statement's values.
  */
-export function loggableError(err: unknown): unknown {
+function loggableError(err: unknown): unknown {
   if (!(err instanceof Error)) return err;
   if (!isDatabaseError(err)) return err;
   const { code, table, column, constraint, routine } = err as Error & Record<string, unknown>;

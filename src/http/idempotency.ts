@@ -70,7 +70,7 @@ export function idempotencyKeyOf(c: Context): string | undefined {
 }
 
 /** JSON with object keys sorted at every level, so key order never changes a fingerprint. */
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (value === undefined) return '';
   if (value === null || typeof value !== 'object') return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map((item) => (item === undefined ? 'null' : canonicalJson(item))).join(',')}]`;

@@ -33,12 +33,12 @@ const MASK = '********';
  * secret keeps its last 4 (enough to tell `….com` hosts or account ids apart); anything else is
  * the mask alone.
  */
-export function maskCredential(value: unknown, secret: boolean): string {
+function maskCredential(value: unknown, secret: boolean): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   return !secret && text.length >= 12 ? MASK + text.slice(-4) : MASK;
 }
 
-export function maskCredentials(providerId: ProviderId, credentials: Record<string, unknown>): Record<string, string> {
+function maskCredentials(providerId: ProviderId, credentials: Record<string, unknown>): Record<string, string> {
   const masked: Record<string, string> = {};
   for (const [name, value] of Object.entries(credentials)) {
     if (value !== undefined && value !== null) masked[name] = maskCredential(value, isSecretCredential(providerId, name));
@@ -52,7 +52,7 @@ export function readCredentials(row: Pick<IntegrationRow, 'credentials'>, secret
 }
 
 /** As stored: sealed when the server has a secret, plain JSON otherwise. */
-export function writeCredentials(credentials: IntegrationCredentials, secret: string | undefined): string {
+function writeCredentials(credentials: IntegrationCredentials, secret: string | undefined): string {
   return sealIfSecret(JSON.stringify(credentials), secret);
 }
 
