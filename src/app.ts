@@ -9,7 +9,8 @@ import { requestLog } from './http/request-log.js';
 import { authentication } from './http/security.js';
 import { rateLimits } from './http/rate-limit.js';
 import { docsPage } from './http/docs.js';
-import { metricsEndpoint, recordHttpMetrics } from './http/metrics.js';
+import { httpMetricsRecorder, metricsEndpoint } from './http/metrics.js';
+import { Metrics } from './metrics.js';
 import { registerEngineMetrics } from './engine/metrics.js';
 import { dashboard } from './dashboard/index.js';
 import { inboxExample } from './http/examples.js';
@@ -40,8 +41,11 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
     res.setHeader('X-Content-Type-Options', 'nosniff');
     next();
   });
-  app.use(requestLog(deps.logger, recordHttpMetrics));
-  registerEngineMetrics(deps);
+  // What this app's /metrics shows (`app.locals.metrics`).
+  const metrics = new Metrics();
+  app.locals.metrics = metrics;
+  app.use(requestLog(deps.logger, httpMetricsRecorder(metrics)));
+  registerEngineMetrics(deps, metrics);
 
   app.get('/v1/openapi.yaml', (_req, res) => {
     res.type('application/yaml').sendFile(SPEC_PATH);
@@ -67,7 +71,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
     const ready = await isReady(deps.db);
     res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable' });
   });
-  app.get('/metrics', metricsEndpoint(deps.config));
+  app.get('/metrics', metricsEndpoint(deps.config, metrics));
   app.get('/docs', docsPage(deps.logger, options.docsFile));
   app.all(['/health', '/ready', '/metrics', '/docs'], onlyGet);
   app.use('/dashboard', dashboard(deps));

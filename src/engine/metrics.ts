@@ -1,5 +1,5 @@
 import type { Deps } from '../deps.js';
-import { registerGauge } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import { countOpenJobsByStatus, queueDepth } from '../db/repos/jobs.js';
 
 /** How long a scrape's job counts are served again: scrapes that come together cost one read. */
@@ -29,11 +29,11 @@ function cached<T>(read: () => Promise<T>, clock: Deps['clock']): () => Promise<
  * TTL. Finished jobs are not counted: their number grows with the table (GET /v1/notifications/stats
  * tells outcomes).
  */
-export function registerEngineMetrics(deps: Deps): void {
+export function registerEngineMetrics(deps: Deps, metrics: Metrics): void {
   const openJobs = cached(() => countOpenJobsByStatus(deps.db), deps.clock);
   const depth = cached(() => queueDepth(deps.db, deps.clock.now()), deps.clock);
-  registerGauge('herald_jobs', 'Jobs not yet done, by status (pending, queued, delayed, running).', async () =>
+  metrics.registerGauge('herald_jobs', 'Jobs not yet done, by status (pending, queued, delayed, running).', async () =>
     (await openJobs()).map(({ status, count }) => ({ labels: { status }, value: count })),
   ['status']);
-  registerGauge('herald_queue_depth', 'Jobs due now or running: the work in front of the job runners.', depth);
+  metrics.registerGauge('herald_queue_depth', 'Jobs due now or running: the work in front of the job runners.', depth);
 }

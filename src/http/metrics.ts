@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import { ApiError, notFound } from '../errors.js';
 import { sendError } from './errors.js';
 import type { FinishedResponse } from './request-log.js';
-import { httpRequestDuration, httpRequests, metricsRegistry } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 
 /** Routes outside the contract, named like operations so that every label stays a small fixed set. */
 const FIXED_ROUTES: Record<string, string> = {
@@ -32,11 +32,13 @@ function operationOf(path: string, matched: string | undefined): string {
  * router matched for it (`res.locals.operation`, set once per /v1 request); anything the router
  * does not know (a wrong path or method) counts as `notFound`.
  */
-export const recordHttpMetrics: FinishedResponse = (_req, res, path, seconds) => {
-  const labels = { operation: operationOf(path, res.locals.operation?.operationId), status: String(res.statusCode) };
-  httpRequests.inc(labels);
-  httpRequestDuration.observe(labels, seconds);
-};
+export function httpMetricsRecorder(metrics: Metrics): FinishedResponse {
+  return (_req, res, path, seconds) => {
+    const labels = { operation: operationOf(path, res.locals.operation?.operationId), status: String(res.statusCode) };
+    metrics.httpRequests.inc(labels);
+    metrics.httpRequestDuration.observe(labels, seconds);
+  };
+}
 
 const digest = (text: string) => createHash('sha256').update(text).digest();
 
@@ -46,7 +48,7 @@ const digest = (text: string) => createHash('sha256').update(text).digest();
  * served at all (a 404 like any unknown path). The token is read from `deps.config` on each request
  * and compared in constant time.
  */
-export function metricsEndpoint(config: Config): RequestHandler {
+export function metricsEndpoint(config: Config, metrics: Metrics): RequestHandler {
   return async (req, res) => {
     const token = config.metricsToken;
     if (!token) return sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`));
@@ -54,6 +56,6 @@ export function metricsEndpoint(config: Config): RequestHandler {
     if (!timingSafeEqual(digest(given), digest(token))) {
       return sendError(req, res, new ApiError(401, '/metrics needs the metrics token: Authorization: Bearer <HERALD_METRICS_TOKEN>', undefined, { 'WWW-Authenticate': 'Bearer realm="metrics"' }));
     }
-    res.type(metricsRegistry.contentType).send(await metricsRegistry.metrics());
+    res.type(metrics.contentType).send(await metrics.text());
   };
 }

@@ -98,7 +98,10 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const pending = new Set<Promise<void>>();
   const app = express();
   app.use(contractRecorder(violations, pending));
-  app.use(await createApp(deps));
+  const herald = await createApp(deps);
+  // What the app keeps in its locals (its metrics, its inbox hub) is reachable from the test's app.
+  Object.assign(app.locals, herald.locals);
+  app.use(herald);
   const http = supertest(app);
 
   const tenants = async () => {

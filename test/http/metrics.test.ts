@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { registerGauge } from '../../src/metrics.js';
+import type { Metrics } from '../../src/metrics.js';
 import { startTestApp, useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { JOB_GAUGES_TTL_MS } from '../../src/engine/metrics.js';
@@ -65,6 +65,9 @@ describe('GET /metrics', () => {
   });
 });
 
+/** The gauges of the test's app. */
+const registerGauge: Metrics['registerGauge'] = (...args) => (t.app.locals.metrics as Metrics).registerGauge(...args);
+
 describe('registerGauge', () => {
   it('reads a gauge at scrape time, with labels, dropping label values that are gone', async () => {
     let jobs = [
@@ -113,6 +116,26 @@ describe('the engine on /metrics', () => {
       await t.assertContract();
     } finally {
       await t.close();
+    }
+  });
+
+  it("keeps each app's counts and gauges its own when one process serves several", async () => {
+    const other = await startTestApp();
+    other.deps.config.metricsToken = TOKEN;
+    try {
+      await other.a.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
+      await other.a.post('/v1/workflows', { name: 'Ping', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
+      await other.a.post('/v1/events/trigger', { name: 'ping', to: 'ada' }).expect(201);
+      const labels = { operation: 'triggerEvent', status: '201' };
+      expect(sample((await metrics(other).expect(200)).text, 'herald_http_requests_total', labels)).toBe(1);
+      expect((await metrics(other).expect(200)).text).toMatch(/^herald_queue_depth 1$/m);
+      // This file's app counted none of those, and its gauges read its own database.
+      const mine = await scrape();
+      expect(sample(mine, 'herald_http_requests_total', labels)).toBe(0);
+      expect(mine).toMatch(/^herald_queue_depth 0$/m);
+      expect(mine).toContain('herald_process_cpu_seconds_total');
+    } finally {
+      await other.close();
     }
   });
 });
