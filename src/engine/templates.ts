@@ -47,19 +47,31 @@ interface TemplateShape {
   parts: number;
   /** The deepest nesting of `(…)` in one expression (parentheses in string literals do not count). */
   subexpressionDepth: number;
-  /** The deepest nesting of blocks (`{{#…}}` … `{{/…}}`). */
+  /** The deepest nesting of blocks (`{{#…}}` … `{{/…}}`), each `{{else <helper>}}` one level more. */
   blockDepth: number;
 }
 
 /** A template's shape, found in one pass over its text, without parsing it. */
 export function templateShape(source: string): TemplateShape {
   const shape: TemplateShape = { parts: 0, subexpressionDepth: 0, blockDepth: 0 };
-  let blocks = 0;
+  // Each open block's levels: 1, and one more for each `{{else <helper>}}` chained in it (Handlebars
+  // nests each such branch inside the one before).
+  const open: number[] = [];
+  let levels = 0;
   for (let at = source.indexOf('{{'); at !== -1; ) {
     let i = at + 2;
     while (source[i] === '{' || source[i] === '~') i++;
-    if (source[i] === '#') shape.blockDepth = Math.max(shape.blockDepth, ++blocks);
-    else if (source[i] === '/') blocks--;
+    // A comment is skipped whole: Handlebars reads it as one token.
+    if (source[i] === '!') {
+      const end = source.startsWith('--', i + 1) ? source.indexOf('--', i + 3) : i;
+      const close = source.indexOf('}}', end === -1 ? source.length : end);
+      at = close === -1 ? -1 : source.indexOf('{{', close + 2);
+      continue;
+    }
+    if (source[i] === '#') open.push(1), levels++;
+    else if (source[i] === '/' && open.length > 0) levels -= open.pop()!;
+    else if (open.length > 0 && /^else\s+[^\s}~]/.test(source.slice(i, i + 16))) open[open.length - 1]++, levels++;
+    shape.blockDepth = Math.max(shape.blockDepth, levels);
     let depth = 0;
     let quote = '';
     let inPart = false;
@@ -96,7 +108,7 @@ function parseBudgetProblem(source: string): string | undefined {
   if (shape.subexpressionDepth > MAX_SUBEXPRESSION_DEPTH) {
     return `nests sub-expressions (…) ${shape.subexpressionDepth} deep, more than the ${MAX_SUBEXPRESSION_DEPTH} a template may`;
   }
-  if (shape.blockDepth > MAX_BLOCK_DEPTH) return `nests blocks {{#…}} ${shape.blockDepth} deep, more than the ${MAX_BLOCK_DEPTH} a template may`;
+  if (shape.blockDepth > MAX_BLOCK_DEPTH) return `nests blocks {{#…}} (or chains {{else …}}) ${shape.blockDepth} deep, more than the ${MAX_BLOCK_DEPTH} a template may`;
   return undefined;
 }
 

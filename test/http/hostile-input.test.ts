@@ -213,7 +213,9 @@ describe('work budgets: compiling templates', () => {
       [nested(500)]: 'nests sub-expressions (…) 500 deep, more than the 16 a template may',
       [`{{lookup ${'a '.repeat(100_000)}}}`]: 'has 3,001 names, literals and parameters inside its {{…}}, more than the 3,000 a template may have',
       [`{{${'a.'.repeat(100_000)}b}}`]: 'has 3,001 names, literals and parameters inside its {{…}}, more than the 3,000 a template may have',
-      [`${'{{#if a}}'.repeat(400)}x${'{{/if}}'.repeat(400)}`]: 'nests blocks {{#…}} 400 deep, more than the 32 a template may',
+      [`${'{{#if a}}'.repeat(400)}x${'{{/if}}'.repeat(400)}`]: 'nests blocks {{#…}} (or chains {{else …}}) 400 deep, more than the 32 a template may',
+      // Handlebars nests each `else if` inside the branch before it.
+      [`{{#if a}}x${'{{else if a}}x'.repeat(900)}{{/if}}`]: 'nests blocks {{#…}} (or chains {{else …}}) 901 deep, more than the 32 a template may',
     };
     for (const [content, message] of Object.entries(cases)) {
       const started = performance.now();
@@ -221,8 +223,9 @@ describe('work budgets: compiling templates', () => {
       expect(performance.now() - started).toBeLessThan(2_000);
       expect(res.body.details).toEqual([{ field: 'body/steps/0/template/content', message: `does not compile: ${message}` }]);
     }
-    // Up to the bounds, templates are as before.
-    await createWorkflow(t.a, { steps: [step.inApp({ content: `${nested(16)} ${'{{#if a}}'.repeat(32)}x${'{{/if}}'.repeat(32)}` })] });
+    // Up to the bounds, templates are as before; a comment is not counted.
+    const comment = `{{!-- ${'('.repeat(40)} ${'word '.repeat(4_000)} --}}`;
+    await createWorkflow(t.a, { steps: [step.inApp({ content: `${nested(16)} ${'{{#if a}}'.repeat(32)}x${'{{/if}}'.repeat(32)}${comment}{{#if a}}x{{else if b}}y{{else}}z{{/if}}` })] });
   });
 
   it('fails, without parsing it, the job of a trigger whose overrides nest too deep', async () => {
