@@ -2,7 +2,7 @@
 import type { Deps } from '../deps.js';
 import { notFound } from '../errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
-import { cancelableJobs, hasRunningJob, setJobsStatus } from '../db/repos/jobs.js';
+import { cancelableJobs, hasRunningJob, cancelJobsDroppingDigestKeys } from '../db/repos/jobs.js';
 import { addExecutionDetails } from '../db/repos/execution-details.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
 import { recordCanceledNotifications } from './webhook-events.js';
@@ -25,7 +25,7 @@ export async function cancelEvent(deps: Deps, environmentId: string, transaction
     const cancelable = await cancelableJobs(trx, event.id);
     const handedOn = await passOnWaitingSends(trx, cancelable, transactionId, now);
     const jobs = cancelable.filter((job) => !handedOn.has(job.id));
-    await setJobsStatus(trx, jobs.map((job) => job.id), 'canceled', now);
+    await cancelJobsDroppingDigestKeys(trx, jobs.map((job) => job.id), now);
     await addExecutionDetails(trx, jobs.map((job) => ({ jobId: job.id, status: 'warning', detail: `Canceled with event ${transactionId}`, isRetry: false })), now);
     for (const leader of jobs) if (leader.digestKey !== null) await handOverOpenDigest(trx, { id: leader.id, digestKey: leader.digestKey, runAt: leader.runAt }, now);
     await recordCanceledNotifications(trx, event, now, () => settleCanceledNotifications(trx, event.id, now));

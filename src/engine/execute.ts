@@ -22,7 +22,7 @@ import { startWithInApp } from './in-app-batch.js';
 import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
 import { fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
-import { yieldToEventLoop, type WorkerContext } from './worker-context.js';
+import { LeaseLost, yieldToEventLoop, type WorkerContext } from './worker-context.js';
 import { jobFacts, recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
 export const MAX_ATTEMPTS = 5;
@@ -42,8 +42,6 @@ const MAX_RATE_LIMITED = 20;
 
 /** The longest a provider's Retry-After holds a retry back. */
 const MAX_RETRY_AFTER_MS = 3_600_000;
-
-class LeaseLost extends Error {}
 
 interface Outcome {
   status: Extract<JobStatus, 'completed' | 'skipped' | 'failed' | 'queued' | 'canceled' | 'pending'>;

@@ -14,7 +14,7 @@ import { standardWebhookHeaders } from '../providers/standard-webhooks.js';
 import type { OutboundPolicy } from '../outbound-guard.js';
 import { destinationOf, verdictOf, type Gate, type Verdict } from './destinations.js';
 import { recordWebhookEvent } from './webhook-events.js';
-import type { WorkerContext } from './worker-context.js';
+import { LeaseLost, type WorkerContext } from './worker-context.js';
 import { BoundedMap } from '../bounded-map.js';
 
 /** Svix's schedule: the waits after the 1st, 2nd, … failed try (8 tries over about 27.6 hours). */
@@ -127,8 +127,6 @@ export interface WebhookRun extends WorkerContext {
   pace: EndpointPace;
   successes: SuccessLog;
 }
-
-class LeaseLost extends Error {}
 
 interface Tried {
   statusCode?: number;

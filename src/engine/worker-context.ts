@@ -25,3 +25,6 @@ export interface WorkerContext {
  * batch (a fan-out's 200) would otherwise run as one chain that never returns to the event loop.
  */
 export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Thrown inside an outcome's transaction when this worker no longer holds the claim: the change is rolled back and dropped, the new holder's to make. */
+export class LeaseLost extends Error {}

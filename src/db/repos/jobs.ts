@@ -304,19 +304,18 @@ export async function cancelableJobs(trx: Runner, eventId: string): Promise<JobR
   return rows.map(toRecord);
 }
 
-export async function setJobsStatus(trx: Runner, ids: string[], status: JobStatus, now: Date): Promise<void> {
-  for (const part of chunks(ids)) await trx('jobs').whereIn('id', part).update({ status, digest_key: null, updated_at: now.toISOString() });
+/**
+ * Cancels an event's jobs and drops the digest keys they hold, so that no trigger joins a digest
+ * they led (the caller hands an open one over to another event: handOverOpenDigest).
+ */
+export async function cancelJobsDroppingDigestKeys(trx: Runner, ids: string[], now: Date): Promise<void> {
+  for (const part of chunks(ids)) await trx('jobs').whereIn('id', part).update({ status: 'canceled', digest_key: null, updated_at: now.toISOString() });
 }
 
 /** Cancels jobs, leaving any digest key they hold as it is. */
 export async function cancelJobs(trx: Runner, ids: string[], now: Date): Promise<void> {
   for (const part of chunks(ids)) await trx('jobs').whereIn('id', part).update({ status: 'canceled', updated_at: now.toISOString() });
 }
-
-/**
- * Closes a digest a worker holds (its key is dropped, so a trigger joining now opens a new one);
- * false when the worker no longer holds it.
- */
 
 /**
  * Of the given jobs, those `owner` still holds. On PostgreSQL they are locked until the transaction
