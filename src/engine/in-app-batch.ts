@@ -19,7 +19,7 @@ import { EMPTY_LAYER } from './preferences.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { CANCELED_BEFORE_RUN, decideStep, IN_APP_DELIVERED, type ChannelStep, type Recipient } from './deliver.js';
 import { Undeliverable } from './undeliverable.js';
-import { continueAfter, createNotifications, nextActiveStep, type Recipient as Member } from './schedule.js';
+import { continueAfter, createNotifications, nextActiveStep, type SubscriberRef } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
 import type { WorkerContext } from './worker-context.js';
 
@@ -157,7 +157,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
  * queued, claimed and settled by a later batch. The decisions are the ones a claimed job gets; a
  * batch run twice creates nothing twice, since an event has one notification per subscriber.
  */
-export async function startWithInApp(trx: Runner, event: EventRecord, members: Member[], now: Date): Promise<void> {
+export async function startWithInApp(trx: Runner, event: EventRecord, members: SubscriberRef[], now: Date): Promise<void> {
   if (members.length === 0) return;
   const index = nextActiveStep(event, -1);
   const step = event.workflow.steps[index];

@@ -20,7 +20,8 @@ import { failedCondition } from './conditions.js';
 import { jobFacts, recordCanceledNotifications, recordStepEvent } from './webhook-events.js';
 import { openOrJoinDigest, passOnClosedDigest, settleDigestRiders, type Heir } from './digests.js';
 
-export interface Recipient {
+/** A subscriber a notification is made for: its internal key and its public id. */
+export interface SubscriberRef {
   /** The subscriber's internal id. */
   key: string;
   subscriberId: string;
@@ -46,9 +47,9 @@ function eventChannels(event: EventRecord): string[] {
 export async function createNotifications(
   trx: Runner,
   event: EventRecord,
-  recipients: Recipient[],
+  recipients: SubscriberRef[],
   now: Date,
-  given?: (recipient: Recipient) => { id: string; status: NotificationStatus },
+  given?: (recipient: SubscriberRef) => { id: string; status: NotificationStatus },
 ): Promise<Map<string, string>> {
   const channels = eventChannels(event);
   return insertNotifications(
@@ -59,7 +60,7 @@ export async function createNotifications(
 }
 
 /** An event's notification for one recipient. */
-function notificationFor(event: EventRecord, recipient: Recipient, channels: string[]): NewNotification {
+function notificationFor(event: EventRecord, recipient: SubscriberRef, channels: string[]): NewNotification {
   return {
     environmentId: event.environmentId,
     eventId: event.id,
@@ -72,7 +73,7 @@ function notificationFor(event: EventRecord, recipient: Recipient, channels: str
 }
 
 /** Creates a notification and its first job for each recipient the event does not have yet. */
-export async function startNotifications(trx: Runner, event: EventRecord, recipients: Recipient[], now: Date): Promise<number> {
+export async function startNotifications(trx: Runner, event: EventRecord, recipients: SubscriberRef[], now: Date): Promise<number> {
   const created = await createNotifications(trx, event, recipients, now);
   const first = nextActiveStep(event, -1);
   const plain: NewJob[] = [];
@@ -113,7 +114,7 @@ function plainStepJob(event: EventRecord, notificationId: string, index: number,
  * `startNotifications` would write for recipients the event has none for yet. Undefined when the
  * first active step is a digest, which opens or joins a digest in the database as it is written.
  */
-export function plannedStart(event: EventRecord, recipients: Recipient[], now: Date): { notifications: NewNotification[]; jobs: NewJob[] } | undefined {
+export function plannedStart(event: EventRecord, recipients: SubscriberRef[], now: Date): { notifications: NewNotification[]; jobs: NewJob[] } | undefined {
   const first = nextActiveStep(event, -1);
   if (event.workflow.steps[first].type === 'digest' || waitsOnConditions(event.workflow.steps[first])) return undefined;
   const channels = eventChannels(event);

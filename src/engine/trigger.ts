@@ -22,7 +22,7 @@ import { notificationRow } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
 import { timezoneProblem } from './subscribers.js';
-import { plannedStart, startNotifications, type Recipient } from './schedule.js';
+import { plannedStart, startNotifications, type SubscriberRef } from './schedule.js';
 import { fanoutShards } from '../db/fanout-shards.js';
 import { BoundedMap } from '../bounded-map.js';
 
@@ -160,7 +160,7 @@ export async function trigger(
     canceledAt: null,
     createdAt: now.toISOString(),
   });
-  const directRecipients = (keys: Map<string, string>): Recipient[] => [...directIds].map((id) => ({ key: keys.get(id)!, subscriberId: id }));
+  const directRecipients = (keys: Map<string, string>): SubscriberRef[] => [...directIds].map((id) => ({ key: keys.get(id)!, subscriberId: id }));
   try {
     // The common trigger (named subscribers, no topic, no digest first) is rows known in advance:
     // written all at once, in one statement on PostgreSQL.
