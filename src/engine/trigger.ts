@@ -33,8 +33,9 @@ type InlineSubscriber = Schemas['SubscriberCreate'];
 /** The most of a payload's problems a 422 names (a long array can have one an item). */
 export const MAX_PAYLOAD_DETAILS = 100;
 
-// Compiled payload schemas, per workflow version.
-const payloadValidators = new BoundedMap<string, ValidateFunction>(500);
+// Compiled payload schemas, per workflow version, or why a stored one cannot be used (a refusal is
+// remembered too, so that triggers to such a workflow do not compile it again each time).
+const payloadValidators = new BoundedMap<string, ValidateFunction | ErrorDetail>(500);
 
 function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>, patterns: PatternBudget): ErrorDetail[] {
   const problems: ErrorDetail[] = [];
@@ -46,11 +47,13 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
       const [problem] = payloadSchemaProblems(workflow.payloadSchema);
       if (problem) {
         const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
-        return [{ field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` }];
+        validate = { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
+      } else {
+        validate = createTenantAjv().compile(workflow.payloadSchema);
       }
-      validate = createTenantAjv().compile(workflow.payloadSchema);
       payloadValidators.set(cacheKey, validate);
     }
+    if (typeof validate !== 'function') return [validate];
     let valid: boolean;
     try {
       valid = validateWithin(patterns, validate, payload);

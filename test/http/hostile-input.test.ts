@@ -87,6 +87,11 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     await createSubscriber(t.a, { subscriberId: 'old-schema' });
     const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-schema', payload: { a: 'a' } }).expect(422);
     expect(res.body.details).toEqual([{ field: 'body/name', message: expect.stringContaining("the workflow's payloadSchema cannot be used") }]);
+    // The refusal is remembered for this version of the workflow, and ends when it is saved again.
+    const again = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-schema', payload: { a: 'a' } }).expect(422);
+    expect(again.body.details).toEqual(res.body.details);
+    await t.a.put(`/v1/workflows/${workflowId}`, { payloadSchema: { type: 'object', properties: { a: { type: 'string', pattern: '^a$' } } } }).expect(200);
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-schema', payload: { a: 'a' } }).expect(201);
   });
 });
 
