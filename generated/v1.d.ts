@@ -1951,8 +1951,9 @@ export interface components {
          *     followed; when it uses `$dynamicRef`, `$recursiveRef` or a pattern that cannot match in
          *     linear time (a backreference or lookaround); and when `uniqueItems` applies to items
          *     that are not all of one simple type (string, number, integer, boolean, null) unless
-         *     `maxItems` is at most 100. A trigger whose payload fails is answered 422 with at most
-         *     100 details.
+         *     `maxItems` is at most 100; when an `enum` holds more than 20 objects or arrays; and when
+         *     an `$id` appears below the root. A trigger whose payload fails is answered 422 naming up
+         *     to 100 problems, or only the first when the payload holds more than 2,000 values.
          * @example {
          *       "type": "object",
          *       "required": [
@@ -4006,7 +4007,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description The request does not match its schema; `details` names each field. */
+        /** @description The request does not match its schema; `details` names each field (a request of more than 2,000 values, its first problem only). */
         BadRequest: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];

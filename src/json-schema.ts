@@ -1,18 +1,54 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import { RE2JS } from 're2js';
+import type { ErrorObject } from 'ajv';
 
 const addFormats = ajvFormats.default;
 
 /**
- * JSON Schema 2020-12 (OpenAPI 3.1's dialect) with formats, every error, and discriminated steps: the
- * one validator setup for the contract (http/) and, through `createTenantAjv`, for the schemas
- * tenants send (engine/).
+ * JSON Schema 2020-12 (OpenAPI 3.1's dialect) with formats and discriminated steps: the one
+ * validator setup for the contract (http/) and, through `createTenantAjv`, for the schemas tenants
+ * send (engine/). It lists every error unless `allErrors: false` is given (see firstThenAll).
  */
-export function createAjv(options: object = {}): Ajv2020 {
-  const ajv = new Ajv2020({ ...options, strict: false, allErrors: true, discriminator: true });
+export function createAjv(options: { allErrors?: boolean; [option: string]: unknown } = {}): Ajv2020 {
+  const ajv = new Ajv2020({ allErrors: true, ...options, strict: false, discriminator: true });
   addFormats(ajv);
   return ajv;
+}
+
+/** The most values (the value itself, and every item and property within, nested) whose every error is listed. */
+export const LISTED_ERRORS_WITHIN = 2_000;
+
+/** Whether `value` holds at most `limit` values, counted without walking past the limit. */
+export function holdsAtMost(value: unknown, limit: number): boolean {
+  const pending: unknown[] = [value];
+  let seen = 0;
+  while (pending.length > 0) {
+    if (++seen > limit) return false;
+    const next = pending.pop();
+    if (next === null || typeof next !== 'object') continue;
+    for (const item of Array.isArray(next) ? next : Object.values(next)) pending.push(item);
+    if (pending.length + seen > limit) return false;
+  }
+  return true;
+}
+
+export type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null; schema: unknown };
+
+/**
+ * Validation that stops at the first error, then lists every error only for a small value. ajv's
+ * allErrors checks every item of an array against every keyword and makes an error object for each
+ * failure: a hostile megabyte held the event loop for seconds (and, against a wide schema, filled
+ * the heap). A valid value costs one pass either way; an invalid large one, the cost of finding its
+ * first error; an invalid small one (up to LISTED_ERRORS_WITHIN values), a second pass that lists
+ * them all (`listAll`: the same schema compiled by an allErrors instance, made when first needed).
+ */
+export function firstThenAll(validate: Validate, listAll: () => Validate, data: unknown): ErrorObject[] | undefined {
+  if (validate(data)) return undefined;
+  const first = validate.errors ?? [];
+  if (!holdsAtMost(data, LISTED_ERRORS_WITHIN)) return first;
+  const all = listAll();
+  return all(data) ? first : (all.errors ?? first);
 }
 
 /**
@@ -43,13 +79,13 @@ export class PatternBudgetSpent extends Error {
 let spending: PatternBudget | undefined;
 
 /**
- * Runs a validator compiled by `createTenantAjv` with a request's pattern budget; throws
+ * Runs validation with validators compiled by `createTenantAjv` under a request's pattern budget; throws
  * PatternBudgetSpent (before matching the value that would go over) when it runs out.
  */
-export function validateWithin(budget: PatternBudget, validate: (data: unknown) => boolean, data: unknown): boolean {
+export function validateWithin<T>(budget: PatternBudget, validation: () => T): T {
   spending = budget;
   try {
-    return validate(data);
+    return validation();
   } finally {
     spending = undefined;
   }
@@ -79,9 +115,43 @@ const linearRegExp = Object.assign(
   { code: 'RE2JS.compile' },
 );
 
-/** The validator setup for a tenant's schema (a workflow's payloadSchema). */
-export function createTenantAjv(): Ajv2020 {
-  return createAjv({ code: { regExp: linearRegExp } });
+/** The validator setup for a tenant's schema (a workflow's payloadSchema); see firstThenAll for `allErrors: false`. */
+export function createTenantAjv(options: { allErrors?: boolean } = {}): Ajv2020 {
+  const ajv = createAjv({ ...options, code: { regExp: linearRegExp } });
+  ajv.removeKeyword('enum');
+  ajv.addKeyword({ keyword: 'enum', schemaType: 'array', errors: true, compile: compileEnum });
+  return ajv;
+}
+
+/** The most objects or arrays an `enum` of a tenant's schema may hold: each is compared whole. */
+export const MAX_COMPOSITE_ENUM = 20;
+
+/**
+ * `enum` for tenants' schemas: ajv's own compares a value with each entry in turn, so an array of
+ * many items under a long enum was items × entries comparisons (seconds for a megabyte). Here
+ * strings, numbers, booleans and null are looked up in a Set, and the few object or array
+ * entries compared whole.
+ */
+function compileEnum(entries: unknown[]) {
+  const simple = new Set(entries.filter((entry) => entry === null || typeof entry !== 'object'));
+  const composite = entries.filter((entry) => entry !== null && typeof entry === 'object');
+  if (composite.length > MAX_COMPOSITE_ENUM) throw new Error(`an enum may hold at most ${MAX_COMPOSITE_ENUM} objects or arrays`);
+  const validate = (data: unknown): boolean => {
+    const found = data === null || typeof data !== 'object' ? simple.has(data) : composite.some((entry) => sameJson(entry, data));
+    if (!found) validate.errors = [{ keyword: 'enum', message: 'must be equal to one of the allowed values', params: { allowedValues: entries } }];
+    return found;
+  };
+  validate.errors = undefined as undefined | Array<Partial<ErrorObject>>;
+  return validate;
+}
+
+/** Whether two JSON values are equal (object keys in any order). */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object' || Array.isArray(a) !== Array.isArray(b)) return false;
+  const aKeys = Object.keys(a);
+  if (aKeys.length !== Object.keys(b).length) return false;
+  return aKeys.every((key) => Object.hasOwn(b, key) && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]));
 }
 
 /**

@@ -3,12 +3,12 @@
 // trigger is never lost, a rejected one leaves nothing behind. On SQLite, triggers that arrive
 // together are committed together (db/group-commit.ts), each still answered only once committed.
 import { v7 as timeOrderedUuid } from 'uuid';
-import type { ValidateFunction } from 'ajv';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
-import { createTenantAjv, newPatternBudget, PatternBudgetSpent, validateWithin, type PatternBudget } from '../json-schema.js';
+import { createTenantAjv, firstThenAll, newPatternBudget, PatternBudgetSpent, validateWithin, type PatternBudget } from '../json-schema.js';
 import { payloadSchemaProblems } from './workflow-rules.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
@@ -35,7 +35,13 @@ export const MAX_PAYLOAD_DETAILS = 100;
 
 // Compiled payload schemas, per workflow version, or why a stored one cannot be used (a refusal is
 // remembered too, so that triggers to such a workflow do not compile it again each time).
-const payloadValidators = new BoundedMap<string, ValidateFunction | ErrorDetail>(500);
+const payloadValidators = new BoundedMap<string, PayloadValidator | ErrorDetail>(500);
+
+/** A payload schema compiled to stop at the first error, and (when a small payload fails it) to list them all. */
+interface PayloadValidator {
+  first: ValidateFunction;
+  all?: ValidateFunction;
+}
 
 function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>, patterns: PatternBudget): ErrorDetail[] {
   const problems: ErrorDetail[] = [];
@@ -49,20 +55,22 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
         const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
         validate = { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
       } else {
-        validate = createTenantAjv().compile(workflow.payloadSchema);
+        validate = { first: createTenantAjv({ allErrors: false }).compile(workflow.payloadSchema) };
       }
       payloadValidators.set(cacheKey, validate);
     }
-    if (typeof validate !== 'function') return [validate];
-    let valid: boolean;
+    if (!('first' in validate)) return [validate];
+    const validator = validate;
+    const schema = workflow.payloadSchema;
+    let errors: ErrorObject[] | undefined;
     try {
-      valid = validateWithin(patterns, validate, payload);
+      errors = validateWithin(patterns, () => firstThenAll(validator.first, () => (validator.all ??= createTenantAjv().compile(schema)), payload));
     } catch (err) {
       if (!(err instanceof PatternBudgetSpent)) throw err;
       return [{ field: 'body/payload', message: err.message }];
     }
-    if (!valid) {
-      for (const error of (validate.errors ?? []).slice(0, MAX_PAYLOAD_DETAILS)) {
+    if (errors) {
+      for (const error of errors.slice(0, MAX_PAYLOAD_DETAILS)) {
         const missing = error.keyword === 'required' ? `/${String(error.params.missingProperty)}` : '';
         problems.push({ field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') });
       }

@@ -106,6 +106,8 @@ export const MAX_UNIQUE_COMPARED = 100;
 const SIMPLE_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null']);
 /** Keywords whose values are data, not schemas: a `$ref` inside them is not one. */
 const DATA_KEYWORDS = new Set(['const', 'enum', 'default', 'examples']);
+/** Keywords whose values map names to schemas: a name there is no keyword (a property may be called "enum"). */
+const SCHEMA_MAPS = new Set(['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas']);
 
 class ShapeRefused extends Error {
   constructor(readonly detail: ErrorDetail) {
@@ -119,7 +121,12 @@ function pointedAt(root: object, ref: string): unknown {
   if (!ref.startsWith('#/')) return undefined;
   let node: unknown = root;
   for (const raw of ref.slice(2).split('/')) {
-    const key = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
+    let key: string;
+    try {
+      key = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
+    } catch {
+      return undefined; // broken percent-encoding (#/%E0) points nowhere
+    }
     if (!node || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
     node = (node as Record<string, unknown>)[key];
   }
@@ -147,7 +154,11 @@ function costProblems(root: object, at: string): ErrorDetail[] {
     for (const [key, value] of Object.entries(schema)) {
       if (DATA_KEYWORDS.has(key)) continue;
       if (key === '$dynamicRef' || key === '$recursiveRef') throw new ShapeRefused({ field: `${where}/${key}`, message: 'is not accepted in a payload schema' });
-      if (key === '$ref') {
+      // An $id below the root would make ajv resolve the $refs under it from another base than this walk does.
+      if (key === '$id' && node !== root) throw new ShapeRefused({ field: `${where}/$id`, message: 'is accepted only at the root of a payload schema' });
+      if (SCHEMA_MAPS.has(key) && value && typeof value === 'object' && !Array.isArray(value)) {
+        for (const [name, named] of Object.entries(value)) size += walk(named, `${where}/${key}/${name}`);
+      } else if (key === '$ref') {
         const target = typeof value === 'string' ? pointedAt(root, value) : undefined;
         if (target === undefined) throw new ShapeRefused({ field: `${where}/$ref`, message: 'must be a local JSON pointer to a schema of this one, such as #/$defs/name' });
         size += walk(target, `${where}/$ref`);

@@ -14,7 +14,8 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { OpenAPIBackend, type Context } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
-import { createAjv } from '../json-schema.js';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
+import { createAjv, firstThenAll, type Validate } from '../json-schema.js';
 import { ROOT } from '../paths.js';
 
 export const SPEC_PATH = path.join(ROOT, 'generated', 'openapi.yaml');
@@ -41,6 +42,20 @@ class HeraldBackend extends OpenAPIBackend {
   }
 
   private requestShapes = new Map<Operation, RequestShape>();
+
+  /** An allErrors instance beside the validators' own, which stop at the first error (createBackend). */
+  listing?: Ajv2020;
+  private readonly listings = new WeakMap<object, Validate>();
+
+  /** The same validator listing every error, compiled when a small request first fails it. */
+  private listingOf(validate: Validate): Validate {
+    let all = this.listings.get(validate);
+    if (!all) {
+      all = (this.listing ?? createAjv({ allErrors: true })).compile(validate.schema as object) as Validate;
+      this.listings.set(validate, all);
+    }
+    return all;
+  }
 
   /**
    * openapi-backend's `handleRequest`, for the hooks Herald registers (404, 405, postSecurityHandler,
@@ -159,9 +174,9 @@ class HeraldBackend extends OpenAPIBackend {
     if (typeof parsed.requestBody === 'object' || contentType === 'application/json') parameters.requestBody = parsed.requestBody;
     const coerced = { ...req } as ValidationResult['coerced'];
     for (const validate of this.validator.getRequestValidatorsForOperation(operation.operationId!) ?? []) {
-      validate(parameters);
-      // One at a time: a body with a hundred thousand bad items has as many errors, past what a spread passes.
-      if (validate.errors) for (const error of validate.errors) errors.push(error);
+      const found = firstThenAll(validate, () => this.listingOf(validate), parameters);
+      // One at a time: a small body can still have thousands of errors, past what a spread passes.
+      if (found) for (const error of found) errors.push(error);
       else if (this.validator.coerceTypes) {
         coerced.query = parameters.query as never;
         coerced.params = parameters.path as never;
@@ -351,7 +366,11 @@ export async function createBackend(definition: string | OpenAPIBackend['inputDo
     coerceTypes: true,
     // The contract's own schemas are linted by Redocly: checking each against the meta-schema again
     // would compile that meta-schema for every validator openapi-backend makes.
-    customizeAjv: (_ajv, ajvOpts) => createAjv({ ...ajvOpts, validateSchema: false }) as never,
+    // Requests are validated to their first error, and small ones again to list them all (firstThenAll).
+    customizeAjv: (_ajv, ajvOpts) => {
+      backend.listing ??= createAjv({ ...ajvOpts, validateSchema: false, allErrors: true });
+      return createAjv({ ...ajvOpts, validateSchema: false, allErrors: false }) as never;
+    },
   });
   return backend.init();
 }

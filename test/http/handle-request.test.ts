@@ -61,7 +61,16 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('handling a request', ()
     let compared = 0;
     for (const { operation, req } of requestsFor(backend.router.getOperations(), { ids, queries, headers, bodies })) {
       const expected = await outcome(original, req);
-      expect(await outcome(own, req), `${operation.operationId} ${JSON.stringify(req)}`).toEqual(expected);
+      const got = await outcome(own, req);
+      // Both validate to the first error; Herald's then lists every error of a small request (firstThenAll).
+      for (const [i, call] of got.seen.entries()) {
+        const errors = (call as { validation?: { errors?: unknown[] | null } }).validation?.errors;
+        const stock = (expected.seen[i] as { validation?: { errors?: unknown[] | null } } | undefined)?.validation?.errors;
+        if (!errors || !stock) continue;
+        expect(errors).toEqual(expect.arrayContaining(stock));
+        (call as { validation: { errors: unknown[] } }).validation.errors = stock;
+      }
+      expect(got, `${operation.operationId} ${JSON.stringify(req)}`).toEqual(expected);
       hooks.add(expected.result as string);
       compared += 1;
     }

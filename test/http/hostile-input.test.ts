@@ -115,6 +115,41 @@ describe('work budgets: what a payload schema may hold', () => {
     await t.a.post('/v1/workflows', { name: 'Data', payloadSchema: { const: { $ref: '#' }, examples: [{ $ref: 'x' }] }, steps: [step.inApp()] }).expect(201);
   });
 
+  it('walks properties named like data keywords as the schemas they are, and refuses broken pointers and inner $ids', async () => {
+    expect(await refused({ properties: { default: { anyOf: [{ $ref: '#/properties/default' }] } } })).toEqual([
+      { field: 'body/payloadSchema/properties/default/anyOf/0/$ref', message: expect.stringContaining('recursive') },
+    ]);
+    const $defs: Record<string, object> = { a22: { type: 'string' } };
+    for (let i = 0; i < 22; i++) $defs[`a${i}`] = { anyOf: [{ $ref: `#/properties/enum/$defs/a${i + 1}` }, { $ref: `#/properties/enum/$defs/a${i + 1}` }] };
+    expect(await refused({ properties: { enum: { $defs, $ref: '#/properties/enum/$defs/a0' } } })).toEqual([
+      { field: 'body/payloadSchema', message: expect.stringContaining('expands to more than 1,000 schemas') },
+    ]);
+    expect(await refused({ properties: { const: { type: 'array', uniqueItems: true } } })).toEqual([
+      { field: 'body/payloadSchema/properties/const/uniqueItems', message: expect.stringContaining('maxItems of at most 100') },
+    ]);
+    expect(await refused({ properties: { a: { $ref: '#/%E0' } } })).toEqual([{ field: 'body/payloadSchema/properties/a/$ref', message: expect.stringContaining('local JSON pointer') }]);
+    expect(await refused({ properties: { a: { $id: 'https://example.com/a', type: 'string' } } })).toEqual([
+      { field: 'body/payloadSchema/properties/a/$id', message: 'is accepted only at the root of a payload schema' },
+    ]);
+  });
+
+  it('looks a value up in a long enum rather than comparing it with every entry, and refuses an enum of many objects', async () => {
+    await createSubscriber(t.a, { subscriberId: 'long-enum' });
+    const entries = Array.from({ length: 50_000 }, (_, i) => i + 1);
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { a: { type: 'array', items: { enum: entries } } } } });
+    const started = performance.now();
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'long-enum', payload: { a: Array(60_000).fill(50_000) } }).expect(201);
+    // A liveness bound with a wide margin: compared entry by entry, these 3·10⁹ comparisons took seconds.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'long-enum', payload: { a: [1, 0] } }).expect(422);
+    expect(res.body.details).toEqual([{ field: 'body/payload/a/1', message: 'must be equal to one of the allowed values' }]);
+    const objects = await t.a.post('/v1/workflows', { name: 'Objects', payloadSchema: { enum: Array.from({ length: 21 }, (_, i) => ({ i })) }, steps: [step.inApp()] }).expect(422);
+    expect(objects.body.details[0].message).toContain('at most 20 objects or arrays');
+    const few = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { a: { enum: [{ x: [1, 2] }, 'plain'] } } } });
+    await t.a.post('/v1/events/trigger', { name: few.workflowId, to: 'long-enum', payload: { a: { x: [1, 2] } } }).expect(201);
+    await t.a.post('/v1/events/trigger', { name: few.workflowId, to: 'long-enum', payload: { a: { x: [2, 1] } } }).expect(422);
+  });
+
   it('refuses a schema that expands past its bound once its refs are followed, and keeps one that does not', async () => {
     expect(await refused(doubling(20))).toEqual([{ field: 'body/payloadSchema', message: expect.stringContaining('expands to more than 1,000 schemas') }]);
     await t.a.post('/v1/workflows', { name: 'Small', payloadSchema: doubling(5), steps: [step.inApp()] }).expect(201);
@@ -146,12 +181,24 @@ describe('work budgets: what a payload schema may hold', () => {
     }
   });
 
-  it('names at most 100 of the problems of a payload', async () => {
+  it('names at most 100 of the problems of a small payload, and the first of a large one', async () => {
     const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { tags: { type: 'array', items: { type: 'string' } } } } });
     await createSubscriber(t.a, { subscriberId: 'many-problems' });
-    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'many-problems', payload: { tags: Array(50_000).fill(1) } }).expect(422);
-    expect(res.body.details).toHaveLength(100);
-    expect(res.body.details[0]).toEqual({ field: 'body/payload/tags/0', message: 'must be string' });
+    const small = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'many-problems', payload: { tags: Array(1_000).fill(1) } }).expect(422);
+    expect(small.body.details).toHaveLength(100);
+    expect(small.body.details[0]).toEqual({ field: 'body/payload/tags/0', message: 'must be string' });
+    const large = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'many-problems', payload: { tags: ['ok', ...Array(50_000).fill(1)] } }).expect(422);
+    expect(large.body.details).toEqual([{ field: 'body/payload/tags/1', message: 'must be string' }]);
+  });
+
+  it('stops at the first problem of a large payload, however wide the schema (every error of it filled the heap)', async () => {
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { a: { type: 'array', items: { allOf: Array(400).fill({ type: 'string' }) } } } } });
+    await createSubscriber(t.a, { subscriberId: 'wide-schema' });
+    const started = performance.now();
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'wide-schema', payload: { a: Array(100_000).fill(0) } }).expect(422);
+    // A liveness bound with a wide margin: collecting all 40,000,000 errors ran the process out of memory.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(res.body.details).toEqual([{ field: 'body/payload/a/0', message: 'must be string' }]);
   });
 });
 
@@ -298,6 +345,18 @@ describe('no 5xx from ill-typed items', () => {
 });
 
 describe('no 5xx from many ill-typed items', () => {
+  it('lists the problems of a small body, and answers a large one with its first problem at once', async () => {
+    const small = await t.a.post('/v1/events/trigger', { name: 'x', to: [{}, {}] }).expect(400);
+    expect(small.body.details).toEqual(expect.arrayContaining([{ field: 'body/to/0/subscriberId', message: 'is required' }, { field: 'body/to/1/subscriberId', message: 'is required' }]));
+    const started = performance.now();
+    const large = await t.a.post('/v1/events/trigger', { name: 'x', to: Array.from({ length: 300_000 }, () => ({})) }).expect(400);
+    // A liveness bound with a wide margin: with every error of every item collected, this held the event loop for 10 s.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(large.body).toMatchObject({ statusCode: 400, error: 'Bad Request' });
+    expect(large.body.details).toContainEqual({ field: 'body/to', message: 'must NOT have more than 100 items' });
+    expect(large.body.details.length).toBeLessThan(5);
+  });
+
   it('answers a 400 with a short error body to a body whose every one of 500,000 items is ill-typed', async () => {
     await t.a.post('/v1/topics', { topicKey: 'many', name: 'Many' }).expect(201);
     // Numbers where strings go, one validation error each, as many as the 1 MB body limit lets in.
