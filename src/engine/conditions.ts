@@ -9,6 +9,19 @@ function compare(actual: unknown, expected: unknown): number | undefined {
   return undefined;
 }
 
+// Each `in`/`notIn` list as the set of its entries' JSON, made once per condition: comparing a
+// payload value with a long list entry by entry, stringifying both each time, held the loop for seconds.
+const listTexts = new WeakMap<unknown[], Set<string>>();
+
+function inList(list: unknown[], actual: unknown): boolean {
+  let texts = listTexts.get(list);
+  if (!texts) {
+    texts = new Set(list.map((value) => JSON.stringify(value)));
+    listTexts.set(list, texts);
+  }
+  return texts.has(JSON.stringify(actual));
+}
+
 function holds(condition: Condition, facts: object): boolean {
   const actual = valueAt(facts, condition.field);
   const expected = condition.value;
@@ -22,12 +35,15 @@ function holds(condition: Condition, facts: object): boolean {
     case 'ne':
       return JSON.stringify(actual) !== JSON.stringify(expected);
     case 'in':
-      return Array.isArray(expected) && expected.some((value) => JSON.stringify(value) === JSON.stringify(actual));
+      return Array.isArray(expected) && inList(expected, actual);
     case 'notIn':
-      return Array.isArray(expected) && !expected.some((value) => JSON.stringify(value) === JSON.stringify(actual));
-    case 'contains':
+      return Array.isArray(expected) && !inList(expected, actual);
+    case 'contains': {
       if (typeof actual === 'string' && typeof expected === 'string') return actual.includes(expected);
-      return Array.isArray(actual) && actual.some((value) => JSON.stringify(value) === JSON.stringify(expected));
+      if (!Array.isArray(actual)) return false;
+      const text = JSON.stringify(expected);
+      return actual.some((value) => JSON.stringify(value) === text);
+    }
     default: {
       // gt, gte, lt, lte compare numbers with numbers and strings with strings; anything else fails.
       const order = compare(actual, expected);

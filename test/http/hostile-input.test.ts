@@ -202,6 +202,19 @@ describe('work budgets: what a payload schema may hold', () => {
   });
 });
 
+describe('work budgets: step conditions', () => {
+  it('checks a long in list against a long payload value once, not entry by entry', async () => {
+    const conditions = [{ field: 'payload.a', operator: 'in', value: Array.from({ length: 5_000 }, (_, i) => i) }];
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({}, { conditions })] });
+    const started = performance.now();
+    const { notification } = await deliverOnce(workflowId, { a: 'x'.repeat(400_000) });
+    // A liveness bound with a wide margin: stringifying the value for each of the 5,000 entries took over 5 s.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(notification.jobs[0].status).toBe('skipped');
+    expect((await deliverOnce(workflowId, { a: 4_999 })).feed).toHaveLength(1);
+  });
+});
+
 describe('work budgets: rendering', () => {
   it('fails the job of a template whose loops go over budget, with a clear detail and no message stored', async () => {
     const items = Array.from({ length: 200 }, (_, i) => i);
