@@ -323,6 +323,8 @@ const compiled = new BoundedMap<string, Handlebars.TemplateDelegate>(1000, { tot
  * the template cannot render, TemplateOverBudget when it goes over its budget.
  */
 export function render(source: string, context: object, { escape }: { escape: boolean }): string {
+  // A trigger's overrides may put anything where a template goes (Handlebars would even compile a syntax tree).
+  if (typeof source !== 'string') throw new Undeliverable(`A template must be text, not ${source === null ? 'null' : Array.isArray(source) ? 'an array' : typeof source}: check the trigger's overrides`);
   const key = `${escape ? 'e' : 'n'}:${source}`;
   let template = compiled.get(key);
   if (!template) {

@@ -319,6 +319,16 @@ describe('work budgets: compiling templates', () => {
     const notification = (await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
     expect(notification.jobs).toMatchObject([{ status: 'failed', executionDetails: [{ status: 'failed', detail: 'The template has 1,001 {{…}} expressions, more than the 1,000 a template may have' }] }]);
   });
+
+  it('fails at once, without retries, the job of a trigger whose overrides put something other than text where a template goes', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.email()] });
+    await createIntegration(t.a, integrationBodies.sendgrid);
+    const syntaxTree = { type: 'Program', body: [], strip: {} };
+    for (const [content, kind] of [[['{{a}}'], 'an array'], [null, 'null'], [5, 'number'], [syntaxTree, 'object']] as const) {
+      const { notification } = await deliverOnce(workflowId, {}, { email: 'ada@example.com' }, { email: { content } });
+      expect(notification.jobs).toMatchObject([{ type: 'email', status: 'failed', executionDetails: [{ status: 'failed', detail: `A template must be text, not ${kind}: check the trigger's overrides` }] }]);
+    }
+  });
 });
 
 describe('templates reach only their data', () => {
