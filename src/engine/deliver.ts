@@ -16,7 +16,7 @@ import { allowsChannel } from './preferences.js';
 import type { Channel } from '../contract.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { failedCondition } from './conditions.js';
-import { render, templateData } from './templates.js';
+import { render, renderingMessage, templateData } from './templates.js';
 import { destinationOf } from './destinations.js';
 
 import { Undeliverable } from './undeliverable.js';
@@ -174,6 +174,10 @@ export interface DecidedSend {
  * many contexts at once.
  */
 export function decideStep(context: StepContext): Delivered | DecidedSend {
+  return renderingMessage(() => decideRendering(context));
+}
+
+function decideRendering(context: StepContext): Delivered | DecidedSend {
   const { job, event, step, recipient } = context;
   const skip = suppression(event, step, recipient);
   if (skip) return { status: 'skipped', detail: skip };

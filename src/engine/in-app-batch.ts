@@ -19,9 +19,10 @@ import { EMPTY_LAYER } from './preferences.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { CANCELED_BEFORE_RUN, decideStep, IN_APP_DELIVERED, type ChannelStep, type Recipient } from './deliver.js';
 import { Undeliverable } from './undeliverable.js';
+import { TemplateOverBudget } from './templates.js';
 import { continueAfter, createNotifications, nextActiveStep, type SubscriberRef } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
-import type { WorkerContext } from './worker-context.js';
+import { yieldEvery, type WorkerContext } from './worker-context.js';
 
 
 type Decision =
@@ -47,14 +48,30 @@ async function audienceOf(db: Runner, keys: string[], workflowIds: string[]) {
   };
 }
 
+/** How long a batch decides before it lets the event loop run. */
+const DECIDING_HOLD_MS = 10;
+
+/**
+ * Templates of a batch that went over their budget, by event and step: the same template and
+ * payload for the batch's other recipients fail with the same detail without being rendered, so a
+ * template at its budget costs a batch that budget once, not once a recipient.
+ */
+type OverBudget = Map<string, string>;
+/** What the detail of a job failed from OverBudget ends with. */
+export const AS_FOR_ANOTHER = ' (found rendering it for another recipient of this event: not rendered again)';
+
 /** The decision single delivery makes (decideStep), for this job's context: skipped (why) or completed (the message). */
-function decide(job: JobRecord, event: EventRecord, recipient: Recipient): Decision {
+function decide(job: JobRecord, event: EventRecord, recipient: Recipient, overBudget: OverBudget): Decision {
+  const template = `${event.id}:${job.stepIndex}`;
+  const known = overBudget.get(template);
+  if (known !== undefined) return { job, event, status: 'failed', detail: `${known}${AS_FOR_ANOTHER}` };
   let decided: ReturnType<typeof decideStep>;
   try {
     decided = decideStep({ job, event, step: event.workflow.steps[job.stepIndex!] as ChannelStep, recipient });
   } catch (err) {
     // A template that cannot render, or is over its budget: the job fails, as a single one would.
     if (!(err instanceof Undeliverable)) throw err;
+    if (err instanceof TemplateOverBudget) overBudget.set(template, err.message);
     return { job, event, status: 'failed', detail: err.message };
   }
   if ('destination' in decided || (decided.status === 'completed' && !decided.message)) throw new Error(`Job ${job.id} is not an in-app step`);
@@ -108,14 +125,21 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
   const keys = [...new Set([...notifications.values()].map((n) => n.subscriber_key))];
   const audience = await audienceOf(db, keys, [...events.values()].map((event) => event.workflow.id));
 
-  // Decide every job in memory.
-  const decided = jobs.flatMap((job): Decision[] => {
+  // Decide every job in memory, letting the event loop run between holds.
+  const decided: Decision[] = [];
+  const overBudget: OverBudget = new Map();
+  const pause = yieldEvery(DECIDING_HOLD_MS);
+  for (const job of jobs) {
     const event = events.get(job.eventId);
-    if (!event) return [];
-    if (event.canceledAt) return [{ job, event, status: 'canceled' }];
+    if (!event) continue;
+    if (event.canceledAt) {
+      decided.push({ job, event, status: 'canceled' });
+      continue;
+    }
     const notification = notifications.get(job.notificationId!)!;
-    return [decide(job, event, audience.recipient(event, notification.subscriber_key, notification.subscriber_id))];
-  });
+    decided.push(decide(job, event, audience.recipient(event, notification.subscriber_key, notification.subscriber_id), overBudget));
+    await pause();
+  }
 
   await db.transaction(async (trx: Transaction) => {
     // Only the jobs this worker still holds: one whose lease ran out belongs to someone else now.
@@ -165,6 +189,8 @@ export async function startWithInApp(trx: Runner, event: EventRecord, members: S
   const at = now.toISOString();
   const audience = await audienceOf(trx, members.map((member) => member.key), [event.workflow.id]);
   const decisions = new Map<string, Decision>();
+  const overBudget: OverBudget = new Map();
+  const pause = yieldEvery(DECIDING_HOLD_MS);
   for (const member of members) {
     const job: JobRecord = {
       id: newId(now.getTime()),
@@ -184,7 +210,8 @@ export async function startWithInApp(trx: Runner, event: EventRecord, members: S
       state: {},
       createdAt: at,
     };
-    decisions.set(member.key, decide(job, event, audience.recipient(event, member.key, member.subscriberId)));
+    decisions.set(member.key, decide(job, event, audience.recipient(event, member.key, member.subscriberId), overBudget));
+    await pause();
   }
   const created = await createNotifications(trx, event, members, now, (member) => ({
     id: decisions.get(member.key)!.job.notificationId!,

@@ -13,10 +13,10 @@ import { BoundedMap } from '../bounded-map.js';
 
 /** The most characters one rendered field (a subject, a content, a URL) may have. */
 export const MAX_RENDERED_CHARS = 256 * 1024;
-/** The loop iterations one render may run, all its `{{#each}}` (and blocks over arrays) together. */
+/** The loop iterations one message's render may run, all its fields' `{{#each}}` (and blocks over arrays) together. */
 export const MAX_ITERATIONS = 100_000;
-/** How long one render's loops may run. */
-export const MAX_RENDER_MS = 250;
+/** How long one message's loops may run: the render holds the event loop meanwhile. */
+export const MAX_RENDER_MS = 50;
 /**
  * The most `{{…}}` expressions one template may have, and a workflow's templates together:
  * compiling costs time for each, and it happens in the request that saves the workflow.
@@ -123,9 +123,27 @@ handlebars.registerHelper('log', () => '');
 handlebars.unregisterDecorator('inline');
 
 // The budget of the render under way: rendering is synchronous, so one render runs at a time.
+// Loops and time are a message's (every field of it together, in renderingMessage), output a field's.
 let iterationsLeft = 0;
 let deadline = 0;
 let outputLeft = 0;
+let inMessage = false;
+
+function startBudget(): void {
+  iterationsLeft = MAX_ITERATIONS;
+  deadline = performance.now() + MAX_RENDER_MS;
+}
+
+/** Runs `build`, which renders one message's fields, under one budget of loops and time for them all. */
+export function renderingMessage<T>(build: () => T): T {
+  startBudget();
+  inMessage = true;
+  try {
+    return build();
+  } finally {
+    inMessage = false;
+  }
+}
 
 const builtinEach = handlebars.helpers.each;
 /** Handlebars' own `each`, each iteration counted and timed. */
@@ -134,7 +152,7 @@ handlebars.registerHelper('each', function (this: unknown, context: unknown, opt
   const fn = options.fn;
   const counted = Object.assign((value: unknown, frame?: Handlebars.RuntimeOptions) => {
     if (--iterationsLeft < 0) throw new TemplateOverBudget(`The template's loops ran more than ${MAX_ITERATIONS.toLocaleString('en')} times, their budget for one message`);
-    if ((iterationsLeft & 63) === 0 && performance.now() > deadline) throw new TemplateOverBudget(`The template took more than ${MAX_RENDER_MS} ms to render, its budget for one message`);
+    if ((iterationsLeft & 7) === 0 && performance.now() > deadline) throw new TemplateOverBudget(`The template took more than ${MAX_RENDER_MS} ms to render, its budget for one message`);
     return fn(value, frame);
   }, fn);
   return builtinEach.call(this, context, { ...options, fn: counted });
@@ -334,8 +352,7 @@ export function render(source: string, context: object, { escape }: { escape: bo
     template = handlebars.compile(source, { noEscape: !escape, strict: false });
     compiled.set(key, template);
   }
-  iterationsLeft = MAX_ITERATIONS;
-  deadline = performance.now() + MAX_RENDER_MS;
+  if (!inMessage) startBudget();
   outputLeft = MAX_RENDERED_CHARS;
   let out: string;
   try {

@@ -12,6 +12,7 @@ import path from 'node:path';
 import express from 'express';
 import supertest from 'supertest';
 import { JobRunner } from '../../src/engine/runner.js';
+import { AS_FOR_ANOTHER } from '../../src/engine/in-app-batch.js';
 import { createServer, type HeraldServer } from '../../src/http/server.js';
 import { docsPage } from '../../src/http/docs.js';
 
@@ -252,6 +253,34 @@ describe('work budgets: rendering', () => {
     await createIntegration(t.a, integrationBodies.sendgrid);
     const { notification } = await deliverOnce(workflowId, { items: Array.from({ length: 200 }, (_, i) => i) }, { email: 'ada@example.com' });
     expect(notification.jobs).toMatchObject([{ type: 'email', status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringMatching(/loops ran more than 100,000 times|took more than/) }] }]);
+  });
+
+  it("counts a message's fields together against its budget", async () => {
+    // 62,750 iterations a field: each alone is within the 100,000 of a message, the two together are not.
+    const square = '{{#each payload.items}}{{#each ../payload.items}}{{/each}}{{/each}}';
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.email({ subject: square, content: square })] });
+    await createIntegration(t.a, integrationBodies.sendgrid);
+    const { notification } = await deliverOnce(workflowId, { items: Array.from({ length: 250 }, (_, i) => i) }, { email: 'ada@example.com' });
+    expect(notification.jobs).toMatchObject([{ status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringContaining('loops ran more than 100,000 times') }] }]);
+  });
+
+  it("fails a batch's other recipients of a template over budget without rendering it again", async () => {
+    const subject = '{{#each payload.items}}{{#each ../payload.items}}{{#each ../../payload.items}}x{{/each}}{{/each}}{{/each}}';
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: subject })] });
+    const to = Array.from({ length: 40 }, () => uniqueId('batch'));
+    for (const subscriberId of to) await createSubscriber(t.a, { subscriberId });
+    const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to, payload: { items: Array.from({ length: 200 }, (_, i) => i) } }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+    const listed = (await t.a.get(`/v1/notifications?transactionId=${trigger.body.data.transactionId}&limit=100`).expect(200)).body.data as Array<{ notificationId: string }>;
+    const details: string[] = [];
+    for (const { notificationId } of listed) {
+      const { jobs } = (await t.a.get(`/v1/notifications/${notificationId}`).expect(200)).body.data;
+      expect(jobs).toMatchObject([{ status: 'failed' }]);
+      details.push(jobs[0].executionDetails.at(-1).detail);
+    }
+    const rendered = details.filter((detail) => !detail.endsWith(AS_FOR_ANOTHER));
+    expect(rendered).toEqual([expect.stringMatching(/loops ran more than 100,000 times|took more than 50 ms/)]);
+    expect(details).toHaveLength(40);
   });
 
   it('renders what stays within budget as before', async () => {
