@@ -51,48 +51,46 @@ interface TemplateShape {
   blockDepth: number;
 }
 
-/** A template's shape, found in one pass over its text, without parsing it. */
-export function templateShape(source: string): TemplateShape {
+/** Handlebars' own lexer (Jison's): the tokens its parser would read, without parsing them. */
+interface Lexer {
+  setInput(source: string): void;
+  lex(): number | string;
+  EOF: number;
+}
+const grammar = (Handlebars as unknown as { Parser: { lexer: Lexer; terminals_: Record<number, string> } }).Parser;
+const PART_TOKENS = new Set(['ID', 'STRING', 'NUMBER', 'BOOLEAN', 'UNDEFINED', 'NULL', 'DATA']);
+const BLOCK_OPENS = new Set(['OPEN_BLOCK', 'OPEN_INVERSE', 'OPEN_RAW_BLOCK']);
+const BLOCK_ENDS = new Set(['OPEN_ENDBLOCK', 'END_RAW_BLOCK']);
+
+/**
+ * A template's shape, read from the tokens of Handlebars' own lexer (so a quote or `}}` inside a
+ * `[…]` segment, a comment or a spaced `{{ else if}}` is read as the parser reads it), without
+ * parsing them: lexing is linear, parsing what the limits refuse is not. It stops once the parts
+ * are over their limit, and at a token the lexer refuses (the parse stops there too).
+ */
+function templateShape(source: string): TemplateShape {
   const shape: TemplateShape = { parts: 0, subexpressionDepth: 0, blockDepth: 0 };
   // Each open block's levels: 1, and one more for each `{{else <helper>}}` chained in it (Handlebars
   // nests each such branch inside the one before).
   const open: number[] = [];
   let levels = 0;
-  for (let at = source.indexOf('{{'); at !== -1; ) {
-    let i = at + 2;
-    while (source[i] === '{' || source[i] === '~') i++;
-    // A comment is skipped whole: Handlebars reads it as one token.
-    if (source[i] === '!') {
-      const end = source.startsWith('--', i + 1) ? source.indexOf('--', i + 3) : i;
-      const close = source.indexOf('}}', end === -1 ? source.length : end);
-      at = close === -1 ? -1 : source.indexOf('{{', close + 2);
-      continue;
+  let depth = 0;
+  const { lexer, terminals_: names } = grammar;
+  lexer.setInput(source);
+  try {
+    for (let token = lexer.lex(); token !== lexer.EOF; token = lexer.lex()) {
+      const name = typeof token === 'number' ? names[token] : token;
+      if (PART_TOKENS.has(name)) {
+        if (++shape.parts > MAX_TEMPLATE_PARTS) return shape; // over: no need to read on
+      } else if (name === 'OPEN_SEXPR') shape.subexpressionDepth = Math.max(shape.subexpressionDepth, ++depth);
+      else if (name === 'CLOSE_SEXPR') depth--;
+      else if (BLOCK_OPENS.has(name)) open.push(1), levels++;
+      else if (BLOCK_ENDS.has(name) && open.length > 0) levels -= open.pop()!;
+      else if (name === 'OPEN_INVERSE_CHAIN' && open.length > 0) open[open.length - 1]++, levels++;
+      shape.blockDepth = Math.max(shape.blockDepth, levels);
     }
-    if (source[i] === '#') open.push(1), levels++;
-    else if (source[i] === '/' && open.length > 0) levels -= open.pop()!;
-    else if (open.length > 0 && /^else\s+[^\s}~]/.test(source.slice(i, i + 16))) open[open.length - 1]++, levels++;
-    shape.blockDepth = Math.max(shape.blockDepth, levels);
-    let depth = 0;
-    let quote = '';
-    let inPart = false;
-    for (; i < source.length; i++) {
-      const c = source[i];
-      if (quote) {
-        if (c === quote) quote = '';
-        continue;
-      }
-      if (c === '}' && source[i + 1] === '}') break;
-      if (c === '"' || c === "'") {
-        quote = c;
-        shape.parts++;
-        inPart = false;
-      } else if (c === '(') shape.subexpressionDepth = Math.max(shape.subexpressionDepth, ++depth);
-      else if (c === ')') depth--;
-      const separator = c === '(' || c === ')' || c === '.' || c === '/' || c === '=' || c === '|' || c === ' ' || c === '\n' || c === '\t' || c === '\r';
-      if (!separator && !inPart && c !== '"' && c !== "'" && ++shape.parts > MAX_TEMPLATE_PARTS) return shape; // over: no need to read on
-      inPart = !separator && c !== '"' && c !== "'";
-    }
-    at = source.indexOf('{{', i);
+  } catch {
+    // A token the lexer refuses: the parse fails there too, having read only what was counted.
   }
   return shape;
 }

@@ -303,8 +303,13 @@ describe('work budgets: compiling templates', () => {
   it('refuses at once templates whose expressions nest or hold more than Handlebars parses quickly', async () => {
     const nested = (n: number) => `{{lookup ${'(lookup '.repeat(n)}a b${' b)'.repeat(n)} b}}`;
     const cases = {
-      // Parsed, each of these took seconds (a sub-expression 5,000 deep, 31 s) or overflowed the stack.
+      // Parsed, each of these took seconds or overflowed the stack.
       [nested(500)]: 'nests sub-expressions (…) 500 deep, more than the 16 a template may',
+      // Read as Handlebars reads them: a quote or }} inside a [segment], a spaced else, an inverse section.
+      [`{{[x"]}}${nested(1_200)}{{["]}}`]: 'nests sub-expressions (…) 1200 deep, more than the 16 a template may',
+      [`{{a [}}] ${'(a '.repeat(1_200)}b${')'.repeat(1_200)} }}`]: 'nests sub-expressions (…) 1200 deep, more than the 16 a template may',
+      [`{{#if a}}x${'{{ else if a}}x'.repeat(900)}{{/if}}`]: 'nests blocks {{#…}} (or chains {{else …}}) 901 deep, more than the 32 a template may',
+      [`${'{{^a}}'.repeat(400)}x${'{{/a}}'.repeat(400)}`]: 'nests blocks {{#…}} (or chains {{else …}}) 400 deep, more than the 32 a template may',
       [`{{lookup ${'a '.repeat(100_000)}}}`]: 'has 3,001 names, literals and parameters inside its {{…}}, more than the 3,000 a template may have',
       [`{{${'a.'.repeat(100_000)}b}}`]: 'has 3,001 names, literals and parameters inside its {{…}}, more than the 3,000 a template may have',
       [`${'{{#if a}}'.repeat(400)}x${'{{/if}}'.repeat(400)}`]: 'nests blocks {{#…}} (or chains {{else …}}) 400 deep, more than the 32 a template may',
