@@ -24,7 +24,12 @@ function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Socket): void {
         ? 'The request took too long to arrive'
         : 'The request is not valid HTTP';
   // The path is unknown: the request line is what failed, or was never read whole.
-  const body = JSON.stringify(errorBody(status, message, ''));
+  answerOnSocket(socket, status, message, '');
+}
+
+/** An error answer written straight to the socket, which then closes. */
+function answerOnSocket(socket: Socket, status: number, message: string, path: string): void {
+  const body = JSON.stringify(errorBody(status, message, path));
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
@@ -49,8 +54,27 @@ export interface HeraldServer {
 /** Idle kept-alive connections get this long after SIGTERM to send one more request. */
 export const IDLE_GRACE_MS = 2_000;
 
+/** The path of a request, for the error body. */
+const pathOf = (req: http.IncomingMessage) => (req.url ?? '').split('?')[0];
+
+/** A JSON error answer through Node's response, closing the connection. */
+function answerError(req: http.IncomingMessage, res: ServerResponse, status: number, message: string): void {
+  const body = JSON.stringify(errorBody(status, message, pathOf(req)));
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Content-Type-Options': 'nosniff', Connection: 'close' });
+  res.end(body);
+}
+
 export function createServer(app: Express): HeraldServer {
-  const server = http.createServer(app);
+  // Node's own answers to an HTTP/1.1 request without Host (400), to an Expect other than
+  // 100-continue (417) and to CONNECT (the socket closed) have no body: these give the error body.
+  const server = http.createServer({ requireHostHeader: false }, (req, res) => {
+    if (req.httpVersion === '1.1' && req.headers.host === undefined) return answerError(req, res, 400, 'An HTTP/1.1 request must send a Host header');
+    app(req, res);
+  });
+  server.on('checkExpectation', (req: http.IncomingMessage, res: ServerResponse) =>
+    answerError(req, res, 417, `Expect: ${String(req.headers.expect)} is not supported (only 100-continue is)`),
+  );
+  server.on('connect', (req: http.IncomingMessage, socket: Socket) => answerOnSocket(socket, 405, 'CONNECT is not allowed: Herald is not a proxy', pathOf(req)));
   server.on('clientError', clientErrorAnswer);
 
   let draining = false;

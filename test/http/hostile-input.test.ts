@@ -463,6 +463,22 @@ describe("Node's own answers and headers", () => {
     expect(JSON.parse(res.body)).toMatchObject({ statusCode: 431, error: 'Request Header Fields Too Large', message: 'The request headers are too large' });
   });
 
+  it('answers a request without Host, an unknown Expect and CONNECT with the error body', async () => {
+    const cases = [
+      ['GET /v1/subscribers HTTP/1.1\r\n\r\n', 400, 'An HTTP/1.1 request must send a Host header'],
+      ['GET /v1/subscribers HTTP/1.1\r\nHost: x\r\nExpect: fancy\r\n\r\n', 417, 'Expect: fancy is not supported (only 100-continue is)'],
+      ['CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n', 405, 'CONNECT is not allowed: Herald is not a proxy'],
+    ] as const;
+    for (const [bytes, status, message] of cases) {
+      const res = await rawExchange(bytes);
+      expect(res.status, bytes).toBe(status);
+      expect(res.headers).toContain('content-type: application/json');
+      expect(JSON.parse(res.body)).toMatchObject({ statusCode: status, message });
+    }
+    // HTTP/1.0 needs no Host.
+    expect((await rawExchange('GET /health HTTP/1.0\r\n\r\n')).status).toBe(200);
+  });
+
   it('sends X-Content-Type-Options: nosniff with API answers, errors included', async () => {
     for (const res of [await t.a.get('/v1/subscribers').expect(200), await t.http.get('/v1/subscribers').expect(401), await t.http.get('/nowhere').expect(404), await t.http.get('/health').expect(200)]) {
       expect(res.headers['x-content-type-options']).toBe('nosniff');
