@@ -6032,6 +6032,7 @@ export interface operations {
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            /** @description The plan's rate limit is exhausted (retry after `Retry-After` seconds), or this subscriber already has 10 streams open on this server (no `Retry-After`: close one first). */
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };

@@ -32,13 +32,14 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     const deps = { db: testDb.db, clock: new ManualClock(), config: loadConfig({}), logger: createLogger('silent'), workQueued: new WorkSignal() };
     app = await createApp(deps, { docsFile });
   });
-  // Registered after the app's own hooks: opened once the app exists, closed before its database.
-  const chromium = chromiumBeside(() => app);
+  // afterAll hooks run last registered first: this one, registered before the browser's, runs after it.
   afterAll(async () => {
     await testDb?.close();
     // The 2.6 MB page goes; the screenshot stays for a person to look at.
     if (docsFile) fs.rmSync(path.dirname(docsFile), { recursive: true, force: true });
   });
+  // Opened once the app exists, closed before its database.
+  const chromium = chromiumBeside(() => app);
 
   it('builds the page on the first request, then serves it from the file', { timeout: 60_000 }, async () => {
     expect(fs.existsSync(docsFile)).toBe(false);

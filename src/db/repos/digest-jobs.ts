@@ -98,6 +98,10 @@ export async function moveJob(trx: Runner, jobId: string, to: { eventId: string;
     .update({ event_id: to.eventId, notification_id: to.notificationId, state: writeJson(to.state), updated_at: now.toISOString() });
 }
 
+/**
+ * Closes a digest a worker holds (its key is dropped, so a trigger joining now opens a new one);
+ * false when the worker no longer holds it.
+ */
 export async function closeDigest(trx: Runner, jobId: string, owner: string): Promise<boolean> {
   return (await trx('jobs').where({ id: jobId, lease_owner: owner, status: 'running' }).update({ digest_key: null })) > 0;
 }
