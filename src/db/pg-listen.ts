@@ -42,7 +42,8 @@ export function listenOn(db: Db, channel: string, listener: ChannelListener): Li
       listener.missed();
       next.removeAllListeners('end');
       next.end().catch(() => undefined);
-      if (!closed) timer = setTimeout(connect, retryMs);
+      // The retry does not keep a process alive that has nothing else to do.
+      if (!closed) timer = setTimeout(connect, retryMs).unref();
       retryMs = Math.min(retryMs * 2, 10_000);
     };
     next.on('error', reopen);
@@ -69,7 +70,8 @@ export function listenOn(db: Db, channel: string, listener: ChannelListener): Li
       const open = client;
       client = undefined;
       if (open) {
-        open.removeAllListeners('end');
+        // What ending it causes is no drop to report (nor an unhandled 'error').
+        open.removeAllListeners('end').removeAllListeners('error').on('error', () => undefined);
         await open.end().catch(() => undefined);
       }
     },

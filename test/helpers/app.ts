@@ -99,8 +99,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const app = express();
   app.use(contractRecorder(violations, pending));
   const herald = await createApp(deps);
-  // What the app keeps in its locals (its metrics, its inbox hub) is reachable from the test's app.
-  Object.assign(app.locals, herald.locals);
+  // What the app keeps in its locals (its metrics, its inbox hub) is reachable from the test's app
+  // (only those: the locals also hold express's own settings).
+  for (const key of ['metrics', 'inboxHub']) app.locals[key] = herald.locals[key];
   app.use(herald);
   const http = supertest(app);
 
