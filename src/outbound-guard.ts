@@ -138,8 +138,13 @@ export function hostProblem(host: string, allowedNetworks: readonly string[] = [
   if (isIpLiteral(name)) return isAllowedAddress(name, allowedNetworks) ? undefined : 'must be a public address';
   if (/^[\d.]+$/.test(name) || /^0x/i.test(name)) return 'must be a public address'; // an IPv4 spelling ipaddr.js does not read
   if (LOCAL_NAMES.some((pattern) => pattern.test(name))) return 'must be a public address';
+  // Only what DNS can hold: an SMTP host such as `evil.com@127.0.0.1`, `127.0.0.1%09` or full-width
+  // digits is no name to keep (a URL's host reaches here already normalized by the URL parser).
+  if (name.length > 253 || !HOST_NAME.test(name)) return 'must be a host name (letters, digits, hyphens and dots) or an IP address';
   return undefined;
 }
+
+const HOST_NAME = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
 
 /** What is wrong with a URL a tenant gives (a webhook, a provider's `baseUrl`): undefined when it may be kept. */
 export function urlProblem(text: string, allowedNetworks: readonly string[] = []): string | undefined {

@@ -73,6 +73,12 @@ describe('urlProblem and hostProblem', () => {
     expect(hostProblem('metadata.google.internal')).toBe('must be a public address');
     expect(hostProblem('mail.localhost')).toBe('must be a public address');
     expect(hostProblem('10.1.2.3', ['10.0.0.0/8'])).toBeUndefined();
+    // What DNS cannot hold is no host to keep.
+    for (const odd of ['evil.com@127.0.0.1', '１２７.０.０.１', '127.0.0.1%09', 'a b.example', `${'a'.repeat(64)}.example`, '-mail.example']) {
+      expect(hostProblem(odd), odd).toBe('must be a host name (letters, digits, hyphens and dots) or an IP address');
+    }
+    expect(hostProblem('xn--bcher-kva.example')).toBeUndefined();
+    expect(hostProblem('SMTP.Example.com.')).toBeUndefined();
   });
 });
 
