@@ -1949,10 +1949,8 @@ export interface components {
          *     what is wrong) when its `$ref`s are not local JSON pointers (`#/$defs/…`), refer back
          *     to a schema that contains them (recursion), or expand to more than 1,000 schemas once
          *     followed; when it uses `$dynamicRef`, `$recursiveRef` or a pattern that cannot match in
-         *     linear time (a backreference or lookaround); and when `uniqueItems` applies to items
-         *     that are not all of one simple type (string, number, integer, boolean, null) unless
-         *     `maxItems` is at most 100; when an `enum` holds more than 20 objects or arrays; and when
-         *     an `$id` appears below the root. A trigger whose payload fails is answered 422 naming up
+         *     linear time (a backreference or lookaround); when an `enum` holds more than 20 objects
+         *     or arrays; and when an `$id` appears below the root. A trigger whose payload fails is answered 422 naming up
          *     to 100 problems, or only the first when the payload holds more than 2,000 values.
          * @example {
          *       "type": "object",

@@ -120,7 +120,40 @@ export function createTenantAjv(options: { allErrors?: boolean } = {}): Ajv2020 
   const ajv = createAjv({ ...options, code: { regExp: linearRegExp } });
   ajv.removeKeyword('enum');
   ajv.addKeyword({ keyword: 'enum', schemaType: 'array', errors: true, compile: compileEnum });
+  ajv.removeKeyword('uniqueItems');
+  ajv.addKeyword({ keyword: 'uniqueItems', type: 'array', schemaType: 'boolean', errors: true, compile: compileUniqueItems });
   return ajv;
+}
+
+/**
+ * `uniqueItems` for tenants' schemas: each item's canonical JSON in a Set, linear in the array's
+ * size, where ajv's own compares items that are not all of one simple type pairwise (100 objects
+ * of 1,000 keys each took a second).
+ */
+function compileUniqueItems(unique: boolean) {
+  const validate = (data: unknown[]): boolean => {
+    if (!unique) return true;
+    const seen = new Set<string>();
+    for (const item of data) {
+      const text = canonicalJson(item);
+      if (seen.has(text)) {
+        validate.errors = [{ keyword: 'uniqueItems', message: 'must NOT have duplicate items', params: {} }];
+        return false;
+      }
+      seen.add(text);
+    }
+    return true;
+  };
+  validate.errors = undefined as undefined | Array<Partial<ErrorObject>>;
+  return validate;
+}
+
+/** JSON with every object's keys in order, so that equal values have equal texts. */
+function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const keys = Object.keys(value).sort();
+  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`).join(',')}}`;
 }
 
 /** The most objects or arrays an `enum` of a tenant's schema may hold: each is compared whole. */

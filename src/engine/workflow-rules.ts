@@ -101,9 +101,6 @@ function unsupportedPatterns(node: unknown, at: string, found: ErrorDetail[]): E
 
 /** The most schemas a payloadSchema may expand to once its `$ref`s are followed. */
 export const MAX_EXPANDED_SCHEMAS = 1_000;
-/** The most items `uniqueItems` may compare pairwise (items that are not all of one simple type). */
-export const MAX_UNIQUE_COMPARED = 100;
-const SIMPLE_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null']);
 /** Keywords whose values are data, not schemas: a `$ref` inside them is not one. */
 const DATA_KEYWORDS = new Set(['const', 'enum', 'default', 'examples']);
 /** Keywords whose values map names to schemas: a name there is no keyword (a property may be called "enum"). */
@@ -137,8 +134,8 @@ function pointedAt(root: object, ref: string): unknown {
  * What would make checking a payload slow, found by walking the schema with its `$ref`s followed:
  * a reference that is not a local pointer or that leads back into itself (ajv would recurse on the
  * same value for ever), a schema that expands past MAX_EXPANDED_SCHEMAS (each `anyOf` of two refs
- * to the next doubles it: checked with every error collected, that is exponential work), and
- * `uniqueItems` over items ajv must compare pairwise (quadratic in a long array).
+ * to the next doubles it: that is exponential work), or an `$id` below the root. (`enum` and
+ * `uniqueItems` are linear whatever they hold: json-schema.ts.)
  */
 function costProblems(root: object, at: string): ErrorDetail[] {
   const expanded = new Map<object, number>();
@@ -169,12 +166,6 @@ function costProblems(root: object, at: string): ErrorDetail[] {
         throw new ShapeRefused({ field: at, message: `expands to more than ${MAX_EXPANDED_SCHEMAS.toLocaleString('en')} schemas once its $refs are followed, more than a payload can be checked against quickly` });
       }
     }
-    if (schema.uniqueItems === true && !simpleItems(schema) && !(typeof schema.maxItems === 'number' && schema.maxItems <= MAX_UNIQUE_COMPARED)) {
-      throw new ShapeRefused({
-        field: `${where}/uniqueItems`,
-        message: `needs items of one simple type (string, number, integer, boolean or null) or maxItems of at most ${MAX_UNIQUE_COMPARED}: other items are compared pairwise`,
-      });
-    }
     walking.delete(node);
     expanded.set(node, size);
     return size;
@@ -186,13 +177,6 @@ function costProblems(root: object, at: string): ErrorDetail[] {
     if (err instanceof ShapeRefused) return [err.detail];
     throw err;
   }
-}
-
-/** Whether a schema's `items` are all of simple types, which ajv tells apart by a lookup. */
-function simpleItems(schema: Record<string, unknown>): boolean {
-  const items = schema.items as { type?: unknown } | undefined;
-  const types = items && typeof items === 'object' ? (Array.isArray(items.type) ? items.type : [items.type]) : [];
-  return types.length > 0 && types.every((type) => typeof type === 'string' && SIMPLE_TYPES.has(type));
 }
 
 /** Why a payloadSchema cannot be used: not a valid JSON Schema, too costly to check, or a pattern RE2 cannot run. */
