@@ -2434,7 +2434,7 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
-             * @description Per-channel or per-provider settings for this trigger only, such as an email `subject`.
+             * @description Per-channel or per-provider settings for this trigger only, such as an email `subject`. A channel's templates must be text (a `400` names any that is not).
              * @example {
              *       "email": {
              *         "subject": "Urgent"
@@ -2442,6 +2442,12 @@ export interface components {
              *     }
              */
             overrides?: {
+                in_app?: components["schemas"]["ChannelOverrides"];
+                email?: components["schemas"]["ChannelOverrides"];
+                sms?: components["schemas"]["ChannelOverrides"];
+                chat?: components["schemas"]["ChannelOverrides"];
+                push?: components["schemas"]["ChannelOverrides"];
+            } & {
                 [key: string]: Record<string, unknown>;
             };
             /**
@@ -3327,6 +3333,81 @@ export interface components {
              */
             deleted?: boolean;
             counts?: components["schemas"]["InboxCounts"];
+        };
+        /**
+         * @description Templates of this channel's step to use for this trigger instead of the workflow's, each a Handlebars string as in the step; only the ones given replace the step's. Other keys (a provider's own settings) are accepted and kept.
+         * @example {
+         *       "subject": "Urgent"
+         *     }
+         */
+        ChannelOverrides: {
+            /**
+             * @description Email and in-app subject.
+             * @example Urgent: {{payload.postTitle}}
+             */
+            subject?: string;
+            /**
+             * @description The message's content.
+             * @example {{actor.firstName}} needs your answer
+             */
+            content?: string;
+            /**
+             * @description Email preview text.
+             * @example Please answer today
+             */
+            preheader?: string;
+            /**
+             * @description Email sender name.
+             * @example Acme Support
+             */
+            senderName?: string;
+            /**
+             * @description Push title.
+             * @example Urgent
+             */
+            title?: string;
+            /**
+             * @description In-app link.
+             * @example https://example.com/posts/{{payload.postId}}
+             */
+            url?: string;
+            /**
+             * @description In-app avatar URL.
+             * @example https://example.com/avatars/{{actor.subscriberId}}.png
+             */
+            avatar?: string;
+            /** @description In-app redirect. */
+            redirect?: {
+                /**
+                 * @description Where the inbox item leads.
+                 * @example https://example.com/posts/{{payload.postId}}
+                 */
+                url?: string;
+            };
+            primaryAction?: components["schemas"]["ChannelOverrideAction"];
+            secondaryAction?: components["schemas"]["ChannelOverrideAction"];
+            /**
+             * @description In-app or push data; in-app renders its string values.
+             * @example {
+             *       "postId": "{{payload.postId}}"
+             *     }
+             */
+            data?: Record<string, unknown>;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @description An in-app button's templates for this trigger. */
+        ChannelOverrideAction: {
+            /**
+             * @description The button's label.
+             * @example Answer now
+             */
+            label?: string;
+            /**
+             * @description The link the button opens.
+             * @example https://example.com/posts/{{payload.postId}}#reply
+             */
+            url?: string;
         };
         /** @description A button on the inbox item. */
         InAppActionTemplate: {

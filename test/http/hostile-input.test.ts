@@ -357,14 +357,18 @@ describe('work budgets: compiling templates', () => {
     expect(notification.jobs).toMatchObject([{ status: 'failed', executionDetails: [{ status: 'failed', detail: 'The template has 1,001 {{…}} expressions, more than the 1,000 a template may have' }] }]);
   });
 
-  it('fails at once, without retries, the job of a trigger whose overrides put something other than text where a template goes', async () => {
+  it("refuses a trigger whose overrides put something other than text where a template goes", async () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.email()] });
-    await createIntegration(t.a, integrationBodies.sendgrid);
+    await createSubscriber(t.a, { subscriberId: 'odd-overrides' });
     const syntaxTree = { type: 'Program', body: [], strip: {} };
-    for (const [content, kind] of [[['{{a}}'], 'an array'], [null, 'null'], [5, 'number'], [syntaxTree, 'object']] as const) {
-      const { notification } = await deliverOnce(workflowId, {}, { email: 'ada@example.com' }, { email: { content } });
-      expect(notification.jobs).toMatchObject([{ type: 'email', status: 'failed', executionDetails: [{ status: 'failed', detail: `A template must be text, not ${kind}: check the trigger's overrides` }] }]);
+    for (const content of [['{{a}}'], null, 5, syntaxTree]) {
+      const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'odd-overrides', overrides: { email: { content } } }).expect(400);
+      expect(res.body.details).toContainEqual({ field: 'body/overrides/email/content', message: 'must be string' });
     }
+    const action = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'odd-overrides', overrides: { in_app: { primaryAction: { label: 7 } } } }).expect(400);
+    expect(action.body.details).toContainEqual({ field: 'body/overrides/in_app/primaryAction/label', message: 'must be string' });
+    // A provider's own settings stay open.
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'odd-overrides', overrides: { email: { subject: 'Urgent', cc: ['a@example.com'] }, sendgrid: { ipPool: 'x' } } }).expect(201);
   });
 });
 
