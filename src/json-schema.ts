@@ -17,10 +17,10 @@ export function createAjv(options: { allErrors?: boolean; [option: string]: unkn
 }
 
 /** The most values (the value itself, and every item and property within, nested) whose every error is listed. */
-export const LISTED_ERRORS_WITHIN = 2_000;
+const LISTED_ERRORS_WITHIN = 2_000;
 
 /** Whether `value` holds at most `limit` values, counted without walking past the limit. */
-export function holdsAtMost(value: unknown, limit: number): boolean {
+function holdsAtMost(value: unknown, limit: number): boolean {
   const pending: unknown[] = [value];
   let seen = 0;
   while (pending.length > 0) {
@@ -127,8 +127,7 @@ export function createTenantAjv(options: { allErrors?: boolean } = {}): Ajv2020 
 
 /**
  * `uniqueItems` for tenants' schemas: each item's canonical JSON in a Set, linear in the array's
- * size, where ajv's own compares items that are not all of one simple type pairwise (100 objects
- * of 1,000 keys each took a second).
+ * size, where ajv's own compares items that are not all of one simple type pairwise.
  */
 function compileUniqueItems(unique: boolean) {
   const validate = (data: unknown[]): boolean => {
@@ -157,7 +156,7 @@ function canonicalJson(value: unknown): string {
 }
 
 /** The most objects or arrays an `enum` of a tenant's schema may hold: each is compared whole. */
-export const MAX_COMPOSITE_ENUM = 20;
+const MAX_COMPOSITE_ENUM = 20;
 
 /**
  * `enum` for tenants' schemas: ajv's own compares a value with each entry in turn, so an array of
