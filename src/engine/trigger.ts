@@ -50,12 +50,14 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
     let validate = payloadValidators.get(cacheKey);
     if (!validate) {
       // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
-      const [problem] = payloadSchemaProblems(workflow.payloadSchema);
-      if (problem) {
-        const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
+      // Checked and compiled once: the check's compile is the validator kept.
+      let first: ValidateFunction | undefined;
+      const [problem] = payloadSchemaProblems(workflow.payloadSchema, (schema) => (first = createTenantAjv({ allErrors: false }).compile(schema)));
+      if (problem || !first) {
+        const why = problem ? `${problem.field.replace(/^body\//, '')} ${problem.message}` : 'it did not compile';
         validate = { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
       } else {
-        validate = { first: createTenantAjv({ allErrors: false }).compile(workflow.payloadSchema) };
+        validate = { first };
       }
       payloadValidators.set(cacheKey, validate);
     }

@@ -179,14 +179,17 @@ function costProblems(root: object, at: string): ErrorDetail[] {
   }
 }
 
-/** Why a payloadSchema cannot be used: not a valid JSON Schema, too costly to check, or a pattern RE2 cannot run. */
-export function payloadSchemaProblems(schema: object): ErrorDetail[] {
+/**
+ * Why a payloadSchema cannot be used: not a valid JSON Schema, too costly to check, or a pattern RE2
+ * cannot run. `compile` is how it is compiled (the caller may keep what it gives).
+ */
+export function payloadSchemaProblems(schema: object, compile: (schema: object) => unknown = (s) => createTenantAjv().compile(s)): ErrorDetail[] {
   const unsupported = unsupportedPatterns(schema, 'body/payloadSchema', []);
   if (unsupported.length > 0) return unsupported;
   const costly = costProblems(schema, 'body/payloadSchema');
   if (costly.length > 0) return costly;
   try {
-    createTenantAjv().compile(schema);
+    compile(schema);
     return [];
   } catch (err) {
     return [{ field: 'body/payloadSchema', message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : String(err)}` }];
