@@ -155,21 +155,22 @@ function canonicalJson(value: unknown): string {
   return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`).join(',')}}`;
 }
 
-/** The most objects or arrays an `enum` of a tenant's schema may hold: each is compared whole. */
+/** The most objects or arrays an `enum` of a tenant's schema may hold. */
 const MAX_COMPOSITE_ENUM = 20;
 
 /**
  * `enum` for tenants' schemas: ajv's own compares a value with each entry in turn, so an array of
  * many items under a long enum was items × entries comparisons (seconds for a megabyte). Here
  * strings, numbers, booleans and null are looked up in a Set, and the few object or array
- * entries compared whole.
+ * entries by their canonical JSON, the equality uniqueItems uses.
  */
 function compileEnum(entries: unknown[]) {
   const simple = new Set(entries.filter((entry) => entry === null || typeof entry !== 'object'));
   const composite = entries.filter((entry) => entry !== null && typeof entry === 'object');
   if (composite.length > MAX_COMPOSITE_ENUM) throw new Error(`an enum may hold at most ${MAX_COMPOSITE_ENUM} objects or arrays`);
+  const compositeTexts = new Set(composite.map(canonicalJson));
   const validate = (data: unknown): boolean => {
-    const found = data === null || typeof data !== 'object' ? simple.has(data) : composite.some((entry) => sameJson(entry, data));
+    const found = data === null || typeof data !== 'object' ? simple.has(data) : compositeTexts.has(canonicalJson(data));
     if (!found) validate.errors = [{ keyword: 'enum', message: 'must be equal to one of the allowed values', params: { allowedValues: entries } }];
     return found;
   };
@@ -177,14 +178,6 @@ function compileEnum(entries: unknown[]) {
   return validate;
 }
 
-/** Whether two JSON values are equal (object keys in any order). */
-function sameJson(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object' || Array.isArray(a) !== Array.isArray(b)) return false;
-  const aKeys = Object.keys(a);
-  if (aKeys.length !== Object.keys(b).length) return false;
-  return aKeys.every((key) => Object.hasOwn(b, key) && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]));
-}
 
 /**
  * Why RE2 cannot run a pattern (a backreference, lookahead or lookbehind, which cannot match in
