@@ -156,6 +156,18 @@ describe('work budgets: what a payload schema may hold', () => {
     await t.a.post('/v1/workflows', { name: 'Small', payloadSchema: doubling(5), steps: [step.inApp()] }).expect(201);
   });
 
+  // Compiled without ajv's optimizing passes, which grew faster than such a schema (a 500-branch
+  // oneOf took about half a second; bench/README.md has the figures): the validator still decides alike.
+  it('keeps a schema of several hundred oneOf branches, and checks payloads against it exactly', async () => {
+    const branches = Array.from({ length: 300 }, (_, i) => ({ type: 'object', required: [`k${i}`] }));
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { a: { oneOf: branches } } } });
+    await createSubscriber(t.a, { subscriberId: 'wide-one-of' });
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'wide-one-of', payload: { a: { k299: true } } }).expect(201);
+    const two = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'wide-one-of', payload: { a: { k0: 1, k7: 1 } } }).expect(422);
+    expect(two.body.details).toContainEqual({ field: 'body/payload/a', message: 'must match exactly one schema in oneOf' });
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'wide-one-of', payload: { a: { other: 1 } } }).expect(422);
+  });
+
   it('checks uniqueItems in linear time, whatever the items', async () => {
     const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { a: { type: 'array', uniqueItems: true } } } });
     await createSubscriber(t.a, { subscriberId: 'unique-items' });
