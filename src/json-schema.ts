@@ -117,8 +117,8 @@ const linearRegExp = Object.assign(
 
 /** The validator setup for a tenant's schema (a workflow's payloadSchema); see firstThenAll for `allErrors: false`. */
 export function createTenantAjv(options: { allErrors?: boolean } = {}): Ajv2020 {
-  // ajv's optimizing passes over the generated code grow faster than the schema: a `oneOf` of 500
-  // branches compiled in about half a second with them and a tenth of that without.
+  // ajv's optimizing passes over the generated code cost more than linear time in a wide `oneOf` or
+  // `anyOf` (bench/README.md, "Hostile-input work"); a tenant's schema is compiled without them.
   const ajv = createAjv({ ...options, code: { regExp: linearRegExp, optimize: false } });
   ajv.removeKeyword('enum');
   ajv.addKeyword({ keyword: 'enum', schemaType: 'array', errors: true, compile: compileEnum });
