@@ -172,14 +172,13 @@ function compileEnum(entries: unknown[]) {
   if (composite.length > MAX_COMPOSITE_ENUM) throw new Error(`an enum may hold at most ${MAX_COMPOSITE_ENUM} objects or arrays`);
   const compositeTexts = new Set(composite.map(canonicalJson));
   const validate = (data: unknown): boolean => {
-    const found = data === null || typeof data !== 'object' ? simple.has(data) : compositeTexts.has(canonicalJson(data));
+    const found = data === null || typeof data !== 'object' ? simple.has(data) : compositeTexts.size > 0 && compositeTexts.has(canonicalJson(data));
     if (!found) validate.errors = [{ keyword: 'enum', message: 'must be equal to one of the allowed values', params: { allowedValues: entries } }];
     return found;
   };
   validate.errors = undefined as undefined | Array<Partial<ErrorObject>>;
   return validate;
 }
-
 
 /**
  * Why RE2 cannot run a pattern (a backreference, lookahead or lookbehind, which cannot match in

@@ -9,7 +9,7 @@ import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
 import { createTenantAjv, firstThenAll, newPatternBudget, PatternBudgetSpent, validateWithin, type PatternBudget } from '../json-schema.js';
-import { payloadSchemaProblems } from './workflow-rules.js';
+import { compilePayloadSchema } from './workflow-rules.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
@@ -50,14 +50,13 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
     let validate = payloadValidators.get(cacheKey);
     if (!validate) {
       // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
-      // Checked and compiled once: the check's compile is the validator kept.
-      let first: ValidateFunction | undefined;
-      const [problem] = payloadSchemaProblems(workflow.payloadSchema, (schema) => (first = createTenantAjv({ allErrors: false }).compile(schema)));
-      if (problem || !first) {
-        const why = problem ? `${problem.field.replace(/^body\//, '')} ${problem.message}` : 'it did not compile';
-        validate = { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
+      const checked = compilePayloadSchema(workflow.payloadSchema, (schema) => createTenantAjv({ allErrors: false }).compile(schema));
+      if ('compiled' in checked) {
+        validate = { first: checked.compiled };
       } else {
-        validate = { first };
+        const [problem] = checked.problems;
+        const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
+        validate = { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
       }
       payloadValidators.set(cacheKey, validate);
     }

@@ -180,18 +180,23 @@ function costProblems(root: object, at: string): ErrorDetail[] {
 }
 
 /**
- * Why a payloadSchema cannot be used: not a valid JSON Schema, too costly to check, or a pattern RE2
- * cannot run. `compile` is how it is compiled (the caller may keep what it gives).
+ * A payloadSchema compiled by `compile`, or why it cannot be used: not a valid JSON Schema, too
+ * costly to check, or a pattern RE2 cannot run (then it is not compiled at all).
  */
-export function payloadSchemaProblems(schema: object, compile: (schema: object) => unknown = (s) => createTenantAjv().compile(s)): ErrorDetail[] {
+export function compilePayloadSchema<T>(schema: object, compile: (schema: object) => T): { compiled: T } | { problems: ErrorDetail[] } {
   const unsupported = unsupportedPatterns(schema, 'body/payloadSchema', []);
-  if (unsupported.length > 0) return unsupported;
+  if (unsupported.length > 0) return { problems: unsupported };
   const costly = costProblems(schema, 'body/payloadSchema');
-  if (costly.length > 0) return costly;
+  if (costly.length > 0) return { problems: costly };
   try {
-    compile(schema);
-    return [];
+    return { compiled: compile(schema) };
   } catch (err) {
-    return [{ field: 'body/payloadSchema', message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : String(err)}` }];
+    return { problems: [{ field: 'body/payloadSchema', message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : String(err)}` }] };
   }
+}
+
+/** Why a payloadSchema cannot be used (compilePayloadSchema), when a workflow is saved. */
+export function payloadSchemaProblems(schema: object): ErrorDetail[] {
+  const result = compilePayloadSchema(schema, (valid) => createTenantAjv().compile(valid));
+  return 'problems' in result ? result.problems : [];
 }
