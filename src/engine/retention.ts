@@ -42,54 +42,78 @@ export interface Swept {
   inboxTickets: number;
   /** SQLite: pages given back to the file system. */
   pages: number;
+  /** The parts of the pass that failed (each logged); the others ran all the same. */
+  failed: string[];
 }
 
-/** One pass over every environment: deletes what is past its retention, then gives SQLite's free pages back. */
+/**
+ * One pass over every environment: deletes what is past its retention, then gives SQLite's free
+ * pages back. Each part (an environment's deletes, the inbox's, the totals' fold, the pages) runs
+ * whether or not one before it failed: a table that cannot be pruned today must not keep the others
+ * growing, nor the file from shrinking.
+ */
 export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = retentionBatchSize(deps.db)): Promise<Swept> {
-  const swept: Swept = { notifications: 0, events: 0, webhookDeliveries: 0, inboxEvents: 0, inboxTickets: 0, pages: 0 };
+  const swept: Swept = { notifications: 0, events: 0, webhookDeliveries: 0, inboxEvents: 0, inboxTickets: 0, pages: 0, failed: [] };
   const now = deps.clock.now().getTime();
-  for (const environment of await environmentRetention(deps.db)) {
+  const part = async <T>(name: string, run: () => Promise<T>): Promise<T | undefined> => {
+    try {
+      return await run();
+    } catch (err) {
+      swept.failed.push(name);
+      deps.logger.error({ err, part: name }, 'retention: a part of the pass failed; the rest goes on, and it is tried again at the next pass');
+      return undefined;
+    }
+  };
+
+  const environments = (await part('environments', () => environmentRetention(deps.db))) ?? [];
+  for (const environment of environments) {
     const days = environment.retentionDays ?? deps.config.retentionDays;
     if (days <= 0) continue;
     const before = new Date(now - days * DAY_MS);
-    for (let deleted = batch; deleted === batch; swept.notifications += deleted) {
-      deleted = await deleteExpiredNotifications(deps.db, environment.id, before, batch);
-      await yieldToEventLoop();
-    }
-    for (let deleted = batch; deleted === batch; swept.events += deleted) {
-      deleted = await deleteExpiredEvents(deps.db, environment.id, before, batch);
-      await yieldToEventLoop();
-    }
-    for (let deleted = batch; deleted === batch; swept.webhookDeliveries += deleted) {
-      deleted = await deleteExpiredWebhookDeliveries(deps.db, environment.id, before, batch);
-      await yieldToEventLoop();
-    }
+    await part(`environment ${environment.id}`, async () => {
+      for (let deleted = batch; deleted === batch; swept.notifications += deleted) {
+        deleted = await deleteExpiredNotifications(deps.db, environment.id, before, batch);
+        await yieldToEventLoop();
+      }
+      for (let deleted = batch; deleted === batch; swept.events += deleted) {
+        deleted = await deleteExpiredEvents(deps.db, environment.id, before, batch);
+        await yieldToEventLoop();
+      }
+      for (let deleted = batch; deleted === batch; swept.webhookDeliveries += deleted) {
+        deleted = await deleteExpiredWebhookDeliveries(deps.db, environment.id, before, batch);
+        await yieldToEventLoop();
+      }
+    });
   }
-  const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
-  for (let deleted = INBOX_EVENTS_A_BATCH; deleted === INBOX_EVENTS_A_BATCH; swept.inboxEvents += deleted) {
-    deleted = await pruneInboxEvents(deps.db, inboxBefore, INBOX_EVENTS_A_BATCH);
-    await yieldToEventLoop();
-  }
-  swept.inboxTickets = await pruneInboxTickets(deps.db, new Date(now));
-  await foldEndedCountShards(deps.db);
-  const space = await freeSpace(deps.db);
-  if (space?.incremental) {
-    // As many steps as the pages free now need: pages freed meanwhile wait for the next pass.
-    for (let step = 0; step < Math.ceil(space.freePages / PAGES_A_STEP); step++) {
-      await giveBackPages(deps.db, PAGES_A_STEP);
+  await part('inbox events', async () => {
+    const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
+    for (let deleted = INBOX_EVENTS_A_BATCH; deleted === INBOX_EVENTS_A_BATCH; swept.inboxEvents += deleted) {
+      deleted = await pruneInboxEvents(deps.db, inboxBefore, INBOX_EVENTS_A_BATCH);
       await yieldToEventLoop();
     }
-    swept.pages = Math.max(0, space.freePages - (await freeSpace(deps.db))!.freePages);
-  } else if (space && swept.notifications > 0) {
-    deps.logger.warn(
-      { freePages: space.freePages },
-      'retention: this SQLite file was made without auto_vacuum, so it reuses the space freed but does not shrink; see the README (retention) to convert it',
-    );
-  }
+  });
+  swept.inboxTickets = (await part('inbox tickets', () => pruneInboxTickets(deps.db, new Date(now)))) ?? 0;
+  await part('notification totals', () => foldEndedCountShards(deps.db));
+  await part('free pages', async () => {
+    const space = await freeSpace(deps.db);
+    if (space?.incremental) {
+      // As many steps as the pages free now need: pages freed meanwhile wait for the next pass.
+      for (let step = 0; step < Math.ceil(space.freePages / PAGES_A_STEP); step++) {
+        await giveBackPages(deps.db, PAGES_A_STEP);
+        await yieldToEventLoop();
+      }
+      swept.pages = Math.max(0, space.freePages - (await freeSpace(deps.db))!.freePages);
+    } else if (space && swept.notifications > 0) {
+      deps.logger.warn(
+        { freePages: space.freePages },
+        'retention: this SQLite file was made without auto_vacuum, so it reuses the space freed but does not shrink; see the README (retention) to convert it',
+      );
+    }
+  });
   return swept;
 }
 
-/** Runs sweepExpired now and then, until stopped; a pass that fails is logged and tried again at the next. */
+/** Runs sweepExpired now and then, until stopped; what fails is logged and tried again at the next pass. */
 export class RetentionSweeper {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;

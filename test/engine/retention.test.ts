@@ -87,7 +87,7 @@ describe('retention', () => {
     expect(await countNotifications(testDb.db, environments.production)).toBe(9);
 
     const swept = await sweep();
-    expect(swept).toMatchObject({ notifications: 8, events: 8 });
+    expect(swept).toMatchObject({ notifications: 8, events: 8, failed: [] });
     expect(await testDb.db('notifications').pluck('id')).toEqual([recent.notificationId]);
     expect(await testDb.db('events').pluck('id')).toEqual([recent.eventId]);
     // The step job and the fan-out job of the recent one, nothing of the others.
@@ -153,6 +153,23 @@ describe('retention', () => {
     expect(await sweep()).toMatchObject({ webhookDeliveries: 2 });
     expect((await testDb.db('webhook_deliveries').pluck('id')).sort()).toEqual([rows[2].id, rows[3].id].sort());
     expect(await count('webhook_attempts')).toBe(0);
+  });
+
+  it('goes on past a part that fails, and tries that part again at the next pass', async () => {
+    const old = await notification(environments.production, 40);
+    const environmentId = environments.production;
+    await insertEvents(testDb.db, [{ subscriberKey, environmentId, seq: 1, type: 'notification.created', payload: '{}' }], new Date(NOW.getTime() - INBOX_EVENTS_KEPT_MS - 1));
+    await insertTicket(testDb.db, { ticketHash: 'expired', environmentId, organizationId: newId(), subscriberId: 'ada', expiresAt: new Date(NOW.getTime() - 1) });
+    // A real failure of one part: the inbox's events cannot be read while their table is away.
+    await testDb.db.schema.renameTable('inbox_events', 'inbox_events_away');
+
+    expect(await sweep()).toMatchObject({ notifications: 1, events: 1, inboxEvents: 0, inboxTickets: 1, failed: ['inbox events'] });
+    expect(await count('notifications', { id: old.notificationId })).toBe(0);
+    expect(await count('inbox_tickets')).toBe(0);
+
+    await testDb.db.schema.renameTable('inbox_events_away', 'inbox_events');
+    expect(await sweep()).toMatchObject({ inboxEvents: 1, failed: [] });
+    expect(await count('inbox_events')).toBe(0);
   });
 
   it('forgets the inbox streams\' events once past their keeping time, and tickets once expired, whether or not a stream is open', async () => {
