@@ -21,6 +21,7 @@
 //   --duration S       seconds per HTTP row (default 10)      --warmup S   seconds of warm-up (default 2)
 //   --connections N    open connections (default 50)          --threads N  wrk threads (default 1)
 //   --subscribers N    fan-out topic size (default 10,000)    --deliveries N  chat jobs (default 2,000)
+//   --webhook-pairs N  the webhooks row's A/B: N pairs of runs without and with an endpoint (default 2)
 //   --profile [DIR]    run every process (API, workers, baseline, stack floor) with --cpu-prof, profiles into DIR (bench/profiles)
 //   --node-args="…"    extra Node flags for the API and worker processes, e.g. --node-args="--max-semi-space-size=4"
 //   --logs DIR         write every child process's output to DIR/<database>-<process>.log
@@ -54,6 +55,7 @@ import {
   waitForOutput,
   waitIdle,
   allowProfilerOverhead,
+  ratioInterval,
   type LoadResult,
   type LoadSpec,
   type LoadTool,
@@ -82,6 +84,8 @@ interface Options {
   threads: number;
   subscribers: number;
   deliveries: number;
+  /** The webhooks row: pairs of trigger runs without and with an endpoint, each A/B. */
+  webhookPairs: number;
   streams: number;
   profileDir?: string;
   nodeArgs: string[];
@@ -146,6 +150,7 @@ function parseOptions(): Options {
       threads: { type: 'string' },
       subscribers: { type: 'string' },
       deliveries: { type: 'string' },
+      'webhook-pairs': { type: 'string' },
       streams: { type: 'string' },
       profile: { type: 'string' },
       'node-args': { type: 'string' },
@@ -188,6 +193,7 @@ function parseOptions(): Options {
     soakMinutes: values.soak === undefined ? undefined : number(values.soak, 15),
     soakRate: number(values['soak-rate'], 300),
     deliveries: number(values.deliveries, quick ? 500 : 2_000),
+    webhookPairs: Math.max(1, Math.round(number(values['webhook-pairs'], 2))),
     streams: number(values.streams, quick ? 1_000 : 5_000),
     profileDir: values.profile === undefined ? undefined : path.resolve(ROOT, values.profile || 'bench/profiles'),
     nodeArgs: (values['node-args'] ?? '').split(/\s+/).filter(Boolean),
@@ -863,9 +869,10 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     }
 
     // 8. Webhooks. (a) The trigger row, with a worker delivering what it queues, A/B in one run:
-    // no endpoint, then one endpoint taking every event (each in-app delivery also records a
-    // message.delivered and the worker sends it), twice each, alternating. (b) Webhook events
-    // delivered a second: N deliveries queued, then a fresh worker drains them to one endpoint.
+    // no endpoint against one endpoint taking every event (each in-app delivery also records a
+    // message.delivered and the worker sends it), in pairs whose order alternates (A,B, B,A…).
+    // (b) Webhook events delivered a second: N deliveries queued, then a fresh worker drains them
+    // to one endpoint.
     if (options.rows.has('webhooks')) {
       await db('jobs').whereIn('status', ['pending', 'queued', 'delayed']).update({ status: 'canceled' });
       const hookPort = await freePort();
@@ -874,11 +881,13 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       await waitForOutput(hook, /webhook listening/);
       const received = async () => ((await (await fetch(`http://127.0.0.1:${hookPort}/stats`)).json()) as { received: number }).received;
       const worker = await startWorker('webhooks');
-      type Variants = Record<'none' | 'endpoint', Array<{ rps: number; p99Ms: number; apiCpu: number; workerCpu: number; sent: number }>>;
+      type Run = { rps: number; p99Ms: number; apiCpu: number; workerCpu: number; sent: number };
+      type Variants = Record<'none' | 'endpoint', Run[]>;
       let endpointId: string | undefined;
       const abRuns = async (label: string): Promise<Variants> => {
         const variants: Variants = { none: [], endpoint: [] };
-        for (const variant of ['none', 'endpoint', 'none', 'endpoint'] as const) {
+        const order = Array.from({ length: options.webhookPairs }, (_, pair) => (pair % 2 === 0 ? (['none', 'endpoint'] as const) : (['endpoint', 'none'] as const))).flat();
+        for (const variant of order) {
           if (variant === 'endpoint' && !endpointId) {
             endpointId = (await call('POST', '/webhook-endpoints', { url: `http://127.0.0.1:${hookPort}/herald` })).json.data.endpointId as string;
           } else if (variant === 'none' && endpointId) {
@@ -905,12 +914,18 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         }
         return variants;
       };
-      const mean = (runs: Array<{ rps: number }>, key: 'rps' | 'p99Ms' | 'apiCpu' | 'workerCpu') => runs.reduce((sum, run) => sum + (run as Record<string, number>)[key], 0) / runs.length;
+      const mean = (runs: Run[], key: 'rps' | 'p99Ms' | 'apiCpu' | 'workerCpu') => runs.reduce((sum, run) => sum + run[key], 0) / runs.length;
       const ratioOf = (variants: Variants) => mean(variants.endpoint, 'rps') / mean(variants.none, 'rps');
+      /** With ÷ without for one figure, and its 90% interval over the pairs. */
+      const pairedRatio = (variants: Variants, key: 'rps' | 'apiCpu') => {
+        const ratio = mean(variants.endpoint, key) / mean(variants.none, key);
+        const interval = ratioInterval(variants.none.map((run, pair) => [run[key], variants.endpoint[pair][key]]));
+        return `${ratio.toFixed(2)}${interval ? ` (90% interval ${interval[0].toFixed(2)}–${interval[1].toFixed(2)}, ${variants.none.length} pairs)` : ''}`;
+      };
       const describeRuns = (variants: Variants, label: string) => [
         `trigger row${label}, no endpoint: ${variants.none.map((r) => fmt(r.rps)).join(' and ')} req/s (p99 ${ms(mean(variants.none, 'p99Ms'))}, API ${cpu(mean(variants.none, 'apiCpu'))}/req, worker ${cpu(mean(variants.none, 'workerCpu'))}/req)`,
         `one endpoint taking every event: ${variants.endpoint.map((r) => fmt(r.rps)).join(' and ')} req/s (p99 ${ms(mean(variants.endpoint, 'p99Ms'))}, API ${cpu(mean(variants.endpoint, 'apiCpu'))}/req, worker ${cpu(mean(variants.endpoint, 'workerCpu'))}/req; ${variants.endpoint.map((r) => fmt(r.sent)).join(' and ')} webhooks sent during the runs)`,
-        `with ÷ without = ${ratioOf(variants).toFixed(2)}`,
+        `with ÷ without: req/s ${pairedRatio(variants, 'rps')}; the API's CPU per trigger ${pairedRatio(variants, 'apiCpu')}`,
       ];
       const variants = await abRuns('');
       const webhookRatio = ratioOf(variants);

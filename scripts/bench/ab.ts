@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ROOT } from './lib.js';
+import { ratioInterval, ROOT } from './lib.js';
 
 // Everything after `--` is the bench's.
 const dash = process.argv.indexOf('--', 2);
@@ -102,23 +102,6 @@ function benchOnce(side: Side, index: number): Figures {
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-
-/** Student's t for a two-sided 90% interval, by degrees of freedom (1–10; past 10, 1.8). */
-const T90 = [6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812];
-
-/**
- * A 90% interval of B ÷ A from the rounds' pairs: each round's B over its A (the two runs next to
- * each other, so a drift of the machine shared by both cancels), as a t-interval of their logs.
- * Undefined with fewer than two rounds.
- */
-function ratioInterval(pairs: Array<[number, number]>): [number, number] | undefined {
-  if (pairs.length < 2) return undefined;
-  const logs = pairs.map(([a, b]) => Math.log(b / a));
-  const m = mean(logs);
-  const sd = Math.sqrt(logs.reduce((sum, x) => sum + (x - m) ** 2, 0) / (logs.length - 1));
-  const half = (T90[logs.length - 2] ?? 1.8) * (sd / Math.sqrt(logs.length));
-  return [Math.exp(m - half), Math.exp(m + half)];
-}
 
 const fmt = (n: number, digits = 3) => n.toFixed(digits);
 const pct = (ratio: number) => `${ratio >= 1 ? '+' : '−'}${Math.abs((ratio - 1) * 100).toFixed(0)}%`;

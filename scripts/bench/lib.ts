@@ -339,3 +339,20 @@ async function runAutocannon(spec: LoadSpec, seconds: number, connections: numbe
     socketErrors: json.errors + json.timeouts,
   };
 }
+
+/** Student's t for a two-sided 90% interval, by degrees of freedom (1–10; past 10, 1.8). */
+const T90 = [6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812];
+
+/**
+ * A 90% interval of B ÷ A from paired runs: each pair's B over its A (the two runs next to each
+ * other, so a drift of the machine shared by both cancels), as a t-interval of their logs.
+ * Undefined with fewer than two pairs.
+ */
+export function ratioInterval(pairs: Array<[a: number, b: number]>): [number, number] | undefined {
+  if (pairs.length < 2) return undefined;
+  const logs = pairs.map(([a, b]) => Math.log(b / a));
+  const m = logs.reduce((sum, x) => sum + x, 0) / logs.length;
+  const sd = Math.sqrt(logs.reduce((sum, x) => sum + (x - m) ** 2, 0) / (logs.length - 1));
+  const half = (T90[logs.length - 2] ?? 1.8) * (sd / Math.sqrt(logs.length));
+  return [Math.exp(m - half), Math.exp(m + half)];
+}
