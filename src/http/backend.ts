@@ -172,7 +172,9 @@ class HeraldBackend extends OpenAPIBackend {
     const rawContentType = parsed.headers['content-type'];
     const contentType = String((Array.isArray(rawContentType) ? rawContentType[0] : rawContentType) || '').split(';')[0].trim().toLowerCase();
     if (typeof parsed.requestBody === 'object' || contentType === 'application/json') parameters.requestBody = parsed.requestBody;
-    const coerced = { ...req } as ValidationResult['coerced'];
+    // What openapi-backend's validation answers as `coerced`: the request's fields (not a spread of
+    // `req`, whose body is a getter), the coerced query and path parameters put in below.
+    const coerced = { method: req.method, path: req.path, headers: req.headers, query: req.query, body: req.body } as ValidationResult['coerced'];
     for (const validate of this.validator.getRequestValidatorsForOperation(operation.operationId!) ?? []) {
       const found = firstThenAll(validate, () => this.listingOf(validate), parameters);
       // One at a time: a small body can still have thousands of errors, past what a spread passes.
@@ -256,10 +258,18 @@ function repeatableParse(router: Router, shapes: Map<Operation, RequestShape>): 
     const plain = query !== null && typeof query === 'object' && lowerCaseHeaders.cookie === undefined && (!body || typeof body === 'object');
     const matcher = operation && matchers.get(operation);
     if (!plain || (operation && !matcher)) return parse(req, operation);
-    const normalized = router.normalizeRequest(req);
-    const params = matcher ? (matcher(router.normalizePath(normalized.path)) ?? {}) : {};
-    return { ...normalized, params, headers: lowerCaseHeaders, query: copyOf(query) as typeof query, cookies: {}, requestBody: body };
+    // The fields openapi-backend's parser answers, built without copying `req` (whose body is a
+    // getter, apiMiddleware: a spread of it takes V8's slow path on every request).
+    const path = normalRequestPath(req.path);
+    const params = matcher ? (matcher(router.normalizePath(path)) ?? {}) : {};
+    return { method: req.method.trim().toLowerCase(), path, body, query: copyOf(query) as typeof query, headers: lowerCaseHeaders, params, cookies: {}, requestBody: body };
   };
+}
+
+/** A request's path as openapi-backend's `normalizeRequest` makes it: trimmed, with a leading slash, without a query string. */
+function normalRequestPath(path: string | undefined): string {
+  const trimmed = path?.trim() || '';
+  return (trimmed.startsWith('/') ? trimmed : `/${trimmed}`).split('?')[0];
 }
 
 /** A deep copy of parsed query values: strings, numbers, booleans, arrays and plain objects. */
@@ -300,9 +310,7 @@ class RouteTable {
       return undefined;
     };
     // The path and method as the router's normalizeRequest makes them, without copying the request.
-    let requestPath = request.path?.trim() || '';
-    if (!requestPath.startsWith('/')) requestPath = `/${requestPath}`;
-    const path = router.normalizePath(requestPath.split('?')[0]);
+    const path = router.normalizePath(normalRequestPath(request.path));
     const method = request.method.trim().toLowerCase();
     const exact = this.exact.get(path)?.find((operation) => operation.method === method);
     if (exact) return exact;
