@@ -21,7 +21,7 @@
 //   --duration S       seconds per HTTP row (default 10)      --warmup S   seconds of warm-up (default 2)
 //   --connections N    open connections (default 50)          --threads N  wrk threads (default 1)
 //   --subscribers N    fan-out topic size (default 10,000)    --deliveries N  chat jobs (default 2,000)
-//   --webhook-pairs N  the webhooks row's A/B: N pairs of runs without and with an endpoint (default 2)
+//   --pairs N          the cpu and webhooks rows' A/Bs: N pairs of runs, in alternating order (default 2)
 //   --profile [DIR]    run every process (API, workers, baseline, stack floor) with --cpu-prof, profiles into DIR (bench/profiles)
 //   --node-args="…"    extra Node flags for the API and worker processes, e.g. --node-args="--max-semi-space-size=4"
 //   --logs DIR         write every child process's output to DIR/<database>-<process>.log
@@ -84,8 +84,8 @@ interface Options {
   threads: number;
   subscribers: number;
   deliveries: number;
-  /** The webhooks row: pairs of trigger runs without and with an endpoint, each A/B. */
-  webhookPairs: number;
+  /** The cpu and webhooks rows: pairs of runs of their two sides, in alternating order (A,B, B,A…). */
+  pairs: number;
   streams: number;
   profileDir?: string;
   nodeArgs: string[];
@@ -115,6 +115,8 @@ interface Row {
   slow?: { p50Ratio: number; p99Ratio: number; chatRatio: number };
   /** CPU per delivery: at 500 triggers/s over at 2,000/s. */
   cpuRatio?: number;
+  /** The same ratio for the bare express baseline's CPU per request, paced the same way. */
+  expressCpuRatio?: number;
   /** Webhooks: the trigger row with one endpoint taking every event over the same row with none. */
   webhookRatio?: number;
   /** webhookRatio with the worker and endpoint on one core, the API and the load on another. */
@@ -150,7 +152,7 @@ function parseOptions(): Options {
       threads: { type: 'string' },
       subscribers: { type: 'string' },
       deliveries: { type: 'string' },
-      'webhook-pairs': { type: 'string' },
+      pairs: { type: 'string' },
       streams: { type: 'string' },
       profile: { type: 'string' },
       'node-args': { type: 'string' },
@@ -193,7 +195,7 @@ function parseOptions(): Options {
     soakMinutes: values.soak === undefined ? undefined : number(values.soak, 15),
     soakRate: number(values['soak-rate'], 300),
     deliveries: number(values.deliveries, quick ? 500 : 2_000),
-    webhookPairs: Math.max(1, Math.round(number(values['webhook-pairs'], 2))),
+    pairs: Math.max(1, Math.round(number(values.pairs, 2))),
     streams: number(values.streams, quick ? 1_000 : 5_000),
     profileDir: values.profile === undefined ? undefined : path.resolve(ROOT, values.profile || 'bench/profiles'),
     nodeArgs: (values['node-args'] ?? '').split(/\s+/).filter(Boolean),
@@ -833,13 +835,27 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       const port = await freePort();
       const both = startNode('API + runner', 'dist/src/main.js', [], { ...serverEnv, PORT: String(port) }, profileArgs('api-runner'), logOf('api-runner'));
       children.push(both);
+      // The bare express baseline under the same paced load: how much of a request's CPU falls with
+      // the load in Node itself, on this machine, whatever the server does.
+      const express = startNode('baseline (paced)', 'dist/bench/baseline.js', [routesFile], {}, cpuProfileArgs('baseline-paced'), logOf('baseline-paced'));
+      children.push(express);
       await waitForHttp(both, `http://127.0.0.1:${port}/health`);
+      await waitForHttp(express, `http://127.0.0.1:${baselinePort}/health`);
       const spec = { ...specs.trigger, url: `http://127.0.0.1:${port}/v1/events/trigger` };
+      const expressSpec = { ...specs.trigger, url: `http://127.0.0.1:${baselinePort}/v1/events/trigger` };
       // Warm-up at both rates, discarded: the first measured rate must not pay for compiling the code.
-      for (const rate of [500, 2000]) await runPacedLoad(spec, options.warmup, rate, 50);
-      const inAppQueued = () => db('jobs').where({ type: 'in_app' }).whereIn('status', ['pending', 'queued', 'running']);
-      const perDelivery: Record<number, { cpu: number; delivered: number; rps: number }> = {};
       for (const rate of [500, 2000]) {
+        await runPacedLoad(spec, options.warmup, rate, 50);
+        await runPacedLoad(expressSpec, options.warmup, rate, 50);
+      }
+      const inAppQueued = () => db('jobs').where({ type: 'in_app' }).whereIn('status', ['pending', 'queued', 'running']);
+      type Run = { cpu: number; delivered: number; rps: number; expressCpu: number };
+      const runs: Record<500 | 2000, Run[]> = { 500: [], 2000: [] };
+      for (const rate of alternating(options.pairs, 500, 2000)) {
+        await waitIdle(express.pid);
+        const expressBefore = cpuMs(express.pid);
+        const expressResult = await runPacedLoad(expressSpec, options.duration, rate, 50);
+        const expressCpu = (cpuMs(express.pid) - expressBefore) / Math.max(1, expressResult.requests);
         await waitIdle(both.pid, { timeoutMs: 60_000 });
         log(`${kind}: CPU per in-app delivery at ${rate} triggers/s`);
         const messagesBefore = await count(db('messages'));
@@ -847,25 +863,31 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         const result = await runPacedLoad(spec, options.duration, rate, 50);
         for (let waited = 0; (await count(inAppQueued())) > 0 && waited < 30_000; waited += 100) await sleep(100);
         const delivered = (await count(db('messages'))) - messagesBefore;
-        perDelivery[rate] = { cpu: (cpuMs(both.pid) - cpuBefore) / Math.max(1, delivered), delivered, rps: result.rps };
+        runs[rate].push({ cpu: (cpuMs(both.pid) - cpuBefore) / Math.max(1, delivered), delivered, rps: result.rps, expressCpu });
       }
-      const [light, heavy] = [perDelivery[500], perDelivery[2000]];
+      const mean = (list: Run[], key: 'cpu' | 'rps' | 'expressCpu') => list.reduce((sum, run) => sum + run[key], 0) / list.length;
+      /** 500/s ÷ 2,000/s for one figure, and its 90% interval over the pairs. */
+      const ratio = (key: 'cpu' | 'expressCpu') => {
+        const value = mean(runs[500], key) / mean(runs[2000], key);
+        const interval = ratioInterval(runs[2000].map((heavy, pair) => [heavy[key], runs[500][pair][key]]));
+        return { value, text: `${value.toFixed(2)}${interval ? ` (90% interval ${interval[0].toFixed(2)}–${interval[1].toFixed(2)}, ${runs[500].length} pairs)` : ''}` };
+      };
+      const [herald, bare] = [ratio('cpu'), ratio('expressCpu')];
+      const describe = (rate: 500 | 2000) =>
+        `${rate.toLocaleString('en-US')}/s: ${cpu(mean(runs[rate], 'cpu'))} per delivery (${runs[rate].map((run) => fmt(run.rps)).join(' and ')} req/s, ${runs[rate].map((run) => run.delivered).join(' and ')} delivered); bare express ${cpu(mean(runs[rate], 'expressCpu'))} per request`;
       suite.rows.push({
         id: 'cpu',
         label: '7. CPU per in-app delivery, API + runner in one process, at 500 and 2,000 triggers/s',
-        throughput: heavy.rps,
+        throughput: mean(runs[2000], 'rps'),
         unit: 'req/s at the 2,000/s rate',
-        cpuMsPerOp: light.cpu,
+        cpuMsPerOp: mean(runs[500], 'cpu'),
         rssMb: peakRssMb(both.pid),
         rssOf: 'api',
-        cpuRatio: light.cpu / heavy.cpu,
-        notes: [
-          `500/s: ${cpu(light.cpu)} per delivery (${fmt(light.rps)} req/s, ${light.delivered} delivered)`,
-          `2,000/s: ${cpu(heavy.cpu)} per delivery (${fmt(heavy.rps)} req/s, ${heavy.delivered} delivered)`,
-          `500/s ÷ 2,000/s = ${(light.cpu / heavy.cpu).toFixed(2)}`,
-        ],
+        cpuRatio: herald.value,
+        expressCpuRatio: bare.value,
+        notes: [describe(500), describe(2000), `500/s ÷ 2,000/s = ${herald.text}; the bare express baseline paced the same way: ${bare.text}`],
       });
-      await both.stop();
+      await Promise.all([both.stop(), express.stop()]);
     }
 
     // 8. Webhooks. (a) The trigger row, with a worker delivering what it queues, A/B in one run:
@@ -886,7 +908,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       let endpointId: string | undefined;
       const abRuns = async (label: string): Promise<Variants> => {
         const variants: Variants = { none: [], endpoint: [] };
-        const order = Array.from({ length: options.webhookPairs }, (_, pair) => (pair % 2 === 0 ? (['none', 'endpoint'] as const) : (['endpoint', 'none'] as const))).flat();
+        const order = alternating(options.pairs, 'none', 'endpoint');
         for (const variant of order) {
           if (variant === 'endpoint' && !endpointId) {
             endpointId = (await call('POST', '/webhook-endpoints', { url: `http://127.0.0.1:${hookPort}/herald` })).json.data.endpointId as string;
@@ -1052,6 +1074,11 @@ function table(suites: Suite[]): string {
   return lines.join('\n');
 }
 
+/** The two sides of an A/B in `pairs` pairs whose order alternates: a, b, b, a, a, b… */
+function alternating<const T>(pairs: number, a: T, b: T): T[] {
+  return Array.from({ length: pairs }, (_, pair) => (pair % 2 === 0 ? [a, b] : [b, a])).flat();
+}
+
 function targets(suites: Suite[]): string[] {
   const lines: string[] = [];
   const check = (ok: boolean | undefined, text: string) => lines.push(`${ok === undefined ? '  n/a ' : ok ? '  PASS' : '  MISS'}  ${text}`);
@@ -1071,6 +1098,7 @@ function targets(suites: Suite[]): string[] {
     check(slow && slow.chatRatio >= 0.8, `slow destinations: healthy chat ≥ 0.8× without them: ${slow ? slow.chatRatio.toFixed(2) : '–'}`);
     const cpuRow = row('cpu');
     check(cpuRow && cpuRow.cpuRatio! <= 1, `CPU per in-app delivery at 500/s ≤ at 2,000/s: ${cpuRow ? cpuRow.cpuRatio!.toFixed(2) : '–'}×`);
+    if (cpuRow?.expressCpuRatio !== undefined) lines.push(`  (info) the bare express baseline's CPU per request, 500/s ÷ 2,000/s: ${cpuRow.expressCpuRatio.toFixed(2)}×`);
     const webhooks = row('webhooks');
     check(webhooks && webhooks.webhookRatio! >= 0.9, `trigger row with one endpoint taking every event ≥ 0.9 × without: ${webhooks ? webhooks.webhookRatio!.toFixed(2) : '–'}`);
     if (webhooks?.webhookRatioPinned !== undefined) lines.push(`  (info) the same with the worker and endpoint on a core of their own: ${webhooks.webhookRatioPinned.toFixed(2)}`);
