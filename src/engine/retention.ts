@@ -71,27 +71,13 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     if (days <= 0) continue;
     const before = new Date(now - days * DAY_MS);
     await part(`environment ${environment.id}`, async () => {
-      for (let deleted = batch; deleted === batch; swept.notifications += deleted) {
-        deleted = await deleteExpiredNotifications(deps.db, environment.id, before, batch);
-        await yieldToEventLoop();
-      }
-      for (let deleted = batch; deleted === batch; swept.events += deleted) {
-        deleted = await deleteExpiredEvents(deps.db, environment.id, before, batch);
-        await yieldToEventLoop();
-      }
-      for (let deleted = batch; deleted === batch; swept.webhookDeliveries += deleted) {
-        deleted = await deleteExpiredWebhookDeliveries(deps.db, environment.id, before, batch);
-        await yieldToEventLoop();
-      }
+      await inBatches(batch, (size) => deleteExpiredNotifications(deps.db, environment.id, before, size), (n) => (swept.notifications += n));
+      await inBatches(batch, (size) => deleteExpiredEvents(deps.db, environment.id, before, size), (n) => (swept.events += n));
+      await inBatches(batch, (size) => deleteExpiredWebhookDeliveries(deps.db, environment.id, before, size), (n) => (swept.webhookDeliveries += n));
     });
   }
-  await part('inbox events', async () => {
-    const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
-    for (let deleted = INBOX_EVENTS_A_BATCH; deleted === INBOX_EVENTS_A_BATCH; swept.inboxEvents += deleted) {
-      deleted = await pruneInboxEvents(deps.db, inboxBefore, INBOX_EVENTS_A_BATCH);
-      await yieldToEventLoop();
-    }
-  });
+  const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
+  await part('inbox events', () => inBatches(INBOX_EVENTS_A_BATCH, (size) => pruneInboxEvents(deps.db, inboxBefore, size), (n) => (swept.inboxEvents += n)));
   swept.inboxTickets = (await part('inbox tickets', () => pruneInboxTickets(deps.db, new Date(now)))) ?? 0;
   await part('notification totals', () => foldEndedCountShards(deps.db));
   await part('free pages', async () => {
@@ -111,6 +97,17 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     }
   });
   return swept;
+}
+
+/**
+ * Deletes a batch of at most `size` at a time until one comes back short, letting the event loop
+ * run between two; each batch's count goes to `counted` as it is done, so a later failure keeps it.
+ */
+async function inBatches(size: number, deleteBatch: (size: number) => Promise<number>, counted: (deleted: number) => void): Promise<void> {
+  for (let deleted = size; deleted === size; counted(deleted)) {
+    deleted = await deleteBatch(size);
+    await yieldToEventLoop();
+  }
 }
 
 /** Runs sweepExpired now and then, until stopped; what fails is logged and tried again at the next pass. */
