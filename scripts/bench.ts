@@ -55,7 +55,7 @@ import {
   waitForOutput,
   waitIdle,
   allowProfilerOverhead,
-  ratioInterval,
+  pairedRatio,
   type LoadResult,
   type LoadSpec,
   type LoadTool,
@@ -866,13 +866,9 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         runs[rate].push({ cpu: (cpuMs(both.pid) - cpuBefore) / Math.max(1, delivered), delivered, rps: result.rps, expressCpu });
       }
       const mean = (list: Run[], key: 'cpu' | 'rps' | 'expressCpu') => list.reduce((sum, run) => sum + run[key], 0) / list.length;
-      /** 500/s ÷ 2,000/s for one figure, and its 90% interval over the pairs. */
-      const ratio = (key: 'cpu' | 'expressCpu') => {
-        const value = mean(runs[500], key) / mean(runs[2000], key);
-        const interval = ratioInterval(runs[2000].map((heavy, pair) => [heavy[key], runs[500][pair][key]]));
-        return { value, text: `${value.toFixed(2)}${interval ? ` (90% interval ${interval[0].toFixed(2)}–${interval[1].toFixed(2)}, ${runs[500].length} pairs)` : ''}` };
-      };
-      const [herald, bare] = [ratio('cpu'), ratio('expressCpu')];
+      // 500/s ÷ 2,000/s, pair by pair.
+      const lightOverHeavy = (key: 'cpu' | 'expressCpu') => pairedRatio(runs[2000].map((heavy, pair) => [heavy[key], runs[500][pair][key]]));
+      const [herald, bare] = [lightOverHeavy('cpu'), lightOverHeavy('expressCpu')];
       const describe = (rate: 500 | 2000) =>
         `${rate.toLocaleString('en-US')}/s: ${cpu(mean(runs[rate], 'cpu'))} per delivery (${runs[rate].map((run) => fmt(run.rps)).join(' and ')} req/s, ${runs[rate].map((run) => run.delivered).join(' and ')} delivered); bare express ${cpu(mean(runs[rate], 'expressCpu'))} per request`;
       suite.rows.push({
@@ -883,8 +879,8 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         cpuMsPerOp: mean(runs[500], 'cpu'),
         rssMb: peakRssMb(both.pid),
         rssOf: 'api',
-        cpuRatio: herald.value,
-        expressCpuRatio: bare.value,
+        cpuRatio: herald.ratio,
+        expressCpuRatio: bare.ratio,
         notes: [describe(500), describe(2000), `500/s ÷ 2,000/s = ${herald.text}; the bare express baseline paced the same way: ${bare.text}`],
       });
       await Promise.all([both.stop(), express.stop()]);
@@ -908,8 +904,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
       let endpointId: string | undefined;
       const abRuns = async (label: string): Promise<Variants> => {
         const variants: Variants = { none: [], endpoint: [] };
-        const order = alternating(options.pairs, 'none', 'endpoint');
-        for (const variant of order) {
+        for (const variant of alternating(options.pairs, 'none', 'endpoint')) {
           if (variant === 'endpoint' && !endpointId) {
             endpointId = (await call('POST', '/webhook-endpoints', { url: `http://127.0.0.1:${hookPort}/herald` })).json.data.endpointId as string;
           } else if (variant === 'none' && endpointId) {
@@ -937,20 +932,15 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         return variants;
       };
       const mean = (runs: Run[], key: 'rps' | 'p99Ms' | 'apiCpu' | 'workerCpu') => runs.reduce((sum, run) => sum + run[key], 0) / runs.length;
-      const ratioOf = (variants: Variants) => mean(variants.endpoint, 'rps') / mean(variants.none, 'rps');
-      /** With ÷ without for one figure, and its 90% interval over the pairs. */
-      const pairedRatio = (variants: Variants, key: 'rps' | 'apiCpu') => {
-        const ratio = mean(variants.endpoint, key) / mean(variants.none, key);
-        const interval = ratioInterval(variants.none.map((run, pair) => [run[key], variants.endpoint[pair][key]]));
-        return `${ratio.toFixed(2)}${interval ? ` (90% interval ${interval[0].toFixed(2)}–${interval[1].toFixed(2)}, ${variants.none.length} pairs)` : ''}`;
-      };
+      // With ÷ without, pair by pair.
+      const withOverWithout = (variants: Variants, key: 'rps' | 'apiCpu') => pairedRatio(variants.none.map((run, pair) => [run[key], variants.endpoint[pair][key]]));
       const describeRuns = (variants: Variants, label: string) => [
         `trigger row${label}, no endpoint: ${variants.none.map((r) => fmt(r.rps)).join(' and ')} req/s (p99 ${ms(mean(variants.none, 'p99Ms'))}, API ${cpu(mean(variants.none, 'apiCpu'))}/req, worker ${cpu(mean(variants.none, 'workerCpu'))}/req)`,
         `one endpoint taking every event: ${variants.endpoint.map((r) => fmt(r.rps)).join(' and ')} req/s (p99 ${ms(mean(variants.endpoint, 'p99Ms'))}, API ${cpu(mean(variants.endpoint, 'apiCpu'))}/req, worker ${cpu(mean(variants.endpoint, 'workerCpu'))}/req; ${variants.endpoint.map((r) => fmt(r.sent)).join(' and ')} webhooks sent during the runs)`,
-        `with ÷ without: req/s ${pairedRatio(variants, 'rps')}; the API's CPU per trigger ${pairedRatio(variants, 'apiCpu')}`,
+        `with ÷ without: req/s ${withOverWithout(variants, 'rps').text}; the API's CPU per trigger ${withOverWithout(variants, 'apiCpu').text}`,
       ];
       const variants = await abRuns('');
-      const webhookRatio = ratioOf(variants);
+      const webhookRatio = withOverWithout(variants, 'rps').ratio;
       // The same A/B with the worker and the endpoint on a core of their own, and the API and this
       // harness (so wrk) on another: what an endpoint costs the API itself when the work it causes
       // does not take the API's CPU, as where workers and receivers run on machines of their own.
@@ -1010,7 +1000,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         rssMb: peakRssMb(drainer.pid),
         rssOf: 'worker',
         webhookRatio,
-        webhookRatioPinned: pinned ? ratioOf(pinned) : undefined,
+        webhookRatioPinned: pinned ? withOverWithout(pinned, 'rps').ratio : undefined,
         notes,
       });
       await drainer.stop();

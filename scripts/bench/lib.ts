@@ -356,3 +356,14 @@ export function ratioInterval(pairs: Array<[a: number, b: number]>): [number, nu
   const half = (T90[logs.length - 2] ?? 1.8) * (sd / Math.sqrt(logs.length));
   return [Math.exp(m - half), Math.exp(m + half)];
 }
+
+/**
+ * B ÷ A of paired runs' means, and the same with its 90% interval (ratioInterval) as text:
+ * `1.03 (90% interval 0.92–1.15, 5 pairs)`.
+ */
+export function pairedRatio(pairs: Array<[a: number, b: number]>): { ratio: number; text: string } {
+  const sum = (side: 0 | 1) => pairs.reduce((total, pair) => total + pair[side], 0);
+  const ratio = sum(1) / sum(0);
+  const interval = ratioInterval(pairs);
+  return { ratio, text: `${ratio.toFixed(2)}${interval ? ` (90% interval ${interval[0].toFixed(2)}–${interval[1].toFixed(2)}, ${pairs.length} pairs)` : ''}` };
+}
