@@ -117,6 +117,8 @@ interface Row {
   cpuRatio?: number;
   /** The same ratio for the bare express baseline's CPU per request, paced the same way. */
   expressCpuRatio?: number;
+  /** cpu: the same ratio of a worker's CPU per delivery with the runner in a process of its own. */
+  workerCpuRatio?: number;
   /** Webhooks: the trigger row with one endpoint taking every event over the same row with none. */
   webhookRatio?: number;
   /** webhookRatio with the worker and endpoint on one core, the API and the load on another. */
@@ -865,25 +867,55 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
         const delivered = (await count(db('messages'))) - messagesBefore;
         runs[rate].push({ cpu: (cpuMs(both.pid) - cpuBefore) / Math.max(1, delivered), delivered, rps: result.rps, expressCpu });
       }
-      const mean = (list: Run[], key: 'cpu' | 'rps' | 'expressCpu') => list.reduce((sum, run) => sum + run[key], 0) / list.length;
+      const rssMb = peakRssMb(both.pid);
+      await Promise.all([both.stop(), express.stop()]);
+
+      // 7′. The same loads with the runner in a worker of its own (`--role worker`) beside the API:
+      // the delivery's CPU apart from the HTTP request's.
+      const worker = await startWorker('cpu');
+      await runPacedLoad(specs.trigger, options.warmup, 500, 50);
+      type SplitRun = { workerCpu: number; apiCpu: number };
+      const split: Record<500 | 2000, SplitRun[]> = { 500: [], 2000: [] };
+      for (const rate of alternating(options.pairs, 500, 2000)) {
+        await waitIdle(api.pid, { timeoutMs: 60_000 });
+        await waitIdle(worker.pid, { timeoutMs: 60_000 });
+        log(`${kind}: CPU per in-app delivery at ${rate} triggers/s, the runner in a worker of its own`);
+        const messagesBefore = await count(db('messages'));
+        const [apiBefore, workerBefore] = [cpuMs(api.pid), cpuMs(worker.pid)];
+        const result = await runPacedLoad(specs.trigger, options.duration, rate, 50);
+        const apiCpu = (cpuMs(api.pid) - apiBefore) / Math.max(1, result.requests);
+        for (let waited = 0; (await count(inAppQueued())) > 0 && waited < 30_000; waited += 100) await sleep(100);
+        const delivered = (await count(db('messages'))) - messagesBefore;
+        split[rate].push({ workerCpu: (cpuMs(worker.pid) - workerBefore) / Math.max(1, delivered), apiCpu });
+      }
+      await worker.stop();
+
+      const mean = <R extends Record<K, number>, K extends string>(list: R[], key: K) => list.reduce((sum, run) => sum + run[key], 0) / list.length;
       // 500/s ÷ 2,000/s, pair by pair.
-      const lightOverHeavy = (key: 'cpu' | 'expressCpu') => pairedRatio(runs[2000].map((heavy, pair) => [heavy[key], runs[500][pair][key]]));
-      const [herald, bare] = [lightOverHeavy('cpu'), lightOverHeavy('expressCpu')];
+      const lightOverHeavy = <R extends Record<K, number>, K extends string>(list: Record<500 | 2000, R[]>, key: K) =>
+        pairedRatio(list[2000].map((heavy, pair) => [heavy[key], list[500][pair][key]]));
+      const [herald, bare] = [lightOverHeavy(runs, 'cpu'), lightOverHeavy(runs, 'expressCpu')];
+      const [delivery, request] = [lightOverHeavy(split, 'workerCpu'), lightOverHeavy(split, 'apiCpu')];
       const describe = (rate: 500 | 2000) =>
-        `${rate.toLocaleString('en-US')}/s: ${cpu(mean(runs[rate], 'cpu'))} per delivery (${runs[rate].map((run) => fmt(run.rps)).join(' and ')} req/s, ${runs[rate].map((run) => run.delivered).join(' and ')} delivered); bare express ${cpu(mean(runs[rate], 'expressCpu'))} per request`;
+        `${rate.toLocaleString('en-US')}/s: ${cpu(mean(runs[rate], 'cpu'))} per delivery (${runs[rate].map((run) => fmt(run.rps)).join(' and ')} req/s, ${runs[rate].map((run) => run.delivered).join(' and ')} delivered); bare express ${cpu(mean(runs[rate], 'expressCpu'))} per request; ` +
+        `the runner in a worker of its own ${cpu(mean(split[rate], 'workerCpu'))} per delivery, the API ${cpu(mean(split[rate], 'apiCpu'))} per trigger`;
       suite.rows.push({
         id: 'cpu',
         label: '7. CPU per in-app delivery, API + runner in one process, at 500 and 2,000 triggers/s',
         throughput: mean(runs[2000], 'rps'),
         unit: 'req/s at the 2,000/s rate',
         cpuMsPerOp: mean(runs[500], 'cpu'),
-        rssMb: peakRssMb(both.pid),
+        rssMb,
         rssOf: 'api',
         cpuRatio: herald.ratio,
         expressCpuRatio: bare.ratio,
-        notes: [describe(500), describe(2000), `500/s ÷ 2,000/s = ${herald.text}; the bare express baseline paced the same way: ${bare.text}`],
+        workerCpuRatio: delivery.ratio,
+        notes: [
+          describe(500),
+          describe(2000),
+          `500/s ÷ 2,000/s = ${herald.text}; the bare express baseline paced the same way: ${bare.text}; the runner in a worker of its own: ${delivery.text} per delivery, the API beside it ${request.text} per trigger`,
+        ],
       });
-      await Promise.all([both.stop(), express.stop()]);
     }
 
     // 8. Webhooks. (a) The trigger row, with a worker delivering what it queues, A/B in one run:
@@ -1089,6 +1121,7 @@ function targets(suites: Suite[]): string[] {
     const cpuRow = row('cpu');
     check(cpuRow && cpuRow.cpuRatio! <= 1, `CPU per in-app delivery at 500/s ≤ at 2,000/s: ${cpuRow ? cpuRow.cpuRatio!.toFixed(2) : '–'}×`);
     if (cpuRow?.expressCpuRatio !== undefined) lines.push(`  (info) the bare express baseline's CPU per request, 500/s ÷ 2,000/s: ${cpuRow.expressCpuRatio.toFixed(2)}×`);
+    if (cpuRow?.workerCpuRatio !== undefined) lines.push(`  (info) the same with the runner in a worker of its own, its CPU per delivery: ${cpuRow.workerCpuRatio.toFixed(2)}×`);
     const webhooks = row('webhooks');
     check(webhooks && webhooks.webhookRatio! >= 0.9, `trigger row with one endpoint taking every event ≥ 0.9 × without: ${webhooks ? webhooks.webhookRatio!.toFixed(2) : '–'}`);
     if (webhooks?.webhookRatioPinned !== undefined) lines.push(`  (info) the same with the worker and endpoint on a core of their own: ${webhooks.webhookRatioPinned.toFixed(2)}`);
