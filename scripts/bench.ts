@@ -37,6 +37,7 @@ import { createDb, isPostgresUrl, migrate, type Db } from '../src/db/knex.js';
 import { createApiKey, createOrganization } from '../src/db/repos/accounts.js';
 import { addMembers, findTopicRow, insertTopic } from '../src/db/repos/topics.js';
 import { newId } from '../src/ids.js';
+import { DEFAULT_INBOX_MAX_STREAMS } from '../src/config.js';
 import { SUBSCRIPTIONS_TTL_MS } from '../src/db/webhook-subscriptions.js';
 import {
   ROOT,
@@ -344,7 +345,16 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     const apiPort = await freePort();
     const base = `http://127.0.0.1:${apiPort}`;
     // The chat rows' webhook receiver listens on 127.0.0.1, which the outbound guard refuses unless allowed.
-    const serverEnv = { DATABASE_URL: bench.childUrl, HOST: '127.0.0.1', PORT: String(apiPort), HERALD_API_KEY: key, LOG_LEVEL: 'warn', HERALD_ALLOWED_NETWORKS: '127.0.0.1/32' };
+    const serverEnv = {
+      DATABASE_URL: bench.childUrl,
+      HOST: '127.0.0.1',
+      PORT: String(apiPort),
+      HERALD_API_KEY: key,
+      LOG_LEVEL: 'warn',
+      HERALD_ALLOWED_NETWORKS: '127.0.0.1/32',
+      // The streams row's browsers are all of one environment, which may hold half of them.
+      HERALD_INBOX_MAX_STREAMS: String(Math.max(DEFAULT_INBOX_MAX_STREAMS, 2 * inboxStreams)),
+    };
     const api = startNode('API', 'dist/src/main.js', ['--role', 'api'], serverEnv, profileArgs('api'), logOf('api'));
     children.push(api);
     await waitForHttp(api, `${base}/health`);

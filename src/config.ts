@@ -48,6 +48,8 @@ export interface Config {
   sqliteSynchronous: 'full' | 'normal';
   /** How the job runner delivers: see README, "How delivery works". */
   delivery: DeliveryConfig;
+  /** Inbox streams one process holds open at most, and of those one environment (each is a socket). */
+  inboxStreams: { max: number; perEnvironment: number };
 }
 
 /** The job runner's knobs (README, "How delivery works"), each from an environment variable. */
@@ -140,7 +142,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsToken: env.HERALD_METRICS_TOKEN || undefined,
     sqliteSynchronous,
     delivery: loadDeliveryConfig(env),
+    inboxStreams: loadInboxStreams(env),
   };
+}
+
+/** Each stream holds a socket, so a file descriptor: `ulimit -n` must leave room for them. */
+export const DEFAULT_INBOX_MAX_STREAMS = 10_000;
+
+function loadInboxStreams(env: NodeJS.ProcessEnv): Config['inboxStreams'] {
+  const max = wholeNumber(env.HERALD_INBOX_MAX_STREAMS, DEFAULT_INBOX_MAX_STREAMS, 'HERALD_INBOX_MAX_STREAMS');
+  const half = Math.max(1, Math.ceil(max / 2));
+  return { max, perEnvironment: Math.min(max, wholeNumber(env.HERALD_INBOX_STREAMS_PER_ENVIRONMENT, half, 'HERALD_INBOX_STREAMS_PER_ENVIRONMENT')) };
 }
 
 function loadDeliveryConfig(env: NodeJS.ProcessEnv): DeliveryConfig {

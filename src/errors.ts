@@ -20,4 +20,3 @@ export const notFound = (message: string) => new ApiError(404, message);
 export const conflict = (message: string) => new ApiError(409, message);
 export const unprocessable = (message: string, details?: ErrorDetail[]) => new ApiError(422, message, details);
 export const forbidden = (message: string) => new ApiError(403, message);
-export const tooManyRequests = (message: string) => new ApiError(429, message);

@@ -85,7 +85,7 @@ export function openEventStream(options: EventStreamOptions): EventStream {
       if (!response.ok) {
         const body: unknown = await response.json().catch(() => undefined);
         const seconds = Number(response.headers.get('Retry-After'));
-        if (response.status === 429 && seconds > 0) retryAfterMs = seconds * 1000;
+        if ((response.status === 429 || response.status === 503) && seconds > 0) retryAfterMs = seconds * 1000;
         const message = (body as { message?: unknown } | undefined)?.message;
         throw new EventStreamError(typeof message === 'string' ? message : `The stream was refused with ${response.status}`, response.status, body);
       }

@@ -4,6 +4,7 @@
 // commits, or when another process's NOTIFY arrives) and reads their new events for all of their
 // streams at once: one query per woken batch, not one per stream. Every few seconds it reads for
 // every stream anyway, which covers a NOTIFY lost with a dropped connection.
+import type { Config } from '../config.js';
 import type { Deps } from '../deps.js';
 import * as repo from '../db/repos/inbox.js';
 import { listenInbox } from '../db/inbox-bus.js';
@@ -24,6 +25,7 @@ export interface HubOptions {
 }
 
 interface Stream {
+  environmentId: string;
   subscriberKey: string;
   sink: InboxSink;
   /** The last `seq` sent. */
@@ -35,11 +37,19 @@ interface Stream {
 /** Streams one subscriber may hold open on this process (its tabs and devices), so that one token cannot take every socket. */
 export const MAX_STREAMS_PER_SUBSCRIBER = 10;
 
+/** Why a stream may not open here: its subscriber, its environment or this process holds all it may. */
+export type StreamsFull = 'subscriber' | 'environment' | 'process';
+
 const CHUNK = 1000;
 const REPLAY_PAGE = 500;
 
 export class InboxHub {
   private readonly streams = new Map<string, Set<Stream>>();
+  /** Open streams in all, and by environment. */
+  private total = 0;
+  private readonly ofEnvironment = new Map<string, number>();
+  /** Streams this process holds at most, and one environment of them. */
+  readonly limits: Config['inboxStreams'];
   private readonly woken = new Set<string>();
   private wakeAll = false;
   private flushing: Promise<void> | undefined;
@@ -54,18 +64,20 @@ export class InboxHub {
     options: HubOptions = {},
   ) {
     this.catchUpMs = options.catchUpMs ?? 3000;
+    this.limits = deps.config.inboxStreams;
   }
 
   /** How many streams are open. */
   get size(): number {
-    let n = 0;
-    for (const set of this.streams.values()) n += set.size;
-    return n;
+    return this.total;
   }
 
-  /** Whether a subscriber may open another stream here (MAX_STREAMS_PER_SUBSCRIBER). */
-  hasRoomFor(subscriberKey: string): boolean {
-    return (this.streams.get(subscriberKey)?.size ?? 0) < MAX_STREAMS_PER_SUBSCRIBER;
+  /** Why a subscriber of an environment may not open another stream here, if it may not. */
+  fullFor(environmentId: string, subscriberKey: string): StreamsFull | undefined {
+    if ((this.streams.get(subscriberKey)?.size ?? 0) >= MAX_STREAMS_PER_SUBSCRIBER) return 'subscriber';
+    if ((this.ofEnvironment.get(environmentId) ?? 0) >= this.limits.perEnvironment) return 'environment';
+    if (this.total >= this.limits.max) return 'process';
+    return undefined;
   }
 
   /**
@@ -74,12 +86,14 @@ export class InboxHub {
    * after, or sends `reset` when that is no longer kept (or the number is not one this subscriber
    * reached). Answers the function that closes it.
    */
-  async open(subscriberKey: string, lastEventId: number | undefined, sink: InboxSink): Promise<() => void> {
+  async open(environmentId: string, subscriberKey: string, lastEventId: number | undefined, sink: InboxSink): Promise<() => void> {
     this.start();
-    const stream: Stream = { subscriberKey, sink, delivered: 0, ready: false };
+    const stream: Stream = { environmentId, subscriberKey, sink, delivered: 0, ready: false };
     let set = this.streams.get(subscriberKey);
     if (!set) this.streams.set(subscriberKey, (set = new Set()));
     set.add(stream);
+    this.total += 1;
+    this.ofEnvironment.set(environmentId, (this.ofEnvironment.get(environmentId) ?? 0) + 1);
     const close = () => this.remove(stream);
     try {
       await this.begin(stream, lastEventId);
@@ -135,6 +149,10 @@ export class InboxHub {
     const set = this.streams.get(stream.subscriberKey);
     if (!set?.delete(stream)) return;
     if (set.size === 0) this.streams.delete(stream.subscriberKey);
+    this.total -= 1;
+    const left = this.ofEnvironment.get(stream.environmentId)! - 1;
+    if (left === 0) this.ofEnvironment.delete(stream.environmentId);
+    else this.ofEnvironment.set(stream.environmentId, left);
     if (this.streams.size === 0) this.stop();
   }
 
@@ -207,6 +225,8 @@ export class InboxHub {
   async close(): Promise<void> {
     for (const set of this.streams.values()) for (const stream of set) stream.sink.end();
     this.streams.clear();
+    this.total = 0;
+    this.ofEnvironment.clear();
     this.stop();
     await this.flushing;
   }

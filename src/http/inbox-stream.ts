@@ -5,8 +5,8 @@ import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../contract.js';
 import { inboxSubscriberKey } from '../engine/inbox.js';
-import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub } from '../engine/inbox-hub.js';
-import { tooManyRequests } from '../errors.js';
+import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub, type StreamsFull } from '../engine/inbox-hub.js';
+import { ApiError } from '../errors.js';
 
 /** A comment line this often keeps proxies (nginx waits 60 s by default) from closing an idle stream. */
 export const PING_MS = 25_000;
@@ -21,10 +21,25 @@ function lastEventIdOf(req: Request): number | undefined {
   return value !== undefined && /^\d{1,15}$/.test(value.trim()) ? Number(value.trim()) : undefined;
 }
 
+/** Seconds a client waits before it asks again for a stream it was refused (room comes as streams close). */
+const FULL_RETRY_AFTER = { 'Retry-After': '5' };
+
+function streamsFull(full: StreamsFull, hub: InboxHub): ApiError {
+  switch (full) {
+    case 'subscriber':
+      return new ApiError(429, `This subscriber has ${MAX_STREAMS_PER_SUBSCRIBER} inbox streams open, the most it may have; close one first`, undefined, FULL_RETRY_AFTER);
+    case 'environment':
+      return new ApiError(429, `This environment has ${hub.limits.perEnvironment} inbox streams open on this server, the most one environment may have; close one first`, undefined, FULL_RETRY_AFTER);
+    case 'process':
+      return new ApiError(503, `This server holds all the inbox streams it allows (${hub.limits.max}); retry shortly`, undefined, FULL_RETRY_AFTER);
+  }
+}
+
 export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, req: Request, res: Response, pingMs = PING_MS): Promise<void> {
   const key = await inboxSubscriberKey(deps, { environmentId: auth.environmentId, subscriberId: auth.subscriberId! });
   // Checked and taken in one turn of the event loop: hub.open counts the stream before it awaits.
-  if (!hub.hasRoomFor(key)) throw tooManyRequests(`This subscriber has ${MAX_STREAMS_PER_SUBSCRIBER} inbox streams open, the most it may have; close one first`);
+  const full = hub.fullFor(auth.environmentId, key);
+  if (full) throw streamsFull(full, hub);
   res.writeHead(200, {
     'Content-Type': 'text/event-stream; charset=utf-8',
     'Cache-Control': 'no-cache, no-transform',
@@ -45,7 +60,7 @@ export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, r
   };
   res.on('close', done);
   const opened = await hub
-    .open(key, lastEventIdOf(req), {
+    .open(auth.environmentId, key, lastEventIdOf(req), {
       event: (seq, type, payload) => {
         if (!closed) res.write(`id: ${seq}\nevent: ${type}\ndata: ${payload}\n\n`);
       },

@@ -59,6 +59,7 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     expect(streams.map((s) => s.status)).toEqual(Array(10).fill(200));
     const refused = await stream();
     expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('5');
     expect(refused.body).toMatchObject({ statusCode: 429, error: 'Too Many Requests', message: expect.stringContaining('10 inbox streams open') });
     // Another subscriber of the environment is not held back by ada's.
     await t.a.post('/v1/subscribers', { subscriberId: 'grace' }).expect(201);

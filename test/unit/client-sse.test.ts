@@ -111,6 +111,21 @@ describe('openEventStream', () => {
     expect(connections).toHaveLength(3);
   });
 
+  it('waits what Retry-After says after a 429 or a 503 (a server holding all the streams it allows)', async () => {
+    const statuses = [429, 503];
+    const { url } = await sseServer(({ res }, index) => {
+      if (index >= statuses.length) return void streamHead(res);
+      res.writeHead(statuses[index], { 'Content-Type': 'application/json', 'Retry-After': '1' }).end(JSON.stringify({ statusCode: statuses[index], error: 'x', message: `refused ${index}` }));
+    });
+    const waits: Array<[number, number | undefined]> = [];
+    stream = openEventStream({ url, retryMs: 20, onEvent: () => undefined, onError: (error, retryIn) => waits.push([error.status, retryIn]) });
+    await expect.poll(() => waits.length, { timeout: 5000 }).toBe(2);
+    expect(waits).toEqual([
+      [429, 1000],
+      [503, 1000],
+    ]);
+  });
+
   it('stops at a 401 when told the credential cannot change', async () => {
     const { url, connections } = await sseServer(({ res }) => {
       res.writeHead(401, { 'Content-Type': 'application/json' }).end('{"statusCode":401,"error":"Unauthorized","message":"Invalid subscriber token"}');

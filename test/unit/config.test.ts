@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_POSTGRES_POOL_MAX, loadConfig } from '../../src/config.js';
+import { DEFAULT_INBOX_MAX_STREAMS, DEFAULT_POSTGRES_POOL_MAX, loadConfig } from '../../src/config.js';
 import { createDb } from '../../src/db/knex.js';
 
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_POOL_MAX', () => {
@@ -28,5 +28,17 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_PREPARED_STAT
     expect(loadConfig({ HERALD_PG_PREPARED_STATEMENTS: 'OFF' }).postgresPreparedStatements).toBe(false);
     expect(loadConfig({ HERALD_PG_PREPARED_STATEMENTS: 'on' }).postgresPreparedStatements).toBe(true);
     expect(() => loadConfig({ HERALD_PG_PREPARED_STATEMENTS: 'no' })).toThrow('HERALD_PG_PREPARED_STATEMENTS must be on or off, not "no"');
+  });
+});
+
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_INBOX_MAX_STREAMS', () => {
+  it('holds 10,000 streams a process, half of them for one environment, each settable', () => {
+    expect(loadConfig({}).inboxStreams).toEqual({ max: DEFAULT_INBOX_MAX_STREAMS, perEnvironment: 5_000 });
+    expect(DEFAULT_INBOX_MAX_STREAMS).toBe(10_000);
+    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '301' }).inboxStreams).toEqual({ max: 301, perEnvironment: 151 });
+    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ENVIRONMENT: '300' }).inboxStreams).toEqual({ max: 300, perEnvironment: 300 });
+    // An environment cannot hold more than the process.
+    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ENVIRONMENT: '900' }).inboxStreams.perEnvironment).toBe(300);
+    expect(() => loadConfig({ HERALD_INBOX_MAX_STREAMS: '0' })).toThrow('HERALD_INBOX_MAX_STREAMS must be a positive whole number, not "0"');
   });
 });

@@ -1,0 +1,71 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { listen } from '../helpers/browser.js';
+import { openSse, type SseStream } from '../helpers/sse.js';
+import type { InboxHub } from '../../src/engine/inbox-hub.js';
+
+// How many inbox streams one process holds, with the limits lowered: 3 in all, 2 for one
+// environment. Over a real HTTP connection, through the contract recorder (t.app).
+let t: TestApp;
+let server: { url: string; close(): Promise<void> };
+const open: SseStream[] = [];
+
+beforeAll(async () => {
+  t = await startTestApp({ config: { inboxStreams: { max: 3, perEnvironment: 2 } } });
+  server = await listen(t.app);
+});
+afterEach(async () => {
+  for (const stream of open.splice(0)) stream.close();
+  await expect.poll(() => (t.app.locals.inboxHub as InboxHub).size).toBe(0);
+  await t.assertContract();
+});
+afterAll(async () => {
+  await (t?.app.locals.inboxHub as InboxHub | undefined)?.close();
+  await server?.close();
+  await t?.close();
+});
+
+beforeEach(() => t.renew());
+
+/** A token of a new subscriber of the environment `client` is a key of. */
+async function tokenIn(client: TestApp['a'], subscriberId: string): Promise<string> {
+  await client.post('/v1/subscribers', { subscriberId }).expect(201);
+  return (await client.post(`/v1/subscribers/${subscriberId}/inbox-tokens`, {}).expect(201)).body.data.token;
+}
+
+async function stream(token: string): Promise<SseStream> {
+  const opened = await openSse(`${server.url}/v1/inbox/events`, { Authorization: `Bearer ${token}` });
+  open.push(opened);
+  return opened;
+}
+
+describe('inbox streams a process holds', () => {
+  it('lets one environment hold at most its share, whatever its subscribers, while another still opens', async () => {
+    const [ada, grace] = [await tokenIn(t.a, 'ada'), await tokenIn(t.a, 'grace')];
+    expect((await stream(ada)).status).toBe(200);
+    expect((await stream(grace)).status).toBe(200);
+    const refused = await stream(await tokenIn(t.a, 'linus'));
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect(refused.body).toMatchObject({ statusCode: 429, error: 'Too Many Requests', message: expect.stringContaining('This environment has 2 inbox streams open') });
+    // Another organization's subscriber is not held back by this environment's streams.
+    expect((await stream(await tokenIn(t.b, 'ada'))).status).toBe(200);
+  });
+
+  it('answers 503 with Retry-After when the process holds all it allows, and opens again once one closes', async () => {
+    const first = await stream(await tokenIn(t.a, 'ada'));
+    await stream(await tokenIn(t.aProduction, 'ada'));
+    await stream(await tokenIn(t.b, 'ada'));
+    const late = await tokenIn(t.b, 'grace');
+    const refused = await stream(late);
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect(refused.body).toMatchObject({ statusCode: 503, error: 'Service Unavailable', message: expect.stringContaining('all the inbox streams it allows (3)'), path: '/v1/inbox/events' });
+    first.close();
+    await expect.poll(async () => {
+      const again = await openSse(`${server.url}/v1/inbox/events`, { Authorization: `Bearer ${late}` });
+      open.push(again);
+      return again.status;
+    }).toBe(200);
+  });
+});
