@@ -37,6 +37,8 @@ function streamsFull(full: StreamsFull, hub: InboxHub): ApiError {
 
 export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, req: Request, res: Response, pingMs = PING_MS): Promise<void> {
   const key = await inboxSubscriberKey(deps, { environmentId: auth.environmentId, subscriberId: auth.subscriberId! });
+  // A client gone meanwhile will send no 'close' for the listener below: its stream would stay counted.
+  if (res.destroyed || req.socket.destroyed) return;
   // Checked and taken in one turn of the event loop: hub.open counts the stream before it awaits.
   const full = hub.fullFor(auth.environmentId, key);
   if (full) throw streamsFull(full, hub);

@@ -50,7 +50,11 @@ export async function contractViolations(response: SeenResponse): Promise<string
   if (!documented.content) {
     return response.body ? [`${where}: ${operation.operationId} documents no body for ${response.status}, yet one was sent`] : [];
   }
-  if (!isJson) return [`${where}: content-type is ${String(response.headers['content-type'])}, not application/json`];
+  // A stream the server ended (a failed open, a stop): each event's data is one documented object.
+  const contentType = String(response.headers['content-type'] ?? '');
+  const stream = documented.content['text/event-stream'] as { schema: object } | undefined;
+  if (contentType.startsWith('text/event-stream') && stream) return eventViolations(where, stream.schema, response.body);
+  if (!isJson) return [`${where}: content-type is ${contentType}, not application/json`];
   if (parsed === undefined) return [`${where}: the body is not JSON: ${response.body.slice(0, 200)}`];
   const result = backend.validateResponse(parsed, operation, response.status);
   const problems = (result.errors ?? []).map((e) => `${where}: body${e.instancePath} ${e.message}`);
@@ -67,6 +71,19 @@ function errorBodyViolations(backend: OpenAPIBackend, where: string, isJson: boo
     errorValidator = ajv.compile({ $ref: 'contract#/components/schemas/Error' });
   }
   return errorValidator(parsed) ? [] : (errorValidator.errors ?? []).map((e) => `${where}: error body${e.instancePath} ${e.message}`);
+}
+
+const eventValidators = new WeakMap<object, ReturnType<ReturnType<typeof createAjv>['compile']>>();
+function eventViolations(where: string, schema: object, body: string): string[] {
+  let validate = eventValidators.get(schema);
+  if (!validate) eventValidators.set(schema, (validate = createAjv().compile(schema)));
+  const problems: string[] = [];
+  for (const line of body.split('\n').filter((l) => l.startsWith('data:'))) {
+    const data = safeParse(line.slice('data:'.length));
+    if (data === undefined) problems.push(`${where}: event data is not JSON: ${line.slice(0, 200)}`);
+    else if (!validate(data)) problems.push(...(validate.errors ?? []).map((e) => `${where}: event data${e.instancePath} ${e.message}`));
+  }
+  return problems;
 }
 
 function safeParse(text: string): unknown {

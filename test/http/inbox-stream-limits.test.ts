@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { listen } from '../helpers/browser.js';
@@ -68,4 +69,55 @@ describe('inbox streams a process holds', () => {
       return again.status;
     }).toBe(200);
   });
+
+  it('refuses an environment at its share with 429 even when the process is full too', async () => {
+    await stream(await tokenIn(t.a, 'ada'));
+    await stream(await tokenIn(t.a, 'grace'));
+    await stream(await tokenIn(t.b, 'ada'));
+    const refused = await stream(await tokenIn(t.a, 'linus'));
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ message: expect.stringContaining('This environment has 2 inbox streams open') });
+  });
+
+  it('counts streams asked for at once: one past the limit is refused, whichever it is', async () => {
+    const tokens = [await tokenIn(t.a, 'ada'), await tokenIn(t.aProduction, 'ada'), await tokenIn(t.b, 'ada'), await tokenIn(t.b, 'grace')];
+    const statuses = (await Promise.all(tokens.map((token) => stream(token)))).map((s) => s.status);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(3);
+    expect(statuses.filter((status) => status === 503)).toHaveLength(1);
+  });
+
+  it('gives back the room of a stream that failed to open', async () => {
+    const token = await tokenIn(t.a, 'ada');
+    const hub = t.app.locals.inboxHub as InboxHub;
+    // The stream's first read (the subscriber's counts) fails: its table is gone for a moment.
+    await t.db.raw('ALTER TABLE inbox_counts RENAME TO inbox_counts_away');
+    try {
+      const failed = await stream(token);
+      expect(failed.status).toBe(200);
+      await expect.poll(() => hub.size).toBe(0);
+    } finally {
+      await t.db.raw('ALTER TABLE inbox_counts_away RENAME TO inbox_counts');
+    }
+    const streams = [await stream(token), await stream(token)];
+    expect(streams.map((s) => s.status)).toEqual([200, 200]);
+    expect(hub.size).toBe(2);
+  });
+
+  it('gives back the room of a stream whose client went away before it opened', async () => {
+    const token = await tokenIn(t.a, 'ada');
+    const { port } = new URL(server.url);
+    // Each request is dropped as soon as it is sent: some while the server still looks the subscriber up.
+    for (let i = 0; i < 30; i++) {
+      await new Promise<void>((resolve) => {
+        const req = http.get({ host: '127.0.0.1', port, path: '/v1/inbox/events', agent: false, headers: { Authorization: `Bearer ${token}`, Accept: 'text/event-stream' } });
+        req.on('error', () => resolve());
+        req.on('close', () => resolve());
+        setImmediate(() => req.destroy());
+      });
+    }
+    const hub = t.app.locals.inboxHub as InboxHub;
+    await expect.poll(() => hub.size).toBe(0);
+    expect((await stream(token)).status).toBe(200);
+  });
 });
+

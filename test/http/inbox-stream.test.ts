@@ -175,10 +175,17 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
   it('ends the streams when the server stops, so the drain can finish', async () => {
     const app = await createApp(t.deps);
     const other = await listen(app);
+    const otherHub = app.locals.inboxHub as InboxHub;
     const s = await openSse(`${other.url}/v1/inbox/events`, { Authorization: `Bearer ${token}` });
     await s.next();
-    await (app.locals.inboxHub as InboxHub).close();
+    await otherHub.close();
+    expect(otherHub.size).toBe(0);
+    // Its count starts again from nothing: a new stream counts once, and not once closed.
+    const again = await openSse(`${other.url}/v1/inbox/events`, { Authorization: `Bearer ${token}` });
+    await again.next();
+    expect(otherHub.size).toBe(1);
+    again.close();
+    await expect.poll(() => otherHub.size).toBe(0);
     await other.close();
-    expect((app.locals.inboxHub as InboxHub).size).toBe(0);
   });
 });
