@@ -118,7 +118,10 @@ export function openEventStream(options: EventStreamOptions): EventStream {
       }
       // Full jitter on an exponential backoff, so many clients cut off together do not come back together.
       const ceiling = Math.min(maxRetryMs, baseRetryMs * 2 ** failures);
-      const wait = retryAfterMs ?? Math.round(failures === 0 ? baseRetryMs : ceiling / 2 + (Math.random() * ceiling) / 2);
+      const backoff = Math.round(failures === 0 ? baseRetryMs : ceiling / 2 + (Math.random() * ceiling) / 2);
+      // A Retry-After is the least wait, spread over half as much again: the clients a full server
+      // refused together must not come back together either.
+      const wait = retryAfterMs === undefined ? backoff : Math.max(backoff, Math.round(retryAfterMs * (1 + Math.random() / 2)));
       failures += 1;
       options.onError?.(error, wait);
       timer = setTimeout(() => void connect(), wait);
