@@ -151,8 +151,8 @@ export const DEFAULT_INBOX_MAX_STREAMS = 10_000;
 
 function loadInboxStreams(env: NodeJS.ProcessEnv): Config['inboxStreams'] {
   const max = wholeNumber(env.HERALD_INBOX_MAX_STREAMS, DEFAULT_INBOX_MAX_STREAMS, 'HERALD_INBOX_MAX_STREAMS');
-  const half = Math.max(1, Math.ceil(max / 2));
-  return { max, perEnvironment: Math.min(max, wholeNumber(env.HERALD_INBOX_STREAMS_PER_ENVIRONMENT, half, 'HERALD_INBOX_STREAMS_PER_ENVIRONMENT')) };
+  // An environment can hold no more than the process: a larger setting means all of them.
+  return { max, perEnvironment: Math.min(max, wholeNumber(env.HERALD_INBOX_STREAMS_PER_ENVIRONMENT, Math.ceil(max / 2), 'HERALD_INBOX_STREAMS_PER_ENVIRONMENT')) };
 }
 
 function loadDeliveryConfig(env: NodeJS.ProcessEnv): DeliveryConfig {
