@@ -881,7 +881,9 @@ export interface paths {
          *     environment's subscribers cannot take every connection: past that, `429` too. A process
          *     holding all the streams it allows (`HERALD_INBOX_MAX_STREAMS`, 10,000 by default) answers
          *     `503`; behind a load balancer, the retry may reach another process. Each refusal carries
-         *     `Retry-After`. A ticket is spent by the refused request too: retry with a new one.
+         *     `Retry-After`. A ticket is spent by the refused request too: retry with a new one. A stream
+         *     holds its connection: one asked for behind another request on the same HTTP/1.1 connection
+         *     (pipelined) is refused with `400`.
          *
          *     **Authentication.** Send the subscriber token as `Authorization: Bearer <token>` (a
          *     fetch-based SSE client can). Browsers' plain `EventSource` cannot set headers: get a ticket

@@ -6,7 +6,7 @@ import type { Deps } from '../deps.js';
 import type { Auth } from '../contract.js';
 import { inboxSubscriberKey } from '../engine/inbox.js';
 import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub, type StreamsFull } from '../engine/inbox-hub.js';
-import { ApiError } from '../errors.js';
+import { ApiError, badRequest } from '../errors.js';
 
 /** A comment line this often keeps proxies (nginx waits 60 s by default) from closing an idle stream. */
 export const PING_MS = 25_000;
@@ -36,6 +36,9 @@ function streamsFull(full: StreamsFull, hub: InboxHub): ApiError {
 }
 
 export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, req: Request, res: Response, pingMs = PING_MS): Promise<void> {
+  // A request pipelined behind another on its connection has its answer queued, without a socket:
+  // behind a stream it would never be answered, nor its connection's end be seen, so it is not one.
+  if (!res.socket) throw badRequest('An inbox stream needs a connection of its own: do not pipeline it behind another request');
   const key = await inboxSubscriberKey(deps, { environmentId: auth.environmentId, subscriberId: auth.subscriberId! });
   // A client gone meanwhile will send no 'close' for the listener below: its stream would stay counted.
   if (res.destroyed || req.socket.destroyed) return;

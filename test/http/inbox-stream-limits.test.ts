@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { listen } from '../helpers/browser.js';
@@ -118,6 +119,24 @@ describe('inbox streams a process holds', () => {
     const hub = t.app.locals.inboxHub as InboxHub;
     await expect.poll(() => hub.size).toBe(0);
     expect((await stream(token)).status).toBe(200);
+  });
+
+  it('opens no stream for a request pipelined behind another on the same connection', async () => {
+    const [first, behind] = [await tokenIn(t.b, 'ada'), await tokenIn(t.a, 'ada')];
+    const hub = t.app.locals.inboxHub as InboxHub;
+    const { port } = new URL(server.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const ask = (token: string) => `GET /v1/inbox/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`;
+    socket.write(ask(first) + ask(behind).repeat(3));
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+    await expect.poll(() => received).toContain('event: counts');
+    // Only the first is a stream: the three behind it would never be answered, and are not counted.
+    expect(hub.size).toBe(1);
+    socket.destroy();
+    await expect.poll(() => hub.size).toBe(0);
+    expect((await Promise.all([stream(behind), stream(behind)])).map((s) => s.status)).toEqual([200, 200]);
   });
 });
 
