@@ -17,6 +17,8 @@ export interface InboxSink {
   event(seq: number, type: repo.InboxEventType, payload: string): void;
   /** The stream ends (the server is stopping). */
   end(): void;
+  /** Resolves once what was written has mostly been sent (or the stream is gone): replay pages wait for it. */
+  drained(): Promise<void>;
 }
 
 export interface HubOptions {
@@ -130,6 +132,8 @@ export class InboxHub {
       const events = await repo.eventsAfter(db, stream.subscriberKey, stream.delivered, REPLAY_PAGE);
       this.send(stream, events);
       if (events.length < REPLAY_PAGE) return;
+      // A client reading slowly is not sent the next page before it has taken this one.
+      await stream.sink.drained();
     }
   }
 

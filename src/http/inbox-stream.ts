@@ -10,6 +10,12 @@ import { ApiError, badRequest } from '../errors.js';
 
 /** A comment line this often keeps proxies (nginx waits 60 s by default) from closing an idle stream. */
 export const PING_MS = 25_000;
+/**
+ * Bytes a live stream may have waiting to be sent: past that its client is not reading (or not
+ * keeping up), and the stream is cut rather than buffered without bound. A client that reconnects
+ * with Last-Event-ID is replayed what it missed, a page at a time as it reads.
+ */
+export const MAX_STREAM_BACKLOG_BYTES = 1 << 20;
 /** What a browser's EventSource waits before reconnecting. */
 const RETRY_MS = 3000;
 
@@ -54,6 +60,8 @@ export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, r
   res.flushHeaders();
   res.write(`retry: ${RETRY_MS}\n\n`);
   let closed = false;
+  // Until the replay is done, pages wait for the client (drained) instead of cutting it.
+  let live = false;
   let close: (() => void) | undefined;
   const ping = setInterval(() => res.write(': ping\n\n'), pingMs);
   ping.unref();
@@ -67,12 +75,24 @@ export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, r
   const opened = await hub
     .open(auth.environmentId, key, lastEventIdOf(req), {
       event: (seq, type, payload) => {
-        if (!closed) res.write(`id: ${seq}\nevent: ${type}\ndata: ${payload}\n\n`);
+        if (closed) return;
+        res.write(`id: ${seq}\nevent: ${type}\ndata: ${payload}\n\n`);
+        if (live && res.writableLength > MAX_STREAM_BACKLOG_BYTES) res.destroy();
       },
       end: () => {
         done();
         res.end();
       },
+      drained: () =>
+        closed || res.writableLength <= MAX_STREAM_BACKLOG_BYTES
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => {
+              const settle = () => {
+                res.off('drain', settle).off('close', settle);
+                resolve();
+              };
+              res.on('drain', settle).on('close', settle);
+            }),
     })
     .catch((err: unknown) => {
       deps.logger.error({ err }, 'could not open an inbox stream');
@@ -80,6 +100,7 @@ export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, r
       res.end();
       return undefined;
     });
+  live = true;
   if (closed) opened?.();
   else close = opened;
 }

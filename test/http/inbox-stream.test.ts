@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { listen } from '../helpers/browser.js';
@@ -6,6 +7,7 @@ import { createApp } from '../../src/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { pruneEvents } from '../../src/db/repos/inbox.js';
 import type { InboxHub } from '../../src/engine/inbox-hub.js';
+import { MAX_STREAM_BACKLOG_BYTES } from '../../src/http/inbox-stream.js';
 
 // The stream over a real HTTP connection, as a browser holds it: an app of its own on the test's
 // database (short pings; a catch-up so slow that only the wake after commit can deliver in time).
@@ -170,6 +172,49 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     await deliver(1);
     expect((await inbox('/v1/inbox/counts').expect(200)).body.data.total).toBe(1);
     await expect(grace.next(undefined, 300)).rejects.toThrow(/No matching event/);
+  });
+
+  it('cuts a stream whose client stops reading once its backlog passes the bound, instead of buffering without end', async () => {
+    await t.a.post('/v1/workflows', { workflowId: 'big', name: 'Big', steps: [{ type: 'in_app', template: { content: '{{payload.text}}' } }] }).expect(201);
+    await t.a.post('/v1/events/trigger', { name: 'big', to: 'ada', payload: { text: 'x'.repeat(40_000) } }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+    const [item] = (await inbox('/v1/inbox/messages').expect(200)).body.data;
+    // A client that asks for the stream and then never reads.
+    const { port } = new URL(server.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.pause();
+    socket.write(`GET /v1/inbox/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`);
+    await expect.poll(() => hub.size).toBe(1);
+    // Each change sends the whole item (40 KB): far more than the socket's buffers and the bound.
+    const sent = 12 * 2 ** 20 + MAX_STREAM_BACKLOG_BYTES;
+    for (let i = 0; i * 40_000 < sent && hub.size > 0; i++) await patch(`/v1/inbox/messages/${item.messageId}`, { read: i % 2 === 0 }).expect(200);
+    await expect.poll(() => hub.size).toBe(0);
+    socket.destroy();
+  });
+
+  it('replays a backlog larger than that bound to a client that reads slowly, without cutting it', async () => {
+    await t.a.post('/v1/workflows', { workflowId: 'big', name: 'Big', steps: [{ type: 'in_app', template: { content: '{{payload.text}}' } }] }).expect(201);
+    await t.a.post('/v1/events/trigger', { name: 'big', to: 'ada', payload: { text: 'x'.repeat(40_000) } }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+    const [item] = (await inbox('/v1/inbox/messages').expect(200)).body.data;
+    const changes = Math.ceil((8 * 2 ** 20 + MAX_STREAM_BACKLOG_BYTES) / 40_000);
+    for (let i = 0; i < changes; i++) await patch(`/v1/inbox/messages/${item.messageId}`, { read: i % 2 === 0 }).expect(200);
+    // Reconnects from event 1, then reads nothing for a while.
+    const { port } = new URL(server.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.pause();
+    socket.write(`GET /v1/inbox/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nLast-Event-ID: 1\r\n\r\n`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+    socket.resume();
+    const ids = () => [...received.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    await expect.poll(() => ids().length, { timeout: 10_000 }).toBe(changes);
+    expect(ids()).toEqual(Array.from({ length: changes }, (_, i) => i + 2));
+    expect(hub.size).toBe(1);
+    socket.destroy();
   });
 
   it('ends the streams when the server stops, so the drain can finish', async () => {
