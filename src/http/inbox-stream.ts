@@ -13,9 +13,18 @@ export const PING_MS = 25_000;
 /**
  * Bytes a live stream may have waiting to be sent: past that its client is not reading (or not
  * keeping up), and the stream is cut rather than buffered without bound. A client that reconnects
- * with Last-Event-ID is replayed what it missed, a page at a time as it reads.
+ * with Last-Event-ID is replayed what it missed, a page at a time as it reads. Each stream may hold
+ * an equal share of BACKLOG_BUDGET_BYTES, between these two bounds, so that many stalled streams
+ * together cannot take the process's memory either.
  */
 export const MAX_STREAM_BACKLOG_BYTES = 1 << 20;
+const MIN_STREAM_BACKLOG_BYTES = 16 << 10;
+const BACKLOG_BUDGET_BYTES = 64 << 20;
+
+/** The backlog one of `streams` open streams may have before it is cut. */
+export function backlogBound(streams: number): number {
+  return Math.min(MAX_STREAM_BACKLOG_BYTES, Math.max(MIN_STREAM_BACKLOG_BYTES, Math.floor(BACKLOG_BUDGET_BYTES / Math.max(1, streams))));
+}
 /** What a browser's EventSource waits before reconnecting. */
 const RETRY_MS = 3000;
 
@@ -77,14 +86,14 @@ export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, r
       event: (seq, type, payload) => {
         if (closed) return;
         res.write(`id: ${seq}\nevent: ${type}\ndata: ${payload}\n\n`);
-        if (live && res.writableLength > MAX_STREAM_BACKLOG_BYTES) res.destroy();
+        if (live && res.writableLength > backlogBound(hub.size)) res.destroy();
       },
       end: () => {
         done();
         res.end();
       },
       drained: () =>
-        closed || res.writableLength <= MAX_STREAM_BACKLOG_BYTES
+        closed || res.writableLength <= backlogBound(hub.size)
           ? Promise.resolve()
           : new Promise<void>((resolve) => {
               const settle = () => {

@@ -7,7 +7,7 @@ import { createApp } from '../../src/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { pruneEvents } from '../../src/db/repos/inbox.js';
 import type { InboxHub } from '../../src/engine/inbox-hub.js';
-import { MAX_STREAM_BACKLOG_BYTES } from '../../src/http/inbox-stream.js';
+import { MAX_STREAM_BACKLOG_BYTES, backlogBound } from '../../src/http/inbox-stream.js';
 
 // The stream over a real HTTP connection, as a browser holds it: an app of its own on the test's
 // database (short pings; a catch-up so slow that only the wake after commit can deliver in time).
@@ -191,6 +191,13 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     for (let i = 0; i * 40_000 < sent && hub.size > 0; i++) await patch(`/v1/inbox/messages/${item.messageId}`, { read: i % 2 === 0 }).expect(200);
     await expect.poll(() => hub.size).toBe(0);
     socket.destroy();
+  });
+
+  it('shares a budget of 64 MiB between the streams open, from 1 MiB each down to 16 KiB each', () => {
+    expect(backlogBound(1)).toBe(MAX_STREAM_BACKLOG_BYTES);
+    expect(backlogBound(64)).toBe(1 << 20);
+    expect(backlogBound(256)).toBe(256 << 10);
+    expect(backlogBound(10_000)).toBe(16 << 10);
   });
 
   it('replays a backlog larger than that bound to a client that reads slowly, without cutting it', async () => {
