@@ -7,6 +7,9 @@ export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
 /** Novu keeps notifications 30 days (its messages of other channels too; in-app ones a year). */
 export const DEFAULT_RETENTION_DAYS = 30;
 
+/** Inbox streams a process holds: each is a socket, so a file descriptor, and `ulimit -n` must leave room for them. */
+export const DEFAULT_INBOX_MAX_STREAMS = 10_000;
+
 export interface Config {
   /** `postgres://…` for PostgreSQL, `sqlite:<path>` or nothing for a SQLite file. */
   databaseUrl: string;
@@ -145,9 +148,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     inboxStreams: loadInboxStreams(env),
   };
 }
-
-/** Each stream holds a socket, so a file descriptor: `ulimit -n` must leave room for them. */
-export const DEFAULT_INBOX_MAX_STREAMS = 10_000;
 
 function loadInboxStreams(env: NodeJS.ProcessEnv): Config['inboxStreams'] {
   const max = wholeNumber(env.HERALD_INBOX_MAX_STREAMS, DEFAULT_INBOX_MAX_STREAMS, 'HERALD_INBOX_MAX_STREAMS');

@@ -1,5 +1,7 @@
 // A server-sent events client for tests, as a fetch-based browser client reads a stream: every
-// event with its id, name and parsed data, and the comment lines (pings) apart.
+// event with its id, name and parsed data, and the comment lines (pings) apart. And a raw socket,
+// for clients no fetch can play: one that pipelines its requests, one that stops reading.
+import net from 'node:net';
 
 export interface SseEvent {
   id?: string;
@@ -95,4 +97,17 @@ export async function openSse(url: string, headers: Record<string, string> = {})
     }
   })();
   return stream;
+}
+
+/** The bytes of a `GET /v1/inbox/events` with a subscriber token (and `headers`), for a raw socket. */
+export function streamRequest(token: string, headers: Record<string, string> = {}): string {
+  const lines = Object.entries({ Host: '127.0.0.1', Authorization: `Bearer ${token}`, Accept: 'text/event-stream', ...headers }).map(([name, value]) => `${name}: ${value}\r\n`);
+  return `GET /v1/inbox/events HTTP/1.1\r\n${lines.join('')}\r\n`;
+}
+
+/** A TCP connection to the server at `url` (http://127.0.0.1:port), once connected. */
+export async function rawConnection(url: string): Promise<net.Socket> {
+  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  return socket;
 }

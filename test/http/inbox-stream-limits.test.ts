@@ -1,9 +1,8 @@
 import http from 'node:http';
-import net from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { listen } from '../helpers/browser.js';
-import { openSse, type SseStream } from '../helpers/sse.js';
+import { openSse, rawConnection, streamRequest, type SseStream } from '../helpers/sse.js';
 import type { InboxHub } from '../../src/engine/inbox-hub.js';
 
 // How many inbox streams one process holds, with the limits lowered: 3 in all, 2 for one
@@ -124,11 +123,8 @@ describe('inbox streams a process holds', () => {
   it('opens no stream for a request pipelined behind another on the same connection', async () => {
     const [first, behind] = [await tokenIn(t.b, 'ada'), await tokenIn(t.a, 'ada')];
     const hub = t.app.locals.inboxHub as InboxHub;
-    const { port } = new URL(server.url);
-    const socket = net.connect(Number(port), '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
-    const ask = (token: string) => `GET /v1/inbox/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`;
-    socket.write(ask(first) + ask(behind).repeat(3));
+    const socket = await rawConnection(server.url);
+    socket.write(streamRequest(first) + streamRequest(behind).repeat(3));
     let received = '';
     socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
     await expect.poll(() => received).toContain('event: counts');

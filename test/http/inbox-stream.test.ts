@@ -1,8 +1,7 @@
-import net from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { listen } from '../helpers/browser.js';
-import { openSse, type SseStream } from '../helpers/sse.js';
+import { openSse, rawConnection, streamRequest, type SseStream } from '../helpers/sse.js';
 import { createApp } from '../../src/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { pruneEvents } from '../../src/db/repos/inbox.js';
@@ -53,6 +52,14 @@ async function deliver(n: number): Promise<void> {
 }
 
 const inbox = (path: string) => t.http.get(path).set('Authorization', `Bearer ${token}`);
+
+/** An in-app message to ada of 40 KB: each change to it sends a stream the whole item. */
+async function bigMessage(): Promise<{ messageId: string }> {
+  await t.a.post('/v1/workflows', { workflowId: 'big', name: 'Big', steps: [{ type: 'in_app', template: { content: '{{payload.text}}' } }] }).expect(201);
+  await t.a.post('/v1/events/trigger', { name: 'big', to: 'ada', payload: { text: 'x'.repeat(40_000) } }).expect(201);
+  await new JobRunner(t.deps).runUntilIdle();
+  return (await inbox('/v1/inbox/messages').expect(200)).body.data[0];
+}
 const patch = (path: string, body: object) => t.http.patch(path).set('Authorization', `Bearer ${token}`).send(body);
 
 describe('GET /inbox/events (streamInboxEvents)', () => {
@@ -175,16 +182,11 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
   });
 
   it('cuts a stream whose client stops reading once its backlog passes the bound, instead of buffering without end', async () => {
-    await t.a.post('/v1/workflows', { workflowId: 'big', name: 'Big', steps: [{ type: 'in_app', template: { content: '{{payload.text}}' } }] }).expect(201);
-    await t.a.post('/v1/events/trigger', { name: 'big', to: 'ada', payload: { text: 'x'.repeat(40_000) } }).expect(201);
-    await new JobRunner(t.deps).runUntilIdle();
-    const [item] = (await inbox('/v1/inbox/messages').expect(200)).body.data;
+    const item = await bigMessage();
     // A client that asks for the stream and then never reads.
-    const { port } = new URL(server.url);
-    const socket = net.connect(Number(port), '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
+    const socket = await rawConnection(server.url);
     socket.pause();
-    socket.write(`GET /v1/inbox/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`);
+    socket.write(streamRequest(token));
     await expect.poll(() => hub.size).toBe(1);
     // Each change sends the whole item (40 KB): far more than the socket's buffers and the bound.
     const sent = 12 * 2 ** 20 + MAX_STREAM_BACKLOG_BYTES;
@@ -201,18 +203,13 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
   });
 
   it('replays a backlog larger than that bound to a client that reads slowly, without cutting it', async () => {
-    await t.a.post('/v1/workflows', { workflowId: 'big', name: 'Big', steps: [{ type: 'in_app', template: { content: '{{payload.text}}' } }] }).expect(201);
-    await t.a.post('/v1/events/trigger', { name: 'big', to: 'ada', payload: { text: 'x'.repeat(40_000) } }).expect(201);
-    await new JobRunner(t.deps).runUntilIdle();
-    const [item] = (await inbox('/v1/inbox/messages').expect(200)).body.data;
+    const item = await bigMessage();
     const changes = Math.ceil((8 * 2 ** 20 + MAX_STREAM_BACKLOG_BYTES) / 40_000);
     for (let i = 0; i < changes; i++) await patch(`/v1/inbox/messages/${item.messageId}`, { read: i % 2 === 0 }).expect(200);
     // Reconnects from event 1, then reads nothing for a while.
-    const { port } = new URL(server.url);
-    const socket = net.connect(Number(port), '127.0.0.1');
-    await new Promise((resolve) => socket.once('connect', resolve));
+    const socket = await rawConnection(server.url);
     socket.pause();
-    socket.write(`GET /v1/inbox/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nLast-Event-ID: 1\r\n\r\n`);
+    socket.write(streamRequest(token, { 'Last-Event-ID': '1' }));
     await new Promise((resolve) => setTimeout(resolve, 500));
     let received = '';
     socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
