@@ -96,11 +96,15 @@ interface TransactionMaking {
  * An immediate one waits for the file's write lock (busy_timeout) before it reads anything. Within
  * one process nothing changes: its one writing connection runs one transaction at a time anyway.
  */
-function beginAsWriter(client: TransactionMaking): void {
+function beginAsWriter(client: TransactionMaking, roomToWrite: () => Promise<void> | undefined): void {
   const make = client.transaction.bind(client);
   client.transaction = (...args: unknown[]) => {
     const trx = make(...args);
-    trx.begin = (conn: unknown) => trx.query(conn, 'BEGIN IMMEDIATE;');
+    // With a checkpoint thread, a transaction first waits while the log is too long (checkpointer.ts).
+    trx.begin = async (conn: unknown) => {
+      await roomToWrite();
+      return trx.query(conn, 'BEGIN IMMEDIATE;');
+    };
     return trx;
   };
 }
@@ -288,7 +292,7 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
     },
   });
   inlineLimits(db.client as CompilingClient);
-  beginAsWriter(db.client as TransactionMaking);
+  beginAsWriter(db.client as TransactionMaking, () => checkpointer?.roomToWrite());
   if (file !== ':memory:') {
     // A second connection to an in-memory database would be another database: reads share knex's.
     const read: ReadConnection = { file, background: new BackgroundReader(file) };

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createDb, type Db } from '../../src/db/knex.js';
+import { BACKSTOP_PAGES } from '../../src/db/checkpointer.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 
 const dirs: string[] = [];
@@ -66,4 +67,22 @@ describe.runIf(!testDatabaseUrl())('SQLite checkpoints in the background', () =>
       await again.destroy();
     }
   });
+
+  it('starts the log over under writes that never pause, long before the commits’ own checkpoint', async () => {
+    const { db, file } = await databaseWithCommittedRows(true);
+    try {
+      // Each transaction about 25 pages, back to back but for a moment between: 12,000 pages in all,
+      // more than the backstop. Every page is copied while a transaction is under way, so the log
+      // starts over only because a transaction waited for the copy to end (checkpointer.ts).
+      const body = 'y'.repeat(2000);
+      for (let i = 0; i < 480; i++) {
+        await db.transaction((trx) => trx('cp_rows').insert(Array.from({ length: 50 }, () => ({ body }))));
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      expect(size(`${file}-wal`)).toBeLessThan((BACKSTOP_PAGES / 2) * 4096);
+      expect(await db('cp_rows').count({ n: '*' }).first()).toEqual({ n: 1000 + 480 * 50 });
+    } finally {
+      await db.destroy();
+    }
+  }, 30_000);
 });
