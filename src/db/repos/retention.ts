@@ -103,13 +103,13 @@ export async function freeSpace(db: Db): Promise<{ incremental: boolean; freePag
 /** SQLite (auto_vacuum = INCREMENTAL): gives up to `pages` free pages back to the file system. */
 export async function giveBackPages(db: Db, pages: number): Promise<void> {
   if (isPostgres(db)) return;
-  // Run to its end with exec: a prepared statement's run() steps it once, which gives back one page.
-  const connection = (await db.client.acquireConnection()) as { exec(sql: string): unknown };
-  try {
+  // In a transaction of its own, as every long write on SQLite, so that it waits its turn while the
+  // write-ahead log is long (db/checkpointer.ts). Run to its end with exec: a prepared statement's
+  // run() steps it once, which gives back one page.
+  await db.transaction(async (trx) => {
+    const connection = (await trx.client.acquireConnection()) as { exec(sql: string): unknown };
     connection.exec(`PRAGMA incremental_vacuum(${Math.max(1, Math.floor(pages))})`);
-  } finally {
-    await db.client.releaseConnection(connection);
-  }
+  });
 }
 
 /** Sets an environment's own retention in days (null: the server's HERALD_RETENTION_DAYS; 0: for ever). False when there is no such environment. */
