@@ -91,10 +91,12 @@ const NO_READING: LogReading = { pages: -1, copied: -1 };
 
 async function copyAll(thread: Thread): Promise<void> {
   for (let tries = 0; tries < MAX_TRIES && thread.running; tries++) {
+    // Waited for, the thread keeps the process alive until it answers.
+    thread.worker.ref();
     const reading = await new Promise<LogReading>((resolve) => {
       thread.replies.push(resolve);
       thread.worker.postMessage('now');
-    });
+    }).finally(() => thread.worker.unref());
     if (reading.pages >= 0 && reading.copied === reading.pages) return;
   }
 }
