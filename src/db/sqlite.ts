@@ -4,6 +4,7 @@
 // whole-table reads go to a thread, and the write-ahead log is checkpointed on another.
 import fs from 'node:fs';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import knexFactory, { type Knex } from 'knex';
 import Database from 'better-sqlite3';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
@@ -103,10 +104,36 @@ function beginAsWriter(client: TransactionMaking, roomToWrite: () => Promise<voi
     // With a checkpoint thread, a transaction first waits while the log is too long (checkpointer.ts).
     trx.begin = async (conn: unknown) => {
       await roomToWrite();
-      return trx.query(conn, 'BEGIN IMMEDIATE;');
+      await beginImmediate(conn as Database.Database);
     };
     return trx;
   };
+}
+
+/** How long a writer waits for another process's write lock before it fails with SQLITE_BUSY. */
+const BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * BEGIN IMMEDIATE, waiting for another process's write lock without holding the event loop.
+ * SQLite's own busy handler sleeps on the calling thread: an API process sharing its file with a
+ * worker stopped answering, /health included, for as long as the worker's batches kept the lock
+ * (seconds, in a fan-out). So the lock is tried without the handler, and tried again after a timer
+ * while another process holds it.
+ */
+async function beginImmediate(conn: Database.Database): Promise<void> {
+  const deadline = Date.now() + BUSY_TIMEOUT_MS;
+  for (let wait = 1; ; wait = Math.min(wait * 2, 16)) {
+    conn.prepare('PRAGMA busy_timeout = 0').get();
+    try {
+      conn.prepare('BEGIN IMMEDIATE').run();
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err;
+    } finally {
+      conn.prepare(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`).get();
+    }
+    await sleep(wait);
+  }
 }
 
 /** A SQLite database's read connection, opened on first use (after the migrations). */
@@ -168,7 +195,7 @@ function namesOf(statement: Database.Statement): string[] {
 
 function openReadConnection(file: string): Database.Database {
   const connection = new Database(file, { readonly: true, fileMustExist: true });
-  connection.pragma('busy_timeout = 5000');
+  connection.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   defineFunctions(connection as unknown as FunctionDefining);
   cachePreparedStatements(connection as unknown as PreparingConnection);
   return connection;
@@ -275,7 +302,7 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
         // FULL: a commit is on disk before it is acknowledged (DbOptions.synchronous says the trade-off).
         conn.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
         conn.pragma('foreign_keys = ON');
-        conn.pragma('busy_timeout = 5000');
+        conn.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
         // A group commit (group-commit.ts) keeps each request's writes in a savepoint, whose undo
         // copy of every page it changes goes to a temporary file once past 64 KiB: a file written
         // and truncated per savepoint. Kept in memory, a trigger's write costs a third less CPU.
