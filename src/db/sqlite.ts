@@ -86,7 +86,7 @@ function inlineLimits(client: CompilingClient): void {
 }
 
 interface TransactionMaking {
-  transaction(...args: unknown[]): { begin(conn: unknown): unknown; query(conn: unknown, sql: string): unknown };
+  transaction(...args: unknown[]): { begin(conn: unknown): unknown };
 }
 
 /**
@@ -94,7 +94,7 @@ interface TransactionMaking {
  * first write. A deferred transaction that read first and then writes fails at once
  * (SQLITE_BUSY_SNAPSHOT, no busy wait) when another process committed in between: with an API and
  * a worker process on one file, a fan-out batch failed that way on nearly every commit of the API.
- * An immediate one waits for the file's write lock (busy_timeout) before it reads anything. Within
+ * An immediate one waits for the file's write lock (beginImmediate) before it reads anything. Within
  * one process nothing changes: its one writing connection runs one transaction at a time anyway.
  */
 function beginAsWriter(client: TransactionMaking, roomToWrite: () => Promise<void> | undefined): void {
