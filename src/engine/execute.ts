@@ -180,7 +180,8 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
         if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, members, now);
         else await startNotifications(trx, event, members, now);
         const state = { ...position, cursor: members.at(-1)?.key ?? position.cursor };
-        if (more && ctx.loop?.taking() && !(await jobsDue(trx, 'local', now))) {
+        // Due by now, not by the batch's start: a job that came while a long batch ran is due too.
+        if (more && ctx.loop?.taking() && !(await jobsDue(trx, 'local', ctx.deps.clock.now()))) {
           const leaseUntil = new Date(now.getTime() + ctx.loop.leaseMs);
           if (!(await continueClaimedJob(trx, job.id, ctx.owner, state, leaseUntil, now))) throw new LeaseLost();
           next = state;

@@ -99,6 +99,20 @@ describe('a fan-out and its claim', () => {
     expect(await messagesOf(transactionId)).toBe(members);
   });
 
+  it('hands its job back after its batch when other work came due while that batch ran', async () => {
+    const { transactionId, jobs } = await claimedFanout();
+    const batchStart = t.clock.now();
+    t.clock.advance(1000);
+    await t.a.post('/v1/subscribers', { subscriberId: 'someone-else' }).expect(201);
+    await t.a.post('/v1/events/trigger', { name: 'broadcast', to: 'someone-else' }).expect(201);
+    // The batch starts before that work is due and ends after.
+    let reads = 0;
+    const clock = { now: () => (reads++ === 0 ? batchStart : t.clock.now()) };
+    await executeJob({ ...loopContext(() => true), deps: { ...t.deps, clock } }, jobs[0]);
+    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await jobOf(jobs[0].id)).toEqual({ status: 'pending', attempts: 1, lease_owner: null });
+  });
+
   it('ends without a batch when its event is canceled while its job is taken, and says so', async () => {
     const { transactionId, jobs } = await claimedFanout();
     // The job is running: the cancel leaves it to its worker, and answers that it will stop.
