@@ -294,10 +294,14 @@ async function measureRetention(opened: OpenedDb) {
   // On SQLite, as in a process that runs jobs (where the sweep runs): with the log checkpointed on a thread.
   const db = opened.kind === 'sqlite' ? createDb(opened.childUrl, { checkpointInBackground: true }) : opened.db;
   const started = performance.now();
-  const swept = await sweepExpired({ db, clock: systemClock, config: { ...loadConfig({}), retentionDays: 30 }, logger: createLogger('silent') });
+  let swept;
+  try {
+    swept = await sweepExpired({ db, clock: systemClock, config: { ...loadConfig({}), retentionDays: 30 }, logger: createLogger('silent') });
+  } finally {
+    if (db !== opened.db) await db.destroy();
+  }
   const seconds = (performance.now() - started) / 1000;
   delay.disable();
-  if (db !== opened.db) await db.destroy();
   if (opened.kind === 'sqlite') await opened.db.raw('PRAGMA wal_checkpoint(TRUNCATE)');
   return { swept, seconds, worstDelayMs: delay.max / 1e6, p99DelayMs: delay.percentile(99) / 1e6, beforeMb: before / 2 ** 20, afterMb: (await sizeBytes(opened)) / 2 ** 20 };
 }

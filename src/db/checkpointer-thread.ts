@@ -1,6 +1,7 @@
 // The thread of checkpointer.ts. PASSIVE never waits for readers or writers: it copies what it can,
-// and a busy moment waits for the next turn. After each checkpoint it tells the writer how long the
-// log is and how much of it is copied; a request ('now') gets a checkpoint at once.
+// and a busy moment waits for the next turn. After a checkpoint whose reading changed it tells the
+// writer how long the log is and how much of it is copied (an idle process is not woken); a request
+// ('now') gets a checkpoint and its reading at once.
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import type { LogReading } from './checkpointer.js';
@@ -20,7 +21,12 @@ function checkpoint(): LogReading {
   }
 }
 
-const timer = setInterval(() => port.postMessage(checkpoint()), intervalMs);
+let last: LogReading = { pages: 0, copied: 0 };
+const timer = setInterval(() => {
+  const reading = checkpoint();
+  if (reading.pages !== last.pages || reading.copied !== last.copied) port.postMessage(reading);
+  last = reading;
+}, intervalMs);
 port.on('message', (message: 'now' | 'stop') => {
   if (message === 'now') {
     port.postMessage({ ...checkpoint(), asked: true });

@@ -124,14 +124,23 @@ async function beginImmediate(conn: Database.Database): Promise<void> {
   const deadline = Date.now() + BUSY_TIMEOUT_MS;
   for (let wait = 1; ; wait = Math.min(wait * 2, 16)) {
     conn.prepare('PRAGMA busy_timeout = 0').get();
+    let busy: unknown;
     try {
       conn.prepare('BEGIN IMMEDIATE').run();
-      return;
     } catch (err) {
-      if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err;
+      // SQLITE_BUSY, or SQLITE_BUSY_RECOVERY while another connection recovers the log.
+      if (!String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw err;
+      busy = err;
     } finally {
-      conn.prepare(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`).get();
+      try {
+        conn.prepare(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`).get();
+      } catch (err) {
+        if (conn.inTransaction) conn.exec('ROLLBACK');
+        throw err;
+      }
     }
+    if (busy === undefined) return;
+    if (Date.now() >= deadline) throw busy;
     await sleep(wait);
   }
 }
