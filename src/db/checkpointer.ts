@@ -11,7 +11,6 @@
 // backstop's checkpoint holds the event loop while it copies and syncs. So once the log is long
 // (ROOM_PAGES), a write transaction waits before it begins, without holding the event loop, until
 // the thread has copied everything (`roomToWrite`): that transaction starts the log over.
-import type { Worker } from 'node:worker_threads';
 import { startThread } from './threads.js';
 
 /** Pages (4 KiB each) after which a commit checkpoints by itself, when the thread runs. */
@@ -48,24 +47,43 @@ export function startCheckpointer(file: string): Checkpointer {
   // It must never keep a process alive that has nothing else to do.
   worker.unref();
   worker.on('error', (err) => process.emitWarning(`SQLite checkpoints in the background stopped (${err.message}); commits checkpoint by themselves`));
-  const thread: Thread = { worker, running: true, replies: [] };
+  let running = true;
+  /** The log's length at the thread's last reading. */
+  let pages = 0;
+  /** Who waits for the checkpoint asked for; one at a time, since `waiting` is shared. */
+  let answer: ((reading: LogReading) => void) | undefined;
+  let waiting: Promise<void> | undefined;
   const exited = new Promise<void>((resolve) =>
     worker.once('exit', () => {
-      thread.running = false;
-      for (const reply of thread.replies.splice(0)) reply(NO_READING);
+      running = false;
+      answer?.({ pages: -1, copied: -1 });
       resolve();
     }),
   );
-  let pages = 0;
-  let waiting: Promise<void> | undefined;
   worker.on('message', (reading: LogReading & { asked?: boolean }) => {
     pages = reading.pages;
-    if (reading.asked) thread.replies.shift()?.(reading);
+    if (reading.asked) answer?.(reading);
   });
+  const checkpointNow = () =>
+    new Promise<LogReading>((resolve) => {
+      answer = resolve;
+      // Waited for, the thread keeps the process alive until it answers.
+      worker.ref();
+      worker.postMessage('now');
+    }).finally(() => {
+      answer = undefined;
+      worker.unref();
+    });
+  const copyAll = async () => {
+    for (let tries = 0; tries < MAX_TRIES && running; tries++) {
+      const reading = await checkpointNow();
+      if (reading.pages >= 0 && reading.copied === reading.pages) return;
+    }
+  };
   return {
     roomToWrite() {
-      if (pages < ROOM_PAGES || !thread.running) return Promise.resolve();
-      waiting ??= copyAll(thread).then(() => {
+      if (pages < ROOM_PAGES || !running) return Promise.resolve();
+      waiting ??= copyAll().then(() => {
         // Copied (this transaction starts the log over), or held back by a reader: either way the
         // writes go on until the thread's next reading says otherwise.
         pages = 0;
@@ -78,25 +96,4 @@ export function startCheckpointer(file: string): Checkpointer {
       await exited;
     },
   };
-}
-
-interface Thread {
-  worker: Worker;
-  running: boolean;
-  /** Those waiting for the answer to a checkpoint they asked for, in the order they asked. */
-  replies: Array<(reading: LogReading) => void>;
-}
-
-const NO_READING: LogReading = { pages: -1, copied: -1 };
-
-async function copyAll(thread: Thread): Promise<void> {
-  for (let tries = 0; tries < MAX_TRIES && thread.running; tries++) {
-    // Waited for, the thread keeps the process alive until it answers.
-    thread.worker.ref();
-    const reading = await new Promise<LogReading>((resolve) => {
-      thread.replies.push(resolve);
-      thread.worker.postMessage('now');
-    }).finally(() => thread.worker.unref());
-    if (reading.pages >= 0 && reading.copied === reading.pages) return;
-  }
 }

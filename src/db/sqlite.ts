@@ -123,25 +123,35 @@ const BUSY_TIMEOUT_MS = 5000;
 async function beginImmediate(conn: Database.Database): Promise<void> {
   const deadline = Date.now() + BUSY_TIMEOUT_MS;
   for (let wait = 1; ; wait = Math.min(wait * 2, 16)) {
-    conn.prepare('PRAGMA busy_timeout = 0').get();
-    let busy: unknown;
-    try {
-      conn.prepare('BEGIN IMMEDIATE').run();
-    } catch (err) {
-      // SQLITE_BUSY, or SQLITE_BUSY_RECOVERY while another connection recovers the log.
-      if (!String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw err;
-      busy = err;
-    } finally {
-      try {
-        conn.prepare(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`).get();
-      } catch (err) {
-        if (conn.inTransaction) conn.exec('ROLLBACK');
-        throw err;
-      }
-    }
-    if (busy === undefined) return;
+    const busy = tryBeginImmediate(conn);
+    if (!busy) return;
     if (Date.now() >= deadline) throw busy;
     await sleep(wait);
+  }
+}
+
+/** BEGIN IMMEDIATE once, without the busy handler: the error when another connection holds the write lock. */
+function tryBeginImmediate(conn: Database.Database): unknown {
+  conn.prepare('PRAGMA busy_timeout = 0').get();
+  try {
+    conn.prepare('BEGIN IMMEDIATE').run();
+    return undefined;
+  } catch (err) {
+    // SQLITE_BUSY, or SQLITE_BUSY_RECOVERY while another connection recovers the log.
+    if (String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY')) return err;
+    throw err;
+  } finally {
+    restoreBusyTimeout(conn);
+  }
+}
+
+/** The connection's own busy timeout back; a transaction just begun is undone if that fails. */
+function restoreBusyTimeout(conn: Database.Database): void {
+  try {
+    conn.prepare(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`).get();
+  } catch (err) {
+    if (conn.inTransaction) conn.exec('ROLLBACK');
+    throw err;
   }
 }
 
