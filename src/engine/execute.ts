@@ -154,8 +154,8 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown, sent?: SentRe
 /**
  * A topic fan-out, one batch at a time, each in one transaction with the notifications and jobs it
  * creates. After a batch that is not the last, the job is due again at once, from where the batch
- * ended, and is claimed again with whatever else is due. From the runner's local loop (`ctx.loop`),
- * while that loop takes work and no other local job is due when a batch ends, it goes on under the
+ * ended, and is claimed again with whatever else is due. From the runner's control loop (`ctx.loop`),
+ * while that loop takes work and no other control step is due when a batch ends, it goes on under the
  * same claim instead, its lease renewed, after letting the event loop run: a read that finds
  * nothing due costs less than handing the job back and claiming it again, two writes through the
  * due jobs' indexes (bench/README.md has the A/B). A batch run twice (after a crash) creates
@@ -181,7 +181,7 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
         else await startNotifications(trx, event, members, now);
         const state = { ...position, cursor: members.at(-1)?.key ?? position.cursor };
         // Due by now, not by the batch's start: a job that came while a long batch ran is due too.
-        if (more && ctx.loop?.taking() && !(await jobsDue(trx, 'local', ctx.deps.clock.now()))) {
+        if (more && ctx.loop?.taking() && !(await jobsDue(trx, 'control', ctx.deps.clock.now()))) {
           const leaseUntil = new Date(now.getTime() + ctx.loop.leaseMs);
           if (!(await continueClaimedJob(trx, job.id, ctx.owner, state, leaseUntil, now))) throw new LeaseLost();
           next = state;

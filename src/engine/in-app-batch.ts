@@ -112,7 +112,8 @@ export function isInAppJob(job: JobRecord): boolean {
   return job.kind === 'step' && job.type === 'in_app';
 }
 
-export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): Promise<void> {
+/** Settles claimed in-app jobs in bulk. Answers how many of their notifications go on to a further step. */
+export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): Promise<number> {
   const { db } = ctx.deps;
   const now = ctx.deps.clock.now();
 
@@ -141,7 +142,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     await pause();
   }
 
-  await db.transaction(async (trx: Transaction) => {
+  return db.transaction(async (trx: Transaction) => {
     // Only the jobs this worker still holds: one whose lease ran out belongs to someone else now.
     const held = await heldJobIds(trx, decided.map((d) => d.job.id), ctx.owner);
     const mine = decided.filter((d) => held.has(d.job.id));
@@ -171,6 +172,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     await markNotificationsProcessing(trx, goingOn, now);
     await settleNotifications(trx, finished.map((f) => f.notificationId), now);
     for (const { event, notificationId } of finished) await settleDigestRiders(trx, event, notificationId, now);
+    return goingOn.length;
   });
 }
 

@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import { claimDueJobs, jobsDue, releaseJobs, renewLeases, retryJobsLater, type JobLane, type JobRecord } from '../db/repos/jobs.js';
 import { executeJob, retryDelayMs } from './execute.js';
 import { yieldToEventLoop, type WorkerContext } from './worker-context.js';
+import { Wakeup } from './wakeup.js';
 import { executeInAppBatch, isInAppJob } from './in-app-batch.js';
 import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
@@ -37,45 +38,6 @@ export interface RunnerOptions {
 }
 
 /**
- * A wait that a notify ends early; a notify while nobody waits ends the next wait at once. It
- * counts the notifies since it was last reset: the work that arrived.
- */
-class Wakeup {
-  private pending = false;
-  private resolve?: () => void;
-  arrived = 0;
-
-  notify(): void {
-    this.arrived++;
-    this.pending = true;
-    this.resolve?.();
-  }
-
-  /** Forgets the notifies that came since the last wait. */
-  clear(): void {
-    this.pending = false;
-  }
-
-  /** Resolves at the next notify (at once if one came since the last wait), or after `ms`; answers whether it was notified. */
-  async wait(ms: number): Promise<boolean> {
-    if (!this.pending) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, ms);
-        function done() {
-          clearTimeout(timer);
-          resolve();
-        }
-        this.resolve = done;
-      });
-      this.resolve = undefined;
-    }
-    const notified = this.pending;
-    this.pending = false;
-    return notified;
-  }
-}
-
-/**
  * Triggers a woken local loop waits for before it claims (unless `coalesceMs` runs out first): so
  * that a claim takes about as many jobs at a light load as at a heavy one, and a delivery costs
  * about the same CPU.
@@ -95,8 +57,12 @@ const LEFT_OUT_GAP_MAX_MS = 1_000;
 const WEBHOOK = 'webhook:';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-/** Local jobs other than in-app (delay, digest, throttle, fan-out batches) run at once by the local loop. */
-const LOCAL_LANES = 8;
+/** The lanes of local work, each claimed by a loop of its own. */
+const LOCAL_LANES = ['in_app', 'control'] as const;
+type LocalLane = (typeof LOCAL_LANES)[number];
+
+/** Control steps (delay, digest, throttle, fan-out batches) the control loop runs at once. */
+const CONTROL_LANES = 8;
 
 /**
  * The job runner: claims due jobs under a lease and runs them, continuously, on two paths that
@@ -116,7 +82,7 @@ export class JobRunner {
   private stopping = false;
   private loops?: Promise<void>;
   private stopListening?: () => void;
-  private readonly localWake = new Wakeup();
+  private readonly localWakes: Record<LocalLane, Wakeup> = { in_app: new Wakeup(), control: new Wakeup() };
   private readonly sendWake = new Wakeup();
   /** A send of an environment at its share ended: that environment may claim again. */
   private readonly slotFreed = new Wakeup();
@@ -176,12 +142,12 @@ export class JobRunner {
   start(): void {
     this.stopping = false;
     this.stopListening ??= this.deps.workQueued.listen(() => this.wakeUp());
-    this.loops ??= Promise.all([this.localLoop(), this.sendLoop()]).then(() => undefined);
+    this.loops ??= Promise.all([...LOCAL_LANES.map((lane) => this.localLoop(lane)), this.sendLoop()]).then(() => undefined);
   }
 
   /** Ends an idle wait now; a runner at work carries on. */
   wakeUp(): void {
-    this.localWake.notify();
+    for (const lane of LOCAL_LANES) this.localWakes[lane].notify();
     this.sendWake.notify();
   }
 
@@ -214,7 +180,8 @@ export class JobRunner {
   async runBatch(): Promise<number> {
     const jobs = await this.claim('all', this.options.batchSize);
     const deliveries = await this.claimDeliveries(this.options.batchSize);
-    const unstarted = await this.runLocal(jobs.filter(isInAppJob));
+    await this.runInApp(jobs.filter(isInAppJob));
+    const unstarted: string[] = [];
     const queue: JobRecord[] = jobs.filter((job) => !isInAppJob(job));
     const lane = async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
@@ -267,12 +234,14 @@ export class JobRunner {
 
   /**
    * Waits for a wake-up or `idleMs`. Woken, it waits on, up to `coalesceMs`, until `target` wake-ups
-   * came since the last claim, so that what arrives together is claimed together.
+   * came since the last claim, so that what arrives together is claimed together. It waits on only
+   * while wake-ups come more often than `coalesceMs`: a lone trigger, with nothing to share its
+   * claim, is claimed at once.
    */
   private async pause(wake: Wakeup, idleMs: number, target: number, coalesceMs: number): Promise<void> {
     if (!(await wake.wait(idleMs)) || this.stopping) return;
     const until = Date.now() + coalesceMs;
-    while (wake.arrived < target && !this.stopping) {
+    while (wake.arrived < target && wake.expectsMoreWithin(coalesceMs) && !this.stopping) {
       const left = until - Date.now();
       if (left <= 0) return;
       await wake.wait(left);
@@ -281,50 +250,77 @@ export class JobRunner {
 
   // ── local work ────────────────────────────────────────────────────────────────────────────
 
-  private async localLoop(): Promise<void> {
+  /**
+   * Claims and runs one lane of local work, continuously: in-app jobs in bulk, control steps a few
+   * at a time. Each lane has a loop of its own, so an in-app delivery never waits for a control
+   * step under way (a fan-out's batch, a digest closing). What one lane's jobs queue next may be
+   * another's: a loop that ran jobs wakes the others.
+   */
+  private async localLoop(lane: LocalLane): Promise<void> {
+    const wake = this.localWakes[lane];
     let idleMs = 10;
     let claimed = 0;
     while (!this.stopping) {
       await yieldToEventLoop();
-      let fanout = false;
+      let goOn = false;
       try {
-        this.localWake.arrived = 0;
+        wake.arrived = 0;
         // After a claim that found nothing, a read first: an idle look or a wake that brought no
-        // local work (a send's trigger) then costs no write.
+        // work of this lane (a send's trigger) then costs no write.
         const look = claimed === 0;
         claimed = 0;
-        const jobs = look && !(await jobsDue(this.deps.db, 'local', this.deps.clock.now())) ? [] : await this.claim('local', this.options.batchSize);
+        const jobs = look && !(await jobsDue(this.deps.db, lane, this.deps.clock.now())) ? [] : await this.claim(lane, this.options.batchSize);
         claimed = jobs.length;
-        fanout = jobs.some((job) => job.kind === 'fanout');
-        const unstarted = await this.runLocal(jobs, true);
-        await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
+        if (this.stopping) {
+          await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
+          break;
+        }
+        let queuedNext: boolean;
+        if (lane === 'in_app') {
+          queuedNext = (await this.runInApp(jobs)) > 0;
+        } else {
+          // A fan-out that handed its job back is due again at once.
+          goOn = jobs.some((job) => job.kind === 'fanout');
+          const unstarted = await this.runControl(jobs, true);
+          await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
+          queuedNext = claimed > unstarted.length;
+        }
+        if (queuedNext) this.wakeOthers(lane);
       } catch (err) {
-        this.deps.logger.error({ err }, 'job runner: local work failed');
+        this.deps.logger.error({ err, lane }, 'job runner: local work failed');
       }
-      // A full claim leaves more behind, and a fan-out that handed its job back is due again at once: go on.
-      if (claimed >= this.options.batchSize || fanout) continue;
+      // A full claim leaves more behind: go on.
+      if (claimed >= this.options.batchSize || goOn) continue;
       idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
-      await this.pause(this.localWake, idleMs, COALESCE_TARGET, this.options.coalesceMs);
+      await this.pause(wake, idleMs, COALESCE_TARGET, this.options.coalesceMs);
+    }
+  }
+
+  /** Wakes the loops other than `lane`'s: a step done there may have queued the next one for them. */
+  private wakeOthers(lane: LocalLane): void {
+    for (const other of LOCAL_LANES) if (other !== lane) this.localWakes[other].notify();
+    this.sendWake.notify();
+  }
+
+  /** Settles claimed in-app jobs in bulk; answers how many of their notifications go on to a further step. */
+  private async runInApp(jobs: JobRecord[]): Promise<number> {
+    if (jobs.length === 0) return 0;
+    try {
+      return await executeInAppBatch(this.ctx, jobs);
+    } catch (err) {
+      this.deps.logger.error({ err, jobs: jobs.length }, 'in-app batch failed unexpectedly');
+      await this.retryLater(jobs);
+      return 0;
     }
   }
 
   /**
-   * Runs claimed local jobs: in-app in bulk, the others (no network either) a few at a time. Answers
-   * those it did not start. From the local loop (`continuing`), a fan-out goes on to its next batch
-   * without being claimed again while nothing else is due, this claim's other jobs included.
+   * Runs claimed control steps (no network either) CONTROL_LANES at a time. Answers those it did not
+   * start. From the control loop (`continuing`), a fan-out goes on to its next batch without being
+   * claimed again while no other control step is due, this claim's included.
    */
-  private async runLocal(jobs: JobRecord[], continuing = false): Promise<string[]> {
-    if (this.stopping) return jobs.map((job) => job.id);
-    const inApp = jobs.filter(isInAppJob);
-    if (inApp.length > 0) {
-      try {
-        await executeInAppBatch(this.ctx, inApp);
-      } catch (err) {
-        this.deps.logger.error({ err, jobs: inApp.length }, 'in-app batch failed unexpectedly');
-        await this.retryLater(inApp);
-      }
-    }
-    const queue = jobs.filter((job) => !isInAppJob(job));
+  private async runControl(jobs: JobRecord[], continuing = false): Promise<string[]> {
+    const queue = [...jobs];
     const unstarted: string[] = [];
     const loop = continuing ? { leaseMs: this.options.leaseMs, taking: () => !this.stopping && queue.length === 0 } : undefined;
     const lane = async () => {
@@ -333,7 +329,7 @@ export class JobRunner {
         else await this.execute(job, false, loop);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(LOCAL_LANES, queue.length) }, lane));
+    await Promise.all(Array.from({ length: Math.min(CONTROL_LANES, queue.length) }, lane));
     return unstarted;
   }
 

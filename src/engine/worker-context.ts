@@ -11,9 +11,9 @@ export interface WorkerContext {
   /** Bounds and breakers per destination; without one, every send goes at once (runUntilIdle, tests). */
   gate?: Gate;
   /**
-   * A runner's continuous local loop: how long its leases last, and whether it would take this job
+   * A runner's continuous control loop: how long its leases last, and whether it would take this job
    * on now (false once it stops, or while jobs of its claim wait for a lane). With it, a fan-out
-   * with nothing else due goes on to its next batch under its claim; without (runBatch, tests), it
+   * with no other control step due goes on to its next batch under its claim; without (runBatch, tests), it
    * runs one batch a claim.
    */
   loop?: { leaseMs: number; taking(): boolean };

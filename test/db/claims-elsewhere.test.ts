@@ -202,8 +202,8 @@ describe('a claim that leaves environments out', () => {
   });
 
   it('is for sends only', async () => {
-    await expect(claimDueJobs(testDb.db, { owner: 'elsewhere', now: new Date(), leaseMs: 60_000, limit: 1, lane: 'local', excludeEnvironments: [environments[0]] })).rejects.toThrow(
-      /A claim from jobs_due_local cannot leave environments out/,
+    await expect(claimDueJobs(testDb.db, { owner: 'elsewhere', now: new Date(), leaseMs: 60_000, limit: 1, lane: 'control', excludeEnvironments: [environments[0]] })).rejects.toThrow(
+      /A claim from jobs_due_control cannot leave environments out/,
     );
   });
 });

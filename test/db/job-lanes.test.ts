@@ -1,6 +1,6 @@
-// The runner's two lanes claim from partial indexes of their own (migration 50): an in-app claim
-// never reads past a backlog of sends, nor a send claim past in-app work, and a claim can pass
-// over environments whose share of the slots is taken.
+// The runner's three lanes (sends, in-app, control steps) claim from partial indexes of their own
+// (migrations 50 and of 2026-12-06): no lane's claim reads past another's backlog, and a send claim
+// can pass over environments whose share of the slots is taken.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { createOrganization } from '../../src/db/repos/accounts.js';
@@ -41,15 +41,16 @@ const claim = (lane: JobLane, limit: number, excludeEnvironments?: string[]) =>
   claimDueJobs(testDb.db, { owner: `lanes-${lane}`, now: new Date(), leaseMs: 60_000, limit, lane, excludeEnvironments });
 
 describe('claiming by lane', () => {
-  it('takes sends and local work apart, each in due order, and leaves the other lane alone', async () => {
+  it('takes sends, in-app work and control steps apart, each in due order, and leaves the other lanes alone', async () => {
     await testDb.db('jobs').delete();
-    const ids = await queue(['chat', 'email', 'in_app', 'sms', 'delay', 'push', 'digest', 'fanout']);
-    const local = await claim('local', 10);
-    expect(local.map((job) => job.id)).toEqual([ids[2], ids[4], ids[6], ids[7]]);
+    const ids = await queue(['chat', 'email', 'in_app', 'sms', 'delay', 'push', 'digest', 'fanout', 'in_app', 'throttle']);
+    expect((await claim('control', 10)).map((job) => job.id)).toEqual([ids[4], ids[6], ids[7], ids[9]]);
+    expect((await claim('in_app', 10)).map((job) => job.id)).toEqual([ids[2], ids[8]]);
     const sends = await claim('send', 2);
     expect(sends.map((job) => job.id)).toEqual([ids[0], ids[1]]);
     expect((await claim('send', 10)).map((job) => job.type)).toEqual(['sms', 'push']);
-    expect(await claim('local', 10)).toEqual([]);
+    expect(await claim('control', 10)).toEqual([]);
+    expect(await claim('in_app', 10)).toEqual([]);
   });
 
   it('passes over the environments it is told to', async () => {
@@ -65,30 +66,34 @@ describe('looking before claiming', () => {
     const db = testDb.db;
     await db('jobs').delete();
     const now = new Date();
-    expect([await jobsDue(db, 'local', now), await jobsDue(db, 'send', now)]).toEqual([false, false]);
+    const lanes = (at: Date) => Promise.all((['in_app', 'control', 'send'] as const).map((lane) => jobsDue(db, lane, at)));
+    expect(await lanes(now)).toEqual([false, false, false]);
     const [chat] = await queue(['chat']);
-    expect([await jobsDue(db, 'local', now), await jobsDue(db, 'send', now)]).toEqual([false, true]);
+    expect(await lanes(now)).toEqual([false, false, true]);
     await db('jobs').where({ id: chat }).update({ run_at: new Date(now.getTime() + 60_000).toISOString() });
     expect(await jobsDue(db, 'send', now)).toBe(false);
     const [inApp] = await queue(['in_app']);
-    expect([await jobsDue(db, 'local', now), await jobsDue(db, 'send', now)]).toEqual([true, false]);
+    expect(await lanes(now)).toEqual([true, false, false]);
+    const [delay] = await queue(['delay']);
+    expect(await lanes(now)).toEqual([true, true, false]);
     // Claimed under a lease: not due again until the lease has run out.
-    expect((await claim('local', 10)).map((job) => job.id)).toEqual([inApp]);
-    expect(await jobsDue(db, 'local', now)).toBe(false);
-    expect(await jobsDue(db, 'local', new Date(now.getTime() + 61_000))).toBe(true);
-    expect(await jobsDue(db, 'send', new Date(now.getTime() + 61_000))).toBe(true);
+    expect((await claim('in_app', 10)).map((job) => job.id)).toEqual([inApp]);
+    expect((await claim('control', 10)).map((job) => job.id)).toEqual([delay]);
+    expect(await lanes(now)).toEqual([false, false, false]);
+    const later = new Date(now.getTime() + 61_000);
+    expect(await lanes(later)).toEqual([true, true, true]);
     await db('jobs').update({ status: 'completed', lease_owner: null, lease_expires_at: null });
-    expect(await jobsDue(db, 'local', new Date(now.getTime() + 61_000))).toBe(false);
+    expect(await lanes(later)).toEqual([false, false, false]);
   });
 });
 
 describe.runIf(testDatabaseUrl())('lane claims on PostgreSQL', () => {
   it("read their lane's partial index in order", async () => {
     await testDb.db('jobs').delete();
-    await queue(Array.from({ length: 2_000 }, (_, i) => (i % 2 ? 'chat' : 'in_app')));
+    await queue(Array.from({ length: 3_000 }, (_, i) => ['chat', 'in_app', 'delay'][i % 3]));
     await testDb.db.raw('ANALYZE jobs');
     await testDb.db('jobs').update({ status: 'completed' });
-    for (const [lane, index] of [['send', 'jobs_due_send'], ['local', 'jobs_due_local']] as const) {
+    for (const [lane, index] of [['send', 'jobs_due_send'], ['in_app', 'jobs_due_in_app'], ['control', 'jobs_due_control']] as const) {
       const recording = recordQueries(testDb.db, /./);
       await claim(lane, 100);
       const [sent] = recording.stop();

@@ -133,7 +133,7 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
   });
 
   it("looks for due jobs in each lane's partial index in order, even when the statistics say every job is due", async () => {
-    for (const [lane, index] of [['local', 'jobs_due_local'], ['send', 'jobs_due_send']] as const) {
+    for (const [lane, index] of [['in_app', 'jobs_due_in_app'], ['control', 'jobs_due_control'], ['send', 'jobs_due_send']] as const) {
       const plan = await planOf(async () => expect(await jobsDue(testDb.db, lane, new Date())).toBe(false));
       expect(plan).toMatch(new RegExp(`Index (Only )?Scan using ${index} on jobs`));
       expect(plan).toMatch(/Index (Only )?Scan using jobs_leased on jobs/);

@@ -1,7 +1,7 @@
-// A fan-out's batches and its claim. Run from a runner's local loop (`loop` in its context), a
-// fan-out with nothing else due goes on from batch to batch without being claimed again; with other
-// work due, or its runner stopping, it hands its job back after the batch under way, and whoever
-// takes it next goes on from there.
+// A fan-out's batches and its claim. Run from a runner's control loop (`loop` in its context), a
+// fan-out with no other control step due goes on from batch to batch without being claimed again;
+// with one due, or its runner stopping, it hands its job back after the batch under way, and
+// whoever takes it next goes on from there. In-app work due does not stop it: another loop takes that.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createWorkflow, step } from '../helpers/factories.js';
@@ -15,6 +15,7 @@ import type { Knex } from 'knex';
 import { JobRunner } from '../../src/engine/runner.js';
 import type { WorkerContext } from '../../src/engine/worker-context.js';
 import { systemClock } from '../../src/clock.js';
+import { testDatabaseUrl } from '../helpers/db.js';
 
 const t = useTestApp();
 const OWNER = 'fan-out-worker';
@@ -45,6 +46,11 @@ async function claimedFanout(): Promise<{ members: number; transactionId: string
   return { ...triggered, jobs };
 }
 
+async function triggerTo(subscriberId: string, workflowId: string): Promise<void> {
+  await t.a.post('/v1/subscribers', { subscriberId }).expect(201);
+  await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId }).expect(201);
+}
+
 function loopContext(taking: () => boolean): WorkerContext {
   return { deps: t.deps, owner: OWNER, random: () => 0.5, loop: { leaseMs: 60_000, taking } };
 }
@@ -65,8 +71,12 @@ async function jobOf(id: string): Promise<{ status: string; attempts: number; le
 }
 
 describe('a fan-out and its claim', () => {
-  it('goes on from batch to batch under one claim when nothing else is due', async () => {
+  it.each([
+    { why: 'nothing else is due', meanwhile: async () => undefined },
+    { why: 'only in-app work is due', meanwhile: () => triggerTo('someone-else', 'broadcast') },
+  ])('goes on from batch to batch under one claim when $why', async ({ meanwhile }) => {
     const { members, transactionId, jobs } = await claimedFanout();
+    await meanwhile();
     for (const job of jobs) await executeJob(loopContext(() => true), job);
     expect(await messagesOf(transactionId)).toBe(members);
     for (const job of jobs) expect(await jobOf(job.id)).toEqual({ status: 'completed', attempts: 1, lease_owner: null });
@@ -81,11 +91,12 @@ describe('a fan-out and its claim', () => {
 
   it.each([
     {
-      why: 'other work is due',
+      why: 'another control step is due',
       taking: () => true,
       meanwhile: async () => {
-        await t.a.post('/v1/subscribers', { subscriberId: 'someone-else' }).expect(201);
-        await t.a.post('/v1/events/trigger', { name: 'broadcast', to: 'someone-else' }).expect(201);
+        await createWorkflow(t.a, { workflowId: 'later', steps: [step.delay(1, 'seconds'), step.inApp({ content: 'later' })] });
+        await triggerTo('someone-else', 'later');
+        t.clock.advance(2_000);
       },
     },
     { why: 'its loop takes no more work', taking: () => false, meanwhile: async () => undefined },
@@ -102,10 +113,10 @@ describe('a fan-out and its claim', () => {
   it('hands its job back after its batch when other work came due while that batch ran', async () => {
     const { transactionId, jobs } = await claimedFanout();
     const batchStart = t.clock.now();
-    t.clock.advance(1000);
-    await t.a.post('/v1/subscribers', { subscriberId: 'someone-else' }).expect(201);
-    await t.a.post('/v1/events/trigger', { name: 'broadcast', to: 'someone-else' }).expect(201);
-    // The batch starts before that work is due and ends after.
+    await createWorkflow(t.a, { workflowId: 'later', steps: [step.delay(1, 'seconds'), step.inApp({ content: 'later' })] });
+    await triggerTo('someone-else', 'later');
+    t.clock.advance(2_000);
+    // The batch starts before that delay is due and ends after.
     let reads = 0;
     const clock = { now: () => (reads++ === 0 ? batchStart : t.clock.now()) };
     await executeJob({ ...loopContext(() => true), deps: { ...t.deps, clock } }, jobs[0]);
@@ -155,6 +166,28 @@ describe('a fan-out and its claim', () => {
     expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
     const fanouts = await t.db('jobs').where({ kind: 'fanout', environment_id: t.environments.a }).pluck('status');
     expect(fanouts).toEqual(fanouts.map(() => 'canceled'));
+  });
+
+  // PostgreSQL only: on SQLite a batch that waits for a lock holds the one writer everyone needs.
+  it.runIf(testDatabaseUrl())('does not hold up in-app work: a runner delivers it while a fan-out batch waits', async () => {
+    const { members, transactionId } = await fanout(1);
+    await t.a.post('/v1/subscribers', { subscriberId: 'someone-else' }).expect(201);
+    // Another connection holds the fan-out's event: each batch waits at its first statement.
+    const held = await t.db.transaction();
+    await held('events').where({ transaction_id: transactionId }).forUpdate().first('id');
+    const runner = new JobRunner({ ...t.deps, clock: systemClock }, { random: () => 0.5 });
+    runner.start();
+    try {
+      const shards = fanoutShards(t.db).length;
+      await vi.waitFor(async () => expect(await t.db('jobs').where({ kind: 'fanout', status: 'running' }).pluck('id')).toHaveLength(shards), { timeout: 5_000, interval: 5 });
+      const other = (await t.a.post('/v1/events/trigger', { name: 'broadcast', to: 'someone-else' }).expect(201)).body.data.transactionId as string;
+      await vi.waitFor(async () => expect(await messagesOf(other)).toBe(1), { timeout: 5_000, interval: 5 });
+      expect(await messagesOf(transactionId)).toBe(0);
+    } finally {
+      await held.rollback();
+    }
+    await vi.waitFor(async () => expect(await messagesOf(transactionId)).toBe(members), { timeout: 10_000, interval: 10 });
+    await runner.stop();
   });
 
   it('is handed back by a runner that stops midway, and another worker finishes it, no member twice', async () => {

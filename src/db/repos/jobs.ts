@@ -111,16 +111,18 @@ export const SEND_TYPES = ['email', 'sms', 'chat', 'push'] as const;
 const SEND_TYPE_LIST = SEND_TYPES.map((type) => `'${type}'`).join(', ');
 
 /**
- * Which jobs a claim takes: `send` (a provider's network), `local` (only our own rows: in-app,
- * delay, digest, fan-out) or both. Each lane has its own partial index of due jobs (migration 50),
- * whose condition the claim repeats word for word so that both databases use it.
+ * Which jobs a claim takes: `send` (a provider's network), `in_app` (in-app steps), `control` (the
+ * workflow's other steps, which deliver nothing: delay, digest, throttle, fan-out) or all of them.
+ * Each lane has its own partial index of due jobs (migrations 50 and of 2026-12-06), whose condition
+ * the claim repeats word for word so that both databases use it.
  */
-export type JobLane = 'send' | 'local' | 'all';
+export type JobLane = 'send' | 'in_app' | 'control' | 'all';
 
 const DUE_STATUSES = `status IN ('pending', 'queued', 'delayed')`;
 const LANES: Record<JobLane, { index: string; type: string }> = {
   send: { index: 'jobs_due_send', type: ` AND type IN (${SEND_TYPE_LIST})` },
-  local: { index: 'jobs_due_local', type: ` AND type NOT IN (${SEND_TYPE_LIST})` },
+  in_app: { index: 'jobs_due_in_app', type: ` AND type = 'in_app'` },
+  control: { index: 'jobs_due_control', type: ` AND type NOT IN (${SEND_TYPE_LIST}, 'in_app')` },
   all: { index: 'jobs_due', type: '' },
 };
 
