@@ -14,7 +14,7 @@ import { claimDueDeliveries, deliveriesDue, releaseDeliveries, renewDeliveryLeas
 import { deliverWebhook, EndpointPace, SuccessLog, type WebhookRun } from './webhook-sender.js';
 
 export interface RunnerOptions {
-  /** Local jobs (in-app, delay, digest, fan-out) claimed at a time; also runBatch's claim. */
+  /** In-app jobs, or control steps, claimed at a time; also runBatch's claim. */
   batchSize?: number;
   /** Jobs of one runBatch run at once. */
   concurrency?: number;
@@ -62,13 +62,13 @@ const LOCAL_LANES = ['in_app', 'control'] as const;
 type LocalLane = (typeof LOCAL_LANES)[number];
 
 /** Control steps (delay, digest, throttle, fan-out batches) the control loop runs at once. */
-const CONTROL_LANES = 8;
+const CONTROL_CONCURRENCY = 8;
 
 /**
- * The job runner: claims due jobs under a lease and runs them, continuously, on two paths that
- * never wait for each other. Local work (in-app, delay, digest, throttle, fan-out: only rows in our
- * own database) is claimed in bulk; its in-app jobs are settled in bulk too, the rest run
- * LOCAL_LANES at a time. Sends run in a pool of slots, each slot refilled as its
+ * The job runner: claims due jobs under a lease and runs them, continuously, on three paths that
+ * never wait for each other. Local work (only rows in our own database) is claimed in bulk, in two
+ * lanes: in-app jobs, settled in bulk too, and control steps (delay, digest, throttle, fan-out),
+ * run CONTROL_CONCURRENCY at a time. Sends run in a pool of slots, each slot refilled as its
  * send ends; a destination gets a bounded share of them and an environment half of them, and a
  * destination that keeps failing is deferred by its breaker (`destinations.ts`). Wake-ups are
  * coalesced (`pause`), so that work arriving together is claimed together. It runs in the API
@@ -315,9 +315,9 @@ export class JobRunner {
   }
 
   /**
-   * Runs claimed control steps (no network either) CONTROL_LANES at a time. Answers those it did not
-   * start. From the control loop (`continuing`), a fan-out goes on to its next batch without being
-   * claimed again while no other control step is due, this claim's included.
+   * Runs claimed control steps (no network either) CONTROL_CONCURRENCY at a time. Answers those it
+   * did not start. From the control loop (`continuing`), a fan-out goes on to its next batch
+   * without being claimed again while no other control step is due, this claim's included.
    */
   private async runControl(jobs: JobRecord[], continuing = false): Promise<string[]> {
     const queue = [...jobs];
@@ -329,7 +329,7 @@ export class JobRunner {
         else await this.execute(job, false, loop);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(CONTROL_LANES, queue.length) }, lane));
+    await Promise.all(Array.from({ length: Math.min(CONTROL_CONCURRENCY, queue.length) }, lane));
     return unstarted;
   }
 
