@@ -15,8 +15,12 @@ import {
   freeSpace,
   giveBackPages,
   retentionBatchSize,
+  SWEEP_START,
+  type DeletedBatch,
+  type SweepPosition,
 } from '../db/repos/retention.js';
 import { foldEndedCountShards } from '../db/repos/notifications.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { yieldToEventLoop } from './worker-context.js';
 import { pruneEvents as pruneInboxEvents } from '../db/repos/inbox.js';
 import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';
@@ -26,6 +30,14 @@ import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';
  * free ones, on the event loop, and costs more the larger the file (bench/README.md, "Large data").
  */
 const PAGES_A_STEP = 100;
+/**
+ * The pause between two steps. A step takes about 2 ms and writes about as many pages to the
+ * write-ahead log as it gives back: back to back, the log grew by thousands of pages between two
+ * readings of the checkpoint thread (db/checkpointer.ts, every 100 ms), reached the writers'
+ * backstop, and its checkpoint held the event loop 40–70 ms. Paced, it grows about 1,000 pages
+ * between two readings, and the next step waits for the thread to copy them once they are many.
+ */
+const STEP_PAUSE_MS = 10;
 const DAY_MS = 86_400_000;
 /** How long the inbox streams' events are kept: the contract promises at least 24 hours of replay. */
 export const INBOX_EVENTS_KEPT_MS = 25 * 60 * 60_000;
@@ -71,13 +83,18 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     if (days <= 0) continue;
     const before = new Date(now - days * DAY_MS);
     await part(`environment ${environment.id}`, async () => {
-      await inBatches(batch, (size) => deleteExpiredNotifications(deps.db, environment.id, before, size), (n) => (swept.notifications += n));
-      await inBatches(batch, (size) => deleteExpiredEvents(deps.db, environment.id, before, size), (n) => (swept.events += n));
-      await inBatches(batch, (size) => deleteExpiredWebhookDeliveries(deps.db, environment.id, before, size), (n) => (swept.webhookDeliveries += n));
+      await inBatches(batch, (size, after) => deleteExpiredNotifications(deps.db, environment.id, before, size, after), (n) => (swept.notifications += n));
+      await inBatches(batch, (size, after) => deleteExpiredEvents(deps.db, environment.id, before, size, after), (n) => (swept.events += n));
+      await inBatches(batch, (size, after) => deleteExpiredWebhookDeliveries(deps.db, environment.id, before, size, after), (n) => (swept.webhookDeliveries += n));
     });
   }
   const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
-  await part('inbox events', () => inBatches(INBOX_EVENTS_A_BATCH, (size) => pruneInboxEvents(deps.db, inboxBefore, size), (n) => (swept.inboxEvents += n)));
+  await part('inbox events', async () => {
+    for (let deleted = INBOX_EVENTS_A_BATCH; deleted === INBOX_EVENTS_A_BATCH; swept.inboxEvents += deleted) {
+      deleted = await pruneInboxEvents(deps.db, inboxBefore, INBOX_EVENTS_A_BATCH);
+      await yieldToEventLoop();
+    }
+  });
   swept.inboxTickets = (await part('inbox tickets', () => pruneInboxTickets(deps.db, new Date(now)))) ?? 0;
   await part('notification totals', () => foldEndedCountShards(deps.db));
   await part('free pages', async () => {
@@ -86,7 +103,7 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
       // As many steps as the pages free now need: pages freed meanwhile wait for the next pass.
       for (let step = 0; step < Math.ceil(space.freePages / PAGES_A_STEP); step++) {
         await giveBackPages(deps.db, PAGES_A_STEP);
-        await yieldToEventLoop();
+        await sleep(STEP_PAUSE_MS);
       }
       swept.pages = Math.max(0, space.freePages - (await freeSpace(deps.db))!.freePages);
     } else if (space && swept.notifications > 0) {
@@ -100,12 +117,15 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
 }
 
 /**
- * Deletes a batch of at most `size` at a time until one comes back short, letting the event loop
- * run between two; each batch's count goes to `counted` as it is done, so a later failure keeps it.
+ * Deletes a batch of at most `size` at a time, each from where the one before ended, until one
+ * comes back short, letting the event loop run between two; each batch's count goes to `counted`
+ * as it is done, so a later failure keeps it.
  */
-async function inBatches(size: number, deleteBatch: (size: number) => Promise<number>, counted: (deleted: number) => void): Promise<void> {
-  for (let deleted = size; deleted === size; counted(deleted)) {
-    deleted = await deleteBatch(size);
+async function inBatches(size: number, deleteBatch: (size: number, after: SweepPosition) => Promise<DeletedBatch>, counted: (deleted: number) => void): Promise<void> {
+  for (let after: SweepPosition | undefined = SWEEP_START; after; ) {
+    const { deleted, last } = await deleteBatch(size, after);
+    counted(deleted);
+    after = deleted === size ? last : undefined;
     await yieldToEventLoop();
   }
 }

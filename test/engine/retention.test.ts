@@ -117,6 +117,16 @@ describe('retention', () => {
     expect(await count('notifications', { id: delayed.notificationId })).toBe(1);
   });
 
+  it('reads on from where each batch ended: rows it keeps, and rows created at the same instant, across batch boundaries', async () => {
+    // Ten notifications created at one instant (ordered by id alone), every third kept by a pending delay.
+    const made = [];
+    for (let i = 0; i < 10; i++) made.push(await notification(environments.production, 40, i % 3 === 0 ? 'delayed' : 'completed'));
+    const kept = made.filter((_, i) => i % 3 === 0).map((m) => m.notificationId);
+    const swept = await sweep(30, 2);
+    expect(swept).toMatchObject({ notifications: 6, events: 6, failed: [] });
+    expect((await testDb.db('notifications').pluck('id')).sort()).toEqual(kept.sort());
+  });
+
   it("follows an environment's own retention over the server's, and keeps everything when either is 0", async () => {
     const production = await notification(environments.production, 40);
     const development = await notification(environments.development, 40);

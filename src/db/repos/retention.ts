@@ -27,66 +27,80 @@ export async function environmentRetention(db: Db): Promise<Array<{ id: string; 
 }
 
 /**
- * An environment's notifications created before `before`, oldest first, but for those whose work
- * is not over: a job of theirs still open (a pending delay or digest, a send to retry), or merged
- * into a digest that is still open (which reads their events when it closes).
+ * Where a pass over an environment's expired rows has got to: the last row deleted, by creation
+ * time and id. Each batch reads on from there, so the rows a pass keeps (a delay still pending) are
+ * read past once, not by every batch after them.
  */
-const EXPIRED_NOTIFICATIONS = `SELECT n.id FROM notifications n
-  WHERE n.environment_id = ? AND n.created_at < ?
+export interface SweepPosition {
+  createdAt: string;
+  id: string;
+}
+
+/** Before every row. */
+export const SWEEP_START: SweepPosition = { createdAt: '', id: '' };
+
+/** A batch's deletes: how many, and the position the next batch goes on from (none when it found none). */
+export interface DeletedBatch {
+  deleted: number;
+  last?: SweepPosition;
+}
+
+/**
+ * An environment's notifications created before `before`, from a position on, oldest first, but for
+ * those whose work is not over: a job of theirs still open (a pending delay or digest, a send to
+ * retry), or merged into a digest that is still open (which reads their events when it closes).
+ */
+const EXPIRED_NOTIFICATIONS = `SELECT n.id, n.created_at FROM notifications n
+  WHERE n.environment_id = ? AND n.created_at < ? AND (n.created_at, n.id) > (?, ?)
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.notification_id = n.id AND (j.status IN (${OPEN})
       OR (j.status = 'merged' AND EXISTS (SELECT 1 FROM jobs d WHERE d.id = j.merged_into AND d.status IN (${OPEN})))))
   ORDER BY n.created_at, n.id LIMIT ?`;
 
-/** An environment's events created before `before` with no notification left and no job still open. */
-const EXPIRED_EVENTS = `SELECT e.id FROM events e
-  WHERE e.environment_id = ? AND e.created_at < ?
+/** An environment's events created before `before`, from a position on, with no notification left and no job still open. */
+const EXPIRED_EVENTS = `SELECT e.id, e.created_at FROM events e
+  WHERE e.environment_id = ? AND e.created_at < ? AND (e.created_at, e.id) > (?, ?)
     AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.event_id = e.id)
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = e.id AND j.status IN (${OPEN}))
   ORDER BY e.created_at, e.id LIMIT ?`;
 
-/**
- * Deletes up to `limit` of an environment's notifications created before `before` (EXPIRED_NOTIFICATIONS),
- * with their messages, jobs and execution details, in one transaction. Answers how many it deleted:
- * fewer than `limit` once none is left.
- */
-export async function deleteExpiredNotifications(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
-  return writeTransaction(db, async (trx) => {
-    const ids = (await selectRows<{ id: string }>(trx, EXPIRED_NOTIFICATIONS, [environmentId, before.toISOString(), limit])).map((row) => row.id);
-    if (ids.length === 0) return 0;
-    const messages = inList(trx, 'notification_id', ids);
-    await changeRows(trx, `DELETE FROM messages WHERE ${messages.sql}`, messages.bindings);
-    const notifications = inList(trx, 'id', ids);
-    await changeRows(trx, `DELETE FROM notifications WHERE ${notifications.sql}`, notifications.bindings);
-    return ids.length;
-  });
-}
-
-/** Deletes up to `limit` of an environment's events created before `before` that nothing needs any more (EXPIRED_EVENTS). */
-export async function deleteExpiredEvents(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
-  return writeTransaction(db, async (trx) => {
-    const ids = (await selectRows<{ id: string }>(trx, EXPIRED_EVENTS, [environmentId, before.toISOString(), limit])).map((row) => row.id);
-    if (ids.length === 0) return 0;
-    const events = inList(trx, 'id', ids);
-    await changeRows(trx, `DELETE FROM events WHERE ${events.sql}`, events.bindings);
-    return ids.length;
-  });
-}
-
-/** An environment's webhook deliveries created before `before` that are over (delivered, or failed for good). */
-const EXPIRED_DELIVERIES = `SELECT id FROM webhook_deliveries
-  WHERE environment_id = ? AND created_at < ? AND status IN ('succeeded', 'failed')
+/** An environment's webhook deliveries created before `before`, from a position on, that are over (delivered, or failed for good). */
+const EXPIRED_DELIVERIES = `SELECT id, created_at FROM webhook_deliveries
+  WHERE environment_id = ? AND created_at < ? AND (created_at, id) > (?, ?) AND status IN ('succeeded', 'failed')
   ORDER BY created_at, id LIMIT ?`;
 
-/** Deletes up to `limit` of an environment's webhook deliveries past its retention (EXPIRED_DELIVERIES), with their attempts. */
-export async function deleteExpiredWebhookDeliveries(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
-  return writeTransaction(db, async (trx) => {
-    const ids = (await selectRows<{ id: string }>(trx, EXPIRED_DELIVERIES, [environmentId, before.toISOString(), limit])).map((row) => row.id);
-    if (ids.length === 0) return 0;
-    const deliveries = inList(trx, 'id', ids);
-    await changeRows(trx, `DELETE FROM webhook_deliveries WHERE ${deliveries.sql}`, deliveries.bindings);
-    return ids.length;
-  });
+/**
+ * Deletes up to `limit` rows of `table` that `expired` (one of the statements above) finds, with
+ * `alsoDelete`'s first, in one transaction.
+ */
+function deleteExpired(expired: string, table: string, alsoDelete?: { table: string; column: string }) {
+  return (db: Db, environmentId: string, before: Date, limit: number, after: SweepPosition = SWEEP_START): Promise<DeletedBatch> =>
+    writeTransaction(db, async (trx) => {
+      const rows = await selectRows<{ id: string; created_at: string }>(trx, expired, [environmentId, before.toISOString(), after.createdAt, after.id, limit]);
+      if (rows.length === 0) return { deleted: 0 };
+      const ids = rows.map((row) => row.id);
+      if (alsoDelete) {
+        const dependents = inList(trx, alsoDelete.column, ids);
+        await changeRows(trx, `DELETE FROM ${alsoDelete.table} WHERE ${dependents.sql}`, dependents.bindings);
+      }
+      const deleted = inList(trx, 'id', ids);
+      await changeRows(trx, `DELETE FROM ${table} WHERE ${deleted.sql}`, deleted.bindings);
+      const last = rows[rows.length - 1];
+      return { deleted: rows.length, last: { createdAt: last.created_at, id: last.id } };
+    });
 }
+
+/**
+ * Deletes up to `limit` of an environment's notifications created before `before` (EXPIRED_NOTIFICATIONS),
+ * after `after`, with their messages, jobs and execution details, in one transaction. Fewer than
+ * `limit` once none is left.
+ */
+export const deleteExpiredNotifications = deleteExpired(EXPIRED_NOTIFICATIONS, 'notifications', { table: 'messages', column: 'notification_id' });
+
+/** Deletes up to `limit` of an environment's events created before `before` that nothing needs any more (EXPIRED_EVENTS). */
+export const deleteExpiredEvents = deleteExpired(EXPIRED_EVENTS, 'events');
+
+/** Deletes up to `limit` of an environment's webhook deliveries past its retention (EXPIRED_DELIVERIES), with their attempts. */
+export const deleteExpiredWebhookDeliveries = deleteExpired(EXPIRED_DELIVERIES, 'webhook_deliveries');
 
 /**
  * SQLite: whether the file gives deleted pages back (auto_vacuum = INCREMENTAL, set on every new
