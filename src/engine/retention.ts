@@ -6,6 +6,7 @@
 // system a few at a time; on PostgreSQL the notification totals kept per connection
 // (notification_facet_counts) of connections that have ended are folded together. Runs in every
 // process that runs jobs, once soon after start and then every RETENTION_EVERY_MS.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deps } from '../deps.js';
 import {
   deleteExpiredEvents,
@@ -20,7 +21,6 @@ import {
   type SweepPosition,
 } from '../db/repos/retention.js';
 import { foldEndedCountShards } from '../db/repos/notifications.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { yieldToEventLoop } from './worker-context.js';
 import { pruneEvents as pruneInboxEvents } from '../db/repos/inbox.js';
 import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';

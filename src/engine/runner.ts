@@ -279,9 +279,8 @@ export class JobRunner {
         if (lane === 'in_app') {
           queuedNext = (await this.runInApp(jobs)) > 0;
         } else {
-          // A fan-out that handed its job back is due again at once.
           goOn = jobs.some((job) => job.kind === 'fanout');
-          const unstarted = await this.runControl(jobs, true);
+          const unstarted = await this.runControl(jobs);
           await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
           queuedNext = claimed > unstarted.length;
         }
@@ -289,7 +288,7 @@ export class JobRunner {
       } catch (err) {
         this.deps.logger.error({ err, lane }, 'job runner: local work failed');
       }
-      // A full claim leaves more behind: go on.
+      // A full claim leaves more behind, and a fan-out that handed its job back is due again at once: go on.
       if (claimed >= this.options.batchSize || goOn) continue;
       idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
       await this.pause(wake, idleMs, COALESCE_TARGET, this.options.coalesceMs);
@@ -316,13 +315,13 @@ export class JobRunner {
 
   /**
    * Runs claimed control steps (no network either) CONTROL_CONCURRENCY at a time. Answers those it
-   * did not start. From the control loop (`continuing`), a fan-out goes on to its next batch
-   * without being claimed again while no other control step is due, this claim's included.
+   * did not start. A fan-out goes on to its next batch without being claimed again while no other
+   * control step is due, this claim's included.
    */
-  private async runControl(jobs: JobRecord[], continuing = false): Promise<string[]> {
+  private async runControl(jobs: JobRecord[]): Promise<string[]> {
     const queue = [...jobs];
     const unstarted: string[] = [];
-    const loop = continuing ? { leaseMs: this.options.leaseMs, taking: () => !this.stopping && queue.length === 0 } : undefined;
+    const loop = { leaseMs: this.options.leaseMs, taking: () => !this.stopping && queue.length === 0 };
     const lane = async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
         if (this.stopping) unstarted.push(job.id);
