@@ -69,9 +69,9 @@ export interface DeliveryConfig {
   breakerCooldownMs: number;
   /** HERALD_BREAKER_MAX_COOLDOWN_MS: the longest that wait grows to as probes keep failing. */
   breakerMaxCooldownMs: number;
-  /** HERALD_RUNNER_COALESCE_MS: the longest a woken runner waits for more work before it claims. */
+  /** HERALD_RUNNER_COALESCE_MS: the longest a woken runner waits for more work before it claims, while work comes more often than that. */
   coalesceMs: number;
-  /** HERALD_RUNNER_BATCH: local jobs (in-app, delay, digest, fan-out) claimed and settled at a time. */
+  /** HERALD_RUNNER_BATCH: in-app jobs, or control steps (delay, digest, throttle, fan-out), claimed and settled at a time. */
   localBatch: number;
 }
 

@@ -63,9 +63,9 @@ export interface Swept {
  * One pass over every environment: deletes what is past its retention, then gives SQLite's free
  * pages back. Each part (an environment's deletes, the inbox's, the totals' fold, the pages) runs
  * whether or not one before it failed: a table that cannot be pruned today must not keep the others
- * growing, nor the file from shrinking.
+ * growing, nor the file from shrinking. Once `signal` aborts, it ends at the next batch or step.
  */
-export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = retentionBatchSize(deps.db)): Promise<Swept> {
+export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = retentionBatchSize(deps.db), signal?: AbortSignal): Promise<Swept> {
   const swept: Swept = { notifications: 0, events: 0, webhookDeliveries: 0, inboxEvents: 0, inboxTickets: 0, pages: 0, failed: [] };
   const now = deps.clock.now().getTime();
   const part = async <T>(name: string, run: () => Promise<T>): Promise<T | undefined> => {
@@ -80,18 +80,19 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
 
   const environments = (await part('environments', () => environmentRetention(deps.db))) ?? [];
   for (const environment of environments) {
+    if (signal?.aborted) break;
     const days = environment.retentionDays ?? deps.config.retentionDays;
     if (days <= 0) continue;
     const before = new Date(now - days * DAY_MS);
     await part(`environment ${environment.id}`, async () => {
-      await inBatches(batch, (size, after) => deleteExpiredNotifications(deps.db, environment.id, before, size, after), (n) => (swept.notifications += n));
-      await inBatches(batch, (size, after) => deleteExpiredEvents(deps.db, environment.id, before, size, after), (n) => (swept.events += n));
-      await inBatches(batch, (size, after) => deleteExpiredWebhookDeliveries(deps.db, environment.id, before, size, after), (n) => (swept.webhookDeliveries += n));
+      await inBatches(batch, signal, (size, after) => deleteExpiredNotifications(deps.db, environment.id, before, size, after), (n) => (swept.notifications += n));
+      await inBatches(batch, signal, (size, after) => deleteExpiredEvents(deps.db, environment.id, before, size, after), (n) => (swept.events += n));
+      await inBatches(batch, signal, (size, after) => deleteExpiredWebhookDeliveries(deps.db, environment.id, before, size, after), (n) => (swept.webhookDeliveries += n));
     });
   }
   const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
   await part('inbox events', async () => {
-    for (let deleted = INBOX_EVENTS_A_BATCH; deleted === INBOX_EVENTS_A_BATCH; swept.inboxEvents += deleted) {
+    for (let deleted = INBOX_EVENTS_A_BATCH; deleted === INBOX_EVENTS_A_BATCH && !signal?.aborted; swept.inboxEvents += deleted) {
       deleted = await pruneInboxEvents(deps.db, inboxBefore, INBOX_EVENTS_A_BATCH);
       await yieldToEventLoop();
     }
@@ -102,7 +103,7 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     const space = await freeSpace(deps.db);
     if (space?.incremental) {
       // As many steps as the pages free now need: pages freed meanwhile wait for the next pass.
-      for (let step = 0; step < Math.ceil(space.freePages / PAGES_A_STEP); step++) {
+      for (let step = 0; step < Math.ceil(space.freePages / PAGES_A_STEP) && !signal?.aborted; step++) {
         await giveBackPages(deps.db, PAGES_A_STEP);
         await sleep(STEP_PAUSE_MS);
       }
@@ -119,11 +120,16 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
 
 /**
  * Deletes a batch of at most `size` at a time, each from where the one before ended, until one
- * comes back short, letting the event loop run between two; each batch's count goes to `counted`
- * as it is done, so a later failure keeps it.
+ * comes back short or `signal` aborts, letting the event loop run between two; each batch's count
+ * goes to `counted` as it is done, so a later failure keeps it.
  */
-async function inBatches(size: number, deleteBatch: (size: number, after: SweepPosition) => Promise<DeletedBatch>, counted: (deleted: number) => void): Promise<void> {
-  for (let after: SweepPosition | undefined = SWEEP_START; after; ) {
+async function inBatches(
+  size: number,
+  signal: AbortSignal | undefined,
+  deleteBatch: (size: number, after: SweepPosition) => Promise<DeletedBatch>,
+  counted: (deleted: number) => void,
+): Promise<void> {
+  for (let after: SweepPosition | undefined = SWEEP_START; after && !signal?.aborted; ) {
     const { deleted, last } = await deleteBatch(size, after);
     counted(deleted);
     after = deleted === size ? last : undefined;
@@ -131,20 +137,26 @@ async function inBatches(size: number, deleteBatch: (size: number, after: SweepP
   }
 }
 
-/** Runs sweepExpired now and then, until stopped; what fails is logged and tried again at the next pass. */
+/**
+ * Runs sweepExpired now and then, until stopped; what fails is logged and tried again at the next
+ * pass. Stopping ends a pass under way at its next batch: a long pass must not hold up a shutdown.
+ */
 export class RetentionSweeper {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
+  private stopping = new AbortController();
 
   constructor(private readonly deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>) {}
 
   start(firstInMs = FIRST_SWEEP_MS): void {
+    this.stopping = new AbortController();
     this.schedule(firstInMs);
   }
 
   async stop(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
+    this.stopping.abort();
     await this.running;
   }
 
@@ -160,7 +172,7 @@ export class RetentionSweeper {
 
   private async sweep(): Promise<void> {
     try {
-      const swept = await sweepExpired(this.deps);
+      const swept = await sweepExpired(this.deps, undefined, this.stopping.signal);
       if (swept.notifications + swept.events + swept.webhookDeliveries > 0) this.deps.logger.info(swept, 'retention: deleted what was past its retention');
     } catch (err) {
       this.deps.logger.error({ err }, 'retention: a pass failed; trying again at the next');

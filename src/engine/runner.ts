@@ -173,7 +173,7 @@ export class JobRunner {
   }
 
   /**
-   * Claims one batch of both lanes and runs it to its end, every send at once without the
+   * Claims one batch of every lane and runs it to its end, every send at once without the
    * destinations' bounds (tests and tools: the continuous loops are what a server runs). Answers
    * how many jobs it claimed.
    */
@@ -183,7 +183,7 @@ export class JobRunner {
     await this.runInApp(jobs.filter(isInAppJob));
     const unstarted: string[] = [];
     const queue: JobRecord[] = jobs.filter((job) => !isInAppJob(job));
-    const lane = async () => {
+    const worker = async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
         if (this.stopping) unstarted.push(job.id);
         else await this.execute(job, false);
@@ -195,7 +195,7 @@ export class JobRunner {
     const renewal = ids.length > 0 ? setInterval(() => this.renewLeases(ids), this.options.leaseMs / 3) : undefined;
     try {
       await Promise.all([
-        ...Array.from({ length: Math.min(this.options.concurrency, queue.length) }, lane),
+        ...Array.from({ length: Math.min(this.options.concurrency, queue.length) }, worker),
         ...deliveries.map((delivery) => this.deliver(delivery, false)),
       ]);
     } finally {
@@ -254,7 +254,7 @@ export class JobRunner {
    * Claims and runs one lane of local work, continuously: in-app jobs in bulk, control steps a few
    * at a time. Each lane has a loop of its own, so an in-app delivery never waits for a control
    * step under way (a fan-out's batch, a digest closing). What one lane's jobs queue next may be
-   * another's: a loop that ran jobs wakes the others.
+   * another's: a loop whose jobs may have queued a next step wakes the others.
    */
   private async localLoop(lane: LocalLane): Promise<void> {
     const wake = this.localWakes[lane];
@@ -275,16 +275,16 @@ export class JobRunner {
           await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
           break;
         }
-        let queuedNext: boolean;
+        let mayHaveQueuedNext: boolean;
         if (lane === 'in_app') {
-          queuedNext = (await this.runInApp(jobs)) > 0;
+          mayHaveQueuedNext = (await this.runInApp(jobs)) > 0;
         } else {
           goOn = jobs.some((job) => job.kind === 'fanout');
           const unstarted = await this.runControl(jobs);
           await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
-          queuedNext = claimed > unstarted.length;
+          mayHaveQueuedNext = claimed > unstarted.length;
         }
-        if (queuedNext) this.wakeOthers(lane);
+        if (mayHaveQueuedNext) this.wakeOthers(lane);
       } catch (err) {
         this.deps.logger.error({ err, lane }, 'job runner: local work failed');
       }
@@ -322,13 +322,13 @@ export class JobRunner {
     const queue = [...jobs];
     const unstarted: string[] = [];
     const loop = { leaseMs: this.options.leaseMs, taking: () => !this.stopping && queue.length === 0 };
-    const lane = async () => {
+    const worker = async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
         if (this.stopping) unstarted.push(job.id);
         else await this.execute(job, false, loop);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(CONTROL_CONCURRENCY, queue.length) }, lane));
+    await Promise.all(Array.from({ length: Math.min(CONTROL_CONCURRENCY, queue.length) }, worker));
     return unstarted;
   }
 
@@ -362,7 +362,7 @@ export class JobRunner {
           continue;
         }
         idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
-        // Every trigger wakes both loops, in-app ones too: after a claim that found no send, the
+        // Every trigger wakes every loop, in-app ones too: after a claim that found no send, the
         // next waits a little, so a stream of in-app triggers costs few empty claims here. But a
         // claim that left out an environment at its share may have found nothing for that reason
         // alone: it claims again as soon as one of the sends in flight ends (for the environments

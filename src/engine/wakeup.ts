@@ -15,15 +15,15 @@ export class Wakeup {
   private resolve?: () => void;
   arrived = 0;
   private meanGapMs = GAP_CAP_MS;
-  private lastGapMs = GAP_CAP_MS;
+  private lastGapMs = Infinity;
   private lastNotify = -Infinity;
 
   constructor(private readonly now: () => number = () => performance.now()) {}
 
   notify(): void {
     const now = this.now();
-    this.lastGapMs = Math.min(now - this.lastNotify, GAP_CAP_MS);
-    this.meanGapMs += GAP_WEIGHT * (this.lastGapMs - this.meanGapMs);
+    this.lastGapMs = now - this.lastNotify;
+    this.meanGapMs += GAP_WEIGHT * (Math.min(this.lastGapMs, GAP_CAP_MS) - this.meanGapMs);
     this.lastNotify = now;
     this.arrived++;
     this.pending = true;

@@ -12,7 +12,7 @@ export interface WorkerContext {
   gate?: Gate;
   /**
    * A runner's continuous control loop: how long its leases last, and whether it would take this job
-   * on now (false once it stops, or while jobs of its claim wait for a lane). With it, a fan-out
+   * on now (false once it stops, or while jobs of its claim wait to start). With it, a fan-out
    * with no other control step due goes on to its next batch under its claim; without (runBatch, tests), it
    * runs one batch a claim.
    */

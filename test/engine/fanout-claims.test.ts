@@ -178,16 +178,19 @@ describe('a fan-out and its claim', () => {
     const runner = new JobRunner({ ...t.deps, clock: systemClock }, { random: () => 0.5 });
     runner.start();
     try {
-      const shards = fanoutShards(t.db).length;
-      await vi.waitFor(async () => expect(await t.db('jobs').where({ kind: 'fanout', status: 'running' }).pluck('id')).toHaveLength(shards), { timeout: 5_000, interval: 5 });
-      const other = (await t.a.post('/v1/events/trigger', { name: 'broadcast', to: 'someone-else' }).expect(201)).body.data.transactionId as string;
-      await vi.waitFor(async () => expect(await messagesOf(other)).toBe(1), { timeout: 5_000, interval: 5 });
-      expect(await messagesOf(transactionId)).toBe(0);
+      try {
+        const shards = fanoutShards(t.db).length;
+        await vi.waitFor(async () => expect(await t.db('jobs').where({ kind: 'fanout', status: 'running' }).pluck('id')).toHaveLength(shards), { timeout: 5_000, interval: 5 });
+        const other = (await t.a.post('/v1/events/trigger', { name: 'broadcast', to: 'someone-else' }).expect(201)).body.data.transactionId as string;
+        await vi.waitFor(async () => expect(await messagesOf(other)).toBe(1), { timeout: 5_000, interval: 5 });
+        expect(await messagesOf(transactionId)).toBe(0);
+      } finally {
+        await held.rollback();
+      }
+      await vi.waitFor(async () => expect(await messagesOf(transactionId)).toBe(members), { timeout: 10_000, interval: 10 });
     } finally {
-      await held.rollback();
+      await runner.stop();
     }
-    await vi.waitFor(async () => expect(await messagesOf(transactionId)).toBe(members), { timeout: 10_000, interval: 10 });
-    await runner.stop();
   });
 
   it('is handed back by a runner that stops midway, and another worker finishes it, no member twice', async () => {

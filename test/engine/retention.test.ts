@@ -7,7 +7,7 @@ import { eventRow } from '../../src/db/repos/events.js';
 import { jobRow, type JobStatus } from '../../src/db/repos/jobs.js';
 import { addExecutionDetails } from '../../src/db/repos/execution-details.js';
 import { countNotifications, notificationRow } from '../../src/db/repos/notifications.js';
-import { freeSpace, setEnvironmentRetention } from '../../src/db/repos/retention.js';
+import { deleteExpiredNotifications, freeSpace, setEnvironmentRetention } from '../../src/db/repos/retention.js';
 import { insertRows } from '../../src/db/insert-rows.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
@@ -125,6 +125,26 @@ describe('retention', () => {
     const swept = await sweep(30, 2);
     expect(swept).toMatchObject({ notifications: 6, events: 6, failed: [] });
     expect((await testDb.db('notifications').pluck('id')).sort()).toEqual(kept.sort());
+  });
+
+  it('deletes a batch from the position it is given on, not from the oldest', async () => {
+    const made: Array<{ notificationId: string }> = [];
+    for (let i = 0; i < 6; i++) made.push(await notification(environments.production, 40 - i));
+    const at = (i: number) => ({ createdAt: daysAgo(40 - i).toISOString(), id: made[i].notificationId });
+    const batch = await deleteExpiredNotifications(testDb.db, environments.production, daysAgo(30), 2, at(2));
+    expect(batch).toEqual({ deleted: 2, last: at(4) });
+    expect(await testDb.db('notifications').orderBy('created_at').pluck('id')).toEqual([0, 1, 2, 5].map((i) => made[i].notificationId));
+  });
+
+  it('ends a pass at its next batch once told to stop, and the next pass goes on', async () => {
+    for (let i = 0; i < 8; i++) await notification(environments.production, 31 + i);
+    // Looked at once before the environment, once before each batch: aborted from the second batch on.
+    let looks = 0;
+    const signal = { get aborted() { return ++looks > 2; } } as AbortSignal;
+    const deps = { db: testDb.db, clock: { now: () => NOW }, config: { ...loadConfig({}), retentionDays: 30 }, logger: createLogger('silent') };
+    expect(await sweepExpired(deps, 3, signal)).toMatchObject({ notifications: 3, events: 0, pages: 0 });
+    expect(await count('notifications')).toBe(5);
+    expect(await sweep()).toMatchObject({ notifications: 5, events: 8 });
   });
 
   it("follows an environment's own retention over the server's, and keeps everything when either is 0", async () => {

@@ -18,6 +18,8 @@ describe('a wake-up', () => {
     expect(wakeupAt([0]).expectsMoreWithin(30)).toBe(false);
     expect(wakeupAt([0, 500, 1_000, 1_500]).expectsMoreWithin(30)).toBe(false);
     expect(wakeupAt([0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 3_600_000]).expectsMoreWithin(30)).toBe(false);
+    // Whatever the wait: a coalescing window longer than the average's cap still sees a lone trigger.
+    expect(wakeupAt([0, 2, 4, 6, 8, 10, 3_600_000]).expectsMoreWithin(500)).toBe(false);
   });
 
   it('expects more within the wait once work comes often: a steady stream is claimed in batches', () => {
