@@ -27,16 +27,14 @@ import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';
 
 /**
  * SQLite pages given back a step (4 KiB each). A step moves pages from the end of the file into the
- * free ones, on the event loop: about 1 ms for 50 pages at 2 GB, but steps of 100 took up to 20 ms
- * at times.
+ * free ones, on the event loop; larger steps held it longer (bench/README.md, "Large data").
  */
 const PAGES_A_STEP = 50;
 /**
  * The pause between two steps. A step writes about as many pages to the write-ahead log as it
- * gives back: back to back, the log grew by thousands of pages between two readings of the
- * checkpoint thread (db/checkpointer.ts, every 100 ms), reached the writers' backstop, and its
- * checkpoint held the event loop 40–70 ms. Paced, it grows a few hundred pages between two
- * readings, and the next step waits for the thread to copy them once they are many.
+ * gives back: back to back, the log outgrew the checkpoint thread's readings (db/checkpointer.ts),
+ * reached the writers' backstop, and that backstop's checkpoint held the event loop. Paced, the log
+ * grows little between two readings, and a step waits for the thread to copy it once it is long.
  */
 const STEP_PAUSE_MS = 10;
 const DAY_MS = 86_400_000;
