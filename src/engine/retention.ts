@@ -89,12 +89,9 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     });
   }
   const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
-  await part('inbox events', async () => {
-    for (let deleted = INBOX_EVENTS_A_BATCH; deleted === INBOX_EVENTS_A_BATCH && !signal?.aborted; swept.inboxEvents += deleted) {
-      deleted = await pruneInboxEvents(deps.db, inboxBefore, INBOX_EVENTS_A_BATCH);
-      await yieldToEventLoop();
-    }
-  });
+  await part('inbox events', () =>
+    inBatches(INBOX_EVENTS_A_BATCH, signal, async (size) => ({ deleted: await pruneInboxEvents(deps.db, inboxBefore, size) }), (n) => (swept.inboxEvents += n)),
+  );
   swept.inboxTickets = (await part('inbox tickets', () => pruneInboxTickets(deps.db, new Date(now)))) ?? 0;
   await part('notification totals', () => foldEndedCountShards(deps.db));
   await part('free pages', async () => {
@@ -117,9 +114,10 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
 }
 
 /**
- * Deletes a batch of at most `size` at a time, each from where the one before ended, until one
- * comes back short or `signal` aborts, letting the event loop run between two; each batch's count
- * goes to `counted` as it is done, so a later failure keeps it.
+ * Deletes a batch of at most `size` at a time, each from where the one before ended (a delete that
+ * keeps nothing, and so answers no position, starts over each time), until one comes back short or
+ * `signal` aborts, letting the event loop run between two; each batch's count goes to `counted` as
+ * it is done, so a later failure keeps it.
  */
 async function inBatches(
   size: number,
@@ -130,7 +128,7 @@ async function inBatches(
   for (let after: SweepPosition | undefined = SWEEP_START; after && !signal?.aborted; ) {
     const { deleted, last } = await deleteBatch(size, after);
     counted(deleted);
-    after = deleted === size ? last : undefined;
+    after = deleted === size ? (last ?? after) : undefined;
     await yieldToEventLoop();
   }
 }

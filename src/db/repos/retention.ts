@@ -73,7 +73,7 @@ const EXPIRED_DELIVERIES = `SELECT id, created_at FROM webhook_deliveries
  * `alsoDelete`'s first, in one transaction.
  */
 function deleteExpired(expired: string, table: string, alsoDelete?: { table: string; column: string }) {
-  return (db: Db, environmentId: string, before: Date, limit: number, after: SweepPosition = SWEEP_START): Promise<DeletedBatch> =>
+  return (db: Db, environmentId: string, before: Date, limit: number, after: SweepPosition): Promise<DeletedBatch> =>
     writeTransaction(db, async (trx) => {
       const rows = await selectRows<{ id: string; created_at: string }>(trx, expired, [environmentId, before.toISOString(), after.createdAt, after.id, limit]);
       if (rows.length === 0) return { deleted: 0 };
