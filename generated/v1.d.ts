@@ -521,7 +521,9 @@ export interface paths {
         /**
          * Get notification statistics
          * @description Counts the notifications of your environment: created in the last 7 days and in the last
-         *     30 days, and all of them by channel and by status.
+         *     30 days, and all of them by channel and by status. The counts are exact, and come from totals
+         *     kept with every write (by the hour for the two windows), so the answer costs the same however
+         *     many notifications the environment holds.
          */
         get: operations["getNotificationStats"];
         put?: never;

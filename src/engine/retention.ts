@@ -20,7 +20,7 @@ import {
   type DeletedBatch,
   type SweepPosition,
 } from '../db/repos/retention.js';
-import { foldEndedCountShards } from '../db/repos/notifications.js';
+import { dropEmptyHourTotals, foldEndedCountShards } from '../db/repos/notifications.js';
 import { yieldToEventLoop } from './worker-context.js';
 import { pruneEvents as pruneInboxEvents } from '../db/repos/inbox.js';
 import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';
@@ -93,7 +93,10 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     inBatches(INBOX_EVENTS_A_BATCH, signal, async (size) => ({ deleted: await pruneInboxEvents(deps.db, inboxBefore, size) }), (n) => (swept.inboxEvents += n)),
   );
   swept.inboxTickets = (await part('inbox tickets', () => pruneInboxTickets(deps.db, new Date(now)))) ?? 0;
-  await part('notification totals', () => foldEndedCountShards(deps.db));
+  await part('notification totals', async () => {
+    await foldEndedCountShards(deps.db);
+    await dropEmptyHourTotals(deps.db);
+  });
   await part('free pages', async () => {
     const space = await freeSpace(deps.db);
     if (space?.incremental) {

@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../src/db/knex.js';
-import { KEPT_FACETS, listNotifications, type NotificationFilters } from '../../src/db/repos/notifications.js';
+import { KEPT_FACETS, listNotifications, notificationStats, type NotificationFilters } from '../../src/db/repos/notifications.js';
 import { listSubscribers } from '../../src/db/repos/subscribers.js';
 import { findTopicRow, listMembers, listTopics } from '../../src/db/repos/topics.js';
 import { listMessages } from '../../src/db/repos/messages.js';
@@ -147,6 +147,25 @@ function checkEveryList() {
       }
     });
   }
+
+  it('answers the stats from kept totals and one hour of rows a window, exactly, without scanning', async () => {
+    const now = new Date();
+    const stats = await notificationStats(db, data.environmentId, now);
+    const since = (days: number) => new Date(now.getTime() - days * 86_400_000).toISOString();
+    const plain = () => db('notifications').where('environment_id', data.environmentId);
+    const count = async (query: ReturnType<typeof plain>) => Number((await query.count({ n: '*' }))[0].n);
+    expect(stats.weeklySent).toBe(await count(plain().where('created_at', '>=', since(7))));
+    expect(stats.monthlySent).toBe(await count(plain().where('created_at', '>=', since(30))));
+    expect(stats.monthlySent).toBeGreaterThan(stats.weeklySent);
+    expect(stats.byStatus.completed).toBe(await count(plain().where('status', 'completed')));
+    expect(stats.byChannel.email).toBe(await count(plain().where('channels', 'like', '%"email"%')));
+    await expectNoScan(() => notificationStats(db, data.environmentId, now));
+    // It reads notifications only in the hour each window starts in: bounded on both sides.
+    const [{ plan }] = await plansOf(() => notificationStats(db, data.environmentId, now));
+    const reads = postgres ? plan.filter((step) => /Index Cond: .*created_at/.test(step)) : plan.filter((step) => /SEARCH notifications /.test(step));
+    expect(reads).toHaveLength(2);
+    for (const read of reads) expect(read).toMatch(postgres ? /created_at >= .*created_at < / : /created_at>\? AND created_at<\?/);
+  });
 
   it('lists subscribers, topics, a topic’s members and a subscriber’s messages without scanning', async () => {
     expect((await listSubscribers(db, data.environmentId, { page: 5, limit: 10 })).totalCount).toBe(SUBSCRIBERS);

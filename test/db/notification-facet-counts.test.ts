@@ -1,7 +1,8 @@
-// The totals GET /notifications answers for one status, one channel or one workflow are kept by
-// triggers (migration 20261127_02), not counted. Whatever writes notifications (a trigger, a
-// fan-out, the runner's status changes, a cancel, retention, an environment deleted), each kept
-// total must equal the count of the rows themselves.
+// The totals GET /notifications answers for one status, one channel or one workflow, and the
+// hours GET /notifications/stats sums, are kept by triggers (migrations 20261127_02 and
+// 20261206_02), not counted. Whatever writes notifications (a trigger, a fan-out, the runner's
+// status changes, a cancel, retention, an environment deleted), each kept total must equal the
+// count of the rows themselves.
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createSubscribers, createTopic, createWorkflow } from '../helpers/factories.js';
@@ -12,6 +13,7 @@ import { testDatabaseUrl } from '../helpers/db.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { CHANNELS } from '../../src/contract.js';
+import * as hourCounts from '../../src/db/migrations/20261206_02_notification_hour_counts.js';
 
 const t = useTestApp();
 const STATUSES = ['pending', 'processing', 'completed', 'failed', 'canceled'];
@@ -36,6 +38,17 @@ async function keptAndCounted(environmentId: string) {
     kept[`workflow:${workflow}`] = await countNotificationFacet(db, environmentId, 'workflow', workflow);
     counted[`workflow:${workflow}`] = Number((await db('notifications').where({ environment_id: environmentId, workflow_key: workflow }).count({ n: '*' }).first())!.n);
   }
+  // The hours stats sums (migration 20261206_02), each kept beside the count of its rows.
+  const hours: Array<{ hour: string; n: number | string }> = await db('notifications')
+    .where('environment_id', environmentId)
+    .select(db.raw('substr(created_at, 1, 13) AS hour'), db.raw('count(*) AS n'))
+    .groupByRaw('substr(created_at, 1, 13)');
+  for (const { hour, n } of hours) counted[`hour:${hour}`] = Number(n);
+  const keptHours: Array<{ value: string; n: number | string }> = await db('notification_facet_counts')
+    .where({ environment_id: environmentId, facet: 'hour' })
+    .groupBy('value')
+    .select('value', db.raw('sum(total) AS n'));
+  for (const { value, n } of keptHours) if (Number(n) !== 0) kept[`hour:${value}`] = Number(n);
   return { kept, counted };
 }
 
@@ -116,8 +129,26 @@ describe('kept totals of one status, channel or workflow', () => {
     await sweepExpired(deps, 1);
     expect(await expectKeptEqualsCounted(t.environments.a)).toMatchObject({ 'status:completed': 1, 'channel:in_app': 1, 'workflow:feed': 1 });
 
+    // The hour whose notifications all went keeps no total of 0 behind.
+    const hours = await t.deps.db('notification_facet_counts').where({ environment_id: t.environments.a, facet: 'hour' }).pluck('total');
+    expect(hours.map(Number)).toEqual([1]);
+
     await t.deps.db('environments').where('id', t.environments.a).del();
     expect(Number((await t.deps.db('notification_facet_counts').where('environment_id', t.environments.a).count({ n: '*' }).first())!.n)).toBe(0);
+  });
+
+  it('are counted for the notifications already there when the hours migration runs', async () => {
+    await createSubscribers(t.a, ['ada', 'grace']);
+    await createWorkflow(t.a, { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'a' } }] });
+    for (const gap of [0, 3_600_000, 60_000]) {
+      t.clock.advance(gap);
+      await t.a.post('/v1/events/trigger', { name: 'feed', to: ['ada', 'grace'] }).expect(201);
+    }
+    await hourCounts.down(t.deps.db);
+    expect(await t.deps.db('notification_facet_counts').where('facet', 'hour').count({ n: '*' }).first()).toMatchObject({ n: 0 });
+    await hourCounts.up(t.deps.db);
+    const counted = await expectKeptEqualsCounted(t.environments.a);
+    expect(Object.entries(counted).filter(([key]) => key.startsWith('hour:')).map(([, n]) => n).sort()).toEqual([2, 4]);
   });
 
   it.runIf(testDatabaseUrl() !== undefined)(

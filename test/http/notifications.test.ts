@@ -126,6 +126,30 @@ describe('GET /notifications/stats (getNotificationStats)', () => {
     });
     expect((await t.b.get('/v1/notifications/stats').expect(200)).body.data.monthlySent).toBe(0);
   });
+
+  it('counts exactly from the first millisecond of its window, which may start within an hour', async () => {
+    // Whole hours are kept totals; the rows of the hour the window starts in are counted one by one.
+    await t.b.post('/v1/subscribers', { subscriberId: 'x' }).expect(201);
+    await t.b.post('/v1/workflows', { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'Hi' } }] }).expect(201);
+    const hour = 3_600_000;
+    const minute = 60_000;
+    t.clock.advance(hour - (t.clock.now().getTime() % hour) + 10 * minute);
+    const made: number[] = []; // at hh:10, hh:40 and (hh+1):05
+    for (const gap of [0, 30 * minute, 25 * minute]) {
+      t.clock.advance(gap);
+      made.push(t.clock.now().getTime());
+      await t.b.post('/v1/events/trigger', { name: 'feed', to: 'x' }).expect(201);
+    }
+    const weeklyFrom = async (start: number) => {
+      t.clock.advance(start + 7 * 86_400_000 - t.clock.now().getTime());
+      return (await t.b.get('/v1/notifications/stats').expect(200)).body.data.weeklySent;
+    };
+    expect(await weeklyFrom(made[0] - 1)).toBe(3);
+    expect(await weeklyFrom(made[0] + 15 * minute)).toBe(2); // hh:25
+    expect(await weeklyFrom(made[1])).toBe(2);
+    expect(await weeklyFrom(made[1] + 1)).toBe(1);
+    expect(await weeklyFrom(made[2] + 1)).toBe(0);
+  });
 });
 
 describe('the in-app feed', () => {

@@ -29,6 +29,7 @@ import * as inboxSessions from './20261127_01_inbox_sessions.js';
 import * as notificationFacetCounts from './20261127_02_notification_facet_counts.js';
 import * as dueSendsByEnvironment from './20261128_01_due_sends_by_environment.js';
 import * as inAppLane from './20261206_01_in_app_lane.js';
+import * as notificationHourCounts from './20261206_02_notification_hour_counts.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -65,6 +66,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261127_02_notification_facet_counts': notificationFacetCounts,
   '20261128_01_due_sends_by_environment': dueSendsByEnvironment,
   '20261206_01_in_app_lane': inAppLane,
+  '20261206_02_notification_hour_counts': notificationHourCounts,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -252,6 +252,15 @@ export async function foldEndedCountShards(db: Db): Promise<number> {
 }
 
 /**
+ * Hours whose notifications retention has removed leave a kept total of 0 behind, a row an hour per
+ * environment for ever: they go. A total of 0 adds nothing to any sum, so this changes no count,
+ * whichever shard it is in.
+ */
+export async function dropEmptyHourTotals(db: Db): Promise<number> {
+  return changeRows(db, `DELETE FROM notification_facet_counts WHERE facet = 'hour' AND total = 0`, []);
+}
+
+/**
  * One page of notifications, newest first, with the exact total: the total kept for the whole
  * environment or for one status, channel or workflow, or for other filters counted from their
  * index; the page's ids from the same index (off the event loop once deep), then only those rows
@@ -283,26 +292,44 @@ export async function findNotification(db: Db, environmentId: string, notificati
 
 const STAT_STATUSES = ['pending', 'processing', 'completed', 'failed', 'canceled'] as const;
 
-/**
- * Every count GET /notifications/stats answers, in one pass over the environment's notifications
- * rather than a pass a count (bench/README.md, "Large data").
- */
-const NOTIFICATION_STATS = `SELECT count(CASE WHEN created_at >= ? THEN 1 END) AS weekly, count(CASE WHEN created_at >= ? THEN 1 END) AS monthly,
-  ${STAT_STATUSES.map((status) => `count(CASE WHEN status = '${status}' THEN 1 END) AS "status_${status}"`).join(', ')},
-  ${CHANNELS.map((channel) => `count(CASE WHEN ${channelCondition(channel)} THEN 1 END) AS "channel_${channel}"`).join(', ')}
-  FROM notifications WHERE environment_id = ?`;
+const HOUR_MS = 3_600_000;
 
-/** The counts behind GET /notifications/stats, from the real rows, read off the event loop (selectRowsInBackground). */
-export async function notificationStats(db: Db, environmentId: string, now: Date) {
-  const since = (days: number) => new Date(now.getTime() - days * 86_400_000).toISOString();
-  const [row] = await selectRowsInBackground<Record<string, number>>(db, NOTIFICATION_STATS, [since(7), since(30), environmentId]);
-  const counted = <Name extends string>(prefix: string, names: readonly Name[]) =>
-    Object.fromEntries(names.map((name) => [name, Number(row[`${prefix}${name}`])])) as Record<Name, number>;
+/**
+ * How many notifications were made since `since`, from kept totals (migration 20261206_02): the
+ * whole hours after the one `since` falls in, and a count of that hour's rows from `since` on.
+ */
+function madeSince(environmentId: string, since: Date): { sql: string; bindings: string[] } {
+  const hour = since.toISOString().slice(0, 13);
+  const nextHour = new Date(Math.floor(since.getTime() / HOUR_MS) * HOUR_MS + HOUR_MS).toISOString();
   return {
-    weeklySent: Number(row.weekly),
-    monthlySent: Number(row.monthly),
-    byChannel: counted('channel_', CHANNELS),
-    byStatus: counted('status_', STAT_STATUSES),
+    sql: `(SELECT coalesce(sum(total), 0) FROM notification_facet_counts WHERE environment_id = ? AND facet = 'hour' AND value > ?)
+      + (SELECT count(*) FROM notifications WHERE environment_id = ? AND created_at >= ? AND created_at < ?)`,
+    bindings: [environmentId, hour, environmentId, since.toISOString(), nextHour],
+  };
+}
+
+/**
+ * The counts behind GET /notifications/stats, exact and from kept totals: by status and channel as
+ * the list's filters keep them, and the last 7 and 30 days by the hour. The two hours the windows
+ * start in are counted from their rows, off the event loop (selectRowsInBackground).
+ */
+export async function notificationStats(db: Db, environmentId: string, now: Date) {
+  const [week, month] = [7, 30].map((days) => madeSince(environmentId, new Date(now.getTime() - days * 86_400_000)));
+  const rows = await selectRowsInBackground<{ facet: string; value: string; n: number | string }>(
+    db,
+    `SELECT facet, value, sum(total) AS n FROM notification_facet_counts WHERE environment_id = ? AND facet IN ('status', 'channel') GROUP BY facet, value
+      UNION ALL SELECT 'made', 'week', ${week.sql}
+      UNION ALL SELECT 'made', 'month', ${month.sql}`,
+    [environmentId, ...week.bindings, ...month.bindings],
+  );
+  const kept = new Map(rows.map((row) => [`${row.facet}:${row.value}`, Number(row.n)]));
+  const counted = <Name extends string>(facet: string, names: readonly Name[]) =>
+    Object.fromEntries(names.map((name) => [name, kept.get(`${facet}:${name}`) ?? 0])) as Record<Name, number>;
+  return {
+    weeklySent: kept.get('made:week')!,
+    monthlySent: kept.get('made:month')!,
+    byChannel: counted('channel', CHANNELS),
+    byStatus: counted('status', STAT_STATUSES),
   };
 }
 
