@@ -5,6 +5,7 @@
 // (repos/inbox.ts); inbox-listener.ts hears them and speaks on this same bus.
 import { randomBytes } from 'node:crypto';
 import type { Runner } from './knex.js';
+import { afterCommit, databaseOf, outermostTransaction } from './after-commit.js';
 
 export type InboxListener = (subscriberKeys: string[] | '*') => void;
 
@@ -20,7 +21,7 @@ const buses = new WeakMap<object, Bus>();
 
 /** A transaction's client is its own object, but shares its database's `config`: the bus is the database's. */
 function busOf(db: Runner): Bus {
-  const owner = (db.client as { config: object }).config;
+  const owner = databaseOf(db);
   let bus = buses.get(owner);
   if (!bus) buses.set(owner, (bus = { origin: randomBytes(8).toString('hex'), listeners: new Set(), pending: new WeakMap() }));
   return bus;
@@ -49,39 +50,21 @@ export function tellInbox(db: Runner, subscriberKeys: string[] | '*'): void {
   }
 }
 
-/** knex's transactor: its outermost one commits (a nested one's "commit" is a savepoint's release). */
-type Transactor = { parentTransaction?: Transactor; executionPromise?: Promise<unknown> };
-
 /**
- * Tells the listeners about these subscribers once the transaction `trx` belongs to commits (its
- * outermost one: an Idempotency-Key wraps the operation's own); nothing if it rolls back. Outside
- * a transaction, at once.
+ * Tells the listeners about these subscribers once the transaction `trx` belongs to commits, all
+ * of a transaction's at once; nothing if it rolls back. Outside a transaction, at once.
  */
 export function tellInboxAfterCommit(trx: Runner, subscriberKeys: string[]): void {
   if (subscriberKeys.length === 0) return;
-  if (!trx.isTransaction) {
-    tellInbox(trx, subscriberKeys);
-    return;
-  }
-  let top = trx as unknown as Transactor;
-  while (top.parentTransaction) top = top.parentTransaction;
+  const top = outermostTransaction(trx);
+  if (!top) return tellInbox(trx, subscriberKeys);
   const bus = busOf(trx);
-  let keys = bus.pending.get(top);
-  if (keys) {
-    for (const key of subscriberKeys) keys.add(key);
+  const pending = bus.pending.get(top);
+  if (pending) {
+    for (const key of subscriberKeys) pending.add(key);
     return;
   }
-  keys = new Set(subscriberKeys);
+  const keys = new Set(subscriberKeys);
   bus.pending.set(top, keys);
-  const done = top.executionPromise;
-  if (!done) {
-    // Not a knex transaction we know: tell now rather than never.
-    queueMicrotask(() => tellInbox(trx, [...keys]));
-    return;
-  }
-  done.then(
-    () => tellInbox(trx, [...keys]),
-    () => undefined,
-  );
+  afterCommit(trx, () => tellInbox(trx, [...keys]));
 }
-

@@ -10,6 +10,7 @@ import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
 import { writeStatement } from '../db/group-commit.js';
 import { markNotificationsProcessing } from '../db/repos/notifications.js';
+import { listenDeliveriesQueued } from '../db/deliveries-queued.js';
 import { claimDueDeliveries, deliveriesDue, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { deliverWebhook, EndpointPace, SuccessLog, type WebhookRun } from './webhook-sender.js';
 
@@ -56,7 +57,6 @@ const LEFT_OUT_GAP_MAX_MS = 1_000;
 /** How a webhook delivery's id is told from a job's among the sends in flight. */
 const WEBHOOK = 'webhook:';
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 /** The lanes of local work, each claimed by a loop of its own. */
 const LOCAL_LANES = ['in_app', 'control'] as const;
 type LocalLane = (typeof LOCAL_LANES)[number];
@@ -82,6 +82,9 @@ export class JobRunner {
   private stopping = false;
   private loops?: Promise<void>;
   private stopListening?: () => void;
+  /** Webhook deliveries committed in this process wake the send loop (db/deliveries-queued.ts), even from its gap after an empty claim. */
+  private stopHearingDeliveries?: () => void;
+  private readonly deliveriesQueued = new Wakeup();
   private readonly localWakes: Record<LocalLane, Wakeup> = { in_app: new Wakeup(), control: new Wakeup() };
   private readonly sendWake = new Wakeup();
   /** A send of an environment at its share ended: that environment may claim again. */
@@ -142,6 +145,10 @@ export class JobRunner {
   start(): void {
     this.stopping = false;
     this.stopListening ??= this.deps.workQueued.listen(() => this.wakeUp());
+    this.stopHearingDeliveries ??= listenDeliveriesQueued(this.deps.db, () => {
+      this.deliveriesQueued.notify();
+      this.sendWake.notify();
+    });
     this.loops ??= Promise.all([...LOCAL_LANES.map((lane) => this.localLoop(lane)), this.sendLoop()]).then(() => undefined);
   }
 
@@ -156,6 +163,8 @@ export class JobRunner {
     this.stopping = true;
     this.stopListening?.();
     this.stopListening = undefined;
+    this.stopHearingDeliveries?.();
+    this.stopHearingDeliveries = undefined;
     this.wakeUp();
     await this.loops;
     this.loops = undefined;
@@ -351,6 +360,7 @@ export class JobRunner {
         if (free > 0) {
           try {
             this.sendWake.arrived = 0;
+            this.deliveriesQueued.clear();
             ({ claimed, limit, leftOut } = await this.claimSends(free));
           } catch (err) {
             this.deps.logger.error({ err }, 'job runner: claiming sends failed');
@@ -363,13 +373,14 @@ export class JobRunner {
         }
         idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
         // Every trigger wakes every loop, in-app ones too: after a claim that found no send, the
-        // next waits a little, so a stream of in-app triggers costs few empty claims here. But a
-        // claim that left out an environment at its share may have found nothing for that reason
-        // alone: it claims again as soon as one of the sends in flight ends (for the environments
-        // no longer at their share; the others' wait out leftOutEmpty).
+        // next waits a little, so a stream of in-app triggers costs few empty claims here, unless
+        // webhook deliveries were queued meanwhile (an in-app step's message.delivered). A claim
+        // that left out an environment at its share may have found nothing for that reason alone:
+        // it claims again as soon as one of the sends in flight ends (for the environments no
+        // longer at their share; the others' wait out leftOutEmpty).
         if (free > 0 && claimed === 0) {
           if (leftOut) await this.slotFreed.wait(EMPTY_CLAIM_GAP_MS);
-          else await sleep(EMPTY_CLAIM_GAP_MS);
+          else await this.deliveriesQueued.wait(EMPTY_CLAIM_GAP_MS);
         }
         // A send ending, or a trigger, wakes this wait.
         await this.pause(this.sendWake, idleMs, SEND_COALESCE.target, Math.min(SEND_COALESCE.ms, this.options.coalesceMs));

@@ -295,6 +295,31 @@ describe('an environment at its share of the send slots', () => {
   });
 });
 
+describe('a delivery queued by the runner itself', () => {
+  it("is claimed as soon as it is committed (an in-app step's message.delivered), not at the send loop's next look", async () => {
+    const peer = await receiver();
+    await endpointAt(`${peer.url}/h`, { eventTypes: ['message.delivered'] });
+    await createSubscriber(t.a, { subscriberId: 'ada' });
+    await createWorkflow(t.a, { name: 'Feed', steps: [step.inApp()] });
+    await t.a.post('/v1/events/trigger', { name: 'feed', to: 'ada' }).expect(201);
+    // With timers stopped, a send loop that found nothing at its first claim (the in-app loop had
+    // not delivered yet) sleeps for good, unless the delivery's commit wakes it.
+    const runner = new JobRunner(t.deps, { coalesceMs: 0, random: () => 0.5 });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      runner.start();
+      const deadline = Date.now() + 10_000;
+      while (peer.requests.length < 1 && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
+      expect(peer.requests).toHaveLength(1);
+    } finally {
+      const stopped = runner.stop();
+      await vi.advanceTimersByTimeAsync(100);
+      vi.useRealTimers();
+      await stopped;
+    }
+  });
+});
+
 describe('claims the send loop leaves out', () => {
   // Each claim is a write (on SQLite, the file's write lock); a look is a read.
   const jobClaim = /^WITH due AS \(\s*SELECT id, run_at FROM jobs\b/;

@@ -4,6 +4,7 @@
 import type { Db, Runner, Transaction } from '../knex.js';
 import { changeRows, inList, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
+import { tellDeliveriesQueued } from '../deliveries-queued.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
@@ -55,7 +56,9 @@ export async function insertDeliveries(trx: Runner, deliveries: NewDelivery[], n
     created_at: at,
     updated_at: at,
   }));
-  if (rows.length > 0) await insertRows(trx, 'webhook_deliveries', rows);
+  if (rows.length === 0) return [];
+  await insertRows(trx, 'webhook_deliveries', rows);
+  tellDeliveriesQueued(trx);
   return rows.map((row) => row.id);
 }
 

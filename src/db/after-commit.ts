@@ -1,0 +1,34 @@
+// Telling this process's listeners what a transaction wrote (an inbox changed, webhook deliveries
+// queued) waits for its commit: a listener told earlier would look too soon, or at a change that is
+// then rolled back.
+import type { Runner } from './knex.js';
+
+/** knex's transactor: its outermost one commits (a nested one's "commit" is a savepoint's release). */
+type Transactor = { parentTransaction?: Transactor; executionPromise?: Promise<unknown> };
+
+/**
+ * The transaction whose commit makes `trx`'s writes visible: its outermost one (an Idempotency-Key
+ * wraps the operation's own). Undefined outside a transaction.
+ */
+export function outermostTransaction(trx: Runner): object | undefined {
+  if (!trx.isTransaction) return undefined;
+  let top = trx as unknown as Transactor;
+  while (top.parentTransaction) top = top.parentTransaction;
+  return top;
+}
+
+/**
+ * Calls `tell` once `trx` commits (its outermost transaction), never if it rolls back; outside a
+ * transaction, at once. A transaction knex does not say the end of is told at once too, rather than never.
+ */
+export function afterCommit(trx: Runner, tell: () => void): void {
+  const top = outermostTransaction(trx) as Transactor | undefined;
+  if (!top) return tell();
+  if (!top.executionPromise) return queueMicrotask(tell);
+  top.executionPromise.then(tell, () => undefined);
+}
+
+/** What a database handle and all its transactions share (their client's `config`): the key of a per-database registry. */
+export function databaseOf(db: Runner): object {
+  return (db.client as { config: object }).config;
+}
