@@ -86,6 +86,7 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
       await inBatches(batch, signal, (size, after) => deleteExpiredNotifications(deps.db, environment.id, before, size, after), (n) => (swept.notifications += n));
       await inBatches(batch, signal, (size, after) => deleteExpiredEvents(deps.db, environment.id, before, size, after), (n) => (swept.events += n));
       await inBatches(batch, signal, (size, after) => deleteExpiredWebhookDeliveries(deps.db, environment.id, before, size, after), (n) => (swept.webhookDeliveries += n));
+      await dropEmptyHourTotals(deps.db, environment.id, before);
     });
   }
   const inboxBefore = new Date(now - INBOX_EVENTS_KEPT_MS);
@@ -93,10 +94,7 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     inBatches(INBOX_EVENTS_A_BATCH, signal, async (size) => ({ deleted: await pruneInboxEvents(deps.db, inboxBefore, size) }), (n) => (swept.inboxEvents += n)),
   );
   swept.inboxTickets = (await part('inbox tickets', () => pruneInboxTickets(deps.db, new Date(now)))) ?? 0;
-  await part('notification totals', async () => {
-    await foldEndedCountShards(deps.db);
-    await dropEmptyHourTotals(deps.db);
-  });
+  await part('notification totals', () => foldEndedCountShards(deps.db));
   await part('free pages', async () => {
     const space = await freeSpace(deps.db);
     if (space?.incremental) {

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { isPostgres } from '../dialect.js';
 
 // GET /notifications/stats answers how many notifications the last 7 and 30 days made. Counting
-// them read up to a month of the environment's rows (330–630 ms at 1,000,000 rows). Each hour's
+// them read up to a month of the environment's rows (bench/README.md, "Large data"). Each hour's
 // count is kept instead, beside the other kept totals (facet 'hour', its value the hour of
 // `created_at`, 'YYYY-MM-DDTHH'), by triggers of their own in the same transactions and with the
 // same sharding as migration 20261127_02's: stats sums the whole hours after its window's start and

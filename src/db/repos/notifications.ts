@@ -252,12 +252,16 @@ export async function foldEndedCountShards(db: Db): Promise<number> {
 }
 
 /**
- * Hours whose notifications retention has removed leave a kept total of 0 behind, a row an hour per
- * environment for ever: they go. A total of 0 adds nothing to any sum, so this changes no count,
- * whichever shard it is in.
+ * Hours whose notifications retention removed leave a kept total of 0 behind, a row an hour per
+ * environment for ever: those up to `before`'s hour go (read through the key, from the oldest). A
+ * total of 0 adds nothing to any sum, so this changes no count, whichever shard it is in.
  */
-export async function dropEmptyHourTotals(db: Db): Promise<number> {
-  return changeRows(db, `DELETE FROM notification_facet_counts WHERE facet = 'hour' AND total = 0`, []);
+export async function dropEmptyHourTotals(db: Db, environmentId: string, before: Date): Promise<number> {
+  return changeRows(
+    db,
+    `DELETE FROM notification_facet_counts WHERE environment_id = ? AND facet = 'hour' AND value <= ? AND total = 0`,
+    [environmentId, before.toISOString().slice(0, 13)],
+  );
 }
 
 /**
