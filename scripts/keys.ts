@@ -25,7 +25,6 @@ import { addSigningSecret, retireSigningSecret, signingSecrets } from '../src/en
 import { inboxSettings } from '../src/engine/inbox-sessions.js';
 import { createLogger } from '../src/logger.js';
 import { systemClock } from '../src/clock.js';
-import { WorkSignal } from '../src/work-signal.js';
 
 const USAGE = `usage: npm run keys -- create [--name NAME] [--plan free|pro|enterprise]
        npm run keys -- list
@@ -119,7 +118,7 @@ async function run(argv: string[]): Promise<number> {
         // The backend signs its subscriber tokens with these (README, "The inbox").
         const environmentId = values.environment ?? (await defaultEnvironmentId(db))!;
         const secret = await settleSecret(config, db, createLogger('silent'));
-        const deps = { db, clock: systemClock, config: { ...config, secret }, logger: createLogger('silent'), workQueued: new WorkSignal() };
+        const deps = { db, clock: systemClock, config: { ...config, secret }, logger: createLogger('silent') };
         const [action, kid] = rest;
         if (action === 'rotate') await addSigningSecret(deps, environmentId);
         else if (action === 'retire') {

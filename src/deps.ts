@@ -2,7 +2,6 @@ import type { Db } from './db/knex.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
-import type { WorkSignal } from './work-signal.js';
 
 /** What the HTTP layer and the engine need from the outside world, passed in rather than imported. */
 export interface Deps {
@@ -10,6 +9,4 @@ export interface Deps {
   clock: Clock;
   config: Config;
   logger: Logger;
-  /** Wakes this process's job runners when work is queued for now. */
-  workQueued: WorkSignal;
 }

@@ -11,7 +11,6 @@ import { JobRunner } from './engine/runner.js';
 import { RetentionSweeper } from './engine/retention.js';
 import { listenForSubscriptionChanges } from './db/webhook-subscriptions.js';
 import type { Deps } from './deps.js';
-import { WorkSignal } from './work-signal.js';
 import type { HeraldServer } from './http/server.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
@@ -47,7 +46,7 @@ async function main(): Promise<void> {
   });
   await migrate(db);
   config.secret = await settleSecret(config, db, logger);
-  const deps: Deps = { db, clock: systemClock, config, logger, workQueued: new WorkSignal() };
+  const deps: Deps = { db, clock: systemClock, config, logger };
   // Every process records webhook events: each hears of the others' changes to endpoints.
   const stopListening = await listenForSubscriptionChanges(db, (err) => logger.warn({ err }, 'listening for webhook endpoint changes failed; reconnecting'));
   const runner = role === 'api' ? undefined : new JobRunner(deps);

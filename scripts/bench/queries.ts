@@ -21,7 +21,6 @@ import { JobRunner } from '../../src/engine/runner.js';
 import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
 import { addMembers, findTopicRow, insertTopic } from '../../src/db/repos/topics.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
-import { WorkSignal } from '../../src/work-signal.js';
 
 const { values } = parseArgs({ options: { members: { type: 'string', default: '1000' }, chat: { type: 'string', default: '100' }, sql: { type: 'boolean', default: false } } });
 const MEMBERS = Number(values.members);
@@ -79,7 +78,7 @@ const keys = (await db('subscribers').where({ environment_id: env }).orderBy('id
 await addMembers(db, (await findTopicRow(db, env, 'everyone'))!.id, keys, now);
 
 const config = { ...loadConfig({ HERALD_ALLOWED_NETWORKS: '127.0.0.1/32' }), logLevel: 'warn' };
-const deps = { db, clock: systemClock, config, logger: createLogger('warn'), workQueued: new WorkSignal() };
+const deps = { db, clock: systemClock, config, logger: createLogger('warn') };
 const app = await createApp(deps);
 const server = app.listen(0, '127.0.0.1');
 await new Promise((resolve) => server.once('listening', resolve));

@@ -2,6 +2,7 @@ import { isPostgres, type Db } from './knex.js';
 import { queryPostgres } from './postgres.js';
 import { insertAll, jsonInsertOf } from './insert-rows.js';
 import { isUniqueViolation } from './errors.js';
+import { tellDueJobs } from './repos/jobs.js';
 
 type Row = Record<string, unknown>;
 
@@ -47,6 +48,7 @@ export async function insertNewEvent(db: Db, { event, notifications, jobs }: New
       { table: 'notifications', rows: notifications },
       { table: 'jobs', rows: jobs },
     ]);
+    tellDueJobs(db, jobs);
     return true;
   } catch (err) {
     if (isUniqueViolation(err)) return false;
@@ -94,7 +96,10 @@ async function write(db: Db, batch: Waiting[]): Promise<void> {
   if (batch.length === 1) return alone(batch[0]);
   try {
     const inserted = await insertTogether(db, batch.map((waiting) => waiting.rows));
-    batch.forEach((waiting, i) => waiting.resolve(inserted[i]));
+    batch.forEach((waiting, i) => {
+      if (inserted[i]) tellDueJobs(db, waiting.rows.jobs);
+      waiting.resolve(inserted[i]);
+    });
   } catch {
     await Promise.all(batch.map(alone));
   }

@@ -112,8 +112,8 @@ export function isInAppJob(job: JobRecord): boolean {
   return job.kind === 'step' && job.type === 'in_app';
 }
 
-/** Settles claimed in-app jobs in bulk. Answers how many of their notifications go on to a further step. */
-export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): Promise<number> {
+/** Settles claimed in-app jobs in bulk. */
+export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): Promise<void> {
   const { db } = ctx.deps;
   const now = ctx.deps.clock.now();
 
@@ -142,7 +142,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     await pause();
   }
 
-  return db.transaction(async (trx: Transaction) => {
+  await db.transaction(async (trx: Transaction) => {
     // Only the jobs this worker still holds: one whose lease ran out belongs to someone else now.
     const held = await heldJobIds(trx, decided.map((d) => d.job.id), ctx.owner);
     const mine = decided.filter((d) => held.has(d.job.id));
@@ -172,7 +172,6 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     await markNotificationsProcessing(trx, goingOn, now);
     await settleNotifications(trx, finished.map((f) => f.notificationId), now);
     for (const { event, notificationId } of finished) await settleDigestRiders(trx, event, notificationId, now);
-    return goingOn.length;
   });
 }
 

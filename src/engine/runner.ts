@@ -10,7 +10,7 @@ import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
 import { writeStatement } from '../db/group-commit.js';
 import { markNotificationsProcessing } from '../db/repos/notifications.js';
-import { listenDeliveriesQueued } from '../db/deliveries-queued.js';
+import { listenWorkQueued, type QueuedWork } from '../db/work-queued.js';
 import { claimDueDeliveries, deliveriesDue, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { deliverWebhook, EndpointPace, SuccessLog, type WebhookRun } from './webhook-sender.js';
 
@@ -81,10 +81,10 @@ export class JobRunner {
   private readonly destinations: Destinations;
   private stopping = false;
   private loops?: Promise<void>;
+  /** Work committed in this process wakes the loops that claim it (db/work-queued.ts). */
   private stopListening?: () => void;
-  /** Webhook deliveries committed in this process wake the send loop (db/deliveries-queued.ts), even from its gap after an empty claim. */
-  private stopHearingDeliveries?: () => void;
-  private readonly deliveriesQueued = new Wakeup();
+  /** Sends or webhook deliveries queued: they end the send loop's gap after an empty claim too. */
+  private readonly sendsQueued = new Wakeup();
   private readonly localWakes: Record<LocalLane, Wakeup> = { in_app: new Wakeup(), control: new Wakeup() };
   private readonly sendWake = new Wakeup();
   /** A send of an environment at its share ended: that environment may claim again. */
@@ -144,16 +144,21 @@ export class JobRunner {
 
   start(): void {
     this.stopping = false;
-    this.stopListening ??= this.deps.workQueued.listen(() => this.wakeUp());
-    this.stopHearingDeliveries ??= listenDeliveriesQueued(this.deps.db, () => {
-      this.deliveriesQueued.notify();
-      this.sendWake.notify();
-    });
+    this.stopListening ??= listenWorkQueued(this.deps.db, (work) => this.wake(work));
     this.loops ??= Promise.all([...LOCAL_LANES.map((lane) => this.localLoop(lane)), this.sendLoop()]).then(() => undefined);
   }
 
+  /** Wakes the loops that claim the work queued. */
+  private wake(work: ReadonlySet<QueuedWork>): void {
+    for (const lane of LOCAL_LANES) if (work.has(lane)) this.localWakes[lane].notify();
+    if (work.has('send') || work.has('webhooks')) {
+      this.sendsQueued.notify();
+      this.sendWake.notify();
+    }
+  }
+
   /** Ends an idle wait now; a runner at work carries on. */
-  wakeUp(): void {
+  private wakeUp(): void {
     for (const lane of LOCAL_LANES) this.localWakes[lane].notify();
     this.sendWake.notify();
   }
@@ -163,8 +168,6 @@ export class JobRunner {
     this.stopping = true;
     this.stopListening?.();
     this.stopListening = undefined;
-    this.stopHearingDeliveries?.();
-    this.stopHearingDeliveries = undefined;
     this.wakeUp();
     await this.loops;
     this.loops = undefined;
@@ -263,7 +266,7 @@ export class JobRunner {
    * Claims and runs one lane of local work, continuously: in-app jobs in bulk, control steps a few
    * at a time. Each lane has a loop of its own, so an in-app delivery never waits for a control
    * step under way (a fan-out's batch, a digest closing). What one lane's jobs queue next may be
-   * another's: a loop whose jobs may have queued a next step wakes the others.
+   * another's: that wakes the other loop once it commits (db/work-queued.ts).
    */
   private async localLoop(lane: LocalLane): Promise<void> {
     const wake = this.localWakes[lane];
@@ -284,16 +287,13 @@ export class JobRunner {
           await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
           break;
         }
-        let mayHaveQueuedNext: boolean;
         if (lane === 'in_app') {
-          mayHaveQueuedNext = (await this.runInApp(jobs)) > 0;
+          await this.runInApp(jobs);
         } else {
           goOn = jobs.some((job) => job.kind === 'fanout');
           const unstarted = await this.runControl(jobs);
           await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
-          mayHaveQueuedNext = claimed > unstarted.length;
         }
-        if (mayHaveQueuedNext) this.wakeOthers(lane);
       } catch (err) {
         this.deps.logger.error({ err, lane }, 'job runner: local work failed');
       }
@@ -304,21 +304,14 @@ export class JobRunner {
     }
   }
 
-  /** Wakes the loops other than `lane`'s: a step done there may have queued the next one for them. */
-  private wakeOthers(lane: LocalLane): void {
-    for (const other of LOCAL_LANES) if (other !== lane) this.localWakes[other].notify();
-    this.sendWake.notify();
-  }
-
-  /** Settles claimed in-app jobs in bulk; answers how many of their notifications go on to a further step. */
-  private async runInApp(jobs: JobRecord[]): Promise<number> {
-    if (jobs.length === 0) return 0;
+  /** Settles claimed in-app jobs in bulk. */
+  private async runInApp(jobs: JobRecord[]): Promise<void> {
+    if (jobs.length === 0) return;
     try {
-      return await executeInAppBatch(this.ctx, jobs);
+      await executeInAppBatch(this.ctx, jobs);
     } catch (err) {
       this.deps.logger.error({ err, jobs: jobs.length }, 'in-app batch failed unexpectedly');
       await this.retryLater(jobs);
-      return 0;
     }
   }
 
@@ -360,7 +353,7 @@ export class JobRunner {
         if (free > 0) {
           try {
             this.sendWake.arrived = 0;
-            this.deliveriesQueued.clear();
+            this.sendsQueued.clear();
             ({ claimed, limit, leftOut } = await this.claimSends(free));
           } catch (err) {
             this.deps.logger.error({ err }, 'job runner: claiming sends failed');
@@ -372,17 +365,17 @@ export class JobRunner {
           continue;
         }
         idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
-        // Every trigger wakes every loop, in-app ones too: after a claim that found no send, the
-        // next waits a little, so a stream of in-app triggers costs few empty claims here, unless
-        // webhook deliveries were queued meanwhile (an in-app step's message.delivered). A claim
-        // that left out an environment at its share may have found nothing for that reason alone:
-        // it claims again as soon as one of the sends in flight ends (for the environments no
-        // longer at their share; the others' wait out leftOutEmpty).
+        // A send ending wakes this loop to refill its slot, whether or not anything is due: after
+        // a claim that found nothing, the next waits a little, so a stream of sends ending costs
+        // few empty claims, unless sends or webhook deliveries are queued meanwhile. A claim that
+        // left out an environment at its share may have found nothing for that reason alone: it
+        // claims again as soon as one of the sends in flight ends (for the environments no longer
+        // at their share; the others' wait out leftOutEmpty).
         if (free > 0 && claimed === 0) {
           if (leftOut) await this.slotFreed.wait(EMPTY_CLAIM_GAP_MS);
-          else await this.deliveriesQueued.wait(EMPTY_CLAIM_GAP_MS);
+          else await this.sendsQueued.wait(EMPTY_CLAIM_GAP_MS);
         }
-        // A send ending, or a trigger, wakes this wait.
+        // A send ending, or sends or deliveries queued, wake this wait.
         await this.pause(this.sendWake, idleMs, SEND_COALESCE.target, Math.min(SEND_COALESCE.ms, this.options.coalesceMs));
       }
       await Promise.all(this.inFlight.values());
@@ -396,7 +389,7 @@ export class JobRunner {
    * are left out, and a claim takes no more than the smallest share left of those holding slots, so
    * that whichever environment its jobs are of, none goes over its share. A kind of send (jobs,
    * webhook deliveries) whose last claim found nothing is first looked for, and claimed only when
-   * some is due (`sendsFound`): every trigger wakes this loop, in-app ones too. With environments
+   * some is due (`sendsFound`): a send ending wakes this loop whatever is due. With environments
    * left out there is no look (it would count their sends too), and after such a claim that found
    * nothing the next waits a while (`leftOutEmpty`).
    */

@@ -219,6 +219,5 @@ export async function trigger(
     if (isUniqueViolation(err)) throw transactionIdTaken();
     throw err;
   }
-  deps.workQueued.notify();
   return { acknowledged: true, status: 'processed', transactionId };
 }

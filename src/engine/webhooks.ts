@@ -97,7 +97,6 @@ export async function sendTest(deps: Deps, environmentId: string, endpointId: st
     const [written] = await deliveries.insertDeliveries(trx, [{ environmentId, endpointId, eventId: newEventId(now), eventType: 'webhook.test', payload }], now);
     return written;
   });
-  deps.workQueued.notify();
   return (await deliveries.findDelivery(deps.db, environmentId, id))!;
 }
 
@@ -119,7 +118,6 @@ export async function retryDelivery(deps: Deps, environmentId: string, deliveryI
   const endpoint = await endpoints.findEndpoint(deps.db, environmentId, found.endpointId);
   if (endpoint?.disabled && found.eventType !== 'webhook.test') throw unprocessable(`Webhook endpoint ${found.endpointId} is disabled: enable it first`);
   await deps.db.transaction((trx) => deliveries.retryDelivery(trx, environmentId, deliveryId, deps.clock.now()));
-  deps.workQueued.notify();
   return (await deliveries.findDelivery(deps.db, environmentId, deliveryId))!;
 }
 
@@ -133,7 +131,5 @@ export async function recoverEndpoint(deps: Deps, environmentId: string, endpoin
   // Without `until`, everything since `since`, this very millisecond's included.
   const to = until ? new Date(until) : new Date(now.getTime() + 1);
   if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime())) throw unprocessable('since and until must be times');
-  const queued = await deps.db.transaction((trx) => deliveries.recoverDeliveries(trx, endpointId, from.toISOString(), to.toISOString(), now));
-  if (queued > 0) deps.workQueued.notify();
-  return queued;
+  return deps.db.transaction((trx) => deliveries.recoverDeliveries(trx, endpointId, from.toISOString(), to.toISOString(), now));
 }

@@ -11,7 +11,6 @@ import { loadSpec, operationsOf } from '../../scripts/docs.js';
 import { ManualClock } from '../helpers/app.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { chromiumBeside, stayOffline } from '../helpers/browser.js';
-import { WorkSignal } from '../../src/work-signal.js';
 
 // The footer's "API docs by Redocly" logo is the one thing Redoc's page asks the network for.
 const REDOC_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini-full.svg';
@@ -29,7 +28,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     testDb = await createTestDb();
     workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-browser-'));
     docsFile = path.join(workDir, 'docs', 'index.html');
-    const deps = { db: testDb.db, clock: new ManualClock(), config: loadConfig({}), logger: createLogger('silent'), workQueued: new WorkSignal() };
+    const deps = { db: testDb.db, clock: new ManualClock(), config: loadConfig({}), logger: createLogger('silent') };
     app = await createApp(deps, { docsFile });
   });
   // afterAll hooks run last registered first: this one, registered before the browser's, runs after it.

@@ -218,6 +218,31 @@ describe('the continuous runner', () => {
     }
   });
 
+  it('runs the step after a send as soon as the send is recorded, not at the next look of its loop', async () => {
+    const peer = await startHttpPeer();
+    // With timers stopped, an in-app loop that found nothing at its first look sleeps for good,
+    // unless the send's outcome, which queues the in-app step, wakes it when it commits.
+    const runner = new JobRunner(t.deps, { coalesceMs: 0, random: () => 0.5 });
+    try {
+      await createWorkflow(t.a, { workflowId: 'chat-then-feed', steps: [step.chat({ content: 'first' }), step.inApp({ content: 'then this' })] });
+      await chatAudience(t.a, 'chat-then-feed', peer.url, ['ada']);
+      await t.a.post('/v1/events/trigger', { name: 'chat-then-feed', to: 'ada' }).expect(201);
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      runner.start();
+      // Date is not faked: a deadline in real time, far longer than a send and a delivery take.
+      const deadline = Date.now() + 10_000;
+      while (!(await t.db('messages').where({ content: 'then this' }).first()) && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
+      expect(peer.requests).toHaveLength(1);
+      expect(await t.db('messages').where({ content: 'then this' }).first()).toBeDefined();
+    } finally {
+      const stopped = runner.stop();
+      await vi.advanceTimersByTimeAsync(100);
+      vi.useRealTimers();
+      await stopped;
+      await peer.close();
+    }
+  });
+
   it('drains on stop: the sends under way finish and are recorded, and nothing new is claimed', async () => {
     const slow = await startHangingWebhook({ delayMs: 400 });
     const runner = liveRunner();

@@ -8,7 +8,6 @@ import { LOCAL_PEERS_ENV } from './peers.js';
 import { createLogger } from '../../src/logger.js';
 import type { Clock } from '../../src/clock.js';
 import type { Deps } from '../../src/deps.js';
-import { WorkSignal } from '../../src/work-signal.js';
 import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
 import { contractRecorder } from './contract.js';
 import { createTestDb, type TestDb } from './db.js';
@@ -93,7 +92,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const { db } = testDb;
   const clock = new ManualClock();
   const config: Config = { ...loadConfig(LOCAL_PEERS_ENV), ...options.config };
-  const deps: Deps = { db, clock, config, logger: createLogger('silent'), workQueued: new WorkSignal() };
+  const deps: Deps = { db, clock, config, logger: createLogger('silent') };
   const violations: string[] = [];
   const pending = new Set<Promise<void>>();
   const app = express();

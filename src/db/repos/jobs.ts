@@ -5,6 +5,7 @@
 import type { Db, Runner } from '../knex.js';
 import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
+import { tellWorkQueued } from '../work-queued.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
@@ -102,13 +103,32 @@ export function jobRow(job: NewJob, now: Date) {
   };
 }
 
+/** Writes new jobs; those due now wake the loops of this process that claim them, once `trx` commits. */
 export async function insertJobs(trx: Runner, jobs: NewJob[], now: Date): Promise<void> {
-  await insertRows(trx, 'jobs', jobs.map((job) => jobRow(job, now)));
+  const rows = jobs.map((job) => jobRow(job, now));
+  await insertRows(trx, 'jobs', rows);
+  tellDueJobs(trx, rows);
+}
+
+/**
+ * Says which lanes the new job rows (jobRow's) due at their creation belong to: the loops of this
+ * process that claim them wake once `trx` commits (work-queued.ts), the others sleep on.
+ */
+export function tellDueJobs(trx: Runner, rows: ReadonlyArray<Record<string, unknown>>): void {
+  for (const row of rows) {
+    if (DUE.has(row.status as JobStatus) && (row.run_at as string) <= (row.created_at as string)) tellWorkQueued(trx, laneOf(row.type as string));
+  }
 }
 
 /** The job types a send makes: they wait on a provider's network. Every other job is local work. */
 export const SEND_TYPES = ['email', 'sms', 'chat', 'push'] as const;
 const SEND_TYPE_LIST = SEND_TYPES.map((type) => `'${type}'`).join(', ');
+
+/** The lane a job of `type` is claimed in. */
+function laneOf(type: string): Exclude<JobLane, 'all'> {
+  if ((SEND_TYPES as readonly string[]).includes(type)) return 'send';
+  return type === 'in_app' ? 'in_app' : 'control';
+}
 
 /**
  * Which jobs a claim takes: `send` (a provider's network), `in_app` (in-app steps), `control` (the
@@ -119,6 +139,7 @@ const SEND_TYPE_LIST = SEND_TYPES.map((type) => `'${type}'`).join(', ');
 export type JobLane = 'send' | 'in_app' | 'control' | 'all';
 
 const DUE_STATUSES = `status IN ('pending', 'queued', 'delayed')`;
+const DUE = new Set<JobStatus>(['pending', 'queued', 'delayed']);
 const LANES: Record<JobLane, { index: string; type: string }> = {
   send: { index: 'jobs_due_send', type: ` AND type IN (${SEND_TYPE_LIST})` },
   in_app: { index: 'jobs_due_in_app', type: ` AND type = 'in_app'` },

@@ -4,7 +4,7 @@
 import type { Db, Runner, Transaction } from '../knex.js';
 import { changeRows, inList, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
-import { tellDeliveriesQueued } from '../deliveries-queued.js';
+import { tellWorkQueued } from '../work-queued.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
@@ -58,7 +58,7 @@ export async function insertDeliveries(trx: Runner, deliveries: NewDelivery[], n
   }));
   if (rows.length === 0) return [];
   await insertRows(trx, 'webhook_deliveries', rows);
-  tellDeliveriesQueued(trx);
+  tellWorkQueued(trx, 'webhooks');
   return rows.map((row) => row.id);
 }
 
@@ -274,19 +274,24 @@ export async function retryDelivery(trx: Runner, environmentId: string, delivery
       WHERE environment_id = ? AND id = ? AND status <> 'running'`,
     [at, at, environmentId, deliveryId],
   );
-  if (changed > 0) return true;
+  if (changed > 0) {
+    tellWorkQueued(trx, 'webhooks');
+    return true;
+  }
   return (await trx('webhook_deliveries').where({ environment_id: environmentId, id: deliveryId }).first('id')) !== undefined;
 }
 
 /** Every failed delivery of the endpoint's events created in [since, until) is due now, with a fresh schedule. */
 export async function recoverDeliveries(trx: Runner, endpointId: string, since: string, until: string, now: Date): Promise<number> {
   const at = now.toISOString();
-  return changeRows(
+  const recovered = await changeRows(
     trx,
     `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, manual = true, run_at = ?, updated_at = ?
       WHERE endpoint_id = ? AND status = 'failed' AND created_at >= ? AND created_at < ?`,
     [at, at, endpointId, since, until],
   );
+  if (recovered > 0) tellWorkQueued(trx, 'webhooks');
+  return recovered;
 }
 
 /** The endpoint's deliveries still to make fail (it was disabled). */
