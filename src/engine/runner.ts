@@ -277,8 +277,8 @@ export class JobRunner {
       let goOn = false;
       try {
         wake.arrived = 0;
-        // After a claim that found nothing, a read first: an idle look or a wake that brought no
-        // work of this lane (a send's trigger) then costs no write.
+        // After a claim that found nothing, a read first: an idle look, or a wake for work that
+        // another process claimed first, then costs no write.
         const look = claimed === 0;
         claimed = 0;
         const jobs = look && !(await jobsDue(this.deps.db, lane, this.deps.clock.now())) ? [] : await this.claim(lane, this.options.batchSize);
