@@ -44,11 +44,11 @@ async function keptAndCounted(environmentId: string) {
     .select(db.raw('substr(created_at, 1, 13) AS hour'), db.raw('count(*) AS n'))
     .groupByRaw('substr(created_at, 1, 13)');
   for (const { hour, n } of hours) counted[`hour:${hour}`] = Number(n);
-  const keptHours: Array<{ value: string; n: number | string }> = await db('notification_facet_counts')
-    .where({ environment_id: environmentId, facet: 'hour' })
-    .groupBy('value')
-    .select('value', db.raw('sum(total) AS n'));
-  for (const { value, n } of keptHours) if (Number(n) !== 0) kept[`hour:${value}`] = Number(n);
+  const keptHours: Array<{ hour: string; n: number | string }> = await db('notification_hour_counts')
+    .where('environment_id', environmentId)
+    .groupBy('hour')
+    .select('hour', db.raw('sum(total) AS n'));
+  for (const { hour, n } of keptHours) if (Number(n) !== 0) kept[`hour:${hour}`] = Number(n);
   return { kept, counted };
 }
 
@@ -130,11 +130,13 @@ describe('kept totals of one status, channel or workflow', () => {
     expect(await expectKeptEqualsCounted(t.environments.a)).toMatchObject({ 'status:completed': 1, 'channel:in_app': 1, 'workflow:feed': 1 });
 
     // The hour whose notifications all went keeps no total of 0 behind.
-    const hours = await t.deps.db('notification_facet_counts').where({ environment_id: t.environments.a, facet: 'hour' }).pluck('total');
+    const hours = await t.deps.db('notification_hour_counts').where('environment_id', t.environments.a).pluck('total');
     expect(hours.map(Number)).toEqual([1]);
 
     await t.deps.db('environments').where('id', t.environments.a).del();
-    expect(Number((await t.deps.db('notification_facet_counts').where('environment_id', t.environments.a).count({ n: '*' }).first())!.n)).toBe(0);
+    for (const table of ['notification_facet_counts', 'notification_hour_counts']) {
+      expect(Number((await t.deps.db(table).where('environment_id', t.environments.a).count({ n: '*' }).first())!.n), table).toBe(0);
+    }
   });
 
   it('are counted for the notifications already there when the hours migration runs', async () => {
@@ -145,7 +147,6 @@ describe('kept totals of one status, channel or workflow', () => {
       await t.a.post('/v1/events/trigger', { name: 'feed', to: ['ada', 'grace'] }).expect(201);
     }
     await hourCounts.down(t.deps.db);
-    expect(await t.deps.db('notification_facet_counts').where('facet', 'hour').count({ n: '*' }).first()).toMatchObject({ n: 0 });
     await hourCounts.up(t.deps.db);
     const counted = await expectKeptEqualsCounted(t.environments.a);
     expect(Object.entries(counted).filter(([key]) => key.startsWith('hour:')).map(([, n]) => n).sort()).toEqual([2, 4]);
@@ -162,6 +163,11 @@ describe('kept totals of one status, channel or workflow', () => {
       const ended = 2_000_000_000;
       await db('notification_facet_counts').insert({ environment_id: t.environments.a, facet: 'status', value: 'pending', shard: ended, total: 5 });
       await db('notification_facet_counts').insert({ environment_id: t.environments.a, facet: 'status', value: 'pending', shard: 0, total: -5 });
+      const hour = t.clock.now().toISOString().slice(0, 13);
+      await db('notification_hour_counts').insert({ environment_id: t.environments.a, hour, shard: ended, total: 5 });
+      await db('notification_hour_counts').insert({ environment_id: t.environments.a, hour, shard: 0, total: -5 });
+      const hourTotal = async () => Number((await db('notification_hour_counts').where({ environment_id: t.environments.a, hour }).sum({ n: 'total' }).first())!.n);
+      expect(await hourTotal()).toBe(8);
       const before = await countNotificationFacet(db, t.environments.a, 'status', 'pending');
       expect(before).toBe(8);
       const live: number[] = (await db('notification_facet_counts').where('environment_id', t.environments.a).whereNot('shard', ended).whereNot('shard', 0).distinct('shard').pluck('shard')).map(Number);
@@ -169,11 +175,14 @@ describe('kept totals of one status, channel or workflow', () => {
 
       await foldEndedCountShards(db);
       expect(await countNotificationFacet(db, t.environments.a, 'status', 'pending')).toBe(8);
-      expect(Number((await db('notification_facet_counts').where('shard', ended).count({ n: '*' }).first())!.n)).toBe(0);
+      expect(await hourTotal()).toBe(8);
       // Rows of connections still open are left alone (their transactions may be writing them).
       const open = new Set((await db.raw('SELECT pid FROM pg_stat_activity')).rows.map((row: { pid: number }) => row.pid));
-      const remaining: number[] = (await db('notification_facet_counts').whereNot('shard', 0).distinct('shard').pluck('shard')).map(Number);
-      expect(remaining.every((shard) => open.has(shard))).toBe(true);
+      for (const table of ['notification_facet_counts', 'notification_hour_counts']) {
+        expect(Number((await db(table).where('shard', ended).count({ n: '*' }).first())!.n), table).toBe(0);
+        const remaining: number[] = (await db(table).whereNot('shard', 0).distinct('shard').pluck('shard')).map(Number);
+        expect(remaining.every((shard) => open.has(shard)), table).toBe(true);
+      }
     },
   );
 });

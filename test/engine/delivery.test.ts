@@ -6,6 +6,7 @@ import { useTestApp, type Client } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow, integrationBodies, step } from '../helpers/factories.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { startHangingWebhook } from '../helpers/webhook.js';
+import { runWithTimersStopped } from '../helpers/runner.js';
 import { JobRunner, type RunnerOptions } from '../../src/engine/runner.js';
 import { systemClock } from '../../src/clock.js';
 
@@ -222,23 +223,15 @@ describe('the continuous runner', () => {
     const peer = await startHttpPeer();
     // With timers stopped, an in-app loop that found nothing at its first look sleeps for good,
     // unless the send's outcome, which queues the in-app step, wakes it when it commits.
-    const runner = new JobRunner(t.deps, { coalesceMs: 0, random: () => 0.5 });
     try {
       await createWorkflow(t.a, { workflowId: 'chat-then-feed', steps: [step.chat({ content: 'first' }), step.inApp({ content: 'then this' })] });
       await chatAudience(t.a, 'chat-then-feed', peer.url, ['ada']);
       await t.a.post('/v1/events/trigger', { name: 'chat-then-feed', to: 'ada' }).expect(201);
-      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-      runner.start();
-      // Date is not faked: a deadline in real time, far longer than a send and a delivery take.
-      const deadline = Date.now() + 10_000;
-      while (!(await t.db('messages').where({ content: 'then this' }).first()) && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
+      const delivered = async () => (await t.db('messages').where({ content: 'then this' }).first()) !== undefined;
+      await runWithTimersStopped(new JobRunner(t.deps, { coalesceMs: 0, random: () => 0.5 }), delivered);
       expect(peer.requests).toHaveLength(1);
-      expect(await t.db('messages').where({ content: 'then this' }).first()).toBeDefined();
+      expect(await delivered()).toBe(true);
     } finally {
-      const stopped = runner.stop();
-      await vi.advanceTimersByTimeAsync(100);
-      vi.useRealTimers();
-      await stopped;
       await peer.close();
     }
   });

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
@@ -8,6 +8,7 @@ import { forgetSubscriptions, subscriptionsFor } from '../../src/db/webhook-subs
 import { claimDueDeliveries, deliveriesDue, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
 import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { recordQueries } from '../helpers/queries.js';
+import { runWithTimersStopped } from '../helpers/runner.js';
 
 // How the job runner delivers webhooks, on a clock the tests move by hand: Svix's retry schedule,
 // Retry-After, 410 Gone, five days of failures, a destination the guard refuses, and the
@@ -278,20 +279,8 @@ describe('an environment at its share of the send slots', () => {
     // No coalescing wait: with timers stopped, a runner that sleeps between claims never wakes, and
     // only the end of a send can move it on.
     const runner = new JobRunner(t.deps, { slotsPerEnvironment: 1, coalesceMs: 0, random: () => 0.5 });
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      runner.start();
-      // Date is not faked: a deadline in real time, far longer than three sends take.
-      const deadline = Date.now() + 10_000;
-      while (peer.requests.length < 3 && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
-      expect(peer.requests).toHaveLength(3);
-    } finally {
-      const stopped = runner.stop();
-      // A runner asleep on a stopped timer (the old behaviour) wakes, and stops.
-      await vi.advanceTimersByTimeAsync(100);
-      vi.useRealTimers();
-      await stopped;
-    }
+    await runWithTimersStopped(runner, () => peer.requests.length >= 3);
+    expect(peer.requests).toHaveLength(3);
   });
 });
 
@@ -304,19 +293,8 @@ describe('a delivery queued by the runner itself', () => {
     await t.a.post('/v1/events/trigger', { name: 'feed', to: 'ada' }).expect(201);
     // With timers stopped, a send loop that found nothing at its first claim (the in-app loop had
     // not delivered yet) sleeps for good, unless the delivery's commit wakes it.
-    const runner = new JobRunner(t.deps, { coalesceMs: 0, random: () => 0.5 });
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      runner.start();
-      const deadline = Date.now() + 10_000;
-      while (peer.requests.length < 1 && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
-      expect(peer.requests).toHaveLength(1);
-    } finally {
-      const stopped = runner.stop();
-      await vi.advanceTimersByTimeAsync(100);
-      vi.useRealTimers();
-      await stopped;
-    }
+    await runWithTimersStopped(new JobRunner(t.deps, { coalesceMs: 0, random: () => 0.5 }), () => peer.requests.length >= 1);
+    expect(peer.requests).toHaveLength(1);
   });
 });
 

@@ -227,27 +227,39 @@ function totalOf(db: Db, environmentId: string, filters: NotificationFilters): P
 /** The advisory lock that lets one process at a time fold (any constant both sides agree on). */
 const FOLD_LOCK = 7_243_001;
 
+/** The totals kept in a shard per PostgreSQL connection: each table, and the columns that name a total besides its shard. */
+const SHARDED_TOTALS = [
+  { table: 'notification_facet_counts', key: ['environment_id', 'facet', 'value'] },
+  { table: 'notification_hour_counts', key: ['environment_id', 'hour'] },
+];
+
 /**
- * PostgreSQL keeps facet totals in one shard per connection: fold the shards of connections that
- * have ended into shard 0, so the rows summed stay about as many as the connections open. Only
- * ended connections' rows are touched, which no writer holds (but a new connection that happens to
- * reuse an ended one's pid), and one process folds at a time. (SQLite has shard 0 only.)
+ * PostgreSQL keeps facet and hour totals in one shard per connection: fold the shards of
+ * connections that have ended into shard 0, so the rows summed stay about as many as the
+ * connections open. Only ended connections' rows are touched, which no writer holds (but a new
+ * connection that happens to reuse an ended one's pid), and one process folds at a time. (SQLite
+ * has shard 0 only.)
  */
 export async function foldEndedCountShards(db: Db): Promise<number> {
   if (!isPostgres(db)) return 0;
   return db.transaction(async (trx) => {
     const [{ locked }] = await selectRows<{ locked: boolean }>(trx, 'SELECT pg_try_advisory_xact_lock(?) AS locked', [FOLD_LOCK]);
     if (!locked) return 0;
-    return changeRows(
-      trx,
-      `WITH ended AS (
-       DELETE FROM notification_facet_counts WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity)
-       RETURNING environment_id, facet, value, total)
-     INSERT INTO notification_facet_counts (environment_id, facet, value, shard, total)
-       SELECT environment_id, facet, value, 0, sum(total) FROM ended GROUP BY environment_id, facet, value ORDER BY environment_id, facet, value
-       ON CONFLICT (environment_id, facet, value, shard) DO UPDATE SET total = notification_facet_counts.total + EXCLUDED.total`,
-      [],
-    );
+    let folded = 0;
+    for (const { table, key } of SHARDED_TOTALS) {
+      const columns = key.join(', ');
+      folded += await changeRows(
+        trx,
+        `WITH ended AS (
+         DELETE FROM ${table} WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity)
+         RETURNING ${columns}, total)
+       INSERT INTO ${table} (${columns}, shard, total)
+         SELECT ${columns}, 0, sum(total) FROM ended GROUP BY ${columns} ORDER BY ${columns}
+         ON CONFLICT (${columns}, shard) DO UPDATE SET total = ${table}.total + EXCLUDED.total`,
+        [],
+      );
+    }
+    return folded;
   });
 }
 
@@ -257,11 +269,10 @@ export async function foldEndedCountShards(db: Db): Promise<number> {
  * total of 0 adds nothing to any sum, so this changes no count, whichever shard it is in.
  */
 export async function dropEmptyHourTotals(db: Db, environmentId: string, before: Date): Promise<number> {
-  return changeRows(
-    db,
-    `DELETE FROM notification_facet_counts WHERE environment_id = ? AND facet = 'hour' AND value <= ? AND total = 0`,
-    [environmentId, before.toISOString().slice(0, 13)],
-  );
+  return changeRows(db, `DELETE FROM notification_hour_counts WHERE environment_id = ? AND hour <= ? AND total = 0`, [
+    environmentId,
+    before.toISOString().slice(0, 13),
+  ]);
 }
 
 /**
@@ -306,7 +317,7 @@ function madeSince(environmentId: string, since: Date): { sql: string; bindings:
   const hour = since.toISOString().slice(0, 13);
   const nextHour = new Date(Math.floor(since.getTime() / HOUR_MS) * HOUR_MS + HOUR_MS).toISOString();
   return {
-    sql: `(SELECT coalesce(sum(total), 0) FROM notification_facet_counts WHERE environment_id = ? AND facet = 'hour' AND value > ?)
+    sql: `(SELECT coalesce(sum(total), 0) FROM notification_hour_counts WHERE environment_id = ? AND hour > ?)
       + (SELECT count(*) FROM notifications WHERE environment_id = ? AND created_at >= ? AND created_at < ?)`,
     bindings: [environmentId, hour, environmentId, since.toISOString(), nextHour],
   };
