@@ -119,15 +119,20 @@ describe('kept totals of one status, channel or workflow', () => {
   it('follow retention, and an environment deleted takes its totals with it', async () => {
     await createSubscribers(t.a, ['ada', 'grace']);
     await createWorkflow(t.a, { name: 'Feed', steps: [{ type: 'in_app', template: { content: 'a' } }] });
+    // Deleted too: a notification naming two channels, and one naming one channel twice.
+    await createWorkflow(t.a, { name: 'Mixed', steps: [{ type: 'in_app', template: { content: 'a' } }, { type: 'email', template: { subject: 's', content: 'c' } }] });
+    await createWorkflow(t.a, { name: 'Twice', steps: [{ type: 'in_app', template: { content: 'a' } }, { type: 'in_app', template: { content: 'b' } }] });
     await t.a.post('/v1/events/trigger', { name: 'feed', to: ['ada', 'grace'] }).expect(201);
+    for (const name of ['mixed', 'twice']) await t.a.post('/v1/events/trigger', { name, to: 'grace' }).expect(201);
     await new JobRunner(t.deps).runUntilIdle();
+    expect(await expectKeptEqualsCounted(t.environments.a)).toMatchObject({ 'channel:in_app': 4, 'channel:email': 1, 'status:failed': 1 });
     t.clock.advance(40 * 86_400_000);
     await t.a.post('/v1/events/trigger', { name: 'feed', to: 'ada' }).expect(201);
     await new JobRunner(t.deps).runUntilIdle();
 
     const deps = { db: t.deps.db, clock: t.clock, config: { ...loadConfig({}), retentionDays: 30 }, logger: createLogger('silent') };
     await sweepExpired(deps, 1);
-    expect(await expectKeptEqualsCounted(t.environments.a)).toMatchObject({ 'status:completed': 1, 'channel:in_app': 1, 'workflow:feed': 1 });
+    expect(await expectKeptEqualsCounted(t.environments.a)).toMatchObject({ 'status:completed': 1, 'status:failed': 0, 'channel:in_app': 1, 'channel:email': 0, 'workflow:feed': 1 });
 
     // The hour whose notifications all went keeps no total of 0 behind.
     const hours = await t.deps.db('notification_hour_counts').where('environment_id', t.environments.a).pluck('total');

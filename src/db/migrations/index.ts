@@ -30,6 +30,7 @@ import * as notificationFacetCounts from './20261127_02_notification_facet_count
 import * as dueSendsByEnvironment from './20261128_01_due_sends_by_environment.js';
 import * as inAppLane from './20261206_01_in_app_lane.js';
 import * as notificationHourCounts from './20261206_02_notification_hour_counts.js';
+import * as facetDeletesByKey from './20261206_03_facet_deletes_by_key.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -67,6 +68,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261128_01_due_sends_by_environment': dueSendsByEnvironment,
   '20261206_01_in_app_lane': inAppLane,
   '20261206_02_notification_hour_counts': notificationHourCounts,
+  '20261206_03_facet_deletes_by_key': facetDeletesByKey,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
