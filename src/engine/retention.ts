@@ -4,9 +4,9 @@
 // delay or digest still pending) is kept until it is. The inbox streams' events are kept a day
 // (what a reconnecting stream can replay), their tickets until they expire. On SQLite the pages freed go back to the file
 // system a few at a time; the hours' kept totals that the sweep emptied go; on PostgreSQL the
-// notification totals kept per connection (notification_facet_counts) of connections that have
-// ended are folded together. Runs in every
-// process that runs jobs, once soon after start and then every RETENTION_EVERY_MS.
+// notification totals kept per connection (facets and hours) of connections that have ended are
+// folded together. Runs in every process that runs jobs, once soon after start and then every
+// RETENTION_EVERY_MS.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deps } from '../deps.js';
 import {
