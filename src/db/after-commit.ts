@@ -10,7 +10,7 @@ type Transactor = { parentTransaction?: Transactor; executionPromise?: Promise<u
  * The transaction whose commit makes `trx`'s writes visible: its outermost one (an Idempotency-Key
  * wraps the operation's own). Undefined outside a transaction.
  */
-export function outermostTransaction(trx: Runner): object | undefined {
+function outermostTransaction(trx: Runner): object | undefined {
   if (!trx.isTransaction) return undefined;
   let top = trx as unknown as Transactor;
   while (top.parentTransaction) top = top.parentTransaction;
@@ -21,11 +21,28 @@ export function outermostTransaction(trx: Runner): object | undefined {
  * Calls `tell` once `trx` commits (its outermost transaction), never if it rolls back; outside a
  * transaction, at once. A transaction knex does not say the end of is told at once too, rather than never.
  */
-export function afterCommit(trx: Runner, tell: () => void): void {
+function afterCommit(trx: Runner, tell: () => void): void {
   const top = outermostTransaction(trx) as Transactor | undefined;
   if (!top) return tell();
   if (!top.executionPromise) return queueMicrotask(tell);
   top.executionPromise.then(tell, () => undefined);
+}
+
+/**
+ * Gathers what a transaction's writes tell (`items`) in `pending`, by its outermost transaction, and
+ * hands all of it to `tell` once, when that commits; nothing if it rolls back. Outside a
+ * transaction, `items` are told at once.
+ */
+export function tellAfterCommit<T>(pending: WeakMap<object, Set<T>>, trx: Runner, items: Iterable<T>, tell: (items: Set<T>) => void): void {
+  const top = outermostTransaction(trx);
+  const gathered = top && pending.get(top);
+  if (gathered) {
+    for (const item of items) gathered.add(item);
+    return;
+  }
+  const all = new Set(items);
+  if (top) pending.set(top, all);
+  afterCommit(trx, () => tell(all));
 }
 
 /** What a database handle and all its transactions share (their client's `config`): the key of a per-database registry. */

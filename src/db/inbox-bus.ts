@@ -5,7 +5,7 @@
 // (repos/inbox.ts); inbox-listener.ts hears them and speaks on this same bus.
 import { randomBytes } from 'node:crypto';
 import type { Runner } from './knex.js';
-import { afterCommit, databaseOf, outermostTransaction } from './after-commit.js';
+import { databaseOf, tellAfterCommit } from './after-commit.js';
 
 export type InboxListener = (subscriberKeys: string[] | '*') => void;
 
@@ -56,15 +56,5 @@ export function tellInbox(db: Runner, subscriberKeys: string[] | '*'): void {
  */
 export function tellInboxAfterCommit(trx: Runner, subscriberKeys: string[]): void {
   if (subscriberKeys.length === 0) return;
-  const top = outermostTransaction(trx);
-  if (!top) return tellInbox(trx, subscriberKeys);
-  const bus = busOf(trx);
-  const pending = bus.pending.get(top);
-  if (pending) {
-    for (const key of subscriberKeys) pending.add(key);
-    return;
-  }
-  const keys = new Set(subscriberKeys);
-  bus.pending.set(top, keys);
-  afterCommit(trx, () => tellInbox(trx, [...keys]));
+  tellAfterCommit(busOf(trx).pending, trx, subscriberKeys, (keys) => tellInbox(trx, [...keys]));
 }

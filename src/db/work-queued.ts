@@ -4,7 +4,7 @@
 // for work it would not find yet or that was rolled back. One signal per database handle, as
 // inbox-bus.ts has one bus; processes sharing the database find the work at their next look.
 import type { Runner } from './knex.js';
-import { afterCommit, databaseOf, outermostTransaction } from './after-commit.js';
+import { databaseOf, tellAfterCommit } from './after-commit.js';
 
 /** The job lanes of repos/jobs.ts that a loop claims from, and webhook deliveries. */
 export type QueuedWork = 'in_app' | 'control' | 'send' | 'webhooks';
@@ -26,15 +26,7 @@ export function listenWorkQueued(db: Runner, listener: Listener): () => void {
 
 /** Says that `trx` queued work of this kind, due now: its database's listeners hear once it commits. */
 export function tellWorkQueued(trx: Runner, work: QueuedWork): void {
-  const top = outermostTransaction(trx);
-  const queued = top && queuedBy.get(top);
-  if (queued) {
-    queued.add(work);
-    return;
-  }
-  const kinds = new Set([work]);
-  if (top) queuedBy.set(top, kinds);
-  afterCommit(trx, () => {
+  tellAfterCommit(queuedBy, trx, [work], (kinds) => {
     for (const listener of listeners.get(databaseOf(trx)) ?? []) listener(kinds);
   });
 }

@@ -60,6 +60,7 @@ const WEBHOOK = 'webhook:';
 /** The lanes of local work, each claimed by a loop of its own. */
 const LOCAL_LANES = ['in_app', 'control'] as const;
 type LocalLane = (typeof LOCAL_LANES)[number];
+const EVERY_KIND_OF_WORK: ReadonlySet<QueuedWork> = new Set([...LOCAL_LANES, 'send', 'webhooks']);
 
 /** Control steps (delay, digest, throttle, fan-out batches) the control loop runs at once. */
 const CONTROL_CONCURRENCY = 8;
@@ -157,18 +158,14 @@ export class JobRunner {
     }
   }
 
-  /** Ends an idle wait now; a runner at work carries on. */
-  private wakeUp(): void {
-    for (const lane of LOCAL_LANES) this.localWakes[lane].notify();
-    this.sendWake.notify();
-  }
 
   /** Stops claiming, lets the jobs under way finish, and gives back claimed jobs not yet started. */
   async stop(): Promise<void> {
     this.stopping = true;
     this.stopListening?.();
     this.stopListening = undefined;
-    this.wakeUp();
+    // Every loop's idle wait ends now; a loop at work carries on.
+    this.wake(EVERY_KIND_OF_WORK);
     await this.loops;
     this.loops = undefined;
   }

@@ -263,16 +263,18 @@ export async function foldEndedCountShards(db: Db): Promise<number> {
   });
 }
 
+/** The hour a time falls in, as the hour totals name it (migration 20261206_02): 'YYYY-MM-DDTHH', UTC. */
+function hourOf(at: Date): string {
+  return at.toISOString().slice(0, 13);
+}
+
 /**
  * Hours whose notifications retention removed leave a kept total of 0 behind, a row an hour per
  * environment for ever: those up to `before`'s hour go (read through the key, from the oldest). A
  * total of 0 adds nothing to any sum, so this changes no count, whichever shard it is in.
  */
 export async function dropEmptyHourTotals(db: Db, environmentId: string, before: Date): Promise<number> {
-  return changeRows(db, `DELETE FROM notification_hour_counts WHERE environment_id = ? AND hour <= ? AND total = 0`, [
-    environmentId,
-    before.toISOString().slice(0, 13),
-  ]);
+  return changeRows(db, `DELETE FROM notification_hour_counts WHERE environment_id = ? AND hour <= ? AND total = 0`, [environmentId, hourOf(before)]);
 }
 
 /**
@@ -314,12 +316,11 @@ const HOUR_MS = 3_600_000;
  * whole hours after the one `since` falls in, and a count of that hour's rows from `since` on.
  */
 function madeSince(environmentId: string, since: Date): { sql: string; bindings: string[] } {
-  const hour = since.toISOString().slice(0, 13);
   const nextHour = new Date(Math.floor(since.getTime() / HOUR_MS) * HOUR_MS + HOUR_MS).toISOString();
   return {
     sql: `(SELECT coalesce(sum(total), 0) FROM notification_hour_counts WHERE environment_id = ? AND hour > ?)
       + (SELECT count(*) FROM notifications WHERE environment_id = ? AND created_at >= ? AND created_at < ?)`,
-    bindings: [environmentId, hour, environmentId, since.toISOString(), nextHour],
+    bindings: [environmentId, hourOf(since), environmentId, since.toISOString(), nextHour],
   };
 }
 
