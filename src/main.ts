@@ -10,6 +10,7 @@ import { systemClock } from './clock.js';
 import { JobRunner } from './engine/runner.js';
 import { RetentionSweeper } from './engine/retention.js';
 import { listenForSubscriptionChanges } from './db/webhook-subscriptions.js';
+import { shareQueuedWork } from './db/work-queued.js';
 import type { Deps } from './deps.js';
 import type { HeraldServer } from './http/server.js';
 
@@ -51,6 +52,8 @@ async function main(): Promise<void> {
   const stopListening = await listenForSubscriptionChanges(db, (err) => logger.warn({ err }, 'listening for webhook endpoint changes failed; reconnecting'));
   const runner = role === 'api' ? undefined : new JobRunner(deps);
   runner?.start();
+  // PostgreSQL: what an API-only process queues wakes the other processes' runners at once.
+  const sharedWork = shareQueuedWork(db, runner ? 'hear' : 'announce', (err) => logger.warn({ err }, 'sharing queued work with other processes failed'));
   // Processes that run jobs also delete what is past its retention.
   const sweeper = role === 'api' ? undefined : new RetentionSweeper(deps);
   sweeper?.start();
@@ -99,6 +102,7 @@ async function main(): Promise<void> {
     await closeStreams?.();
     await Promise.all([served?.drain(), runner?.stop(), sweeper?.stop()]);
     await stopListening();
+    await sharedWork.close();
     await db.destroy();
     process.exit(0);
   };

@@ -5,7 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createSubscriber, createTopic, createWorkflow, step } from '../helpers/factories.js';
 import { writeTransaction } from '../../src/db/group-commit.js';
-import { listenWorkQueued, tellWorkQueued, type QueuedWork } from '../../src/db/work-queued.js';
+import { listenWorkQueued, shareQueuedWork, tellWorkQueued, type QueuedWork } from '../../src/db/work-queued.js';
+import { createDb } from '../../src/db/knex.js';
+import { testDatabaseUrl } from '../helpers/db.js';
 
 const t = useTestApp();
 
@@ -65,5 +67,41 @@ describe('the work-queued signal', () => {
     }
     // The delayed step is due in a minute: its loop finds it by then, unwoken. The topic's fan-out is a control step.
     expect(heard).toEqual([['in_app'], ['send'], ['control']]);
+  });
+});
+
+describe.runIf(testDatabaseUrl())('between processes on PostgreSQL', () => {
+  it('an API-only process announces what it queued once committed, a burst of commits in fewer NOTIFYs, and a runner process hears it', async () => {
+    // Another process: a database handle of its own, with a runner's listener on it.
+    const other = createDb(t.testDb.url, { schema: t.testDb.schema });
+    const heard: QueuedWork[][] = [];
+    const stop = listenWorkQueued(other, (work) => heard.push([...work].sort()));
+    const hearing = shareQueuedWork(other, 'hear', (err) => heard.push([`error ${String(err)}` as QueuedWork]));
+    const announcing = shareQueuedWork(t.db, 'announce', (err) => heard.push([`error ${String(err)}` as QueuedWork]));
+    const heardAll = (kinds: QueuedWork[]) => heard.some((work) => kinds.every((kind) => work.includes(kind)));
+    try {
+      // Once it listens, every loop is woken: whatever was queued before is to be looked for.
+      await expect.poll(() => heardAll(['control', 'in_app', 'send', 'webhooks']), { timeout: 5000 }).toBe(true);
+      heard.length = 0;
+      await writeTransaction(t.db, async (trx) => {
+        tellWorkQueued(trx, 'send');
+        tellWorkQueued(trx, 'control');
+      });
+      await expect.poll(() => heardAll(['control', 'send']), { timeout: 5000 }).toBe(true);
+
+      heard.length = 0;
+      const commits = 40;
+      for (let i = 0; i < commits; i++) await writeTransaction(t.db, async (trx) => tellWorkQueued(trx, 'webhooks'));
+      await expect.poll(() => heardAll(['webhooks']), { timeout: 5000 }).toBe(true);
+      await settled();
+      const notifications = heard.filter((work) => work.includes('webhooks')).length;
+      expect(notifications).toBeLessThan(commits);
+      expect(heard.flat().filter((kind) => kind.startsWith('error'))).toEqual([]);
+    } finally {
+      stop();
+      await announcing.close();
+      await hearing.close();
+      await other.destroy();
+    }
   });
 });
