@@ -48,10 +48,12 @@ const CHANNEL = 'herald_work';
 
 /**
  * The least time between two NOTIFYs of one process: the commits of a burst are announced together
- * (their kinds gathered), so a busy API sends at most a few hundred a second, whatever its rate of
- * triggers. The runners coalesce their wake-ups anyway (engine/runner.ts, `pause`).
+ * (their kinds gathered), so a busy API sends at most 40 a second, whatever its rate of triggers;
+ * work that comes alone is announced at once. A runner woken by a stream of work waits about as
+ * long to claim it together anyway (HERALD_RUNNER_COALESCE_MS). One every 5 ms cost the API a tenth
+ * more CPU per trigger in `npm run bench` (bench/README.md, "Wake-ups").
  */
-const NOTIFY_GAP_MS = 5;
+const NOTIFY_GAP_MS = 25;
 
 /** Gathers the kinds of work committed, and NOTIFYs them: one NOTIFY at a time, NOTIFY_GAP_MS apart. */
 class Announcer {
