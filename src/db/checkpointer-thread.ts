@@ -29,7 +29,10 @@ const timer = setInterval(() => {
 }, intervalMs);
 port.on('message', (message: 'now' | 'stop') => {
   if (message === 'now') {
-    port.postMessage({ ...checkpoint(), asked: true });
+    // The writer that asked starts the log over next: the same reading told again by the next turn
+    // would be taken for a new one, and make the next writer wait for a log already started over.
+    last = checkpoint();
+    port.postMessage({ ...last, asked: true });
     return;
   }
   clearInterval(timer);

@@ -6,7 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createDb, type Db } from '../../src/db/knex.js';
-import { BACKSTOP_PAGES } from '../../src/db/checkpointer.js';
+import { BACKSTOP_PAGES, type LogReading } from '../../src/db/checkpointer.js';
+import { startThread } from '../../src/db/threads.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 
 const dirs: string[] = [];
@@ -87,4 +88,28 @@ describe.runIf(!testDatabaseUrl())('SQLite checkpoints in the background', () =>
       await db.destroy();
     }
   }, 30_000);
+
+  it('tells a reading once: the turn after a writer asked does not tell the same log again', async () => {
+    // The writer that asked starts the log over at its next transaction. The same reading told again
+    // by the thread's next turn, which may come before that transaction, made it wait once more.
+    const { db, file } = await databaseWithCommittedRows(false);
+    const thread = startThread(new URL('../../src/db/checkpointer-thread', import.meta.url), { workerData: { file, intervalMs: 300 } });
+    const readings: Array<LogReading & { asked?: boolean }> = [];
+    thread.on('message', (reading: LogReading & { asked?: boolean }) => readings.push(reading));
+    try {
+      await expect.poll(() => readings.length, { timeout: 5000, interval: 10 }).toBeGreaterThan(0);
+      // Right after a turn: the next is 300 ms away.
+      await db('cp_rows').insert(Array.from({ length: 100 }, () => ({ body: 'z'.repeat(2000) })));
+      thread.postMessage('now');
+      await expect.poll(() => readings.some((reading) => reading.asked), { timeout: 5000, interval: 5 }).toBe(true);
+      const asked = readings.findIndex((reading) => reading.asked);
+      // Two turns of the thread, with nothing written meanwhile.
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      expect(readings.slice(asked + 1)).toEqual([]);
+    } finally {
+      thread.postMessage('stop');
+      await new Promise((resolve) => thread.once('exit', resolve));
+      await db.destroy();
+    }
+  });
 });
