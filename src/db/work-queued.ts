@@ -53,7 +53,7 @@ const CHANNEL = 'herald_work';
  * long to claim it together anyway (HERALD_RUNNER_COALESCE_MS). One every 5 ms cost the API a tenth
  * more CPU per trigger in `npm run bench` (bench/README.md, "Wake-ups").
  */
-const NOTIFY_GAP_MS = 25;
+export const NOTIFY_GAP_MS = 25;
 
 /** Gathers the kinds of work committed, and NOTIFYs them: one NOTIFY at a time, NOTIFY_GAP_MS apart. */
 class Announcer {
