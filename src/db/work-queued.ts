@@ -13,7 +13,8 @@ import { listenOn } from './pg-listen.js';
 
 /** The job lanes of repos/jobs.ts that a loop claims from, and webhook deliveries. */
 export type QueuedWork = 'in_app' | 'control' | 'send' | 'webhooks';
-const KINDS: ReadonlySet<QueuedWork> = new Set(['in_app', 'control', 'send', 'webhooks']);
+/** Every kind of queued work: what a runner looks for when it may have missed some. */
+export const EVERY_KIND_OF_WORK: ReadonlySet<QueuedWork> = new Set(['in_app', 'control', 'send', 'webhooks']);
 
 type Listener = (work: ReadonlySet<QueuedWork>) => void;
 
@@ -128,10 +129,10 @@ export function shareQueuedWork(db: Db, side: 'announce' | 'hear', onError: (err
   }
   return listenOn(db, CHANNEL, {
     heard(payload) {
-      const kinds = new Set(payload.split(',').filter((kind): kind is QueuedWork => KINDS.has(kind as QueuedWork)));
+      const kinds = new Set(payload.split(',').filter((kind): kind is QueuedWork => EVERY_KIND_OF_WORK.has(kind as QueuedWork)));
       if (kinds.size > 0) tellListeners(db, kinds);
     },
-    missed: () => tellListeners(db, KINDS),
+    missed: () => tellListeners(db, EVERY_KIND_OF_WORK),
     error: onError,
   });
 }

@@ -10,7 +10,7 @@ import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
 import { writeStatement } from '../db/group-commit.js';
 import { markNotificationsProcessing } from '../db/repos/notifications.js';
-import { listenWorkQueued, type QueuedWork } from '../db/work-queued.js';
+import { EVERY_KIND_OF_WORK, listenWorkQueued, type QueuedWork } from '../db/work-queued.js';
 import { claimDueDeliveries, deliveriesDue, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { deliverWebhook, EndpointPace, SuccessLog, type WebhookRun } from './webhook-sender.js';
 
@@ -60,7 +60,6 @@ const WEBHOOK = 'webhook:';
 /** The lanes of local work, each claimed by a loop of its own. */
 const LOCAL_LANES = ['in_app', 'control'] as const;
 type LocalLane = (typeof LOCAL_LANES)[number];
-const EVERY_KIND_OF_WORK: ReadonlySet<QueuedWork> = new Set([...LOCAL_LANES, 'send', 'webhooks']);
 
 /** Control steps (delay, digest, throttle, fan-out batches) the control loop runs at once. */
 const CONTROL_CONCURRENCY = 8;
@@ -157,7 +156,6 @@ export class JobRunner {
       this.sendWake.notify();
     }
   }
-
 
   /** Stops claiming, lets the jobs under way finish, and gives back claimed jobs not yet started. */
   async stop(): Promise<void> {

@@ -138,8 +138,11 @@ function laneOf(type: string): Exclude<JobLane, 'all'> {
  */
 export type JobLane = 'send' | 'in_app' | 'control' | 'all';
 
-const DUE_STATUSES = `status IN ('pending', 'queued', 'delayed')`;
-const DUE = new Set<JobStatus>(['pending', 'queued', 'delayed']);
+/** Statuses of jobs not yet taken, due once their `run_at` comes. */
+const DUE_STATUS_LIST: readonly JobStatus[] = ['pending', 'queued', 'delayed'];
+const DUE = new Set(DUE_STATUS_LIST);
+/** As the due jobs' partial indexes say it, word for word (PostgreSQL matches the text). */
+const DUE_STATUSES = `status IN (${DUE_STATUS_LIST.map((status) => `'${status}'`).join(', ')})`;
 const LANES: Record<JobLane, { index: string; type: string }> = {
   send: { index: 'jobs_due_send', type: ` AND type IN (${SEND_TYPE_LIST})` },
   in_app: { index: 'jobs_due_in_app', type: ` AND type = 'in_app'` },
@@ -320,7 +323,7 @@ export async function cancelableJobs(trx: Runner, eventId: string): Promise<JobR
   const rows = await trx('jobs')
     .where({ event_id: eventId })
     .where((q) =>
-      q.whereIn('status', ['pending', 'queued', 'delayed']).orWhere((merged) =>
+      q.whereIn('status', DUE_STATUS_LIST).orWhere((merged) =>
         merged.where('status', 'merged').whereIn('merged_into', trx('jobs').select('id').whereNotNull('digest_key')),
       ),
     );
@@ -426,7 +429,7 @@ export async function countOpenJobsByStatus(db: Db): Promise<Array<{ status: Job
  * PostgreSQL (`jobs_due`, `jobs_leased`, whose conditions it repeats), and its (status, run_at)
  * index on SQLite.
  */
-export const QUEUE_DEPTH = `SELECT (SELECT count(*) FROM jobs WHERE status IN ('pending', 'queued', 'delayed') AND run_at <= ?)
+export const QUEUE_DEPTH = `SELECT (SELECT count(*) FROM jobs WHERE ${DUE_STATUSES} AND run_at <= ?)
   + (SELECT count(*) FROM jobs WHERE status = 'running') AS n`;
 
 /** Jobs due now and not yet taken, or taken: the work in front of the runners (for /metrics). */
