@@ -1,7 +1,6 @@
-// PostgreSQL: one dedicated LISTEN connection per API process (LISTEN cannot share a pooled
-// connection, nor pass through a transaction-mode pooler), which hears the inbox changes other
+// PostgreSQL: the process's LISTEN connection (pg-listen.ts) hears the inbox changes other
 // processes commit (repos/inbox.ts notifyInboxChanged) and tells this process's streams on the
-// inbox bus (through pg-listen.ts). NOTIFY is best effort: a dropped connection is reopened, and
+// inbox bus. NOTIFY is best effort: a dropped connection is reopened, and
 // every stream is told to look (`*`); the hub's periodic catch-up covers what falls between.
 import type { Db } from './knex.js';
 import { isPostgres } from './knex.js';

@@ -61,8 +61,8 @@ export async function subscriptionsChanged(trx: Knex.Transaction, environmentId:
 }
 
 /**
- * On PostgreSQL, a connection of its own LISTENs for other processes' changes to endpoints
- * (pg-listen.ts), forgetting everything whenever a notification may have been missed. Answers how
+ * On PostgreSQL, the process's LISTEN connection (pg-listen.ts) hears other processes' changes to
+ * endpoints, forgetting everything whenever a notification may have been missed. Answers how
  * to stop listening. Nothing to do on SQLite: one process writes it.
  */
 export async function listenForSubscriptionChanges(db: Db, onError: (err: unknown) => void): Promise<() => Promise<void>> {

@@ -111,7 +111,7 @@ const announcers = new WeakMap<object, Announcer>();
 /**
  * Shares queued work with the other processes of a PostgreSQL database, until closed: a process
  * that runs no job runner `announce`s what it queues (NOTIFY); one that runs one `hear`s what the
- * others announce (LISTEN on a connection of its own) and wakes its loops as for its own work, and
+ * others announce (LISTEN, pg-listen.ts) and wakes its loops as for its own work, and
  * all of them whenever the connection was lost meanwhile. NOTIFY is best effort: a runner still
  * looks for due work at least every 100 ms. SQLite: nothing.
  */
