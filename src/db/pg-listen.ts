@@ -45,7 +45,7 @@ class SharedListener {
     return opened;
   }
 
-  /** Stops telling `listener`; the channel is no longer listened on once no one listens, the connection ends once no channel is. */
+  /** Stops telling `listener` (a channel left without listeners stays LISTENed on, its notifications told to no one); the connection ends with the last listener. */
   async remove(channel: string, listener: ChannelListener): Promise<void> {
     const set = this.channels.get(channel);
     set?.delete(listener);
