@@ -7,7 +7,7 @@ import { createSubscriber, createTopic, createWorkflow, step } from '../helpers/
 import { writeTransaction } from '../../src/db/group-commit.js';
 import { listenWorkQueued, NOTIFY_GAP_MS, shareQueuedWork, tellWorkQueued, type QueuedWork } from '../../src/db/work-queued.js';
 import { createDb } from '../../src/db/knex.js';
-import { testDatabaseUrl } from '../helpers/db.js';
+import { createTestDb, testDatabaseUrl } from '../helpers/db.js';
 
 const t = useTestApp();
 
@@ -45,6 +45,25 @@ describe('the work-queued signal', () => {
     }
     tellWorkQueued(t.db, 'send');
     expect(heard).toHaveLength(2);
+  });
+
+  it('is heard only through the database handle that committed it: two apps in one process wake only their own runners', async () => {
+    const other = await createTestDb();
+    const heardHere: QueuedWork[][] = [];
+    const heardThere: QueuedWork[][] = [];
+    const stopHere = listenWorkQueued(t.db, (work) => heardHere.push([...work]));
+    const stopThere = listenWorkQueued(other.db, (work) => heardThere.push([...work]));
+    try {
+      await writeTransaction(other.db, async (trx) => tellWorkQueued(trx, 'send'));
+      await writeTransaction(t.db, async (trx) => tellWorkQueued(trx, 'in_app'));
+      await settled();
+      expect(heardHere).toEqual([['in_app']]);
+      expect(heardThere).toEqual([['send']]);
+    } finally {
+      stopHere();
+      stopThere();
+      await other.close();
+    }
   });
 
   it('says what a trigger queued for now, each lane alone: the loops that have nothing to claim are not woken', async () => {
