@@ -2319,8 +2319,9 @@ export interface components {
          */
         DurationUnit: "seconds" | "minutes" | "hours" | "days" | "weeks";
         /**
-         * @description A dotted path into the payload. For `delayPath`, the field holds an ISO 8601 time to wait
-         *     until; for `digestKey`, events digest together only when the field has the same value; for
+         * @description A dotted path into the payload. For `delayPath`, the field holds an ISO 8601 time with a zone
+         *     to wait until (a trigger whose field holds anything else, a day the calendar lacks such as
+         *     February 30th included, is refused with 422); for `digestKey`, events digest together only when the field has the same value; for
          *     `windowPath`, the field holds the time a throttle's window ends (ISO 8601) or its length
          *     (`{"amount": 1, "unit": "hours"}`); for `throttleKey`, events are counted apart by the field's value.
          * @example post.id

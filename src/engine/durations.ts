@@ -35,9 +35,21 @@ export function valueAt(source: unknown, path: string): unknown {
   return value;
 }
 
-/** An ISO 8601 time with a zone (`2026-11-22T09:30:00Z`, `…+01:00`); undefined for anything else. */
+const INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):?(\d{2}))$/;
+
+/**
+ * An ISO 8601 time with a zone (`2026-11-22T09:30:00Z`, `…+01:00`) on a day the calendar has;
+ * undefined for anything else. JavaScript's own parser takes any day up to 31 and moves
+ * `2099-02-30` on to March 2nd: a time the caller never sent.
+ */
 export function parseInstant(value: unknown): Date | undefined {
-  if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/.test(value)) return undefined;
-  const date = new Date(value);
+  const parts = typeof value === 'string' ? INSTANT.exec(value) : null;
+  if (!parts) return undefined;
+  const [year, month, day, hour, minute, second, zoneHours, zoneMinutes] = parts.slice(1).map((part) => Number(part ?? 0));
+  const calendarDay = new Date(0);
+  calendarDay.setUTCFullYear(year, month - 1, day);
+  if (calendarDay.getUTCMonth() !== month - 1 || calendarDay.getUTCDate() !== day) return undefined;
+  if (hour > 23 || minute > 59 || second > 59 || zoneHours > 23 || zoneMinutes > 59) return undefined;
+  const date = new Date(value as string);
   return Number.isNaN(date.getTime()) ? undefined : date;
 }

@@ -438,6 +438,19 @@ describe('delay and cancel', () => {
     expect((await notificationOf(far)).jobs).toMatchObject([{ type: 'delay', status: 'delayed', runAt: '9999-12-31T23:59:59.999Z' }]);
   });
 
+  it('refuses a payload time that is no ISO 8601 time with a zone, or on a day the calendar lacks, naming the field', async () => {
+    await t.a.post('/v1/workflows', { name: 'Scheduled', steps: [{ type: 'delay', delayPath: 'sendAt' }, { type: 'in_app', template: { content: 'on time' } }] }).expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'scheduled' }).expect(201);
+    for (const sendAt of ['soon', '2099-02-30T00:00:00Z', '2100-02-29T09:00:00Z', '2099-04-31T09:00:00+02:00', '2099-00-10T09:00:00Z', '2099-01-01T24:00:00Z', '2099-01-01T09:60:00Z', '2099-01-01T09:00:00+24:00', '2099-01-01T09:00:00']) {
+      const res = await t.a.post('/v1/events/trigger', { name: 'scheduled', to: 'scheduled', payload: { sendAt } }).expect(422);
+      expect(res.body.details, sendAt).toEqual([{ field: 'body/payload/sendAt', message: 'must be an ISO 8601 time with a zone, for the delay step delay' }]);
+    }
+    // A leap day, a zone without its colon, fractions of a second: times the calendar has.
+    for (const sendAt of ['2096-02-29T09:00:00Z', '2099-01-01T09:00+0530', '2099-12-31T23:59:59.999-14:00']) {
+      await trigger({ name: 'scheduled', to: 'scheduled', payload: { sendAt } });
+    }
+  });
+
   it('sends nothing once a delayed event is canceled, and says so', async () => {
     await createWorkflow(t.a, WORKFLOWS.later);
     await t.a.post('/v1/subscribers', { subscriberId: 'canceled' }).expect(201);

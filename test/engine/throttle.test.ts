@@ -86,6 +86,9 @@ describe('a throttle step', () => {
     const invalid = await send(id, 'ada', { n: 4, window: 'soon' });
     expect(invalid.jobs[0].executionDetails[0]).toMatchObject({ status: 'success', detail: 'Not throttled: payload.window is neither an ISO 8601 time nor {"amount", "unit"}' });
     expect(await feed('ada')).toContain('sign-in 4');
+    // A day the calendar lacks is no time, not the day JavaScript would move it to (March 2nd).
+    const noSuchDay = await send(id, 'ada', { n: 5, window: '2099-02-30T00:00:00Z' });
+    expect(noSuchDay.jobs[0].executionDetails[0].detail).toBe('Not throttled: payload.window is neither an ISO 8601 time nor {"amount", "unit"}');
   });
 
   it('counts nothing when its conditions do not hold: it is skipped and the notification goes on', async () => {
