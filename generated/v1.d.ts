@@ -4249,6 +4249,17 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The subscriber the token speaks for does not exist (deleted since the token was made): the token is well signed, but there is no inbox behind it. */
+        InboxSubscriberGone: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         /** @description The page number, starting at 0. */
@@ -6013,6 +6024,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["InboxSubscriberGone"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -6041,6 +6053,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["InboxSubscriberGone"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -6123,6 +6136,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["InboxSubscriberGone"];
             405: components["responses"]["MethodNotAllowed"];
             /** @description The plan's rate limit is exhausted, or this subscriber already has 10 streams open on this server, or its environment already holds as many streams as one environment may on this server (until one closes). Retry after `Retry-After` seconds. */
             429: components["responses"]["TooManyRequests"];
@@ -6162,6 +6176,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["InboxUnauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["InboxSubscriberGone"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];

@@ -147,6 +147,8 @@ const hashTicket = (ticket: string) => createHash('sha256').update(ticket).diges
 
 /** A single-use stream ticket for the subscriber, valid TICKET_SECONDS. */
 export async function createStreamTicket(deps: Deps, principal: { organizationId: string; environmentId: string; subscriberId: string }) {
+  // A ticket for a subscriber deleted since the token was made would only be refused by the stream.
+  await existingSubscriberKey(deps.db, principal.environmentId, principal.subscriberId);
   const ticket = `tk_${randomBytes(24).toString('base64url')}`;
   const expiresAt = new Date(deps.clock.now().getTime() + TICKET_SECONDS * 1000);
   await writeTransaction(deps.db, (trx) => repo.insertTicket(trx, { ticketHash: hashTicket(ticket), ...principal, expiresAt }));

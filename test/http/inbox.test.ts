@@ -124,6 +124,22 @@ describe('inbox authentication', () => {
     await t.b.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
     expect((await as(await tokenFor('ada', t.b)).get('/v1/inbox/counts').expect(200)).body.data.total).toBe(0);
   });
+
+  it('answers 404, as the contract says, when the token’s subscriber was deleted since, and issues no stream ticket for it', async () => {
+    const token = await tokenFor('grace');
+    await t.a.delete('/v1/subscribers/grace').expect(200);
+    const gone = as(token);
+    for (const [what, res] of [
+      ['counts', await gone.get('/v1/inbox/counts')],
+      ['preferences', await gone.get('/v1/inbox/preferences')],
+      ['stream', await gone.get('/v1/inbox/events')],
+      ['ticket', await gone.post('/v1/inbox/events/tickets')],
+      ['items', await gone.get('/v1/inbox/messages')],
+    ] as const) {
+      expect(res.status, what).toBe(404);
+      expect(res.body).toMatchObject({ statusCode: 404, error: 'Not Found', message: 'Subscriber grace not found' });
+    }
+  });
 });
 
 describe('GET /inbox/messages (listInboxMessages) and GET /inbox/counts (getInboxCounts)', () => {
