@@ -23,9 +23,9 @@ export interface Listening {
 
 /** The LISTEN connection of one database handle, and who listens on which channel through it. */
 class SharedListener {
-  readonly channels = new Map<string, Set<ChannelListener>>();
+  private readonly channels = new Map<string, Set<ChannelListener>>();
   private client?: pg.Client;
-  /** Channels the open connection LISTENs on. */
+  /** Channels the open connection LISTENs on: none on a new one. */
   private listening = new Set<string>();
   private retryMs = 250;
   private timer?: NodeJS.Timeout;
@@ -85,7 +85,6 @@ class SharedListener {
       if (err) for (const listener of this.listenersOf()) listener.error(err);
       if (this.client !== next) return;
       this.client = undefined;
-      this.listening = new Set();
       for (const listener of this.listenersOf()) listener.missed();
       next.removeAllListeners('end');
       next.end().catch(() => undefined);
@@ -96,6 +95,7 @@ class SharedListener {
     next.on('error', reopen);
     next.on('end', () => reopen());
     this.client = next;
+    this.listening = new Set();
     try {
       await next.connect();
       await this.listenToAll(next);

@@ -1,6 +1,7 @@
 // PostgreSQL's LISTEN connection (db/pg-listen.ts): the channels of one database handle share one
 // connection, each listener hears its own channel, a dropped connection is reopened and every
-// listener told it may have missed something, and the connection ends with its last listener.
+// listener told it may have missed something, the connection ends with its last listener, and a
+// later listener opens a new one.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/knex.js';
@@ -55,6 +56,17 @@ describe.runIf(testDatabaseUrl())('the LISTEN connection', () => {
       expect(a.heard).toEqual(['one', 'three']);
       await listeningB.close();
       await expect.poll(listeners, { timeout: 5000 }).toEqual([]);
+
+      // Listened on again through the same handle: a new connection LISTENs afresh.
+      const again = recorder();
+      const listeningAgain = listenOn(db, first, again.listener);
+      try {
+        await listeningAgain.opened;
+        await notify(first, 'seven');
+        await expect.poll(() => again.heard, { timeout: 5000 }).toEqual(['seven']);
+      } finally {
+        await listeningAgain.close();
+      }
     } finally {
       await listeningA.close();
       await listeningB.close();
