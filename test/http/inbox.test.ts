@@ -73,6 +73,17 @@ describe('POST /subscribers/{subscriberId}/inbox-tokens (createInboxToken)', () 
   });
 });
 
+describe('the first signing secret', () => {
+  it('is made once when a new environment’s first tokens are signed at the same moment, and each of them opens the inbox', async () => {
+    // Each asks before any has made one: all of them find none.
+    const asked = await Promise.all(Array.from({ length: 16 }, () => signingSecrets(t.deps, t.environments.a)));
+    expect(new Set(asked.map(([newest]) => newest.kid)).size).toBe(1);
+    expect(await signingSecrets(t.deps, t.environments.a)).toEqual(asked[0]);
+    const tokens = await Promise.all(Array.from({ length: 16 }, () => tokenFor('ada')));
+    for (const token of tokens) await as(token).get('/v1/inbox/counts').expect(200);
+  });
+});
+
 describe('inbox authentication', () => {
   it('opens the inbox with a token the backend signed itself, and refuses one signed with another secret', async () => {
     const [secret] = await signingSecrets(t.deps, t.environments.a);

@@ -2,7 +2,7 @@
 // the browser origins it allows, whether subscriber-hash sessions are on, and the streams'
 // single-use tickets. The inbox's own rows are in inbox.ts.
 import type { Db, Runner } from '../knex.js';
-import { selectRows, changeRows } from '../knex.js';
+import { isPostgres, selectRows, changeRows } from '../knex.js';
 import { readBool } from '../json.js';
 import { insertRows } from '../insert-rows.js';
 import type { Plan } from '../../config.js';
@@ -59,6 +59,15 @@ export async function planOfOrganization(db: Runner, organizationId: string): Pr
 
 function secretRow(row: Record<string, string>): InboxSecretRow {
   return { id: row.id, environmentId: row.environment_id, organizationId: row.organization_id, secret: row.secret, createdAt: row.created_at };
+}
+
+/**
+ * Holds the environment's secrets until the transaction ends, so that two changes of them take
+ * turns: on PostgreSQL by locking the environment's row (`NO KEY`, so that rows written meanwhile
+ * that refer to the environment do not wait); SQLite writes one transaction at a time.
+ */
+export async function lockSecrets(trx: Runner, environmentId: string): Promise<void> {
+  if (isPostgres(trx as Db)) await selectRows(trx, 'SELECT id FROM environments WHERE id = ? FOR NO KEY UPDATE', [environmentId]);
 }
 
 export async function insertSecret(trx: Runner, row: { id: string; environmentId: string; secret: string }, now: Date): Promise<void> {
