@@ -874,11 +874,12 @@ export interface paths {
          *     Each event's `id:` is the subscriber's own sequence number, gap-free and in commit order.
          *     When the connection drops, reconnect with the header `Last-Event-ID` (browsers' EventSource
          *     does this by itself): Herald replays every event after it, kept for at least 24 hours; an older
-         *     gap gets a `reset`. Without `Last-Event-ID` the stream starts with a `counts` event. A
-         *     comment line (`: ping`) is sent every 25 seconds so proxies keep the connection open. A
-         *     stream whose client stops reading is closed once 1 MiB of events waits for it (less when
-         *     many streams are open: together they may hold 64 MiB, each at least 16 KiB); reconnect with
-         *     `Last-Event-ID` to be replayed what it missed (a replay goes at the client's pace).
+         *     gap, or an id Herald did not send, gets a `reset`. Without `Last-Event-ID` the stream starts
+         *     with a `counts` event. A comment line (`: ping`) is sent every 25 seconds so proxies keep the
+         *     connection open. A stream whose client stops reading is closed once 1 MiB of events waits
+         *     for it (less when many streams are open: together they may hold 64 MiB, each at least 16 KiB);
+         *     reconnect with `Last-Event-ID` to be replayed what it missed (a replay goes at the client's
+         *     pace).
          *
          *     A subscriber may have at most 10 streams open on one server process (tabs and devices
          *     together); one more is answered `429` until another closes. One environment may hold at most

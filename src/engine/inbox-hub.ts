@@ -42,6 +42,9 @@ export const MAX_STREAMS_PER_SUBSCRIBER = 10;
 /** Why a stream may not open here: its subscriber, its environment or this process holds all it may. */
 export type StreamsFull = 'subscriber' | 'environment' | 'process';
 
+/** Where a reconnecting stream resumes: after an event's number, or `unknown` for an id Herald never sent. */
+export type LastEventId = number | 'unknown';
+
 const CHUNK = 1000;
 const REPLAY_PAGE = 500;
 
@@ -85,10 +88,10 @@ export class InboxHub {
   /**
    * Opens a stream: without `lastEventId` it begins with a `counts` event (numbered with the
    * subscriber's last event, so a reconnect resumes from there); with one it replays what came
-   * after, or sends `reset` when that is no longer kept (or the number is not one this subscriber
+   * after, or sends `reset` when that is no longer kept (or the id is not one this subscriber
    * reached). Answers the function that closes it.
    */
-  async open(environmentId: string, subscriberKey: string, lastEventId: number | undefined, sink: InboxSink): Promise<() => void> {
+  async open(environmentId: string, subscriberKey: string, lastEventId: LastEventId | undefined, sink: InboxSink): Promise<() => void> {
     this.start();
     const stream: Stream = { environmentId, subscriberKey, sink, delivered: 0, ready: false };
     let set = this.streams.get(subscriberKey);
@@ -108,7 +111,7 @@ export class InboxHub {
     return close;
   }
 
-  private async begin(stream: Stream, lastEventId: number | undefined): Promise<void> {
+  private async begin(stream: Stream, lastEventId: LastEventId | undefined): Promise<void> {
     const { db } = this.deps;
     const { seq, ...counts } = await repo.readCounts(db, stream.subscriberKey);
     const reset = () => {
@@ -120,7 +123,7 @@ export class InboxHub {
       stream.delivered = seq;
       return;
     }
-    if (lastEventId > seq) return reset();
+    if (lastEventId === 'unknown' || lastEventId > seq) return reset();
     if (lastEventId === seq) {
       stream.delivered = seq;
       return;

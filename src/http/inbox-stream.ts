@@ -5,7 +5,7 @@ import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth } from '../contract.js';
 import { inboxSubscriberKey } from '../engine/inbox.js';
-import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub, type StreamsFull } from '../engine/inbox-hub.js';
+import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub, type LastEventId, type StreamsFull } from '../engine/inbox-hub.js';
 import { ApiError, badRequest } from '../errors.js';
 
 /** A comment line this often keeps proxies (nginx waits 60 s by default) from closing an idle stream. */
@@ -28,12 +28,17 @@ export function backlogBound(streams: number): number {
 /** What a browser's EventSource waits before reconnecting. */
 const RETRY_MS = 3000;
 
-/** The Last-Event-ID a reconnecting client sends: a whole number, else none. */
-function lastEventIdOf(req: Request): number | undefined {
+/**
+ * The Last-Event-ID a reconnecting client sends: a whole number, or `unknown` for any other text,
+ * which Herald never sends as an id (the client holds events it cannot place, so it is told to
+ * start over); undefined when it sends none.
+ */
+function lastEventIdOf(req: Request): LastEventId | undefined {
   const header = req.headers['last-event-id'];
   // A new EventSource opened with a fresh ticket cannot set the header: it may say it in the query.
   const value = (Array.isArray(header) ? header[0] : header) ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
-  return value !== undefined && /^\d{1,15}$/.test(value.trim()) ? Number(value.trim()) : undefined;
+  if (value === undefined || value.trim() === '') return undefined;
+  return /^\d{1,15}$/.test(value.trim()) ? Number(value.trim()) : 'unknown';
 }
 
 /** Seconds a client waits before it asks again for a stream it was refused (room comes as streams close). */

@@ -133,7 +133,7 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     expect(resumed.events.map((e) => e.id)).toEqual(['2', '3', '4']);
   });
 
-  it('sends reset when the events after Last-Event-ID are no longer kept, or the id was never reached', async () => {
+  it('sends reset when the events after Last-Event-ID are no longer kept, or the id was never reached or sent', async () => {
     await deliver(1);
     await deliver(2);
     await deliver(3);
@@ -142,6 +142,12 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     expect(await gap.next()).toEqual({ id: '3', event: 'reset', data: { type: 'reset' } });
     const future = await stream({ 'Last-Event-ID': '99' });
     expect(await future.next()).toMatchObject({ id: '3', event: 'reset' });
+    // An id Herald never sends: the client holds events it cannot place, so it starts over.
+    const unreadable = await stream({ 'Last-Event-ID': 'abc' });
+    expect(await unreadable.next()).toMatchObject({ id: '3', event: 'reset' });
+    const { ticket } = (await t.http.post('/v1/inbox/events/tickets').set('Authorization', `Bearer ${token}`).expect(201)).body.data;
+    const unreadableInQuery = await stream({}, `?ticket=${ticket}&lastEventId=-1`);
+    expect(await unreadableInQuery.next()).toMatchObject({ id: '3', event: 'reset' });
     await deliver(4);
     expect(await gap.next()).toMatchObject({ id: '4', event: 'notification.created' });
   });
