@@ -1196,7 +1196,8 @@ export interface paths {
         /**
          * Send failed deliveries again
          * @description Every delivery to this endpoint that failed, of events created from `since` (until `until`,
-         *     or now), is due again now with a fresh schedule. The endpoint must be enabled.
+         *     or now), is due again now with a fresh schedule. The endpoint must be enabled, and `until`
+         *     after `since` (else `422`).
          */
         post: operations["recoverWebhookEndpoint"];
         delete?: never;
@@ -3608,7 +3609,7 @@ export interface components {
         WebhookRecover: {
             /** @description Deliveries of events created at or after this time. */
             since: components["schemas"]["Timestamp"];
-            /** @description And before this time; now when left out. */
+            /** @description And before this time, which must be after `since` (else `422`); now when left out. */
             until?: components["schemas"]["Timestamp"];
         };
         /** @description What a recover queued, wrapped. */

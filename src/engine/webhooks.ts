@@ -131,5 +131,6 @@ export async function recoverEndpoint(deps: Deps, environmentId: string, endpoin
   // Without `until`, everything since `since`, this very millisecond's included.
   const to = until ? new Date(until) : new Date(now.getTime() + 1);
   if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime())) throw unprocessable('since and until must be times');
+  if (until && to <= from) throw unprocessable('until must be after since');
   return deps.db.transaction((trx) => deliveries.recoverDeliveries(trx, endpointId, from.toISOString(), to.toISOString(), now));
 }

@@ -456,6 +456,9 @@ describe('deliveries, retry and recover', () => {
       await runner().runUntilIdle();
       const after = (await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}/deliveries?status=succeeded`).expect(200)).body.data;
       expect(after).toEqual([expect.objectContaining({ deliveryId: pending[0].deliveryId, attempts: expect.arrayContaining([expect.objectContaining({ trigger: 'manual', statusCode: 200 })]) })]);
+      // A window that ends where (or before) it starts is a mistake, not an empty recovery.
+      const backwards = await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/recover`, { since, until: since }).expect(422);
+      expect(backwards.body.message).toMatch(/until must be after since/);
       const recovered = (await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/recover`, { since }).expect(200)).body.data;
       expect(recovered).toEqual({ queued: 1 });
       await runner().runUntilIdle();
