@@ -1,11 +1,9 @@
 // Monitor → Activity on /dashboard: an owner reads the notifications of each of their
 // environments, filters them, and opens one for its timeline, over HTTP and in Chromium.
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { chromiumBeside, stayOffline } from '../helpers/browser.js';
+import { chromiumBeside, stayOffline, screenshotFolder } from '../helpers/browser.js';
 import { createIntegration, createSubscriber, createTenant, createWorkflow, step } from '../helpers/factories.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { createOwner, OWNER_PASSWORD, Visitor } from '../helpers/dashboard.js';
@@ -183,7 +181,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Activity in Chromium', 
   const chromium = chromiumBeside(() => t.app);
 
   it('filters the list with the form, opens a timeline and reads a provider answer; nothing tenant-made runs', { timeout: 60_000 }, async () => {
-    const screenshots = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-activity-'));
+    const screenshots = screenshotFolder('activity');
     const page = await chromium.browser.newPage({ viewport: { width: 1280, height: 900 } });
     const offline = await stayOffline(page);
     const problems: string[] = [];

@@ -3,12 +3,10 @@
 // hash on and off; over HTTP on both databases, and in Chromium.
 import { createHmac } from 'node:crypto';
 import { SignJWT } from 'jose';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { chromiumBeside } from '../helpers/browser.js';
+import { chromiumBeside, screenshotFolder } from '../helpers/browser.js';
 import { createSubscriber } from '../helpers/factories.js';
 import { createOwner, OWNER_PASSWORD, Visitor } from '../helpers/dashboard.js';
 import { builtClient } from '../helpers/client-build.js';
@@ -178,7 +176,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Settings → Inbox in C
     await example.click('#token-form button[type=submit]');
     await example.click('#bell');
     await expect.poll(() => example.locator('#status').innerText()).toBe('live');
-    const shots = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-inbox-settings-'));
+    const shots = screenshotFolder('inbox-settings');
     await tab.screenshot({ path: path.join(shots, 'inbox-settings.png'), fullPage: true });
     console.info(`inbox-settings screenshot: ${shots}`);
     expect(problems).toEqual([]);

@@ -1,12 +1,10 @@
 // Webhooks on /dashboard: an owner adds an endpoint, sends it a test event, retries a delivery,
 // rotates its secret and turns it off and on, against a real receiver on 127.0.0.1 that verifies
 // each request with `standardwebhooks`; over HTTP on both databases, and in Chromium.
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { chromiumBeside } from '../helpers/browser.js';
+import { chromiumBeside, screenshotFolder } from '../helpers/browser.js';
 import { startWebhookReceiver } from '../helpers/webhook.js';
 import { createOwner, OWNER_PASSWORD, Visitor } from '../helpers/dashboard.js';
 import { JobRunner } from '../../src/engine/runner.js';
@@ -185,7 +183,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Webhooks in Chromium', 
     await tab.getByRole('button', { name: 'Rotate secret' }).click();
     await expect.poll(() => tab.getByRole('status').innerText()).toContain('rotated');
     expect((await tab.locator('#endpoint-secret').innerText()).trim()).not.toBe(secret);
-    const shots = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-webhooks-'));
+    const shots = screenshotFolder('webhooks');
     await tab.screenshot({ path: path.join(shots, 'webhooks.png'), fullPage: true });
     console.info(`webhooks screenshot: ${shots}`);
     expect(problems).toEqual([]);

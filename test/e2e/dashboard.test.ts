@@ -1,5 +1,3 @@
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +7,7 @@ import { hashPassword } from '../../src/accounts/passwords.js';
 import { saveOwner } from '../../src/db/repos/owners.js';
 import { createApiKey } from '../../src/db/repos/accounts.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
-import { chromiumBeside } from '../helpers/browser.js';
+import { chromiumBeside, screenshotFolder } from '../helpers/browser.js';
 import { processDatabaseUrl } from '../helpers/db.js';
 import { OWNER_PASSWORD as PASSWORD, Visitor as BaseVisitor } from '../helpers/dashboard.js';
 import { ROOT, runScript } from '../helpers/process.js';
@@ -260,7 +258,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the dashboard in Chromi
   const chromium = chromiumBeside(() => t.app);
   let screenshots: string;
   beforeAll(() => {
-    screenshots = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-dashboard-'));
+    screenshots = screenshotFolder('dashboard');
   });
 
   it('signs in, creates and copies a key that works over HTTP, revokes it and sees the 401', { timeout: 60_000 }, async () => {

@@ -10,7 +10,7 @@ import { createLogger } from '../../src/logger.js';
 import { loadSpec, operationsOf } from '../../scripts/docs.js';
 import { ManualClock } from '../helpers/app.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { chromiumBeside, stayOffline } from '../helpers/browser.js';
+import { chromiumBeside, screenshotFolder, stayOffline } from '../helpers/browser.js';
 
 // The footer's "API docs by Redocly" logo is the one thing Redoc's page asks the network for.
 const REDOC_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini-full.svg';
@@ -34,8 +34,8 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
   // afterAll hooks run last registered first: this one, registered before the browser's, runs after it.
   afterAll(async () => {
     await testDb?.close();
-    // The 2.6 MB page goes; the screenshot stays for a person to look at.
-    if (docsFile) fs.rmSync(path.dirname(docsFile), { recursive: true, force: true });
+    // The 2.6 MB page goes; the screenshot, in its own folder, stays for a person to look at.
+    if (workDir) fs.rmSync(workDir, { recursive: true, force: true });
   });
   // Opened once the app exists, closed before its database.
   const chromium = chromiumBeside(() => app);
@@ -104,7 +104,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
       }, { timeout: 60_000, interval: 250 })
       .toBe(true);
 
-    const screenshot = path.join(workDir, 'docs.png');
+    const screenshot = path.join(screenshotFolder('docs'), 'docs.png');
     await page.screenshot({ path: screenshot });
     expect(fs.statSync(screenshot).size).toBeGreaterThan(10_000);
     console.info(`docs screenshot: ${screenshot}`);

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import YAML from 'yaml';
 import { ROOT } from '../helpers/process.js';
 import { SPEC_PATH } from '../../src/http/backend.js';
@@ -10,7 +10,9 @@ import { SPEC_PATH } from '../../src/http/backend.js';
 // The real Redocly build, as `npm run docs` runs it. Only once: it does not depend on the database.
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('npm run docs', () => {
   it('builds one self-contained page that documents every tag and operation', () => {
-    const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-')), 'index.html');
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-'));
+    onTestFinished(() => fs.rmSync(folder, { recursive: true, force: true }));
+    const out = path.join(folder, 'index.html');
     execFileSync('npx', ['--no-install', 'redocly', 'build-docs', SPEC_PATH, '--inlineBundle', '-o', out], {
       cwd: ROOT,
       stdio: 'pipe',

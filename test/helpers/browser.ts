@@ -1,11 +1,25 @@
+import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll } from 'vitest';
+import { ROOT } from './process.js';
 
 /** Debian's Chromium (`.ci/run` installs it); Playwright's own browser download cannot work offline. */
 export const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * A folder for a test's screenshots, for a person to look at after the run:
+ * `test-results/screenshots/<name>` (ignored by git), emptied first, so runs do not pile up.
+ */
+export function screenshotFolder(name: string): string {
+  const folder = path.join(ROOT, 'test-results', 'screenshots', name);
+  fs.rmSync(folder, { recursive: true, force: true });
+  fs.mkdirSync(folder, { recursive: true });
+  return folder;
+}
 
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({
