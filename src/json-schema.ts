@@ -118,7 +118,7 @@ const linearRegExp = Object.assign(
 /** The validator setup for a tenant's schema (a workflow's payloadSchema); see firstThenAll for `allErrors: false`. */
 export function createTenantAjv(options: { allErrors?: boolean } = {}): Ajv2020 {
   // ajv's optimizing passes over the generated code cost more than linear time in a wide `oneOf` or
-  // `anyOf` (bench/README.md, "Hostile-input work"); a tenant's schema is compiled without them.
+  // `anyOf` (bench/README.md, "Tenant schemas"); a tenant's schema is compiled without them.
   const ajv = createAjv({ ...options, code: { regExp: linearRegExp, optimize: false } });
   ajv.removeKeyword('enum');
   ajv.addKeyword({ keyword: 'enum', schemaType: 'array', errors: true, compile: compileEnum });

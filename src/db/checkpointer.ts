@@ -1,9 +1,10 @@
 // SQLite in WAL mode appends commits to the log, and from time to time copies the log back into the
 // database file (a checkpoint), which ends in fsync. By default the commit that takes the log past
 // 1,000 pages does it, on the thread that committed, and a fan-out batch waited for those fsyncs as
-// long as it worked on its own inserts (bench/README.md). Here a thread of its own does it, so the
-// waiting happens beside the work; the writers keep a checkpoint of their own only as a backstop for
-// a log that grows past BACKSTOP_PAGES (the thread stopped, or a long read holds it back).
+// long as it worked on its own inserts (bench/README.md, "Checkpoints"). Here a thread of its own
+// does it, so the waiting happens beside the work; the writers keep a checkpoint of their own only
+// as a backstop for a log that grows past BACKSTOP_PAGES (the thread stopped, or a long read holds
+// it back).
 //
 // Copying is not enough to keep the log short: a writer starts the log over only if, when its
 // transaction begins, every page of it is already copied. Under a steady stream of writes (a

@@ -158,8 +158,8 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown, sent?: SentRe
  * while that loop takes work and no other control step is due when a batch ends, it goes on under the
  * same claim instead, its lease renewed, after letting the event loop run: a read that finds
  * nothing due costs less than handing the job back and claiming it again, two writes through the
- * due jobs' indexes (bench/README.md has the A/B). A batch run twice (after a crash) creates
- * nothing twice: notifications are unique per (event, subscriber).
+ * due jobs' indexes (bench/README.md, "A fan-out keeps its claim", has the A/B). A batch run twice
+ * (after a crash) creates nothing twice: notifications are unique per (event, subscriber).
  */
 async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
   let position: FanoutPosition | undefined = job.state as unknown as FanoutPosition;

@@ -28,7 +28,8 @@ import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';
 
 /**
  * SQLite pages given back a step (4 KiB each). A step moves pages from the end of the file into the
- * free ones, on the event loop; larger steps held it longer (bench/README.md, "Large data").
+ * free ones, on the event loop; larger steps held it longer (bench/README.md, "Retention batches and
+ * page steps").
  */
 const PAGES_A_STEP = 50;
 /**

@@ -14,7 +14,7 @@ const OPEN = OPEN_JOB_STATUSES.map((status) => `'${status}'`).join(', ');
  * Notifications (or events, or webhook deliveries) retention deletes a transaction. On SQLite a
  * batch holds the event loop, the longer the larger the file, so it is kept small; on PostgreSQL
  * the loop is free meanwhile, and larger batches go faster.
- * (`npm run bench -- --large`; bench/README.md, "Large data", has the A/B.)
+ * (`npm run bench -- --large`; bench/README.md, "Retention batches and page steps", has the A/B.)
  */
 export function retentionBatchSize(db: Db): number {
   return isPostgres(db) ? 250 : 25;

@@ -201,7 +201,7 @@ export async function removeMembers(db: Db, topicId: string, subscriberKeys: str
  * its batches are small enough for other requests and an unrelated trigger to get through between
  * two, at a cost in fan-out speed that grows with the file. On PostgreSQL the loop is free
  * meanwhile, and larger batches go faster.
- * (`npm run bench -- --large`, a 100,000-member fan-out; bench/README.md, "Large data", has the A/B.)
+ * (`npm run bench -- --large`, a 100,000-member fan-out; bench/README.md, "Fan-out batches", has the A/B.)
  */
 export function fanoutBatchSize(db: Runner): number {
   return isPostgres(db) ? 500 : 100;
