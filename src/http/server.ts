@@ -23,8 +23,17 @@ function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Socket): void {
       : status === 408
         ? 'The request took too long to arrive'
         : 'The request is not valid HTTP';
-  // The path is unknown: the request line is what failed, or was never read whole.
-  answerOnSocket(socket, status, message, '');
+  answerOnSocket(socket, status, message, requestPathOf((err as { rawPacket?: Buffer }).rawPacket));
+}
+
+/**
+ * The path of a request Node's parser gave up on, when what it was parsing starts with a whole
+ * request line (headers too large, usually); else empty: the line is what failed, or was read in
+ * an earlier packet.
+ */
+function requestPathOf(packet: Buffer | undefined): string {
+  const line = /^[A-Z]{1,16} (\/[^ \r\n]{0,2000}) HTTP\/1\.[01]\r\n/.exec(packet?.subarray(0, 2100).toString('latin1') ?? '');
+  return line ? line[1].split('?')[0] : '';
 }
 
 /** An error answer written straight to the socket, which then closes. */

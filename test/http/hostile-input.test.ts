@@ -475,10 +475,10 @@ describe("Node's own answers and headers", () => {
     expect(JSON.parse(res.body)).toMatchObject({ statusCode: 400, error: 'Bad Request', message: 'The request is not valid HTTP' });
   });
 
-  it('answers headers over the limit with 431 and the error body', async () => {
-    const res = await rawExchange(`GET /v1/subscribers HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+  it('answers headers over the limit with 431 and the error body, naming the path', async () => {
+    const res = await rawExchange(`GET /v1/subscribers?limit=5 HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
     expect(res.status).toBe(431);
-    expect(JSON.parse(res.body)).toMatchObject({ statusCode: 431, error: 'Request Header Fields Too Large', message: 'The request headers are too large' });
+    expect(JSON.parse(res.body)).toMatchObject({ statusCode: 431, error: 'Request Header Fields Too Large', message: 'The request headers are too large', path: '/v1/subscribers' });
   });
 
   it('answers a request without Host, an unknown Expect and CONNECT with the error body', async () => {
