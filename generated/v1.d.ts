@@ -77,8 +77,10 @@ export interface paths {
          *
          *     Answers `data: true` when something was canceled and `data: false` when nothing was
          *     pending any more. A job a worker has already taken counts as canceled: it ends without
-         *     running when it finds its event canceled (unless its send has begun), with the execution
-         *     detail "Canceled with its event before it ran". Canceling twice is harmless: the second
+         *     running when it finds its event canceled, with the execution detail "Canceled with its
+         *     event before it ran". A send looks when its job starts and once more right before it goes
+         *     out: a cancel that comes after that last look, while the send is going out, does not stop it
+         *     (and the answer, which cannot know, is `true`). Canceling twice is harmless: the second
          *     answer is `false`.
          */
         delete: operations["cancelEvent"];

@@ -3,7 +3,7 @@
 // still holds the job's lease: a worker that lost it changes nothing.
 import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
-import { findEvent, type EventRecord } from '../db/repos/events.js';
+import { findEvent, isCanceled, type EventRecord } from '../db/repos/events.js';
 import { continueClaimedJob, jobsDue, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { addExecutionDetail } from '../db/repos/execution-details.js';
 import type { NewMessage } from '../db/repos/messages.js';
@@ -255,6 +255,10 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     if ('destination' in decided) sent = decided.request;
     const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, event, decided, place) : decided;
     if (delivered === 'deferred') return;
+    if (delivered === 'canceled') {
+      place.release?.();
+      return settle(ctx, job, event, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } });
+    }
     outcome = {
       status: delivered.status,
       providerId: delivered.providerId,
@@ -279,9 +283,10 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
  * Sends once its turn under the send limits has come (pacing.ts) and the destination admits it;
  * a turn still to come puts the job back until then; a destination that is busy or whose breaker is open
  * defers the job instead (back in the queue at a later run_at, its attempt given back; a breaker's
- * deferral with an execution detail saying why).
+ * deferral with an execution detail saying why). Right before it sends, it looks once more whether
+ * its event was canceled since the job started: then it sends nothing (`canceled`).
  */
-async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred'> {
+async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred' | 'canceled'> {
   const turn = job.state[TURN_TAKEN] === job.attempts ? undefined : await takeTurn(ctx.deps, decided);
   if (turn) {
     const text = `Waiting for its turn under ${PROVIDERS[decided.target.providerId].displayName}'s send limits: goes at ${turn.toISOString()} (no attempt spent)`;
@@ -290,7 +295,7 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventR
     return 'deferred';
   }
   const gate = ctx.gate;
-  if (!gate) return sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
+  if (!gate) return (await isCanceled(ctx.deps.db, job.eventId)) ? 'canceled' : sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
   const admission = await gate.admit(decided.destination);
   if (!admission.go) {
     const detail = admission.why ? { status: 'warning' as const, text: `Deferred: ${admission.why} (no attempt spent)` } : undefined;
@@ -299,6 +304,7 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventR
   }
   let verdict: Verdict = 'neutral';
   place.release = () => gate.finished(decided.destination, verdict, admission.started);
+  if (await isCanceled(ctx.deps.db, job.eventId)) return 'canceled';
   try {
     const delivered = await sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
     verdict = 'ok';

@@ -1,9 +1,11 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { claimDueJobs, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
+import { cancelableJobs, claimDueJobs, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
+import type { Gate, Verdict } from '../../src/engine/destinations.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { startHttpPeer } from '../helpers/peers.js';
+import { testDatabaseUrl } from '../helpers/db.js';
 
 const t = useTestApp();
 // Made again before each test, in its fresh organizations.
@@ -169,5 +171,49 @@ describe('waking', () => {
     } finally {
       await runner.stop();
     }
+  });
+});
+
+describe('a cancel racing a worker', () => {
+  it('stops a send its worker took, when the event is canceled after the job started and before it sends', async () => {
+    const hook = await startHttpPeer();
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
+      await t.a.post('/v1/workflows', { name: 'Chat note', steps: [{ type: 'chat', template: { content: 'x' } }] }).expect(201);
+      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/ada` } }).expect(200);
+      const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'chat-note', to: 'ada' }).expect(201)).body.data;
+      const [claimed] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+      // The cancel lands while the worker is on its way: it has read the event and decided, and its destination admits it.
+      let answer: unknown;
+      const released: Verdict[] = [];
+      const gate: Gate = {
+        async admit() {
+          answer = (await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body;
+          return { go: true, started: Date.now() };
+        },
+        finished: (_destination, verdict) => released.push(verdict),
+      };
+      await executeJob({ deps: t.deps, owner: 'worker-a', random: () => 0.5, gate }, claimed);
+      expect(answer).toEqual({ data: true });
+      expect(hook.requests).toEqual([]);
+      expect(released).toEqual(['neutral']);
+      const notification = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
+      expect(notification.status).toBe('canceled');
+      const [job] = (await t.a.get(`/v1/notifications/${notification.notificationId}`).expect(200)).body.data.jobs;
+      expect(job).toMatchObject({ type: 'chat', status: 'canceled', executionDetails: [{ status: 'warning', detail: 'Canceled with its event before it ran' }] });
+    } finally {
+      await hook.close();
+    }
+  });
+
+  // PostgreSQL runs a cancel and a claim side by side; SQLite writes one transaction at a time.
+  it.runIf(testDatabaseUrl() !== undefined)('holds the jobs it cancels, so that a worker cannot claim one and send it after it was marked canceled', async () => {
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201)).body.data;
+    const event = await t.db('events').where({ transaction_id: transactionId }).first('id');
+    await t.db.transaction(async (trx) => {
+      expect(await cancelableJobs(trx, event.id)).toHaveLength(1);
+      // Another worker claims while the cancel is under way: the job is the cancel's.
+      expect(await claimDueJobs(t.db, { owner: 'worker-b', now: t.clock.now(), leaseMs: 30_000, limit: 10 })).toEqual([]);
+    });
   });
 });

@@ -81,6 +81,12 @@ export async function findEventByTransaction(db: Runner, environmentId: string, 
   return row ? toRecord(row) : undefined;
 }
 
+/** Whether the event is canceled (or gone with its environment) as committed now: a send's last look before it goes. */
+export async function isCanceled(db: Runner, id: string): Promise<boolean> {
+  const [row] = await selectRows<{ canceled_at: string | null }>(db, 'SELECT canceled_at FROM events WHERE id = ?', [id]);
+  return row === undefined || row.canceled_at !== null;
+}
+
 /** Marks an event canceled (once); true when this call canceled it. */
 export async function markCanceled(trx: Runner, id: string, now: Date): Promise<boolean> {
   return (await trx('events').where({ id }).whereNull('canceled_at').update({ canceled_at: now.toISOString() })) > 0;

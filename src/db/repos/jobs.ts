@@ -317,17 +317,20 @@ export async function hasRunningJob(trx: Runner, eventId: string): Promise<boole
 /**
  * Jobs of an event that have not started: the ones a cancel stops. A job merged into a digest is
  * one while the digest is open (its leader holds the digest key); once it closed, the event's
- * payload rides in the digest's send.
+ * payload rides in the digest's send. Locked on PostgreSQL until the cancel commits: a worker's
+ * claim passes them by, and a job a claim took meanwhile is not among them (else the cancel would
+ * mark canceled a job its worker goes on to send).
  */
 export async function cancelableJobs(trx: Runner, eventId: string): Promise<JobRecord[]> {
-  const rows = await trx('jobs')
+  const query = trx('jobs')
     .where({ event_id: eventId })
     .where((q) =>
       q.whereIn('status', DUE_STATUS_LIST).orWhere((merged) =>
         merged.where('status', 'merged').whereIn('merged_into', trx('jobs').select('id').whereNotNull('digest_key')),
       ),
     );
-  return rows.map(toRecord);
+  if (isPostgres(trx as Db)) query.forUpdate();
+  return (await query).map(toRecord);
 }
 
 /**
