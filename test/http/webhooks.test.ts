@@ -470,6 +470,20 @@ describe('deliveries, retry and recover', () => {
     }
   });
 
+  it('gives a try its 15 s to be answered, whatever shorter timeouts the providers have', async () => {
+    const slow = await startWebhookReceiver(() => new Promise((resolve) => setTimeout(() => resolve({ status: 200 }), 600)));
+    try {
+      const endpoint = (await t.a.post('/v1/webhook-endpoints', { url: `${slow.url}/h` }).expect(201)).body.data;
+      await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+      const outbound = { ...t.deps.config.outbound, timeouts: { connectMs: 300, firstByteMs: 300, sendMs: 300 } };
+      await new JobRunner({ ...t.deps, clock: systemClock, config: { ...t.deps.config, outbound } }, { random: () => 0.5 }).runUntilIdle();
+      const [delivery] = (await t.a.get(`/v1/webhook-endpoints/${endpoint.endpointId}/deliveries`).expect(200)).body.data;
+      expect(delivery).toMatchObject({ status: 'succeeded', attempts: [expect.objectContaining({ statusCode: 200 })] });
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('verifies with standardwebhooks from the raw body alone', async () => {
     const endpoint = await createEndpoint(t.a);
     await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
