@@ -316,7 +316,7 @@ describe('work budgets: compiling templates', () => {
   });
 
   it('refuses at once templates whose expressions nest or hold more than Handlebars parses quickly', async () => {
-    const nested = (n: number) => `{{lookup ${'(lookup '.repeat(n)}a b${' b)'.repeat(n)} b}}`;
+    const nested = (n: number) => `{{lookup ${'(lookup '.repeat(n)}a${' b)'.repeat(n)} b}}`;
     const cases = {
       // Parsed, each of these took seconds or overflowed the stack.
       [nested(500)]: 'nests sub-expressions (…) 500 deep, more than the 16 a template may',

@@ -97,6 +97,25 @@ describe('POST /workflows (createWorkflow)', () => {
     ]);
   });
 
+  it('rejects built-in helpers given a number of arguments they refuse when rendering', async () => {
+    const wrong = ['{{#if}}x{{/if}}', '{{#if a b}}x{{/if}}', '{{#unless}}x{{/unless}}', '{{#with a b}}x{{/with}}', '{{#each}}x{{/each}}', '{{#each a b}}x{{/each}}', '{{lookup}}', '{{lookup payload}}', '{{if}}'];
+    const res = await t.a.post('/v1/workflows', { name: 'Arity', steps: wrong.map((content) => ({ type: 'sms', template: { content } })) }).expect(422);
+    expect(res.body.details.map((detail: { message: string }) => detail.message)).toEqual([
+      'does not compile: if takes exactly one argument',
+      'does not compile: if takes exactly one argument',
+      'does not compile: unless takes exactly one argument',
+      'does not compile: with takes exactly one argument',
+      'does not compile: each takes exactly one argument',
+      'does not compile: each takes exactly one argument',
+      'does not compile: lookup takes exactly two arguments (an object and a key)',
+      'does not compile: lookup takes exactly two arguments (an object and a key)',
+      'does not compile: if takes exactly one argument',
+    ]);
+    // Given what they take, they render; `{{else if}}` chains and hash arguments included.
+    const right = ['{{#if payload.a}}x{{else if payload.b}}y{{/if}}', '{{#each payload.items}}{{this}}{{/each}}', '{{lookup payload "a"}}', '{{#with payload}}{{a}}{{/with}}', '{{#unless payload.a}}z{{/unless}}'];
+    await t.a.post('/v1/workflows', { name: 'Arity right', steps: right.map((content) => ({ type: 'sms', template: { content } })) }).expect(201);
+  });
+
   it('rejects an invalid payloadSchema with 422', async () => {
     const res = await t.a.post('/v1/workflows', { name: 'Bad schema', payloadSchema: { type: 'strnig' } }).expect(422);
     expect(res.body.details[0].field).toBe('body/payloadSchema');
