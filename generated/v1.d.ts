@@ -2168,7 +2168,7 @@ export interface components {
                  */
                 content: string;
                 /**
-                 * @description The preview text some mail clients show (Handlebars).
+                 * @description The preview text mail clients show after the subject (Handlebars), sent as the hidden first element of the HTML body.
                  * @example Someone replied
                  */
                 preheader?: string;

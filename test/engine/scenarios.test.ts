@@ -38,7 +38,10 @@ const WORKFLOWS = {
     name: 'Welcome',
     steps: [{ type: 'in_app', template: { subject: 'Hi {{subscriber.firstName}}', content: 'Welcome, {{subscriber.firstName}}: {{payload.what}}', url: '/p/{{payload.id}}' } }],
   },
-  commentMail: { name: 'Comment mail', steps: [{ type: 'email', template: { subject: 'New comment for {{subscriber.firstName}}', content: '<p>{{payload.comment}}</p>' } }] },
+  commentMail: {
+    name: 'Comment mail',
+    steps: [{ type: 'email', template: { subject: 'New comment for {{subscriber.firstName}}', content: '<p>{{payload.comment}}</p>', preheader: 'Read it, {{subscriber.firstName}} & reply' } }],
+  },
   chatPing: { name: 'Chat ping', steps: [{ type: 'chat', template: { content: '{{payload.text}} & more' } }] },
   newsletter: { name: 'Newsletter', steps: [{ type: 'in_app', template: { content: 'news' } }] },
   later: { name: 'Later', steps: [{ type: 'delay', amount: 1, unit: 'hours' }, { type: 'in_app', template: { content: 'later' } }] },
@@ -98,7 +101,7 @@ describe('an in-app step', () => {
 });
 
 describe('an email step', () => {
-  it('reaches a real SMTP server with the rendered subject and an HTML-escaped body', async () => {
+  it('reaches a real SMTP server with the rendered subject, an HTML-escaped body and its preheader', async () => {
     const smtp = await startSmtpPeer();
     try {
       await t.a.post('/v1/integrations', { providerId: 'smtp', credentials: { host: '127.0.0.1', port: smtp.port, from: 'herald@example.com', senderName: 'Herald' } }).expect(201);
@@ -107,7 +110,9 @@ describe('an email step', () => {
       await run();
       expect(smtp.mails).toHaveLength(1);
       expect(smtp.mails[0]).toMatchObject({ subject: 'New comment for Ada', to: ['ada@example.com'], from: 'herald@example.com' });
-      expect(smtp.mails[0].raw).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+      // The body, quoted-printable undone: the preheader, escaped, as its first and hidden element.
+      const html = smtp.mails[0].raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=');
+      expect(html).toContain('<div style="display:none;max-height:0;overflow:hidden;mso-hide:all" aria-hidden="true">Read it, Ada &amp; reply</div><p>&lt;script&gt;alert(1)&lt;/script&gt;</p>');
       expect(smtp.mails[0].raw).toMatch(/X-Herald-Delivery-Id: [0-9a-f]{24}/i);
       expect((await notificationOf(tx)).jobs[0]).toMatchObject({ status: 'completed', providerId: 'smtp' });
     } finally {

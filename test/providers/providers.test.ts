@@ -43,6 +43,12 @@ describe('sendgrid (email)', () => {
     });
   });
 
+  it('sends the preheader, escaped, as the hidden start of the HTML body', async () => {
+    const server = await peer(() => ({ status: 202, body: '' }));
+    await senders.email.sendgrid!.send({ to: 'ada@example.com', subject: 'Hi', html: '<p>x</p>', preheader: 'Soon <b>' }, { apiKey: 'SG.key', from: 'no-reply@example.com', baseUrl: server.url }, delivery);
+    expect((server.requests[0].json() as { content: unknown }).content).toEqual([{ type: 'text/html', value: '<div style="display:none;max-height:0;overflow:hidden;mso-hide:all" aria-hidden="true">Soon &lt;b&gt;</div><p>x</p>' }]);
+  });
+
   it('reads 401 as permanent, 429 and 503 as worth retrying', async () => {
     for (const [status, permanent] of [
       [401, true],

@@ -1,5 +1,6 @@
 import { baseUrl, excerpt, post } from '../http.js';
 import type { EmailProvider } from '../types.js';
+import { withPreheader } from './preheader.js';
 
 /** Email through SendGrid's v3 Mail Send API. */
 export const sendgrid: EmailProvider = {
@@ -12,7 +13,7 @@ export const sendgrid: EmailProvider = {
           personalizations: [{ to: [{ email: message.to }] }],
           from: { email: credentials.from, name: message.senderName ?? credentials.senderName },
           subject: message.subject,
-          content: [{ type: 'text/html', value: message.html }],
+          content: [{ type: 'text/html', value: withPreheader(message.html, message.preheader) }],
           headers: { 'X-Herald-Delivery-Id': delivery.deliveryId },
         }),
       },

@@ -2,6 +2,7 @@ import nodemailer from 'nodemailer';
 import { DEFAULT_OUTBOUND_POLICY, DestinationRefused, isIpLiteral, resolveDestination, type ResolvedAddress } from '../../outbound-guard.js';
 import { RAW_EXCERPT_CHARS, refusedDestination } from '../http.js';
 import { ProviderError, type EmailProvider } from '../types.js';
+import { withPreheader } from './preheader.js';
 
 const seconds = (ms: number) => `${Number((ms / 1000).toFixed(3))} s`;
 const timedOut = (message: string) => new ProviderError(message, false, undefined, undefined, 'timeout');
@@ -51,7 +52,7 @@ export const smtp: EmailProvider = {
           from: credentials.senderName || message.senderName ? { name: message.senderName ?? credentials.senderName!, address: credentials.from! } : credentials.from,
           to: message.to,
           subject: message.subject,
-          html: message.html,
+          html: withPreheader(message.html, message.preheader),
           headers: { 'X-Herald-Delivery-Id': delivery.deliveryId },
           signal: abort.signal,
         });
