@@ -294,8 +294,10 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventR
     await settle(ctx, job, event, { status: 'queued', runAt: turn, refundAttempt: true, state, detail: { status: 'queued', text } });
     return 'deferred';
   }
+  const sendUnlessCanceled = async () =>
+    (await isCanceled(ctx.deps.db, job.eventId)) ? ('canceled' as const) : sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
   const gate = ctx.gate;
-  if (!gate) return (await isCanceled(ctx.deps.db, job.eventId)) ? 'canceled' : sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
+  if (!gate) return sendUnlessCanceled();
   const admission = await gate.admit(decided.destination);
   if (!admission.go) {
     const detail = admission.why ? { status: 'warning' as const, text: `Deferred: ${admission.why} (no attempt spent)` } : undefined;
@@ -304,10 +306,9 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventR
   }
   let verdict: Verdict = 'neutral';
   place.release = () => gate.finished(decided.destination, verdict, admission.started);
-  if (await isCanceled(ctx.deps.db, job.eventId)) return 'canceled';
   try {
-    const delivered = await sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
-    verdict = 'ok';
+    const delivered = await sendUnlessCanceled();
+    if (delivered !== 'canceled') verdict = 'ok';
     return delivered;
   } catch (err) {
     verdict = verdictOf(err);
