@@ -4,7 +4,7 @@
 // The operator's view of plans and rate limits: Free and Pro have the seed's numbers, Enterprise
 // the organization's own (`--rate` requests per minute, a bucket of `--burst`), or none at all.
 import { parseArgs } from 'node:util';
-import { loadConfig, PLANS, type Plan } from '../src/config.js';
+import { loadConfig, MAX_RETENTION_DAYS, PLANS, type Plan } from '../src/config.js';
 import { createDb, migrate } from '../src/db/knex.js';
 import { listOrganizations, setOrganizationPlan } from '../src/db/repos/plans.js';
 import { listEnvironmentRetention, setEnvironmentRetention } from '../src/db/repos/retention.js';
@@ -19,9 +19,6 @@ const USAGE = `usage: npm run plans -- list
          (each environment's retention: how many days its notifications are kept)
        npm run plans -- retention <environment id> <days>|default
          (0 keeps them for ever; default follows HERALD_RETENTION_DAYS)`;
-
-/** Ten years: longer is for ever (0). */
-const MAX_RETENTION_DAYS = 3_650;
 
 /** Per environment; at most this much, so the bucket arithmetic stays exact. */
 const MAX_NUMBER = 1_000_000;

@@ -6,6 +6,8 @@ export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
 
 /** Novu keeps notifications 30 days (its messages of other channels too; in-app ones a year). */
 export const DEFAULT_RETENTION_DAYS = 30;
+/** Ten years: the longest retention a server or an environment may set (0 keeps for ever). */
+export const MAX_RETENTION_DAYS = 3_650;
 
 /** Inbox streams a process holds: each is a socket, so a file descriptor, and `ulimit -n` must leave room for them. */
 export const DEFAULT_INBOX_MAX_STREAMS = 10_000;
@@ -92,11 +94,13 @@ export const DEFAULT_DELIVERY: DeliveryConfig = {
  */
 export const DEFAULT_POSTGRES_POOL_MAX = 20;
 
-function wholeNumber(value: string | undefined, fallback: number, name: string, { allowZero = false } = {}): number {
+/** Digits only: `Number` would also read `1e3`, `0x10` and ` 7 `, which nobody means as a count. */
+function wholeNumber(value: string | undefined, fallback: number, name: string, { allowZero = false, max = Number.MAX_SAFE_INTEGER } = {}): number {
   if (value === undefined || value === '') return fallback;
-  const number = Number(value);
-  if (!Number.isInteger(number) || number < (allowZero ? 0 : 1)) {
-    throw new Error(`${name} must be a ${allowZero ? 'whole number, 0 or more' : 'positive whole number'}, not "${value}"`);
+  const number = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
+  if (!(number >= (allowZero ? 0 : 1) && number <= max)) {
+    const range = max < Number.MAX_SAFE_INTEGER ? ` from ${allowZero ? 0 : 1} to ${max}` : allowZero ? ', 0 or more' : '';
+    throw new Error(`${name} must be a ${allowZero || range ? 'whole number' : 'positive whole number'}${range}, not "${value}"`);
   }
   return number;
 }
@@ -133,7 +137,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
     postgresPoolMax: wholeNumber(env.HERALD_PG_POOL_MAX, DEFAULT_POSTGRES_POOL_MAX, 'HERALD_PG_POOL_MAX'),
     postgresPreparedStatements: onOff(env.HERALD_PG_PREPARED_STATEMENTS, true, 'HERALD_PG_PREPARED_STATEMENTS'),
-    retentionDays: wholeNumber(env.HERALD_RETENTION_DAYS, DEFAULT_RETENTION_DAYS, 'HERALD_RETENTION_DAYS', { allowZero: true }),
+    retentionDays: wholeNumber(env.HERALD_RETENTION_DAYS, DEFAULT_RETENTION_DAYS, 'HERALD_RETENTION_DAYS', { allowZero: true, max: MAX_RETENTION_DAYS }),
     outbound: {
       allowedNetworks: parseNetworks(env.HERALD_ALLOWED_NETWORKS),
       timeouts: {

@@ -16,7 +16,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_POOL_MAX', ()
   });
 
   it('refuses a value that is not a positive whole number', () => {
-    for (const value of ['0', '-1', '2.5', 'many']) {
+    for (const value of ['0', '-1', '2.5', 'many', '1e3', '0x10', ' 7']) {
       expect(() => loadConfig({ HERALD_PG_POOL_MAX: value })).toThrow(`HERALD_PG_POOL_MAX must be a positive whole number, not "${value}"`);
     }
   });
@@ -40,5 +40,16 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_INBOX_MAX_STREAM
     // An environment cannot hold more than the process.
     expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ENVIRONMENT: '900' }).inboxStreams.perEnvironment).toBe(300);
     expect(() => loadConfig({ HERALD_INBOX_MAX_STREAMS: '0' })).toThrow('HERALD_INBOX_MAX_STREAMS must be a positive whole number, not "0"');
+  });
+});
+
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_RETENTION_DAYS', () => {
+  it('keeps 30 days unless set, 0 for ever, and refuses what the CLI refuses an environment', () => {
+    expect(loadConfig({}).retentionDays).toBe(30);
+    expect(loadConfig({ HERALD_RETENTION_DAYS: '0' }).retentionDays).toBe(0);
+    expect(loadConfig({ HERALD_RETENTION_DAYS: '3650' }).retentionDays).toBe(3650);
+    for (const value of ['3651', '99999999999', '1e3', '0x10', '-1']) {
+      expect(() => loadConfig({ HERALD_RETENTION_DAYS: value })).toThrow(`HERALD_RETENTION_DAYS must be a whole number from 0 to 3650, not "${value}"`);
+    }
   });
 });
