@@ -1,7 +1,7 @@
 // The inbox's rules. Every change to an in-app message goes through one function per kind of
 // change, below: `deliverInboxMessages` (new messages, from the job runner), `changeInboxMessage`
 // (one message's seen/read/archived/action states, from the inbox and the secret-key API),
-// `deleteInboxMessage`, and `changeInboxMessages` (bulk). Each runs in the caller's transaction
+// `deleteInboxMessage`, `changeInboxMessages` (bulk) and `forgetMessagesOf` (retention). Each runs in the caller's transaction
 // and writes, with the messages, the subscriber's counts and numbered events (`recordInboxChange`),
 // a NOTIFY for the other API processes, and a wake for this one's streams after the commit; and,
 // for states a change turns on, the webhook events `message.seen|read|archived` (webhook-events.ts).
@@ -187,6 +187,24 @@ export async function deleteInboxMessage(trx: Runner, environmentId: string, sub
     now,
   );
   return true;
+}
+
+/**
+ * Takes the messages of notifications retention is about to delete out of their subscribers'
+ * counts, with one `counts` event each, in the deleting transaction (the messages go with their
+ * notifications).
+ */
+export async function forgetMessagesOf(trx: Runner, notificationIds: string[], now: Date): Promise<void> {
+  const bySubscriber = new Map<string, SubscriberChange>();
+  for (const message of await repo.messagesOfNotifications(trx, notificationIds)) {
+    let change = bySubscriber.get(message.subscriberKey);
+    if (!change) {
+      change = { subscriberKey: message.subscriberKey, environmentId: message.environmentId, delta: repo.NO_COUNTS, events: [(counts) => ({ type: 'counts', counts })] };
+      bySubscriber.set(message.subscriberKey, change);
+    }
+    change.delta = minus(change.delta, share(message));
+  }
+  if (bySubscriber.size > 0) await recordInboxChange(trx, [...bySubscriber.values()], now);
 }
 
 /**

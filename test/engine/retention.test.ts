@@ -12,7 +12,7 @@ import { insertRows } from '../../src/db/insert-rows.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { INBOX_EVENTS_KEPT_MS, sweepExpired } from '../../src/engine/retention.js';
-import { insertEvents } from '../../src/db/repos/inbox.js';
+import { bumpCounts, insertEvents, readCounts } from '../../src/db/repos/inbox.js';
 import { insertTicket } from '../../src/db/repos/inbox-access.js';
 import { newId } from '../../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
@@ -98,6 +98,23 @@ describe('retention', () => {
     expect(await countNotifications(testDb.db, environments.production)).toBe(1);
     // A second pass finds nothing.
     expect(await sweep()).toMatchObject({ notifications: 0, events: 0 });
+  });
+
+  it("takes the deleted in-app messages out of their subscriber's inbox counts, with a counts event, in the same transaction", async () => {
+    for (let i = 0; i < 3; i++) await notification(environments.production, 31 + i);
+    await notification(environments.production, 29);
+    // One of the old messages read (and so seen), one archived: the counts as the inbox keeps them.
+    const [read, archived] = await testDb.db('messages').orderBy('created_at').limit(2).pluck('id');
+    await testDb.db('messages').where({ id: read }).update({ seen: true, read: true });
+    await testDb.db('messages').where({ id: archived }).update({ archived: true });
+    await testDb.db.transaction((trx) => bumpCounts(trx, [{ subscriberKey, environmentId: environments.production, unread: 2, unseen: 2, total: 3, archived: 1, events: 0 }]));
+    expect(await readCounts(testDb.db, subscriberKey)).toEqual({ unread: 2, unseen: 2, total: 3, archived: 1, seq: 0 });
+
+    expect(await sweep()).toMatchObject({ notifications: 3 });
+    // What is left is the recent message, unread.
+    expect(await readCounts(testDb.db, subscriberKey)).toEqual({ unread: 1, unseen: 1, total: 1, archived: 0, seq: 1 });
+    const [event] = await testDb.db('inbox_events').where({ subscriber_key: subscriberKey });
+    expect(JSON.parse(event.payload)).toEqual({ type: 'counts', counts: { unread: 1, unseen: 1, total: 1, archived: 0 } });
   });
 
   it('keeps a notification whose delay or digest is still pending, and one merged into a digest still open', async () => {
@@ -188,18 +205,21 @@ describe('retention', () => {
   it('goes on past a part that fails, and tries that part again at the next pass', async () => {
     const old = await notification(environments.production, 40);
     const environmentId = environments.production;
+    // The message's counts, and the event that told of it, as delivering it left them.
+    await testDb.db.transaction((trx) => bumpCounts(trx, [{ subscriberKey, environmentId, unread: 1, unseen: 1, total: 1, archived: 0, events: 1 }]));
     await insertEvents(testDb.db, [{ subscriberKey, environmentId, seq: 1, type: 'notification.created', payload: '{}' }], new Date(NOW.getTime() - INBOX_EVENTS_KEPT_MS - 1));
     await insertTicket(testDb.db, { ticketHash: 'expired', environmentId, organizationId: newId(), subscriberId: 'ada', expiresAt: new Date(NOW.getTime() - 1) });
-    // A real failure of one part: the inbox's events cannot be read while their table is away.
-    await testDb.db.schema.renameTable('inbox_events', 'inbox_events_away');
+    // A real failure of one part: the inbox's tickets cannot be read while their table is away.
+    await testDb.db.schema.renameTable('inbox_tickets', 'inbox_tickets_away');
 
-    expect(await sweep()).toMatchObject({ notifications: 1, events: 1, inboxEvents: 0, inboxTickets: 1, failed: ['inbox events'] });
+    expect(await sweep()).toMatchObject({ notifications: 1, events: 1, inboxEvents: 1, inboxTickets: 0, failed: ['inbox tickets'] });
     expect(await count('notifications', { id: old.notificationId })).toBe(0);
-    expect(await count('inbox_tickets')).toBe(0);
+    // The old event is gone; the counts event of the deleted message is new.
+    expect(await testDb.db('inbox_events').pluck('seq')).toEqual([2]);
 
-    await testDb.db.schema.renameTable('inbox_events_away', 'inbox_events');
-    expect(await sweep()).toMatchObject({ inboxEvents: 1, failed: [] });
-    expect(await count('inbox_events')).toBe(0);
+    await testDb.db.schema.renameTable('inbox_tickets_away', 'inbox_tickets');
+    expect(await sweep()).toMatchObject({ inboxTickets: 1, failed: [] });
+    expect(await count('inbox_tickets')).toBe(0);
   });
 
   it('forgets the inbox streams\' events once past their keeping time, and tickets once expired, whether or not a stream is open', async () => {

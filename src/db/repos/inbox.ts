@@ -4,7 +4,7 @@
 // the counts row (its update locks it, and so orders the subscriber's events), then the events.
 // Who may reach the inbox (secrets, origins, tickets) is in inbox-access.ts.
 import type { Db, Runner } from '../knex.js';
-import { isPostgres, selectRows, changeRows } from '../knex.js';
+import { inList, isPostgres, selectRows, changeRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { readBool, readJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
@@ -170,6 +170,20 @@ export async function writeMessageState(trx: Runner, messageId: string, next: Me
 
 export async function writeAction(trx: Runner, messageId: string, column: 'primary_action' | 'secondary_action', action: unknown): Promise<void> {
   await changeRows(trx, `UPDATE messages SET ${column} = ? WHERE id = ?`, [JSON.stringify(action), messageId]);
+}
+
+/** The messages of these notifications, each with whose it is and the states its counts depend on. */
+export async function messagesOfNotifications(trx: Runner, notificationIds: string[]): Promise<Array<MessageState & { subscriberKey: string; environmentId: string }>> {
+  const list = inList(trx, 'notification_id', notificationIds);
+  const rows = await selectRows<Record<string, unknown>>(trx, `SELECT id, subscriber_key, environment_id, seen, read, archived FROM messages WHERE ${list.sql}`, list.bindings);
+  return rows.map((row) => ({
+    id: row.id as string,
+    subscriberKey: row.subscriber_key as string,
+    environmentId: row.environment_id as string,
+    seen: readBool(row.seen),
+    read: readBool(row.read),
+    archived: readBool(row.archived),
+  }));
 }
 
 export async function deleteMessageRow(trx: Runner, messageId: string): Promise<void> {

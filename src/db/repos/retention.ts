@@ -4,7 +4,7 @@
 // foreign keys cascade from a notification to its jobs and their execution details, and from an
 // event to its own jobs (a fan-out's); messages are deleted by their notification. The kept count
 // of notifications (migration 90) follows in the same transaction.
-import { changeRows, inList, isPostgres, selectRows, type Db } from '../knex.js';
+import { changeRows, inList, isPostgres, selectRows, type Db, type Transaction } from '../knex.js';
 import { writeTransaction } from '../group-commit.js';
 import { OPEN_JOB_STATUSES } from './jobs.js';
 
@@ -68,16 +68,20 @@ const EXPIRED_DELIVERIES = `SELECT id, created_at FROM webhook_deliveries
   WHERE environment_id = ? AND created_at < ? AND (created_at, id) > (?, ?) AND status IN ('succeeded', 'failed')
   ORDER BY created_at, id LIMIT ?`;
 
+/** What must happen, in the deleting transaction, before the rows of these ids go (the inbox's counts of their messages). */
+export type BeforeDelete = (trx: Transaction, ids: string[]) => Promise<void>;
+
 /**
  * Deletes up to `limit` rows of `table` that `expired` (one of the statements above) finds, with
- * `alsoDelete`'s first, in one transaction.
+ * `alsoDelete`'s first, in one transaction, `beforeDelete` before either.
  */
 function deleteExpired(expired: string, table: string, alsoDelete?: { table: string; column: string }) {
-  return (db: Db, environmentId: string, before: Date, limit: number, after: SweepPosition): Promise<DeletedBatch> =>
+  return (db: Db, environmentId: string, before: Date, limit: number, after: SweepPosition, beforeDelete?: BeforeDelete): Promise<DeletedBatch> =>
     writeTransaction(db, async (trx) => {
       const rows = await selectRows<{ id: string; created_at: string }>(trx, expired, [environmentId, before.toISOString(), after.createdAt, after.id, limit]);
       if (rows.length === 0) return { deleted: 0 };
       const ids = rows.map((row) => row.id);
+      if (beforeDelete) await beforeDelete(trx, ids);
       if (alsoDelete) {
         const dependents = inList(trx, alsoDelete.column, ids);
         await changeRows(trx, `DELETE FROM ${alsoDelete.table} WHERE ${dependents.sql}`, dependents.bindings);
@@ -92,7 +96,8 @@ function deleteExpired(expired: string, table: string, alsoDelete?: { table: str
 /**
  * Deletes up to `limit` of an environment's notifications created before `before` (EXPIRED_NOTIFICATIONS),
  * after `after`, with their messages, jobs and execution details, in one transaction. Fewer than
- * `limit` once none is left.
+ * `limit` once none is left. The caller's `beforeDelete` takes the messages out of their
+ * subscribers' inbox counts.
  */
 export const deleteExpiredNotifications = deleteExpired(EXPIRED_NOTIFICATIONS, 'notifications', { table: 'messages', column: 'notification_id' });
 
