@@ -1,7 +1,33 @@
 // Wire types, derived from the generated contract and never written by hand: the bottom layer that
 // every other room may import. A handler's reply must be one of its operation's documented success
 // statuses with exactly that status's body, so `tsc` fails when code and contract drift apart.
+import fs from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
 import type { components, operations } from '../generated/v1.js';
+import { createAjv, type Validate } from './json-schema.js';
+import { ROOT } from './paths.js';
+
+/** The bundled contract (`npm run generate`): what the router, the docs and `/v1/openapi.yaml` serve. */
+export const CONTRACT_PATH = path.join(ROOT, 'generated', 'openapi.yaml');
+
+let parsedContract: Record<string, unknown> | undefined;
+
+/** The bundled contract, read and parsed once a process. Shared: whoever changes it must copy it first. */
+export function contractDocument(): Readonly<Record<string, unknown>> {
+  parsedContract ??= YAML.parse(fs.readFileSync(CONTRACT_PATH, 'utf8')) as Record<string, unknown>;
+  return parsedContract;
+}
+
+/**
+ * A validator of one of the contract's schemas, for input that reaches the engine without the API's
+ * router (the dashboard's forms), so that it meets the same limits. It stops at the first error.
+ */
+export function schemaValidator(name: keyof components['schemas']): Validate {
+  const ajv = createAjv({ allErrors: false });
+  ajv.addSchema({ $id: 'herald:contract', components: contractDocument().components });
+  return ajv.getSchema(`herald:contract#/components/schemas/${name}`) as Validate;
+}
 
 export type Schemas = components['schemas'];
 /** The operations Herald serves; the contract's `webhooks` (what Herald sends, ids ending in `Webhook`) are not among them. */

@@ -52,16 +52,16 @@ export function inboxSettingsRoutes(router: Router, deps: Deps): void {
   const done = (req: Request, res: Response, environmentId: string, notice: string) =>
     res.redirect(303, `${inboxSettingsHref(req.baseUrl, environmentId)}&done=${encodeURIComponent(notice)}`);
 
-  const NOTICES: Record<string, string> = {
-    origins: 'The allowed origins are saved. Other server processes follow within a few seconds.',
-    added: 'A new secret signs tokens from now on; tokens signed with the other one still work.',
-    retired: 'The secret is retired: tokens signed with it are refused from now on.',
-    'sessions-on': 'Sessions from a subscriber hash are on: browsers may now trade a hash for a one-hour token.',
-    'sessions-off': 'Sessions from a subscriber hash are off: every new session is refused.',
-  };
+  const NOTICES = new Map([
+    ['origins', 'The allowed origins are saved. Other server processes follow within a few seconds.'],
+    ['added', 'A new secret signs tokens from now on; tokens signed with the other one still work.'],
+    ['retired', 'The secret is retired: tokens signed with it are refused from now on.'],
+    ['sessions-on', 'Sessions from a subscriber hash are on: browsers may now trade a hash for a one-hour token.'],
+    ['sessions-off', 'Sessions from a subscriber hash are off: every new session is refused.'],
+  ]);
 
   router.get('/settings/inbox', requireSession, async (req, res) => {
-    await show(req, res, 200, { notice: NOTICES[String(req.query.done)] });
+    await show(req, res, 200, { notice: NOTICES.get(String(req.query.done)) });
   });
 
   router.post('/settings/inbox/origins', requireSession, requireCsrf, async (req, res) => {

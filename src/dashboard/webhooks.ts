@@ -3,7 +3,7 @@
 // same engine functions (engine/webhooks.ts). Every form carries the session's CSRF token.
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
-import type { Schemas } from '../contract.js';
+import { schemaValidator, type Schemas } from '../contract.js';
 import { ApiError } from '../errors.js';
 import * as webhooks from '../engine/webhooks.js';
 import { sessionOf } from './session.js';
@@ -40,6 +40,7 @@ function refusal(err: unknown): { status: number; message: string } | undefined 
 const asList = (value: unknown): string[] => (Array.isArray(value) ? value.map(String) : value === undefined ? [] : [String(value)]);
 
 export function webhookRoutes(router: Router, deps: Deps): void {
+  const validEndpoint = schemaValidator('WebhookEndpointCreate');
   const { db } = deps;
 
   const environmentOf = (req: Request, res: Response) => chosenEnvironment(db, req, res, { href: `${req.baseUrl}/webhooks`, text: 'Back to webhooks' });
@@ -84,14 +85,14 @@ export function webhookRoutes(router: Router, deps: Deps): void {
     );
   };
 
-  const NOTICES: Record<string, string> = {
-    test: 'A webhook.test event is on its way: it is listed below.',
-    retry: 'The delivery is due again now.',
-    enabled: 'The endpoint is enabled: Herald sends to it again.',
-    disabled: 'The endpoint is disabled: Herald sends nothing to it until it is enabled.',
-    deleted: 'The endpoint is deleted.',
-  };
-  const noticeOf = (req: Request) => NOTICES[String(req.query.done)];
+  const NOTICES = new Map([
+    ['test', 'A webhook.test event is on its way: it is listed below.'],
+    ['retry', 'The delivery is due again now.'],
+    ['enabled', 'The endpoint is enabled: Herald sends to it again.'],
+    ['disabled', 'The endpoint is disabled: Herald sends nothing to it until it is enabled.'],
+    ['deleted', 'The endpoint is deleted.'],
+  ]);
+  const noticeOf = (req: Request) => NOTICES.get(String(req.query.done));
   const back = (req: Request, res: Response, href: string, done: string) => res.redirect(303, `${href}&done=${done}`);
 
   router.get('/webhooks', requireSession, (req, res) => showList(req, res, 200, { notice: noticeOf(req) }));
@@ -105,8 +106,14 @@ export function webhookRoutes(router: Router, deps: Deps): void {
     const eventTypes = EVENT_TYPES.filter((type) => chosen.includes(type));
     const draft = { url, description, eventTypes };
     if (!url) return showList(req, res, 422, { draft, error: 'Give the endpoint a URL.' });
+    const endpoint = { url, ...(description ? { description } : {}), ...(eventTypes.length ? { eventTypes } : {}) };
+    // What the API's router checks (a URL, its length, the description's) holds for the form too.
+    if (!validEndpoint(endpoint)) {
+      const [first] = validEndpoint.errors ?? [];
+      return showList(req, res, 422, { draft, error: `The endpoint's ${first?.instancePath.slice(1) || 'fields'} ${first?.message ?? 'are not valid'}.` });
+    }
     try {
-      const created = await webhooks.createEndpoint(deps, found.environment.id, { url, ...(description ? { description } : {}), ...(eventTypes.length ? { eventTypes } : {}) });
+      const created = await webhooks.createEndpoint(deps, found.environment.id, endpoint);
       // Answered here rather than redirected: the secret is shown in this response.
       await showList(req, res, 201, { created: { endpointId: created.endpointId, url: created.url, secret: created.secret } });
     } catch (err) {

@@ -8,17 +8,14 @@
 // route match (1.3 ms each here) and parses a request three or four times. Everything else of the
 // HTTP layer (handlers registered by operationId, security handlers, the 401/400/404/405 hooks)
 // is used as openapi-backend's authors intend, in api.ts; only this file reaches into its internals.
-import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import path from 'node:path';
-import YAML from 'yaml';
 import { OpenAPIBackend, type Context } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { createAjv, firstThenAll, type Validate } from '../json-schema.js';
-import { ROOT } from '../paths.js';
+import { CONTRACT_PATH, contractDocument as sharedContract } from '../contract.js';
 
-export const SPEC_PATH = path.join(ROOT, 'generated', 'openapi.yaml');
+export const SPEC_PATH = CONTRACT_PATH;
 
 /**
  * Ajv's discriminator support finds each branch by its `type` const and refuses an explicit
@@ -340,7 +337,6 @@ function dropDiscriminatorMappings(node: unknown, seen: Set<object>): void {
   for (const value of Object.values(node)) dropDiscriminatorMappings(value, seen);
 }
 
-let parsedContract: OpenAPIBackend['inputDocument'] | undefined;
 
 /**
  * The contract, read and parsed from its file once a process. Given the file's path instead,
@@ -352,8 +348,7 @@ let parsedContract: OpenAPIBackend['inputDocument'] | undefined;
  * (test/unit/contract-refs.test.ts keeps the bundle so).
  */
 function contractDocument(): OpenAPIBackend['inputDocument'] {
-  parsedContract ??= YAML.parse(fs.readFileSync(SPEC_PATH, 'utf8')) as OpenAPIBackend['inputDocument'];
-  return structuredClone(parsedContract);
+  return structuredClone(sharedContract()) as OpenAPIBackend['inputDocument'];
 }
 
 /**

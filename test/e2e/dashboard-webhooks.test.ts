@@ -81,6 +81,26 @@ describe('Monitor → Webhooks', () => {
     expect((await t.a.get('/v1/webhook-endpoints').expect(200)).body.data.map((e: { url: string }) => e.url)).not.toContain('http://10.0.0.1/hook');
   });
 
+  it('refuses what the API refuses: a URL that is not one, one too long, a description too long; and shows no stray notice', async () => {
+    const cases = [
+      [{ url: `${receiver.url}/a b<"c>` }, 'url must match format'],
+      [{ url: `${receiver.url}/${'x'.repeat(3_000)}` }, 'url must NOT have more than 2048 characters'],
+      [{ url: `${receiver.url}/hooks`, description: 'd'.repeat(5_000) }, 'description must NOT have more than 500 characters'],
+    ] as const;
+    const before = (await t.a.get('/v1/webhook-endpoints').expect(200)).body.totalCount;
+    for (const [form, message] of cases) {
+      const res = await post('/webhooks', form);
+      expect(res.status, message).toBe(422);
+      expect(res.text).toContain(message);
+    }
+    expect((await t.a.get('/v1/webhook-endpoints').expect(200)).body.totalCount).toBe(before);
+    // A notice is one the page knows, not whatever an object holds under that name.
+    for (const done of ['constructor', '__proto__', 'toString']) {
+      const page = await visitor.get(`/dashboard/webhooks?${env()}&done=${done}`);
+      expect(page.text).not.toMatch(/native code|\[object Object\]/);
+    }
+  });
+
   it('sends a test event the receiver verifies, lists the delivery with its try, and retries it with the same webhook-id', async () => {
     const { endpointId, secret } = await addEndpoint();
     const sent = await post(`/webhooks/${endpointId}/test`);
