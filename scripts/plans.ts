@@ -98,7 +98,7 @@ async function retention([environmentId, days]: string[]): Promise<number> {
   }
   const describeRetention = (own: number | null) => {
     const days = own ?? config.retentionDays;
-    const kept = days === 0 ? 'for ever' : `${days} days`;
+    const kept = days === 0 ? 'for ever' : `${days} day${days === 1 ? '' : 's'}`;
     return own === null ? `${kept} (the server's HERALD_RETENTION_DAYS)` : kept;
   };
   const db = createDb(config.databaseUrl);
