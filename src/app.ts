@@ -35,6 +35,9 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   if (options.precompile) precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');
+  // Paths are what the contract and the pages say, letter for letter: `/DASHBOARD` would be served,
+  // and set cookies for a path the browser never sends them back to.
+  app.enable('case sensitive routing');
   app.locals.inboxHub = inboxHub;
   // Every answer is what its Content-Type says: a browser never sniffs a JSON error into HTML.
   app.use((_req, res, next) => {

@@ -18,8 +18,8 @@ const FIXED_ROUTES: Record<string, string> = {
 /** An operation's label: a route outside the contract by its fixed name, anything unknown as `notFound`. */
 function operationOf(path: string, matched: string | undefined): string {
   if (matched) return matched;
-  // Express matches these routes in any letter case (`/HEALTH` is served): so does their label.
-  const route = path.toLowerCase().replace(/\/+$/, '') || '/';
+  // Express matches these routes letter for letter (app.ts), with or without a trailing slash: so does their label.
+  const route = path.replace(/\/+$/, '') || '/';
   const fixed = FIXED_ROUTES[route];
   if (fixed) return fixed;
   if (route === '/dashboard' || route.startsWith('/dashboard/')) return 'dashboard';

@@ -43,6 +43,14 @@ const cookieHeader = (res: supertest.Response, name: string) =>
   ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith(`${name}=`));
 
 describe('signing in to /dashboard', () => {
+  it('serves its pages at their paths only, letter for letter: a session cookie is for /dashboard', async () => {
+    for (const path of ['/DASHBOARD/sign-in', '/Dashboard/settings/api-keys']) {
+      const res = await t.http.get(path);
+      expect(res.status, path).toBe(404);
+      expect(res.headers['set-cookie'], path).toBeUndefined();
+    }
+  });
+
   it('sends a visitor without a session to the sign-in page', async () => {
     const res = await t.http.get('/dashboard/settings/api-keys').expect(303);
     expect(res.headers.location).toBe('/dashboard/sign-in');

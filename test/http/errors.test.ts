@@ -12,6 +12,11 @@ describe('errors from every layer carry the same body', () => {
     expect(Object.keys(res.body)).toEqual(expect.arrayContaining(ERROR_FIELDS));
   });
 
+  it('404 for a path in another letter case: paths match letter for letter', async () => {
+    await t.a.get('/V1/subscribers').expect(404);
+    await t.a.get('/v1/Subscribers').expect(404);
+  });
+
   it('404 as JSON for an unknown route outside /v1, too', async () => {
     const res = await t.http.get('/nowhere').expect(404).expect('Content-Type', /application\/json/);
     expect(res.body.statusCode).toBe(404);
