@@ -178,7 +178,8 @@ export interface paths {
          * Update preferences
          * @description Updates the subscriber's global layer, or, when the body names a `workflowId`, the
          *     subscriber's layer for that workflow. Channels can be given as a map (`channels`) or as
-         *     Novu's list (`preferences`); channels not mentioned keep their setting. An unknown
+         *     Novu's list (`preferences`); channels not mentioned keep their setting, and a channel set to
+         *     `null` in the map loses this layer's choice (it follows the next layer again). An unknown
          *     workflow is a `404`.
          */
         patch: operations["updateSubscriberPreferences"];
@@ -1773,6 +1774,38 @@ export interface components {
              */
             push?: boolean;
         };
+        /**
+         * @description Each channel to turn on (`true`) or off (`false`) in the layer changed, or `null` to clear this
+         *     layer's choice: the channel then follows the next layer (a workflow's choice falls back to the
+         *     global layer, the global layer's to the workflow's default). Channels left out stay as they are.
+         */
+        ChannelPreferencesChange: {
+            /**
+             * @description In-app messages.
+             * @example true
+             */
+            in_app?: boolean | null;
+            /**
+             * @description Email.
+             * @example null
+             */
+            email?: boolean | null;
+            /**
+             * @description SMS.
+             * @example true
+             */
+            sms?: boolean | null;
+            /**
+             * @description Chat.
+             * @example false
+             */
+            chat?: boolean | null;
+            /**
+             * @description Push.
+             * @example true
+             */
+            push?: boolean | null;
+        };
         /** @description One preference layer, or the effective settings. */
         Preference: {
             /**
@@ -1860,7 +1893,7 @@ export interface components {
              * @example true
              */
             enabled?: boolean;
-            channels?: components["schemas"]["ChannelPreferences"];
+            channels?: components["schemas"]["ChannelPreferencesChange"];
             /** @description Channels in Novu's list form. */
             preferences?: {
                 type: components["schemas"]["ChannelType"];

@@ -6,7 +6,7 @@ import type { Body, Schemas } from '../contract.js';
 import { badRequest } from '../errors.js';
 import { activeWorkflows, findWorkflow, type StoredWorkflow } from '../db/repos/workflows.js';
 import * as repo from '../db/repos/preferences.js';
-import type { Layer } from '../db/repos/preferences.js';
+import type { LayerChange } from '../db/repos/preferences.js';
 import { effectivePreference, globalPreference } from './preferences.js';
 import { existingSubscriberKey } from './subscribers.js';
 import { workflowNotFound } from './workflows.js';
@@ -69,7 +69,7 @@ export async function globalPreferences(deps: Deps, environmentId: string, subsc
 export async function updatePreferences(deps: Deps, environmentId: string, subscriberId: string, body: Body<'updateSubscriberPreferences'>) {
   const key = await existingSubscriberKey(deps.db, environmentId, subscriberId);
   // The map form and Novu's list form say the same thing; the list wins where both name a channel.
-  const change: Layer = { enabled: body.enabled, channels: { ...body.channels } };
+  const change: LayerChange = { enabled: body.enabled, channels: { ...body.channels } };
   for (const { type, enabled } of body.preferences ?? []) change.channels[type] = enabled;
   if (change.enabled === undefined && Object.keys(change.channels).length === 0) {
     throw badRequest('Nothing to change: give enabled, channels or preferences', [

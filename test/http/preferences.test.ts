@@ -117,6 +117,21 @@ describe('PATCH /subscribers/{subscriberId}/preferences (updateSubscriberPrefere
     await t.a.delete('/v1/workflows/weekly-mail').expect(200);
   });
 
+  it("clears a layer's choice for a channel with null: the channel follows the next layer again", async () => {
+    // comment-added: ada turns email on for it, over the workflow's default (off) and then a global off.
+    await t.a.patch('/v1/subscribers/ada/preferences', { workflowId: 'comment-added', channels: { email: true } }).expect(200);
+    await t.a.patch('/v1/subscribers/ada/preferences', { channels: { email: false, in_app: false } }).expect(200);
+    expect((await entries())[0].preference.channels).toEqual({ in_app: false, email: true });
+    // Cleared for the workflow: the global layer's off.
+    const cleared = await t.a.patch('/v1/subscribers/ada/preferences', { workflowId: 'comment-added', channels: { email: null } }).expect(200);
+    expect(cleared.body.data.preference.channels).toEqual({ in_app: false, email: false });
+    // Cleared globally too: the workflow's default for email (off), everything for in-app (on).
+    await t.a.patch('/v1/subscribers/ada/preferences', { channels: { email: null, in_app: null } }).expect(200);
+    expect((await entries())[0].preference.channels).toEqual({ in_app: true, email: false });
+    // The global layer shows what it lets through: with no choice, every channel.
+    expect((await t.a.get('/v1/subscribers/ada/preferences/global').expect(200)).body.data.preference.channels).toMatchObject({ email: true, in_app: true });
+  });
+
   it('turns a whole workflow off, leaving the others', async () => {
     const res = await t.a.patch('/v1/subscribers/ada/preferences', { workflowId: 'comment-added', enabled: false }).expect(200);
     expect(res.body.data.preference).toEqual({ enabled: false, channels: { in_app: false, email: false } });

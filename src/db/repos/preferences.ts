@@ -22,8 +22,19 @@ export function toLayer(row: LayerRow | undefined): Layer {
   return layer;
 }
 
-function merged(current: Layer, change: Layer): Layer {
-  return { enabled: change.enabled ?? current.enabled, channels: { ...current.channels, ...change.channels } };
+/** A change to a layer: `null` clears the layer's choice for that channel. */
+export interface LayerChange {
+  enabled?: boolean;
+  channels: Partial<Record<Channel, boolean | null>>;
+}
+
+function merged(current: Layer, change: LayerChange): Layer {
+  const channels = { ...current.channels };
+  for (const [channel, on] of Object.entries(change.channels) as Array<[Channel, boolean | null | undefined]>) {
+    if (on === null) delete channels[channel];
+    else if (on !== undefined) channels[channel] = on;
+  }
+  return { enabled: change.enabled ?? current.enabled, channels };
 }
 
 // Each send reads both layers of its subscriber: prepared statements, not the query builder.
@@ -45,7 +56,7 @@ export async function workflowLayer(db: Runner, subscriberKey: string, workflowK
 }
 
 /** Merges a change into the global layer and returns the result. */
-export async function saveGlobalLayer(db: Db, subscriberKey: string, change: Layer, now: Date): Promise<Layer> {
+export async function saveGlobalLayer(db: Db, subscriberKey: string, change: LayerChange, now: Date): Promise<Layer> {
   return db.transaction(async (trx) => {
     const layer = merged(await globalLayer(trx, subscriberKey), change);
     await trx('subscriber_global_preferences')
@@ -57,7 +68,7 @@ export async function saveGlobalLayer(db: Db, subscriberKey: string, change: Lay
 }
 
 /** Merges a change into the subscriber's layer for one workflow and returns the result. */
-export async function saveWorkflowLayer(db: Db, subscriberKey: string, workflowKey: string, change: Layer, now: Date): Promise<Layer> {
+export async function saveWorkflowLayer(db: Db, subscriberKey: string, workflowKey: string, change: LayerChange, now: Date): Promise<Layer> {
   return db.transaction(async (trx) => {
     const layer = merged(await workflowLayer(trx, subscriberKey, workflowKey), change);
     await trx('subscriber_workflow_preferences')
