@@ -283,7 +283,7 @@ export interface paths {
         /**
          * Mark an in-app message
          * @description Marks one message of the feed as seen or read (or not). Reading a message also marks it
-         *     seen. Marking twice is harmless; the first time is kept in `seenAt` and `readAt`.
+         *     seen, and marking a read message unseen also marks it unread. Marking twice is harmless; the first time is kept in `seenAt` and `readAt`.
          */
         patch: operations["updateSubscriberMessage"];
         trace?: never;
@@ -1963,7 +1963,7 @@ export interface components {
         /** @description What to mark. */
         InAppMessageUpdate: {
             /**
-             * @description Seen (`true`) or not seen (`false`).
+             * @description Seen (`true`) or not seen (`false`, which also marks it unread).
              * @example true
              */
             seen?: boolean;
@@ -3220,7 +3220,7 @@ export interface components {
         /** @description The states to set (`true`) or clear (`false`); states not named are left alone. */
         InboxMessageUpdate: {
             /**
-             * @description Seen (shown to the subscriber, in a list say).
+             * @description Seen (shown to the subscriber, in a list say). Unseeing a read item also marks it unread.
              * @example true
              */
             seen?: boolean;

@@ -138,8 +138,9 @@ export async function changeInboxMessage(
   if (!locked) return undefined;
   const before = { seen: locked.seen, read: locked.read, archived: locked.archived };
   const actionDone = change.action?.status === 'done';
-  const read = actionDone ? true : (change.read ?? before.read);
+  // A read message is a seen one: reading sees it, and unseeing (alone) unreads it.
   const seen = change.read === true || actionDone ? true : (change.seen ?? before.seen);
+  const read = actionDone ? true : !seen ? false : (change.read ?? before.read);
   const after = { seen, read, archived: change.archived ?? before.archived };
   let actionChanged = false;
   if (change.action) {
@@ -222,7 +223,9 @@ export async function changeInboxMessages(
 ): Promise<{ updated: number; counts: repo.InboxCounts }> {
   const changed = new Set<string>();
   const delta = { ...repo.NO_COUNTS };
+  // As for one message (changeInboxMessage): reading sees, unseeing unreads.
   const seen = set.read === true ? true : set.seen;
+  const read = seen === false ? false : set.read;
   // The states the change turned on, message by message: each is a webhook event.
   const turnedOn: Array<{ row: repo.ChangedMessage; state: 'seen' | 'read' | 'archived' }> = [];
   if (seen !== undefined) {
@@ -233,12 +236,12 @@ export async function changeInboxMessages(
       if (!row.archived) delta.unseen += seen ? -1 : 1;
     }
   }
-  if (set.read !== undefined) {
-    const rows = await repo.setStateUpTo(trx, subscriberKey, 'read', set.read, upTo, now);
-    turnedOn.push(...(set.read ? rows.map((row) => ({ row, state: 'read' as const })) : []));
+  if (read !== undefined) {
+    const rows = await repo.setStateUpTo(trx, subscriberKey, 'read', read, upTo, now);
+    turnedOn.push(...(read ? rows.map((row) => ({ row, state: 'read' as const })) : []));
     for (const row of rows) {
       changed.add(row.id);
-      if (!row.archived) delta.unread += set.read ? -1 : 1;
+      if (!row.archived) delta.unread += read ? -1 : 1;
     }
   }
   if (set.archived !== undefined) {

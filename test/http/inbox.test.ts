@@ -209,6 +209,19 @@ describe('PATCH /inbox/messages/{messageId} (updateInboxMessage)', () => {
     const back = (await as(token).patch(`/v1/inbox/messages/${newest.messageId}`, { archived: false, read: false }).expect(200)).body.data;
     expect(back).toMatchObject({ archivedAt: null, readAt: null, seenAt: read.seenAt });
     expect((await as(token).get('/v1/inbox/counts').expect(200)).body.data).toEqual({ unread: 2, unseen: 1, total: 2, archived: 0 });
+    // A read message is a seen one: unseeing it unreads it too, through either API.
+    await as(token).patch(`/v1/inbox/messages/${newest.messageId}`, { read: true }).expect(200);
+    const unseen = (await as(token).patch(`/v1/inbox/messages/${newest.messageId}`, { seen: false }).expect(200)).body.data;
+    expect(unseen).toMatchObject({ seenAt: null, readAt: null });
+    await as(token).patch(`/v1/inbox/messages/${newest.messageId}`, { read: true }).expect(200);
+    const marked = (await t.a.patch(`/v1/subscribers/ada/messages/${newest.messageId}`, { seen: false }).expect(200)).body.data;
+    expect(marked).toMatchObject({ seen: false, read: false });
+    expect((await as(token).get('/v1/inbox/counts').expect(200)).body.data).toEqual({ unread: 2, unseen: 2, total: 2, archived: 0 });
+    // And in bulk.
+    await as(token).post('/v1/inbox/messages/bulk', { set: { read: true } }).expect(200);
+    await as(token).post('/v1/inbox/messages/bulk', { set: { seen: false } }).expect(200);
+    expect((await as(token).get('/v1/inbox/counts').expect(200)).body.data).toEqual({ unread: 2, unseen: 2, total: 2, archived: 0 });
+    expect((await as(token).get('/v1/inbox/messages?status=read').expect(200)).body.data).toEqual([]);
   });
 
   it('shares its counts with the secret-key API’s mark, which changes the same messages', async () => {
