@@ -4174,6 +4174,7 @@ export interface components {
         /** @description The path exists but does not accept this method. */
         MethodNotAllowed: {
             headers: {
+                Allow: components["headers"]["Allow"];
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                 [name: string]: unknown;
@@ -4342,6 +4343,8 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /** @description The methods the path does accept, in upper case and comma-separated (RFC 9110). */
+        Allow: string;
         /** @description Seconds to wait before the next request can succeed. */
         RetryAfter: number;
         /**

@@ -213,8 +213,9 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
     notFound: (_c: Context, req: Request) => {
       throw notFound(`No route matches ${req.method} ${req.originalUrl.split('?')[0]}`);
     },
-    methodNotAllowed: (_c: Context, req: Request) => {
-      throw new ApiError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
+    methodNotAllowed: (c: Context, req: Request) => {
+      const allow = api.allowedMethods(c.request.path).join(', ');
+      throw new ApiError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`, undefined, { Allow: allow });
     },
     unauthorizedHandler: (c: Context, _req: Request, res: Response) => {
       const result = authenticationOf(res);

@@ -22,7 +22,7 @@ export const SPEC_PATH = CONTRACT_PATH;
  * `mapping`, which the contract keeps for generated types and the docs: drop mappings from the
  * backend's own dereferenced copy before any validator is compiled.
  */
-class HeraldBackend extends OpenAPIBackend {
+export class HeraldBackend extends OpenAPIBackend {
   override async init(): Promise<this> {
     await super.init();
     dropDiscriminatorMappings(this.definition, new Set());
@@ -31,6 +31,7 @@ class HeraldBackend extends OpenAPIBackend {
     // after init: flatten it once and match against a table built once, by the same rules.
     const operations = this.router.getOperations();
     const routes = new RouteTable(operations);
+    this.routes = routes;
     this.router.getOperations = () => operations;
     this.router.matchOperation = ((req: { method: string; path: string }, strict?: boolean) => routes.match(this.router, req, strict)) as never;
     this.requestShapes = new Map(operations.map((operation) => [operation, requestShapeOf(operation)]));
@@ -39,6 +40,12 @@ class HeraldBackend extends OpenAPIBackend {
   }
 
   private requestShapes = new Map<Operation, RequestShape>();
+  private routes?: RouteTable;
+
+  /** The methods some operation answers at `path` (a 405's `Allow`), in upper case. */
+  allowedMethods(path: string): string[] {
+    return this.routes ? this.routes.methodsAt(this.router, path) : [];
+  }
 
   /** An allErrors instance beside the validators' own, which stop at the first error (createBackend). */
   listing?: Ajv2020;
@@ -321,6 +328,14 @@ class RouteTable {
       ? fail('405-methodNotAllowed: this method is not registered for the route')
       : fail('404-notFound: no route matches request');
   }
+
+  /** The methods of every operation whose path is `path` or whose template matches it, as `match` reads it. */
+  methodsAt(router: OpenAPIBackend['router'], requestPath: string): string[] {
+    const path = router.normalizePath(normalRequestPath(requestPath));
+    const methods = new Set((this.exact.get(path) ?? []).map((operation) => operation.method));
+    for (const { pattern, operation } of this.templates) if (pattern.test(path)) methods.add(operation.method);
+    return [...methods].map((method) => method.toUpperCase()).sort();
+  }
 }
 
 /** `/subscribers/{subscriberId}` → /^\/subscribers\/[^/]+$/, literal parts escaped. */
@@ -361,7 +376,7 @@ function contractDocument(): OpenAPIBackend['inputDocument'] {
  * all at once before the server can answer (precompileValidators, api.ts, compiles them in the
  * background after start). Tests may give another definition.
  */
-export async function createBackend(definition: string | OpenAPIBackend['inputDocument'] = SPEC_PATH): Promise<OpenAPIBackend> {
+export async function createBackend(definition: string | OpenAPIBackend['inputDocument'] = SPEC_PATH): Promise<HeraldBackend> {
   const backend = new HeraldBackend({
     definition: definition === SPEC_PATH ? contractDocument() : definition,
     apiRoot: '/',

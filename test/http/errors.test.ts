@@ -22,10 +22,10 @@ describe('errors from every layer carry the same body', () => {
     expect(res.body.statusCode).toBe(404);
   });
 
-  it('405 for a method the path does not accept', async () => {
-    const res = await t.a.patch('/v1/subscribers/ada', { firstName: 'x' }).expect(405);
+  it('405 with Allow for a method the path does not accept', async () => {
+    const res = await t.a.patch('/v1/subscribers/ada', { firstName: 'x' }).expect(405).expect('Allow', 'DELETE, GET, PUT');
     expect(res.body).toMatchObject({ statusCode: 405, error: 'Method Not Allowed' });
-    await t.a.delete('/v1/subscribers').expect(405);
+    await t.a.delete('/v1/subscribers').expect(405).expect('Allow', 'GET, POST');
   });
 
   it('405 with Allow for a method the paths outside the contract do not accept', async () => {
