@@ -1,10 +1,11 @@
 // The inbox's rules. Every change to an in-app message goes through one function per kind of
 // change, below: `deliverInboxMessages` (new messages, from the job runner), `changeInboxMessage`
 // (one message's seen/read/archived/action states, from the inbox and the secret-key API),
-// `deleteInboxMessage`, `changeInboxMessages` (bulk) and `forgetMessagesOf` (retention). Each runs in the caller's transaction
-// and writes, with the messages, the subscriber's counts and numbered events (`recordInboxChange`),
-// a NOTIFY for the other API processes, and a wake for this one's streams after the commit; and,
-// for states a change turns on, the webhook events `message.seen|read|archived` (webhook-events.ts).
+// `deleteInboxMessage`, `changeInboxMessages` (bulk) and `forgetMessagesOf` (retention). Each runs
+// in the caller's transaction and writes, with the messages, the subscriber's counts and numbered
+// events (`recordInboxChange`), a NOTIFY for the other API processes, and a wake for this one's
+// streams after the commit; and, for states a change turns on, the webhook events
+// `message.seen|read|archived` (webhook-events.ts).
 import type { Deps } from '../deps.js';
 import type { Runner } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
