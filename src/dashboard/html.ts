@@ -1,3 +1,5 @@
+import { escapeHtml } from '../escape-html.js';
+
 /** Markup that is already safe: what `html` returns, and nothing else. */
 export class SafeHtml {
   constructor(readonly value: string) {}
@@ -5,9 +7,6 @@ export class SafeHtml {
     return this.value;
   }
 }
-
-const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-export const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => ENTITIES[c]);
 
 function render(value: unknown): string {
   if (value instanceof SafeHtml) return value.value;
