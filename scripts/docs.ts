@@ -12,7 +12,7 @@ import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import YAML from 'yaml';
-import { SPEC_PATH } from '../src/http/backend.js';
+import { CONTRACT_PATH } from '../src/contract.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const DEFAULT_DOCS_OUT = path.join(ROOT, 'dist', 'docs', 'index.html');
@@ -201,7 +201,7 @@ export function withCodeSamples(spec: Spec): Spec {
   return copy;
 }
 
-export function loadSpec(file = SPEC_PATH): Spec {
+export function loadSpec(file = CONTRACT_PATH): Spec {
   return YAML.parse(fs.readFileSync(file, 'utf8'));
 }
 

@@ -2,7 +2,7 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Deps } from './deps.js';
 import { handlers } from './handlers/index.js';
 import { apiMiddleware, createApi, precompileValidators } from './http/api.js';
-import { SPEC_PATH } from './http/backend.js';
+import { CONTRACT_PATH } from './contract.js';
 import { errorHandler, sendError } from './http/errors.js';
 import { ApiError, notFound } from './errors.js';
 import { requestLog } from './http/request-log.js';
@@ -51,7 +51,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   registerEngineMetrics(deps, metrics);
 
   app.get('/v1/openapi.yaml', (_req, res) => {
-    res.type('application/yaml').sendFile(SPEC_PATH);
+    res.type('application/yaml').sendFile(CONTRACT_PATH);
   });
   app.all('/v1/openapi.yaml', onlyGet);
   // The API comes before the other routes: it takes nearly every request, and express tries each

@@ -13,9 +13,7 @@ import { OpenAPIBackend, type Context } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { createAjv, firstThenAll, type Validate } from '../json-schema.js';
-import { CONTRACT_PATH, contractDocument as sharedContract } from '../contract.js';
-
-export const SPEC_PATH = CONTRACT_PATH;
+import { CONTRACT_PATH, contractDocument } from '../contract.js';
 
 /**
  * Ajv's discriminator support finds each branch by its `type` const and refuses an explicit
@@ -352,18 +350,17 @@ function dropDiscriminatorMappings(node: unknown, seen: Set<object>): void {
   for (const value of Object.values(node)) dropDiscriminatorMappings(value, seen);
 }
 
-
 /**
- * The contract, read and parsed from its file once a process. Given the file's path instead,
- * openapi-backend would read and parse it twice per backend, which the tests, starting dozens of
- * backends, paid for dozens of times. Each backend gets an object of its own: given an
- * object, openapi-backend dereferences it with dereference-json-schema, which remembers its answer
- * by that object, and the same answer would be every backend's definition, mutated by each init.
- * That dereferencing drops whatever stands beside a `$ref` but a description
+ * A backend's copy of the contract, which contract.ts reads and parses once a process. Given the
+ * file's path instead, openapi-backend would read and parse it twice per backend, which the tests,
+ * starting dozens of backends, paid for dozens of times. Each backend gets an object of its own:
+ * given an object, openapi-backend dereferences it with dereference-json-schema, which remembers
+ * its answer by that object, and the same answer would be every backend's definition, mutated by
+ * each init. That dereferencing drops whatever stands beside a `$ref` but a description
  * (test/unit/contract-refs.test.ts keeps the bundle so).
  */
-function contractDocument(): OpenAPIBackend['inputDocument'] {
-  return structuredClone(sharedContract()) as OpenAPIBackend['inputDocument'];
+function backendDocument(): OpenAPIBackend['inputDocument'] {
+  return structuredClone(contractDocument()) as OpenAPIBackend['inputDocument'];
 }
 
 /**
@@ -376,9 +373,9 @@ function contractDocument(): OpenAPIBackend['inputDocument'] {
  * all at once before the server can answer (precompileValidators, api.ts, compiles them in the
  * background after start). Tests may give another definition.
  */
-export async function createBackend(definition: string | OpenAPIBackend['inputDocument'] = SPEC_PATH): Promise<HeraldBackend> {
+export async function createBackend(definition: string | OpenAPIBackend['inputDocument'] = CONTRACT_PATH): Promise<HeraldBackend> {
   const backend = new HeraldBackend({
-    definition: definition === SPEC_PATH ? contractDocument() : definition,
+    definition: definition === CONTRACT_PATH ? backendDocument() : definition,
     apiRoot: '/',
     quick: true,
     coerceTypes: true,

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import type { RequestHandler } from 'express';
 import type { Logger } from '../logger.js';
 import { ROOT } from '../paths.js';
-import { SPEC_PATH } from './backend.js';
+import { CONTRACT_PATH } from '../contract.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
 
@@ -15,7 +15,7 @@ const DOCS_SCRIPT = path.join(ROOT, 'scripts', 'docs.ts');
 /** The page exists and was built from the contract as it is now. */
 function isFresh(file: string): boolean {
   try {
-    return fs.statSync(file).mtimeMs >= fs.statSync(SPEC_PATH).mtimeMs;
+    return fs.statSync(file).mtimeMs >= fs.statSync(CONTRACT_PATH).mtimeMs;
   } catch {
     return false;
   }

@@ -1,7 +1,8 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Context } from 'openapi-backend';
 import { apiMiddleware, BODY_LIMIT, METHODS_WITH_BODY, sendJson, validationDetails } from './api.js';
-import { createBackend, SPEC_PATH } from './backend.js';
+import { createBackend } from './backend.js';
+import { CONTRACT_PATH } from '../contract.js';
 import { badRequest, ApiError, notFound, unauthorized } from '../errors.js';
 import { errorHandler, sendError } from './errors.js';
 import type { Logger } from '../logger.js';
@@ -60,7 +61,7 @@ export async function createMockApp(logger: Logger): Promise<Express> {
     res.json({ status: 'ok', mock: true });
   });
   app.get('/v1/openapi.yaml', (_req, res) => {
-    res.type('application/yaml').sendFile(SPEC_PATH);
+    res.type('application/yaml').sendFile(CONTRACT_PATH);
   });
   const json = express.json({ limit: BODY_LIMIT });
   const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import YAML from 'yaml';
 import { ROOT } from '../helpers/process.js';
-import { SPEC_PATH } from '../../src/http/backend.js';
+import { CONTRACT_PATH } from '../../src/contract.js';
 
 // The real Redocly build, as `npm run docs` runs it. Only once: it does not depend on the database.
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('npm run docs', () => {
@@ -13,7 +13,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('npm run docs', () => {
     const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-'));
     onTestFinished(() => fs.rmSync(folder, { recursive: true, force: true }));
     const out = path.join(folder, 'index.html');
-    execFileSync('npx', ['--no-install', 'redocly', 'build-docs', SPEC_PATH, '--inlineBundle', '-o', out], {
+    execFileSync('npx', ['--no-install', 'redocly', 'build-docs', CONTRACT_PATH, '--inlineBundle', '-o', out], {
       cwd: ROOT,
       stdio: 'pipe',
       env: { ...process.env, REDOCLY_TELEMETRY: 'off' },
@@ -24,7 +24,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('npm run docs', () => {
     expect(html).not.toMatch(/<link[^>]+href=["']https?:[^"']*["'][^>]*rel=["']?(stylesheet|modulepreload)/i);
     expect(html).not.toMatch(/url\(\s*['"]?https?:|fonts\.googleapis/);
 
-    const spec = YAML.parse(fs.readFileSync(SPEC_PATH, 'utf8'));
+    const spec = YAML.parse(fs.readFileSync(CONTRACT_PATH, 'utf8'));
     for (const tag of spec.tags) expect(html).toContain(tag.name);
     for (const methods of Object.values(spec.paths) as Array<Record<string, { summary?: string; operationId?: string }>>) {
       for (const operation of Object.values(methods)) {
