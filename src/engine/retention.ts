@@ -18,13 +18,13 @@ import {
   giveBackPages,
   retentionBatchSize,
   SWEEP_START,
+  type BeforeDelete,
   type DeletedBatch,
   type SweepPosition,
 } from '../db/repos/retention.js';
 import { dropEmptyHourTotals, foldEndedCountShards } from '../db/repos/notifications.js';
 import { yieldToEventLoop } from './worker-context.js';
 import { forgetMessagesOf } from './inbox.js';
-import type { Transaction } from '../db/knex.js';
 import { pruneEvents as pruneInboxEvents } from '../db/repos/inbox.js';
 import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';
 
@@ -87,7 +87,7 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
     if (days <= 0) continue;
     const before = new Date(now - days * DAY_MS);
     await part(`environment ${environment.id}`, async () => {
-      const forgetMessages = (trx: Transaction, ids: string[]) => forgetMessagesOf(trx, ids, deps.clock.now());
+      const forgetMessages: BeforeDelete = (trx, ids) => forgetMessagesOf(trx, ids, deps.clock.now());
       await inBatches(batch, signal, (size, after) => deleteExpiredNotifications(deps.db, environment.id, before, size, after, forgetMessages), (n) => (swept.notifications += n));
       await inBatches(batch, signal, (size, after) => deleteExpiredEvents(deps.db, environment.id, before, size, after), (n) => (swept.events += n));
       await inBatches(batch, signal, (size, after) => deleteExpiredWebhookDeliveries(deps.db, environment.id, before, size, after), (n) => (swept.webhookDeliveries += n));
