@@ -248,17 +248,19 @@ class CountingJavaScriptCompiler extends internals.JavaScriptCompiler {
 Object.assign(CountingJavaScriptCompiler.prototype, { compiler: CountingJavaScriptCompiler });
 Object.assign(handlebars, { Compiler: CountingCompiler, JavaScriptCompiler: CountingJavaScriptCompiler });
 
-/** The helpers a template may call, all registered above. Anything else would only fail at send time. */
-const KNOWN_HELPERS = new Set(['if', 'unless', 'each', 'with', 'lookup', 'log']);
-
-/** How many arguments the helpers that count theirs take: given another number, they throw when the template renders. */
+/**
+ * The helpers a template may call, all registered above (anything else would only fail at send
+ * time), with the number of arguments each takes where it counts them: given another number, it
+ * throws when the template renders.
+ */
 const ONE = { count: 1, words: 'one argument' };
-const HELPER_ARGUMENTS = new Map([
+const KNOWN_HELPERS = new Map<string, { count: number; words: string } | undefined>([
   ['if', ONE],
   ['unless', ONE],
   ['each', ONE],
   ['with', ONE],
   ['lookup', { count: 2, words: 'two arguments (an object and a key)' }],
+  ['log', undefined],
 ]);
 
 type Node = { type: string; [key: string]: unknown };
@@ -279,7 +281,7 @@ function unsupported(node: unknown): string | undefined {
   if (n.type === 'MustacheStatement' || n.type === 'BlockStatement' || n.type === 'SubExpression') {
     const path = n.path as { original?: unknown; type?: string };
     // A helper's name alone calls it too (`{{lookup}}`), so its count is checked with or without arguments.
-    const takes = path.type === 'PathExpression' ? HELPER_ARGUMENTS.get(String(path.original)) : undefined;
+    const takes = path.type === 'PathExpression' ? KNOWN_HELPERS.get(String(path.original)) : undefined;
     if (takes && (n.params as unknown[]).length !== takes.count) return `${String(path.original)} takes exactly ${takes.words}`;
     const isCall = (n.params as unknown[]).length > 0 || n.hash !== undefined || n.type === 'BlockStatement';
     if (isCall && path.type === 'PathExpression' && !KNOWN_HELPERS.has(String(path.original))) {
