@@ -98,9 +98,10 @@ export const DEFAULT_POSTGRES_POOL_MAX = 20;
 function wholeNumber(value: string | undefined, fallback: number, name: string, { allowZero = false, max = Number.MAX_SAFE_INTEGER } = {}): number {
   if (value === undefined || value === '') return fallback;
   const number = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
-  if (!(number >= (allowZero ? 0 : 1) && number <= max)) {
-    const range = max < Number.MAX_SAFE_INTEGER ? ` from ${allowZero ? 0 : 1} to ${max}` : allowZero ? ', 0 or more' : '';
-    throw new Error(`${name} must be a ${allowZero || range ? 'whole number' : 'positive whole number'}${range}, not "${value}"`);
+  const lowest = allowZero ? 0 : 1;
+  if (!(number >= lowest && number <= max)) {
+    const what = max < Number.MAX_SAFE_INTEGER ? `a whole number from ${lowest} to ${max}` : allowZero ? 'a whole number, 0 or more' : 'a positive whole number';
+    throw new Error(`${name} must be ${what}, not "${value}"`);
   }
   return number;
 }
