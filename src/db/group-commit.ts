@@ -114,3 +114,14 @@ async function rollBackOpenTransaction(db: Db): Promise<void> {
     await db.client.releaseConnection(conn);
   }
 }
+
+/**
+ * SQLite: whether other work waits for the writing connection, queued for a group commit or for
+ * the pool's one connection, so that a long transaction that may end early can make way for it.
+ */
+export function writersWaiting(db: Db): boolean {
+  if ((queues.get(db)?.pending.length ?? 0) > 0) return true;
+  // knex's pool is tarn's, whose count of acquires waiting for a connection is public.
+  const pool = (db.client as { pool?: { numPendingAcquires(): number } }).pool;
+  return (pool?.numPendingAcquires() ?? 0) > 0;
+}

@@ -19,7 +19,7 @@ interface PreparingConnection {
 /**
  * The text each SQLite connection keeps its prepared statements for, in characters
  * (statement-cache.ts), for each of a file's two connections: room for an in-app fan-out batch's
- * four inserts of 100 rows (fanoutBatchSize) many times over.
+ * four inserts of 100 rows (fanoutSliceSize) many times over.
  */
 export const STATEMENT_CACHE_CHARS = 256 * 1024;
 

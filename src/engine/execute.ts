@@ -21,7 +21,8 @@ import { passThrottle, type ThrottleStep } from './throttle.js';
 import { startWithInApp } from './in-app-batch.js';
 import { closeHeldDigest, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
-import { fanoutBatch, type FanoutPosition } from '../db/repos/topics.js';
+import { FANOUT_BATCH_SIZE, fanoutSlice, fanoutSliceSize, type FanoutPosition } from '../db/repos/topics.js';
+import { writersWaiting } from '../db/group-commit.js';
 import { LeaseLost, yieldToEventLoop, type WorkerContext } from './worker-context.js';
 import { jobFacts, recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
@@ -176,10 +177,7 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
       if (!event) return; // Its environment was deleted meanwhile, and the job with it.
       let change: JobUpdate = { status: 'canceled' };
       if (!event.canceledAt) {
-        const { members, more } = await fanoutBatch(trx, position);
-        if (event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app') await startWithInApp(trx, event, members, now);
-        else await startNotifications(trx, event, members, now);
-        const state = { ...position, cursor: members.at(-1)?.key ?? position.cursor };
+        const { state, more } = await notifySlices(ctx, trx, event, position, now);
         // Due by now, not by the batch's start: a job that came while a long batch ran is due too.
         if (more && ctx.loop?.taking() && !(await jobsDue(trx, 'control', ctx.deps.clock.now()))) {
           const leaseUntil = new Date(now.getTime() + ctx.loop.leaseMs);
@@ -199,6 +197,28 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
     return undefined;
   }
   return next;
+}
+
+/**
+ * Notifies a batch's members, a slice at a time, giving the event loop back between two slices; a
+ * writer waiting for the connection then (SQLite) ends the batch early, for its commit to come next.
+ */
+async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRecord, position: FanoutPosition, now: Date) {
+  const startsWithInApp = event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app';
+  let state = { ...position };
+  let more = true;
+  for (let done = 0; more && done < FANOUT_BATCH_SIZE; done += fanoutSliceSize(trx)) {
+    if (done > 0) {
+      await yieldToEventLoop();
+      if (writersWaiting(ctx.deps.db)) break;
+    }
+    const slice = await fanoutSlice(trx, state);
+    if (startsWithInApp) await startWithInApp(trx, event, slice.members, now);
+    else await startNotifications(trx, event, slice.members, now);
+    state = { ...state, cursor: slice.members.at(-1)?.key ?? state.cursor };
+    more = slice.more;
+  }
+  return { state, more };
 }
 
 /** A throttle step's outcome: counted in, or throttled, when its job's outcome is recorded. */

@@ -12,7 +12,7 @@ import { insertRows } from '../../src/db/insert-rows.js';
 import { eventRow } from '../../src/db/repos/events.js';
 import { claimDueJobs, countOpenJobsByStatus, jobRow, jobsDue, OPEN_JOBS_BY_STATUS, queueDepth, QUEUE_DEPTH } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
-import { fanoutBatch } from '../../src/db/repos/topics.js';
+import { fanoutSlice } from '../../src/db/repos/topics.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 
@@ -153,7 +153,7 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
 
   it("reads a fan-out batch's subscribers from the cursor on, not from the first one", async () => {
     const cursor = memberKeys[1_499];
-    const read = () => fanoutBatch(testDb.db, { topicIds: [topicId], exclude: [], cursor });
+    const read = () => fanoutSlice(testDb.db, { topicIds: [topicId], exclude: [], cursor });
     expect((await read()).members.map((member) => member.key)).toEqual(memberKeys.slice(1_500));
     // Every read of subscribers is bounded: by the cursor, or by the member it is joined to.
     const lines = (await planOf(read)).split('\n');

@@ -7,7 +7,8 @@ import { useTestApp } from '../helpers/app.js';
 import { createWorkflow, step } from '../helpers/factories.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { claimDueJobs, releaseJobs, type JobRecord } from '../../src/db/repos/jobs.js';
-import { fanoutBatchSize } from '../../src/db/repos/topics.js';
+import { FANOUT_BATCH_SIZE, fanoutSliceSize } from '../../src/db/repos/topics.js';
+import { writeTransaction } from '../../src/db/group-commit.js';
 import { fanoutShards } from '../../src/db/fanout-shards.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { cancelEvent } from '../../src/engine/cancel.js';
@@ -26,7 +27,7 @@ afterEach(async () => {
 
 /** A topic whose fan-out takes `batches` batches a job (on PostgreSQL, a job a shard), an in-app workflow, and the fan-out triggered. */
 async function fanout(batches = 3): Promise<{ members: number; transactionId: string }> {
-  const members = batches * fanoutBatchSize(t.db) * fanoutShards(t.db).length;
+  const members = batches * FANOUT_BATCH_SIZE * fanoutShards(t.db).length;
   const now = t.clock.now();
   const ids = Array.from({ length: members }, (_, i) => `member-${String(i).padStart(5, '0')}`);
   for (const subscriberId of ids) await insertSubscriber(t.db, t.environments.a, { subscriberId }, now);
@@ -85,8 +86,32 @@ describe('a fan-out and its claim', () => {
   it('runs one batch a claim without the loop (runBatch, tools)', async () => {
     const { transactionId, jobs } = await claimedFanout();
     await executeJob({ deps: t.deps, owner: OWNER, random: () => 0.5 }, jobs[0]);
-    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await messagesOf(transactionId)).toBe(FANOUT_BATCH_SIZE);
     expect(await jobOf(jobs[0].id)).toMatchObject({ status: 'pending', lease_owner: null });
+  });
+
+  it('ends its batch after the slice under way when another writer waits, whose write commits next', async () => {
+    const { transactionId, jobs } = await claimedFanout();
+    // Another request's write, queued as the batch's transaction begins: it waits for the connection.
+    let written: Promise<unknown> | undefined;
+    const db = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop !== 'transaction') return Reflect.get(target, prop, receiver);
+        return (work: (trx: Knex.Transaction) => Promise<unknown>) =>
+          target.transaction((trx) => {
+            written ??= writeTransaction(target, (other) => other('subscribers').where({ subscriber_id: 'member-00000' }).update({ first_name: 'Ada' }));
+            return work(trx);
+          });
+      },
+    });
+    await executeJob({ deps: { ...t.deps, db }, owner: OWNER, random: () => 0.5 }, jobs[0]);
+    await written;
+    // SQLite gives the loop back between slices of a batch and ends it there; PostgreSQL's batch is one slice.
+    expect(await messagesOf(transactionId)).toBe(fanoutSliceSize(t.db));
+    expect(await jobOf(jobs[0].id)).toMatchObject({ status: 'pending', lease_owner: null });
+    expect(await t.db('subscribers').where({ subscriber_id: 'member-00000' }).first('first_name')).toEqual({ first_name: 'Ada' });
+    await runTheRest(jobs);
+    expect(await messagesOf(transactionId)).toBe(FANOUT_BATCH_SIZE * 3 * fanoutShards(t.db).length);
   });
 
   it.each([
@@ -104,7 +129,7 @@ describe('a fan-out and its claim', () => {
     const { members, transactionId, jobs } = await claimedFanout();
     await meanwhile();
     await executeJob(loopContext(taking), jobs[0]);
-    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await messagesOf(transactionId)).toBe(FANOUT_BATCH_SIZE);
     expect(await jobOf(jobs[0].id)).toEqual({ status: 'pending', attempts: 1, lease_owner: null });
     await runTheRest(jobs);
     expect(await messagesOf(transactionId)).toBe(members);
@@ -120,7 +145,7 @@ describe('a fan-out and its claim', () => {
     let reads = 0;
     const clock = { now: () => (reads++ === 0 ? batchStart : t.clock.now()) };
     await executeJob({ ...loopContext(() => true), deps: { ...t.deps, clock } }, jobs[0]);
-    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await messagesOf(transactionId)).toBe(FANOUT_BATCH_SIZE);
     expect(await jobOf(jobs[0].id)).toEqual({ status: 'pending', attempts: 1, lease_owner: null });
   });
 
@@ -157,13 +182,13 @@ describe('a fan-out and its claim', () => {
     await executeJob({ ...loopContext(taking), deps: { ...t.deps, db } }, jobs[0]);
     // The job was running: the cancel left it to its worker and answered that it would stop.
     expect(await canceled).toBe(true);
-    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await messagesOf(transactionId)).toBe(FANOUT_BATCH_SIZE);
     expect(await jobOf(jobs[0].id)).toEqual({ status: 'canceled', attempts: 1, lease_owner: null });
     expect(await t.db('execution_details').where({ job_id: jobs[0].id }).select('status', 'detail')).toEqual([
       { status: 'warning', detail: `Canceled with event ${transactionId}` },
     ]);
     await runTheRest(jobs);
-    expect(await messagesOf(transactionId)).toBe(fanoutBatchSize(t.db));
+    expect(await messagesOf(transactionId)).toBe(FANOUT_BATCH_SIZE);
     const fanouts = await t.db('jobs').where({ kind: 'fanout', environment_id: t.environments.a }).pluck('status');
     expect(fanouts).toEqual(fanouts.map(() => 'canceled'));
   });

@@ -5,7 +5,7 @@ import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { fanoutShards } from '../../src/db/fanout-shards.js';
-import { fanoutBatchSize } from '../../src/db/repos/topics.js';
+import { FANOUT_BATCH_SIZE } from '../../src/db/repos/topics.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 import { claimDueJobs } from '../../src/db/repos/jobs.js';
@@ -736,7 +736,7 @@ describe('topic fan-out', () => {
       for (const subscriberId of more) await insertSubscriber(t.db, t.environments.a, { subscriberId }, now);
       await t.a.post('/v1/topics/everyone/subscribers', { subscribers: more }).expect(200);
     }
-    const firstBatches = fanoutBatchSize(t.db) * fanoutShards(t.db).length;
+    const firstBatches = FANOUT_BATCH_SIZE * fanoutShards(t.db).length;
 
     const tx = await trigger({ name: 'broadcast', to: [{ type: 'Topic', topicKey: 'everyone' }] });
     await worker.runBatch(); // the first batch (of each job): its in-app step is delivered with it

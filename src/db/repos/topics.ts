@@ -197,14 +197,19 @@ export async function removeMembers(db: Db, topicId: string, subscriberKeys: str
 }
 
 /**
- * Members a fan-out notifies per batch (and transaction). SQLite runs a batch on the event loop, so
- * its batches are small enough for other requests and an unrelated trigger to get through between
- * two, at a cost in fan-out speed that grows with the file. On PostgreSQL the loop is free
- * meanwhile, and larger batches go faster.
+ * Members a fan-out notifies per batch, one transaction, at most: the commit costs about the same
+ * for 500 members as for 100 (on SQLite a page of each index a batch touches is written once).
+ */
+export const FANOUT_BATCH_SIZE = 500;
+
+/**
+ * Members a fan-out reads and notifies at a time. SQLite runs a batch on the event loop, which it
+ * gives back between two slices, so that other requests get through; another writer waiting ends
+ * the batch there (engine/execute.ts). On PostgreSQL the loop is free meanwhile: one slice a batch.
  * (`npm run bench -- --large`, a 100,000-member fan-out; bench/README.md, "Fan-out batches", has the A/B.)
  */
-export function fanoutBatchSize(db: Runner): number {
-  return isPostgres(db) ? 500 : 100;
+export function fanoutSliceSize(db: Runner): number {
+  return isPostgres(db) ? FANOUT_BATCH_SIZE : 100;
 }
 
 /** Where a topic fan-out stands: its topics, the members left out, its shard, and the last member done. */
@@ -216,16 +221,16 @@ export interface FanoutPosition {
 }
 
 /**
- * The next fanoutBatchSize members of a fan-out, in subscriber-id order after the cursor, and whether
- * more may follow (the batch is full). One topic's members come straight from its (topic,
+ * The next fanoutSliceSize members of a fan-out, in subscriber-id order after the cursor, and whether
+ * more may follow (the slice is full). One topic's members come straight from its (topic,
  * subscriber) key, in order, a batch at a time; members of several topics come once (DISTINCT),
  * which costs a sort of the members still to come.
  */
-export async function fanoutBatch(
+export async function fanoutSlice(
   db: Runner,
   { topicIds, exclude, shard, cursor }: FanoutPosition,
 ): Promise<{ members: Array<{ key: string; subscriberId: string }>; more: boolean }> {
-  const size = fanoutBatchSize(db);
+  const size = fanoutSliceSize(db);
   const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
   const query = db('topic_subscribers as ts')
     .join('subscribers as s', 's.id', 'ts.subscriber_id')
