@@ -4300,11 +4300,11 @@ export interface components {
         };
     };
     parameters: {
-        /** @description The page number, starting at 0. */
+        /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
         Page: number;
-        /** @description The page size, 1 to 100. Defaults to 10. */
+        /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
         Limit: number;
-        /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+        /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
         PageSize: number;
         /**
          * @description A key of your choice (a UUID, for example) that makes retrying this request safe. See
@@ -4496,11 +4496,11 @@ export interface operations {
     listSubscribers: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
             };
             header?: never;
@@ -4845,11 +4845,11 @@ export interface operations {
     listSubscriberMessages: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
                 /** @description Only messages that are (`true`) or are not (`false`) read. */
                 read?: boolean;
@@ -4934,11 +4934,11 @@ export interface operations {
     listWorkflows: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
                 /** @description Only workflows whose name or workflowId contains this text (case-insensitive). */
                 query?: string;
@@ -5186,11 +5186,11 @@ export interface operations {
     listTopics: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
                 /** @description Only the topic with exactly this key. */
                 key?: string;
@@ -5332,11 +5332,11 @@ export interface operations {
     listTopicSubscribers: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
             };
             header?: never;
@@ -5460,11 +5460,11 @@ export interface operations {
     listNotifications: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
                 /** @description Only notifications whose workflow has a step on this channel. */
                 channel?: components["schemas"]["ChannelType"];
@@ -5566,11 +5566,11 @@ export interface operations {
     listIntegrations: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
                 /** @description Also list inactive integrations. */
                 includeInactive?: boolean;
@@ -5820,11 +5820,11 @@ export interface operations {
     listInboxMessages: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
                 /** @description Only items that are (`read`, `seen`) or are not (`unread`, `unseen`) in that state. */
                 status?: "unread" | "read" | "unseen" | "seen";
@@ -6360,11 +6360,11 @@ export interface operations {
     listWebhookEndpoints: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
             };
             header?: never;
@@ -6665,11 +6665,11 @@ export interface operations {
     listWebhookDeliveries: {
         parameters: {
             query?: {
-                /** @description The page number, starting at 0. */
+                /** @description The page number, starting at 0, in decimal digits (`0x1` or `1e1` is a 400). */
                 page?: components["parameters"]["Page"];
-                /** @description The page size, 1 to 100. Defaults to 10. */
+                /** @description The page size, 1 to 100, in decimal digits. Defaults to 10. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Another name for `limit`, accepted because Novu's SDKs send it. */
+                /** @description Another name for `limit` (1 to 100, in decimal digits), accepted because Novu's SDKs send it. */
                 pageSize?: components["parameters"]["PageSize"];
                 /** @description Only deliveries with this status. */
                 status?: "pending" | "succeeded" | "failed";

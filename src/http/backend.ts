@@ -146,6 +146,11 @@ export class HeraldBackend extends OpenAPIBackend {
     const query = parsed.query && (copyOf(parsed.query) as Record<string, unknown>);
     if (query) {
       for (const name of shape.arrays) if (typeof query[name] === 'string') query[name] = [query[name]];
+      for (const name of shape.integers) {
+        if (query[name] === undefined || (typeof query[name] === 'string' && WHOLE_NUMBER.test(query[name]))) continue;
+        errors.push({ keyword: 'type', instancePath: `/query/${name}`, schemaPath: `#/parameters/${name}`, params: { type: 'integer' }, message: 'must be a whole number written in digits' });
+        delete query[name];
+      }
     }
     const parameters: Record<string, unknown> = {};
     const parts: Array<[string, unknown]> = [['path', parsed.params], ['query', query], ['header', parsed.headers], ['cookie', parsed.cookies]];
@@ -200,6 +205,8 @@ type ValidationResult = Context['validation'];
 interface RequestShape {
   /** Query parameters whose schema is an array: a single value is made a list of one. */
   arrays: string[];
+  /** Query parameters whose schema is an integer: only digits (and a minus) are one; ajv's coercion would also take `0x1`, `1e1` or ` 1`. */
+  integers: string[];
   /** Query parameters sent as JSON (`content: application/json`), checked to parse. */
   jsonParameters: string[];
   /** Some query parameter needs openapi-backend's decoding (a `content` media type, a non-exploded array). */
@@ -207,6 +214,8 @@ interface RequestShape {
   /** The body's only media type is JSON: a string body must parse. */
   jsonBodyOnly: boolean;
 }
+
+const WHOLE_NUMBER = /^-?[0-9]+$/;
 
 function requestShapeOf(operation: Operation): RequestShape {
   const parameters = (operation.parameters ?? []) as Array<{
@@ -221,6 +230,7 @@ function requestShapeOf(operation: Operation): RequestShape {
   const formats = Object.keys(((operation.requestBody ?? {}) as { content?: object }).content ?? {});
   return {
     arrays: inQuery.filter((parameter) => parameter.schema?.type === 'array').map((parameter) => parameter.name),
+    integers: inQuery.filter((parameter) => parameter.schema?.type === 'integer').map((parameter) => parameter.name),
     jsonParameters: inQuery.filter((parameter) => parameter.content?.['application/json']).map((parameter) => parameter.name),
     decodedQuery: inQuery.some((parameter) => parameter.content !== undefined || parameter.explode === false),
     jsonBodyOnly: formats.length === 1 && formats[0] === 'application/json',

@@ -215,6 +215,17 @@ describe('GET /subscribers (listSubscribers)', () => {
     expect((await list.a.get('/v1/subscribers?page=two').expect(400)).body.details[0].field).toBe('query/page');
   });
 
+  it.each(['0x1', '1e1', '1.0', '%201', '1%20', '+1', '', '0b1'])('rejects a page or limit written as %j, which is no whole number in digits, with 400', async (spelling) => {
+    for (const name of ['page', 'limit', 'pageSize']) {
+      const res = await list.a.get(`/v1/subscribers?${name}=${spelling}`).expect(400);
+      expect(res.body.details).toContainEqual({ field: `query/${name}`, message: expect.stringContaining('digits') });
+    }
+  });
+
+  it('takes a page and limit written with a leading zero as the number', async () => {
+    expect((await list.a.get('/v1/subscribers?page=00&limit=01').expect(200)).body).toMatchObject({ page: 0, pageSize: 1 });
+  });
+
   it("lists only the key's own environment", async () => {
     const res = await list.b.get('/v1/subscribers').expect(200);
     expect(res.body.totalCount).toBe(1);
