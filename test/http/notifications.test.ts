@@ -56,6 +56,10 @@ describe('GET /notifications (listNotifications)', () => {
     await t.a.get('/v1/notifications?createdAfter=yesterday').expect(400);
   });
 
+  it.each(['subscriberId', 'workflowId', 'transactionId'])('rejects an empty %s with 400, rather than listing every notification', async (name) => {
+    expect((await t.a.get(`/v1/notifications?${name}=`).expect(400)).body.details).toContainEqual({ field: `query/${name}`, message: expect.any(String) });
+  });
+
   it("lists only the key's own environment", async () => {
     expect((await t.b.get('/v1/notifications').expect(200)).body.totalCount).toBe(0);
   });
