@@ -3773,7 +3773,7 @@ export interface components {
          *     before rendering, such as a missing address). The other endpoints get the same event, with the
          *     same `webhook-id`, without these fields. Which fields come depends on the channel:
          *
-         *     - email: `subject`, and `content`, the HTML body;
+         *     - email: `subject`, `content`, the HTML body, and `preheader` when the step has one;
          *     - SMS and chat: `content`, the text;
          *     - push: `title`, and `content`, the body;
          *     - in-app: the stored item's `subject`, `content`, `url`, `avatar`, `primaryAction`,
@@ -3787,6 +3787,11 @@ export interface components {
              * @example 3 new comments
              */
             subject?: string;
+            /**
+             * @description The rendered preview text of an email, sent hidden at the start of its HTML body (not repeated in `content`).
+             * @example Grace and 2 others replied
+             */
+            preheader?: string;
             /**
              * @description The rendered title of a push notification.
              * @example New comment

@@ -133,8 +133,10 @@ export type StepEvent =
 /** What a send's event carries with `includeContent`: the fields its channel's message has. */
 function sentContent(sent: SentRequest): MessageContent {
   switch (sent.channel) {
-    case 'email':
-      return { subject: sent.message.subject, content: sent.message.html };
+    case 'email': {
+      const { subject, html, preheader } = sent.message;
+      return preheader ? { subject, content: html, preheader } : { subject, content: html };
+    }
     case 'sms':
     case 'chat':
       return { content: sent.message.content };

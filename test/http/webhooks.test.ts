@@ -14,7 +14,7 @@ let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
 const runner = () => new JobRunner({ ...t.deps, clock: systemClock }, { random: () => 0.5 });
 
 // The fields of the rendered message (WebhookMessageContent): only endpoints with includeContent get them.
-const CONTENT_FIELDS = ['subject', 'title', 'content', 'url', 'avatar', 'primaryAction', 'secondaryAction', 'data'];
+const CONTENT_FIELDS = ['subject', 'preheader', 'title', 'content', 'url', 'avatar', 'primaryAction', 'secondaryAction', 'data'];
 // Other peers a test starts, closed after it.
 let peers: Array<{ close(): Promise<void> }> = [];
 
@@ -230,24 +230,24 @@ describe('the events', () => {
     await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'push-webhook', credentials: { deviceTokens: ['device-1'] } }).expect(200);
     const workflow = await createWorkflow(t.a, {
       steps: [
-        step.email({ subject: 'Order {{payload.order}}', content: '<p>Order <b>{{payload.order}}</b> shipped</p>' }),
+        step.email({ subject: 'Order {{payload.order}}', preheader: 'Arrives {{payload.day}}', content: '<p>Order <b>{{payload.order}}</b> shipped</p>' }),
         step.sms({ content: 'SMS: order {{payload.order}}' }),
         step.chat({ content: 'Chat: order {{payload.order}}' }),
         step.push({ title: 'Order {{payload.order}}', content: 'Push: order {{payload.order}}' }),
       ],
     });
-    await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada', payload: { order: '42' } }).expect(201);
+    await t.a.post('/v1/events/trigger', { name: workflow.workflowId, to: 'ada', payload: { order: '42', day: 'Friday' } }).expect(201);
     await runner().runUntilIdle();
     const sent = other.verified(full.secret);
     expect(sent.map((e) => e.type)).toEqual(['message.sent', 'message.sent', 'message.sent', 'message.sent']);
     const contentOf = (channel: string) => {
-      const { subject, title, content } = sent.find((e) => e.data.channel === channel)!.data;
-      return { subject, title, content };
+      const { subject, title, content, preheader } = sent.find((e) => e.data.channel === channel)!.data;
+      return { subject, title, content, preheader };
     };
-    expect(contentOf('email')).toEqual({ subject: 'Order 42', title: undefined, content: '<p>Order <b>42</b> shipped</p>' });
-    expect(contentOf('sms')).toEqual({ subject: undefined, title: undefined, content: 'SMS: order 42' });
-    expect(contentOf('chat')).toEqual({ subject: undefined, title: undefined, content: 'Chat: order 42' });
-    expect(contentOf('push')).toEqual({ subject: undefined, title: 'Order 42', content: 'Push: order 42' });
+    expect(contentOf('email')).toEqual({ subject: 'Order 42', title: undefined, content: '<p>Order <b>42</b> shipped</p>', preheader: 'Arrives Friday' });
+    expect(contentOf('sms')).toEqual({ subject: undefined, title: undefined, content: 'SMS: order 42', preheader: undefined });
+    expect(contentOf('chat')).toEqual({ subject: undefined, title: undefined, content: 'Chat: order 42', preheader: undefined });
+    expect(contentOf('push')).toEqual({ subject: undefined, title: 'Order 42', content: 'Push: order 42', preheader: undefined });
     const bare = receiver.verified(plain.secret);
     expect(bare.map((e) => e.data.channel).sort()).toEqual(['chat', 'email', 'push', 'sms']);
     for (const event of bare) for (const field of CONTENT_FIELDS) expect(event.data).not.toHaveProperty(field);
