@@ -223,7 +223,7 @@ export interface FanoutPosition {
 /**
  * The next fanoutSliceSize members of a fan-out, in subscriber-id order after the cursor, and whether
  * more may follow (the slice is full). One topic's members come straight from its (topic,
- * subscriber) key, in order, a batch at a time; members of several topics come once (DISTINCT),
+ * subscriber) key, in order, a slice at a time; members of several topics come once (DISTINCT),
  * which costs a sort of the members still to come.
  */
 export async function fanoutSlice(
