@@ -59,12 +59,21 @@ export function firstThenAll(validate: Validate, listAll: () => Validate, data: 
  */
 export const PATTERN_BUDGET_CHARS = 256 * 1024;
 
-/** What one request may still have checked by patterns (`left`, in characters). */
-export interface PatternBudget {
-  left: number;
+/**
+ * The most schemas a payload may be checked against for one request (the events of a bulk trigger
+ * together), each value counted once for every schema that may apply to it (workflow-rules.ts,
+ * schemaChecksOf). A schema's size is bounded, but a payload may put many values under a wide one:
+ * an `anyOf` of 990 branches over 20,000 items held the event loop for five seconds.
+ */
+export const SCHEMA_CHECK_BUDGET = 1_000_000;
+
+/** What one request may still spend checking payloads: characters matched by patterns, and schemas applied. */
+export interface CheckBudget {
+  patternChars: number;
+  schemaChecks: number;
 }
 
-export const newPatternBudget = (): PatternBudget => ({ left: PATTERN_BUDGET_CHARS });
+export const newCheckBudget = (): CheckBudget => ({ patternChars: PATTERN_BUDGET_CHARS, schemaChecks: SCHEMA_CHECK_BUDGET });
 
 /** A validation stopped because its patterns would check more than the request's budget. */
 export class PatternBudgetSpent extends Error {
@@ -76,13 +85,13 @@ export class PatternBudgetSpent extends Error {
 }
 
 // The budget of the validation under way: validating is synchronous, so one runs at a time.
-let spending: PatternBudget | undefined;
+let spending: CheckBudget | undefined;
 
 /**
  * Runs validation with validators compiled by `createTenantAjv` under a request's pattern budget; throws
  * PatternBudgetSpent (before matching the value that would go over) when it runs out.
  */
-export function validateWithin<T>(budget: PatternBudget, validation: () => T): T {
+export function validateWithin<T>(budget: CheckBudget, validation: () => T): T {
   spending = budget;
   try {
     return validation();
@@ -103,8 +112,8 @@ const linearRegExp = Object.assign(
     return {
       test(value: string): boolean {
         if (spending) {
-          spending.left -= value.length;
-          if (spending.left < 0) throw new PatternBudgetSpent();
+          spending.patternChars -= value.length;
+          if (spending.patternChars < 0) throw new PatternBudgetSpent();
         }
         return compiled.test(value);
       },

@@ -4,7 +4,7 @@ import type { Auth, Schemas } from '../contract.js';
 import { ApiError } from '../errors.js';
 import { recipientsOf, trigger } from './trigger.js';
 import { bulkTriggerStore } from '../db/trigger-store.js';
-import { newPatternBudget } from '../json-schema.js';
+import { newCheckBudget } from '../json-schema.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
 type TriggerResult = Schemas['TriggerResult'];
@@ -50,11 +50,11 @@ function partsOf(events: TriggerRequest[]): TriggerRequest[][] {
  */
 export async function triggerBulk(deps: Deps, auth: Auth, events: TriggerRequest[]): Promise<TriggerResult[]> {
   const store = bulkTriggerStore(deps.db, auth.environmentId);
-  // One budget for the whole request's pattern matching: a bulk request costs what one trigger may.
-  const patterns = newPatternBudget();
+  // One budget for the whole request's payload checks: a bulk request costs what one trigger may.
+  const budget = newCheckBudget();
   const checked = async (event: TriggerRequest): Promise<TriggerResult> => {
     try {
-      return await trigger(deps, auth, event, store, patterns);
+      return await trigger(deps, auth, event, store, budget);
     } catch (err) {
       if (!(err instanceof ApiError) || err.status >= 500) throw err;
       const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];

@@ -8,8 +8,8 @@ import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
-import { createTenantAjv, firstThenAll, newPatternBudget, PatternBudgetSpent, validateWithin, type PatternBudget } from '../json-schema.js';
-import { compilePayloadSchema } from './workflow-rules.js';
+import { createTenantAjv, firstThenAll, newCheckBudget, PatternBudgetSpent, SCHEMA_CHECK_BUDGET, validateWithin, type CheckBudget } from '../json-schema.js';
+import { compilePayloadSchema, schemaChecksOf } from './workflow-rules.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
@@ -43,7 +43,7 @@ interface PayloadValidator {
   all?: ValidateFunction;
 }
 
-function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>, patterns: PatternBudget): ErrorDetail[] {
+function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>, budget: CheckBudget): ErrorDetail[] {
   const problems: ErrorDetail[] = [];
   if (workflow.payloadSchema) {
     const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
@@ -63,9 +63,15 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
     if (!('first' in validate)) return [validate];
     const validator = validate;
     const schema = workflow.payloadSchema;
+    const checks = schemaChecksOf(schema, payload, budget.schemaChecks);
+    if (checks > budget.schemaChecks) {
+      const message = `would need more than ${SCHEMA_CHECK_BUDGET.toLocaleString('en')} checks against the payloadSchema (each value counts every schema that may apply to it), their budget for one request (a bulk request's events share it)`;
+      return [{ field: 'body/payload', message }];
+    }
+    budget.schemaChecks -= checks;
     let errors: ErrorObject[] | undefined;
     try {
-      errors = validateWithin(patterns, () => firstThenAll(validator.first, () => (validator.all ??= createTenantAjv().compile(schema)), payload));
+      errors = validateWithin(budget, () => firstThenAll(validator.first, () => (validator.all ??= createTenantAjv().compile(schema)), payload));
     } catch (err) {
       if (!(err instanceof PatternBudgetSpent)) throw err;
       return [{ field: 'body/payload', message: err.message }];
@@ -112,15 +118,15 @@ export function recipientsOf(request: TriggerRequest) {
 }
 
 /**
- * Checks and stores one trigger. `store` and `patterns` are shared by the events of one bulk
- * request: its reads, and its payloads' budget for pattern matching (json-schema.ts).
+ * Checks and stores one trigger. `store` and `budget` are shared by the events of one bulk
+ * request: its reads, and its payloads' budget for checking them (json-schema.ts).
  */
 export async function trigger(
   deps: Deps,
   auth: Auth,
   request: TriggerRequest,
   store?: TriggerStore,
-  patterns: PatternBudget = newPatternBudget(),
+  budget: CheckBudget = newCheckBudget(),
 ): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;
@@ -136,7 +142,7 @@ export async function trigger(
   if (!workflow.steps.some((step) => step.active !== false)) return { acknowledged: true, status: 'no_workflow_active_steps_defined' };
 
   const payload = (request.payload ?? {}) as Record<string, unknown>;
-  const problems = payloadProblems(workflow, payload, patterns);
+  const problems = payloadProblems(workflow, payload, budget);
 
   for (const { subscriber, field } of given) {
     const problem = timezoneProblem(subscriber.timezone, field);

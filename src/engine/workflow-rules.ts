@@ -179,6 +179,77 @@ function costProblems(root: object, at: string): ErrorDetail[] {
   }
 }
 
+/** Keywords whose schema applies to each property value of an object. */
+const EACH_PROPERTY = new Set(['additionalProperties', 'unevaluatedProperties']);
+/** Keywords whose schema applies to each item of an array. */
+const EACH_ITEM = new Set(['items', 'unevaluatedItems', 'contains']);
+/** Keywords whose schemas (one, or a list) apply to the value itself. */
+const SAME_VALUE = new Set(['allOf', 'anyOf', 'oneOf', 'not', 'if', 'then', 'else', 'dependentSchemas']);
+
+class OverBudget extends Error {}
+
+/**
+ * How many schemas checking `payload` against `root` may apply, counting stopped just past `limit`:
+ * every value counts each schema that may apply to it, so an `anyOf` of 900 branches over 20,000
+ * items counts 18,000,000. A value that is not an object or array counts the whole schema it meets
+ * (its size once its `$ref`s are followed), without walking it. An upper bound of a validator's
+ * work, reached in at most `limit` steps; the schema is one compilePayloadSchema accepted.
+ */
+export function schemaChecksOf(root: object, payload: unknown, limit: number): number {
+  const sizes = new Map<object, number>();
+  const sizeOf = (node: unknown): number => {
+    if (!node || typeof node !== 'object') return 1;
+    const known = sizes.get(node);
+    if (known !== undefined) return known;
+    let size = 1;
+    for (const [key, value] of Object.entries(node)) {
+      if (DATA_KEYWORDS.has(key)) continue;
+      if (SCHEMA_MAPS.has(key) && value && typeof value === 'object') for (const named of Object.values(value)) size += sizeOf(named);
+      else if (key === '$ref') size += sizeOf(typeof value === 'string' ? pointedAt(root, value) : undefined);
+      else if (value && typeof value === 'object') size += sizeOf(value);
+    }
+    sizes.set(node, size);
+    return size;
+  };
+  let spent = 0;
+  const spend = (n: number) => {
+    spent += n;
+    if (spent > limit) throw new OverBudget();
+  };
+  const check = (node: unknown, value: unknown): void => {
+    if (!node || typeof node !== 'object') return spend(1);
+    if (value === null || typeof value !== 'object') return spend(sizeOf(node));
+    spend(1);
+    const object = Array.isArray(value) ? undefined : (value as Record<string, unknown>);
+    const items = Array.isArray(value) ? value : undefined;
+    for (const [key, sub] of Object.entries(node)) {
+      if (key === '$ref' && typeof sub === 'string') check(pointedAt(root, sub), value);
+      if (!sub || typeof sub !== 'object') continue;
+      if (SAME_VALUE.has(key)) {
+        for (const branch of Array.isArray(sub) ? sub : key === 'dependentSchemas' ? Object.values(sub) : [sub]) check(branch, value);
+      } else if (object && key === 'properties') {
+        for (const name of Object.keys(object)) if (Object.hasOwn(sub, name)) check((sub as Record<string, unknown>)[name], object[name]);
+      } else if (object && key === 'patternProperties') {
+        for (const name of Object.keys(object)) for (const each of Object.values(sub)) check(each, object[name]);
+      } else if (object && EACH_PROPERTY.has(key)) {
+        for (const name of Object.keys(object)) check(sub, object[name]);
+      } else if (object && key === 'propertyNames') {
+        spend(Object.keys(object).length * sizeOf(sub));
+      } else if (items && key === 'prefixItems' && Array.isArray(sub)) {
+        sub.slice(0, items.length).forEach((each, i) => check(each, items[i]));
+      } else if (items && EACH_ITEM.has(key)) {
+        for (const item of items) check(sub, item);
+      }
+    }
+  };
+  try {
+    check(root, payload);
+  } catch (err) {
+    if (!(err instanceof OverBudget)) throw err;
+  }
+  return spent;
+}
+
 /**
  * A payloadSchema compiled by `compile`, or why it cannot be used: not a valid JSON Schema, too
  * costly to check, or a pattern RE2 cannot run (then it is not compiled at all).
