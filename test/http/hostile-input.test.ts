@@ -436,6 +436,27 @@ describe('templates reach only their data', () => {
     expect(written.filter((line) => line.includes('forged fatal line'))).toEqual([]);
   });
 
+  it("writes nothing of a payloadSchema's unknown format to the log, and leaves it unchecked, as JSON Schema says", async () => {
+    const format = 'zz"\n{"level":60,"time":1,"msg":"forged schema line"}\n';
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { a: { type: 'string', format } } } });
+    await createSubscriber(t.a, { subscriberId: 'format-victim' });
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'format-victim', payload: { a: 'anything' } }).expect(201);
+    const written = spies.flatMap((spy) => (spy.mock.calls as unknown[][]).map((call) => String(call[0])));
+    expect(written.filter((line) => line.includes('forged schema line'))).toEqual([]);
+  });
+
+  it("counts a payload's own properties only: required toString or constructor is not met by an empty object", async () => {
+    const payloadSchema = { type: 'object', required: ['toString', 'constructor'], properties: { constructor: { type: 'string' } } };
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema });
+    await createSubscriber(t.a, { subscriberId: 'own-properties' });
+    const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'own-properties', payload: {} }).expect(422);
+    expect(res.body.details).toEqual([
+      { field: 'body/payload/toString', message: 'is required' },
+      { field: 'body/payload/constructor', message: 'is required' },
+    ]);
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'own-properties', payload: { toString: 1, constructor: 'c' } }).expect(201);
+  });
+
   it('cannot reach prototypes or constructors', async () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: '[{{payload.constructor.name}}][{{lookup payload "__proto__"}}][{{payload.toString}}]' })] });
     const { feed } = await deliverOnce(workflowId, {});
