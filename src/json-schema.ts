@@ -203,3 +203,60 @@ export function linearPatternProblem(pattern: string): string | undefined {
     return err instanceof Error ? err.message : String(err);
   }
 }
+
+/**
+ * About how many instructions RE2 compiles `pattern` to, found without compiling it: a character,
+ * class or escape counts 1, a group what it holds, and a counted repetition multiplies what it
+ * repeats by its largest count (`a{1000}` is 1,000). RE2 writes a counted repetition out in full,
+ * so `a{1000}` written 1,000 times took seconds to compile, where its length (7 KB) says nothing.
+ */
+export function patternSize(pattern: string): number {
+  // Each open group: what it holds so far, and the size of its last atom (what a quantifier repeats).
+  const groups = [{ total: 0, last: 0 }];
+  const atom = (size: number) => {
+    const group = groups[groups.length - 1];
+    group.total += size;
+    group.last = size;
+  };
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') {
+      const next = pattern[++i];
+      if ((next === 'p' || next === 'P' || next === 'x') && pattern[i + 1] === '{') i = Math.max(i, pattern.indexOf('}', i));
+      else if (next === 'Q') {
+        const end = pattern.indexOf('\\E', i);
+        const literal = end === -1 ? pattern.length - i - 1 : end - i - 1;
+        atom(literal);
+        i = end === -1 ? pattern.length : end + 1;
+        continue;
+      }
+      atom(1);
+    } else if (c === '[') {
+      // A class is one instruction, however many characters it lists: skip to its end.
+      let j = i + 1;
+      if (pattern[j] === '^') j++;
+      if (pattern[j] === ']') j++;
+      while (j < pattern.length && pattern[j] !== ']') j += pattern[j] === '\\' ? 2 : pattern.startsWith('[:', j) ? Math.max(1, pattern.indexOf(':]', j) + 2 - j) : 1;
+      i = j;
+      atom(1);
+    } else if (c === '(') {
+      groups.push({ total: 0, last: 0 });
+    } else if (c === ')' && groups.length > 1) {
+      atom(groups.pop()!.total);
+    } else if (c === '|') {
+      groups[groups.length - 1].last = 0;
+    } else if (c === '*' || c === '+' || c === '?') {
+      groups[groups.length - 1].total += 1;
+    } else if (c === '{' && /^\{\d+(,\d*)?\}/.test(pattern.slice(i, i + 24))) {
+      const [whole, low, high] = /^\{(\d+)(?:,(\d*))?\}/.exec(pattern.slice(i, i + 24))!;
+      const count = Math.max(Number(low), Number(high || 0));
+      const group = groups[groups.length - 1];
+      group.total += group.last * (count - 1);
+      group.last *= count;
+      i += whole.length - 1;
+    } else {
+      atom(1);
+    }
+  }
+  return groups.reduce((sum, group) => sum + group.total, 0);
+}

@@ -1,7 +1,7 @@
 // The rules a workflow must satisfy beyond its schema, checked when it is saved so that a broken
 // workflow is a 422 on save rather than a failed send later.
 import type { ErrorDetail } from '../contract.js';
-import { createTenantAjv, linearPatternProblem } from '../json-schema.js';
+import { createTenantAjv, linearPatternProblem, patternSize } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
 import { expressionCount, MAX_EXPRESSIONS, templateProblem } from './templates.js';
 
@@ -76,26 +76,46 @@ export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorD
   return { steps: normalized, problems };
 }
 
+/** The most instructions a payloadSchema's patterns may compile to together (json-schema.ts, patternSize). */
+export const MAX_PATTERN_SIZE = 100_000;
+
 /**
  * Patterns in a payloadSchema that the linear-time matcher cannot run: backreferences and
- * lookaround, whose matching can take exponential time. Triggers run a payloadSchema's patterns
- * on callers' payloads with RE2 (json-schema.ts, createTenantAjv), so every other pattern, nested
- * repetition included, matches in time linear in the value.
+ * lookaround, whose matching can take exponential time; and those past what the schema's patterns
+ * may compile to together (counted repetitions written out: compiling is not linear in the text).
+ * Triggers run a payloadSchema's patterns on callers' payloads with RE2 (json-schema.ts,
+ * createTenantAjv), so every other pattern, nested repetition included, matches in time linear in
+ * the value. A pattern past the bound is not compiled, here or later.
  */
-function unsupportedPatterns(node: unknown, at: string, found: ErrorDetail[]): ErrorDetail[] {
-  if (!node || typeof node !== 'object') return found;
-  for (const [key, value] of Object.entries(node)) {
-    if (key === 'pattern' && typeof value === 'string') {
-      const problem = linearPatternProblem(value);
-      if (problem) found.push({ field: `${at}/pattern`, message: `cannot be matched in linear time (backreferences and lookaround are not supported): ${problem}` });
-    } else if (key === 'patternProperties' && value && typeof value === 'object') {
-      for (const pattern of Object.keys(value)) {
-        const problem = linearPatternProblem(pattern);
-        if (problem) found.push({ field: `${at}/patternProperties`, message: `${pattern} cannot be matched in linear time (backreferences and lookaround are not supported): ${problem}` });
-      }
+function unsupportedPatterns(schema: object, at: string): ErrorDetail[] {
+  const found: ErrorDetail[] = [];
+  let size = 0;
+  const problemOf = (pattern: string): string | undefined => {
+    size += patternSize(pattern);
+    if (size > MAX_PATTERN_SIZE) {
+      return `takes the schema's patterns past ${MAX_PATTERN_SIZE.toLocaleString('en')} instructions compiled, more than they may take together (a counted repetition such as a{1000} counts 1,000)`;
     }
-    if (value && typeof value === 'object') unsupportedPatterns(value, `${at}/${key}`, found);
-  }
+    const problem = linearPatternProblem(pattern);
+    return problem && `cannot be matched in linear time (backreferences and lookaround are not supported): ${problem}`;
+  };
+  const walk = (node: unknown, where: string): void => {
+    if (!node || typeof node !== 'object') return;
+    for (const [key, value] of Object.entries(node)) {
+      // Past the bound, the first pattern over it is the one problem named.
+      if (size > MAX_PATTERN_SIZE) return;
+      if (key === 'pattern' && typeof value === 'string') {
+        const problem = problemOf(value);
+        if (problem) found.push({ field: `${where}/pattern`, message: problem });
+      } else if (key === 'patternProperties' && value && typeof value === 'object') {
+        for (const pattern of Object.keys(value)) {
+          const problem = problemOf(pattern);
+          if (problem) found.push({ field: `${where}/patternProperties`, message: `${pattern.slice(0, 100)} ${problem}` });
+        }
+      }
+      if (value && typeof value === 'object') walk(value, `${where}/${key}`);
+    }
+  };
+  walk(schema, at);
   return found;
 }
 
@@ -255,7 +275,7 @@ export function schemaChecksOf(root: object, payload: unknown, limit: number): n
  * costly to check, or a pattern RE2 cannot run (then it is not compiled at all).
  */
 export function compilePayloadSchema<T>(schema: object, compile: (schema: object) => T): { compiled: T } | { problems: ErrorDetail[] } {
-  const unsupported = unsupportedPatterns(schema, 'body/payloadSchema', []);
+  const unsupported = unsupportedPatterns(schema, 'body/payloadSchema');
   if (unsupported.length > 0) return { problems: unsupported };
   const costly = costProblems(schema, 'body/payloadSchema');
   if (costly.length > 0) return { problems: costly };

@@ -81,6 +81,23 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     expect(put.body.details[0].field).toBe('body/payloadSchema/pattern');
   });
 
+  it("refuses at once, when the workflow is saved, patterns whose counted repetitions compile past the schema's bound", async () => {
+    const many = 'a{1000}'.repeat(1_000);
+    const started = performance.now();
+    const res = await t.a.post('/v1/workflows', { name: 'Repeats', payloadSchema: { type: 'object', properties: { a: { type: 'string', pattern: many } } }, steps: [step.inApp()] }).expect(422);
+    // A liveness bound with a wide margin: compiled, this 7 KB pattern took six seconds.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(res.body.details).toEqual([{ field: 'body/payloadSchema/properties/a/pattern', message: expect.stringContaining('past 100,000 instructions compiled') }]);
+    // Counted together: two patterns of 60,000 each go over; one passes, and still does its work.
+    const half = { type: 'string', pattern: `^${'a{1000}'.repeat(60)}$` };
+    const two = await t.a.post('/v1/workflows', { name: 'Two', payloadSchema: { type: 'object', properties: { a: half, b: half } }, steps: [step.inApp()] }).expect(422);
+    expect(two.body.details).toEqual([{ field: 'body/payloadSchema/properties/b/pattern', message: expect.stringContaining('past 100,000') }]);
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object', properties: { a: half } } });
+    await createSubscriber(t.a, { subscriberId: 'repeat-victim' });
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'repeat-victim', payload: { a: 'a'.repeat(60_000) } }).expect(201);
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'repeat-victim', payload: { a: 'a'.repeat(59_999) } }).expect(422);
+  });
+
   it('answers 422, not 500, to a trigger of a workflow saved with such a pattern before it was refused', async () => {
     const { workflowId } = await createWorkflow(t.a, { payloadSchema: { type: 'object' } });
     const stored = { type: 'object', properties: { a: { type: 'string', pattern: '(?=a)a' } } };
