@@ -432,7 +432,9 @@ export interface paths {
         /**
          * Delete a topic
          * @description Deletes the topic and its memberships; the subscribers themselves stay. Answers `204` with
-         *     no body, as Novu does.
+         *     no body, as Novu does. While a fan-out of the topic is under way (a trigger to it whose
+         *     members are not all notified yet: a fan-out reads the members as it goes), the answer is
+         *     `409` with `Retry-After`, so that deleting cannot lose the rest of an acknowledged trigger.
          */
         delete: operations["deleteTopic"];
         options?: never;

@@ -2,7 +2,7 @@
 // added or removed by subscriberId, the unknown ones listed rather than refused.
 import type { Deps } from '../deps.js';
 import type { Body, Schemas } from '../contract.js';
-import { conflict, notFound } from '../errors.js';
+import { ApiError, conflict, notFound } from '../errors.js';
 import { isUniqueViolation } from '../db/errors.js';
 import type { Page, PageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/topics.js';
@@ -27,6 +27,26 @@ export async function createTopic(deps: Deps, environmentId: string, body: Body<
     throw err;
   }
   return (await repo.findTopic(deps.db, environmentId, topicKey))!;
+}
+
+/** How long a client told a topic's fan-out is under way waits before it asks again, in seconds. */
+const FANOUT_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * Deletes a topic and its memberships, unless a fan-out of it is under way: that reads the members
+ * as it goes, so deleting them would lose the rest of an acknowledged trigger (409, Retry-After).
+ */
+export async function deleteTopic(deps: Deps, environmentId: string, topicKey: string): Promise<void> {
+  await deps.db.transaction(async (trx) => {
+    const topic = await repo.findTopicRow(trx, environmentId, topicKey);
+    if (!topic) throw topicNotFound(topicKey);
+    const fanouts = await repo.fanoutsOfTopic(trx, environmentId, topic.id);
+    if (fanouts > 0) {
+      const message = `Topic ${topicKey} is being fanned out to (${fanouts} fan-out${fanouts === 1 ? '' : 's'} under way, reading its members as they go): delete it once they end`;
+      throw new ApiError(409, message, undefined, { 'Retry-After': String(FANOUT_RETRY_AFTER_SECONDS) });
+    }
+    await repo.deleteTopic(trx, environmentId, topicKey);
+  });
 }
 
 export async function getTopic(deps: Deps, environmentId: string, topicKey: string): Promise<repo.Topic> {

@@ -19,7 +19,7 @@ export const getTopic: OperationHandler<'getTopic'> = async ({ params, auth, dep
 });
 
 export const deleteTopic: OperationHandler<'deleteTopic'> = async ({ params, auth, deps }) => {
-  if (!(await repo.deleteTopic(deps.db, auth.environmentId, params.topicKey))) throw topics.topicNotFound(params.topicKey);
+  await topics.deleteTopic(deps, auth.environmentId, params.topicKey);
   return { status: 204, body: undefined };
 };
 

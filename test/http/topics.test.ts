@@ -1,6 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type Client, type TestApp, useTestApp } from '../helpers/app.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
+import { createWorkflow, step } from '../helpers/factories.js';
+import { JobRunner } from '../../src/engine/runner.js';
 
 const t = useTestApp();
 // Made again before each test, in its fresh organizations.
@@ -130,6 +132,22 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
     // A new topic under the same key starts empty: the old memberships are gone.
     await createTopic(t.a, 'short-lived');
     expect((await t.a.get('/v1/topics/short-lived').expect(200)).body.data).toMatchObject({ subscriberCount: 0, subscribers: [] });
+  });
+
+  it('answers 409 with Retry-After while a fan-out of the topic is under way, and deletes it once every member is notified', async () => {
+    await createTopic(t.a, 'announced', ['ada', 'grace', 'alan']);
+    await createTopic(t.a, 'other', ['edsger']);
+    await createWorkflow(t.a, { workflowId: 'announcement', steps: [step.inApp({ content: 'News' })] });
+    const transactionId = (await t.a.post('/v1/events/trigger', { name: 'announcement', to: [{ type: 'Topic', topicKey: 'announced' }] }).expect(201)).body.data.transactionId;
+    const res = await t.a.delete('/v1/topics/announced').expect(409);
+    expect(res.headers['retry-after']).toBe('5');
+    expect(res.body.message).toContain('Topic announced is being fanned out to');
+    // Another topic's deletion does not wait for it.
+    await t.a.delete('/v1/topics/other').expect(204);
+    await new JobRunner(t.deps).runUntilIdle();
+    const notified = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data.map((n: { subscriberId: string }) => n.subscriberId);
+    expect(notified.sort()).toEqual(['ada', 'alan', 'grace']);
+    await t.a.delete('/v1/topics/announced').expect(204);
   });
 
   it('answers 404 the second time', async () => {

@@ -4,6 +4,7 @@ import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { countOf, paginate, type Page, type PageRequest } from '../paginate.js';
 import { chunks, ID_CHUNK } from '../chunks.js';
+import { readJson } from '../json.js';
 
 export type Topic = Schemas['Topic'];
 export type TopicMember = Schemas['TopicMember'];
@@ -124,6 +125,21 @@ export async function insertTopic(db: Db, environmentId: string, input: { topicK
 }
 
 /** Deletes a topic; its memberships go with it (foreign keys), its subscribers stay. */
+/**
+ * How many fan-outs of the topic are still to run or running: they read its members as they go.
+ * Each status is asked for as the partial index of its jobs (jobs_due_control, jobs_leased) has it.
+ */
+export async function fanoutsOfTopic(db: Runner, environmentId: string, topicId: string): Promise<number> {
+  const due = db('jobs')
+    .whereIn('status', ['pending', 'queued', 'delayed'])
+    .whereNotIn('type', ['email', 'sms', 'chat', 'push', 'in_app'])
+    .where({ type: 'fanout', environment_id: environmentId })
+    .select('state');
+  const running = db('jobs').where({ status: 'running', type: 'fanout', environment_id: environmentId }).select('state');
+  const rows: Array<{ state: unknown }> = [...(await due), ...(await running)];
+  return rows.filter(({ state }) => readJson<Partial<FanoutPosition>>(state, {}).topicIds?.includes(topicId)).length;
+}
+
 export async function deleteTopic(db: Db, environmentId: string, topicKey: string): Promise<boolean> {
   const deleted = await db('topics').where({ environment_id: environmentId, topic_key: topicKey }).delete();
   return deleted > 0;
