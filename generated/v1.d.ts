@@ -80,8 +80,9 @@ export interface paths {
          *     running when it finds its event canceled, with the execution detail "Canceled with its
          *     event before it ran". A send looks when its job starts and once more right before it goes
          *     out: a cancel that comes after that last look, while the send is going out, does not stop it
-         *     (and the answer, which cannot know, is `true`). Canceling twice is harmless: the second
-         *     answer is `false`.
+         *     (and the answer, which cannot know, is `true`); the steps after it do not run, and are
+         *     recorded as `canceled` jobs saying so. Canceling twice is harmless: the second answer is
+         *     `false`, and a cancel that answers `false` changes nothing.
          */
         delete: operations["cancelEvent"];
         options?: never;

@@ -207,12 +207,16 @@ export async function continueAfter(
   if (event.canceledAt) {
     const from = jobCanceled ? job.stepIndex! : nextActiveStep(event, job.stepIndex!);
     const passed = from !== -1 && (await passOnClosedDigest(trx, notificationId, now, (heir) => continueForHeir(trx, heir, from, jobCanceled, state, now)));
+    // The cancel came while this job ran (its send had begun): the steps after it are shown as canceled.
+    if (!passed && !jobCanceled && from !== -1) {
+      await recordRemainingSteps(trx, event, notificationId, job.stepIndex!, 'canceled', `Canceled with event ${event.transactionId} while step ${job.stepId} was under way`, now);
+    }
     await recordCanceledNotifications(trx, event, now, () => settleNotifications(trx, [notificationId], now), notificationId);
     if (!passed) await settleDigestRiders(trx, event, notificationId, now);
     return;
   }
   const throttled = state[THROTTLED_STATE];
-  if (typeof throttled === 'string') await skipRemainingSteps(trx, event, notificationId, job.stepIndex!, throttled, now);
+  if (typeof throttled === 'string') await recordRemainingSteps(trx, event, notificationId, job.stepIndex!, 'skipped', throttled, now);
   const next = typeof throttled === 'string' ? -1 : nextActiveStep(event, job.stepIndex!);
   if (next === -1) {
     await settleNotifications(trx, [notificationId], now);
@@ -228,17 +232,27 @@ export async function continueAfter(
 export const THROTTLED_STATE = 'throttled';
 
 /**
- * Records every active step after `after` as skipped, each with the reason, so the notification
- * shows what it did not do. Nothing runs for them.
+ * Records every active step after `after` as not run (`skipped` by a throttle, with its
+ * `message.skipped`; or `canceled` with its event), each with the reason, so the notification shows
+ * what it did not do. Nothing runs for them.
  */
-async function skipRemainingSteps(trx: Runner, event: EventRecord, notificationId: string, after: number, reason: string, now: Date): Promise<void> {
-  const skipped: NewJob[] = [];
+async function recordRemainingSteps(
+  trx: Runner,
+  event: EventRecord,
+  notificationId: string,
+  after: number,
+  status: 'skipped' | 'canceled',
+  reason: string,
+  now: Date,
+): Promise<void> {
+  const remaining: NewJob[] = [];
   for (let index = nextActiveStep(event, after); index !== -1; index = nextActiveStep(event, index)) {
-    skipped.push({ ...plainStepJob(event, notificationId, index, {}, now), id: newId(now.getTime()), status: 'skipped', runAt: now });
+    remaining.push({ ...plainStepJob(event, notificationId, index, {}, now), id: newId(now.getTime()), status, runAt: now });
   }
-  await insertJobs(trx, skipped, now);
-  for (const job of skipped) {
+  await insertJobs(trx, remaining, now);
+  for (const job of remaining) {
     await addExecutionDetail(trx, { jobId: job.id!, status: 'warning', detail: reason, isRetry: false }, now);
+    if (status !== 'skipped') continue;
     const facts = jobFacts({ ...job, id: job.id!, notificationId, stepId: job.stepId ?? null, stepIndex: job.stepIndex! }, event);
     await recordStepEvent(trx, facts, { type: 'message.skipped', detail: reason, reason: 'throttled' }, now);
   }

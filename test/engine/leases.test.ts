@@ -206,6 +206,34 @@ describe('a cancel racing a worker', () => {
     }
   });
 
+  it('records the steps after a send as canceled when the cancel lands while the send is going out', async () => {
+    let transactionId = '';
+    let answer: unknown;
+    // The receiver takes the message, and the cancel lands before it answers: past the send's last look.
+    const hook = await startHttpPeer(async () => {
+      answer = (await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body;
+      return { status: 200, body: 'ok' };
+    });
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
+      await t.a.post('/v1/workflows', { name: 'Chat then inbox', steps: [{ type: 'chat', template: { content: 'x' } }, { type: 'in_app', template: { content: 'y' } }] }).expect(201);
+      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/ada` } }).expect(200);
+      transactionId = (await t.a.post('/v1/events/trigger', { name: 'chat-then-inbox', to: 'ada' }).expect(201)).body.data.transactionId;
+      await new JobRunner(t.deps, { random: () => 0.5 }).runUntilIdle();
+      // Its answer cannot know that the send had begun.
+      expect(answer).toEqual({ data: true });
+      expect(hook.requests).toHaveLength(1);
+      const notification = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
+      expect(notification.status).toBe('completed');
+      const { jobs } = (await t.a.get(`/v1/notifications/${notification.notificationId}`).expect(200)).body.data;
+      expect(jobs.map((job: { type: string; status: string }) => [job.type, job.status])).toEqual([['chat', 'completed'], ['in_app', 'canceled']]);
+      expect(jobs[1].executionDetails).toEqual([expect.objectContaining({ status: 'warning', detail: `Canceled with event ${transactionId} while step ${jobs[0].stepId} was under way` })]);
+      expect(await t.db('messages').where({ transaction_id: transactionId }).first()).toBeUndefined();
+    } finally {
+      await hook.close();
+    }
+  });
+
   // PostgreSQL runs a cancel and a claim side by side; SQLite writes one transaction at a time.
   it.runIf(testDatabaseUrl() !== undefined)('holds the jobs it cancels, so that a worker cannot claim one and send it after it was marked canceled', async () => {
     const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201)).body.data;
