@@ -18,11 +18,29 @@ import { handOverOpenDigest, passOnWaitingSends, settleDigestRiders } from './di
  */
 export async function cancelEvent(deps: Deps, environmentId: string, transactionId: string): Promise<boolean> {
   const now = deps.clock.now();
+  try {
+    return await cancelWhatIsPending(deps, environmentId, transactionId, now);
+  } catch (err) {
+    if (err instanceof NothingToCancel) return false;
+    throw err;
+  }
+}
+
+/**
+ * Nothing of the event was pending or running: the cancel is undone, mark included. An event of a
+ * closed digest that did not open it is in the digest's send already; marked canceled, it would be
+ * passed over when the event that carries the send is canceled, and lost.
+ */
+class NothingToCancel extends Error {}
+
+async function cancelWhatIsPending(deps: Deps, environmentId: string, transactionId: string, now: Date): Promise<boolean> {
   return deps.db.transaction(async (trx) => {
     const event = await findEventByTransaction(trx, environmentId, transactionId);
     if (!event) throw notFound(`No event with transactionId ${transactionId}`);
     const newlyCanceled = await markCanceled(trx, event.id, now);
     const cancelable = await cancelableJobs(trx, event.id);
+    // A job a worker has taken and not yet run ends when it finds the event canceled: it counts as stopped too.
+    if (cancelable.length === 0 && !(newlyCanceled && (await hasRunningJob(trx, event.id)))) throw new NothingToCancel();
     const handedOn = await passOnWaitingSends(trx, cancelable, transactionId, now);
     const jobs = cancelable.filter((job) => !handedOn.has(job.id));
     await cancelJobsDroppingDigestKeys(trx, jobs.map((job) => job.id), now);
@@ -32,7 +50,6 @@ export async function cancelEvent(deps: Deps, environmentId: string, transaction
     // A closed digest's send stopped with no other event to take it on: its riders settle with it.
     const stopped = new Set(jobs.map((job) => job.notificationId).filter((id): id is string => id !== null));
     for (const notificationId of stopped) await settleDigestRiders(trx, event, notificationId, now);
-    // A job a worker has taken and not yet run ends when it finds the event canceled: it counts as stopped too.
-    return cancelable.length > 0 || (newlyCanceled && (await hasRunningJob(trx, event.id)));
+    return true;
   });
 }

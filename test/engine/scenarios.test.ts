@@ -614,6 +614,15 @@ describe('digest', () => {
     expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
   });
 
+  it("changes nothing by a follower's cancel that answers false: the first event canceled after it still leaves the send to the others", async () => {
+    const txs = await closedDigestOfThree('follower-first');
+    expect((await t.a.delete(`/v1/events/trigger/${txs[1]}`).expect(200)).body).toEqual({ data: false });
+    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
+    await later(3_600_000);
+    expect((await feed('follower-first')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
+    expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
+  });
+
   it('passes a closed digest\'s send on again when the event that took it over is canceled too', async () => {
     const txs = await closedDigestOfThree('twice-passed');
     expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
