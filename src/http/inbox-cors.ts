@@ -2,7 +2,8 @@
 // (PUT /v1/inbox/settings); the rest of the API sends no CORS header, so browsers keep it
 // same-origin. A preflight carries no credential, so it is answered for an origin that some
 // environment allows; the request itself gets its CORS headers only if its own environment
-// allows the origin (or, for a refused credential, if some environment does, so the page can read its 401).
+// allows the origin (or, for a refused credential, if some environment does, so the page can read its
+// 401), and a subscriber token's request from a cross origin its environment does not allow is a 403.
 // POST /v1/inbox/session carries no credential, only a body naming its environment: it gets its
 // headers as a refused credential does, and the session itself is refused (403) to a browser whose
 // origin its environment does not allow (engine/inbox-sessions.ts, given crossOriginOf below), so
@@ -66,6 +67,10 @@ export function inboxCors({ db, clock }: Deps): RequestHandler {
       if (allowed) {
         res.setHeader('Access-Control-Allow-Origin', origin);
         res.setHeader('Access-Control-Expose-Headers', EXPOSED_HEADERS);
+      } else if (environmentId !== undefined && crossOriginOf(req) !== undefined) {
+        // Without its CORS headers a page cannot read the answer, but a write would still be done:
+        // a page of an origin the token's environment does not allow is refused outright.
+        return sendError(req, res, new ApiError(403, `Origin ${origin} may not call this environment's inbox: add it with PUT /v1/inbox/settings`));
       }
       next();
     }, next);

@@ -322,13 +322,19 @@ describe('PUT and GET /inbox/settings (updateInboxSettings, getInboxSettings), a
     await t.http.options('/v1/inbox/messages').set('Origin', 'https://evil.example').set('Access-Control-Request-Method', 'GET').expect(403);
     const allowed = await as(token).get('/v1/inbox/counts').set('Origin', 'https://app.example.com').expect(200);
     expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example.com');
-    const other = await as(token).get('/v1/inbox/counts').set('Origin', 'https://evil.example').expect(200);
+    // A page of another origin is refused, writes included: without CORS headers it could not read the answer, but the write would be done.
+    const other = await as(token).get('/v1/inbox/counts').set('Origin', 'https://evil.example').expect(403);
     expect(other.headers['access-control-allow-origin']).toBeUndefined();
+    expect(other.body.message).toBe("Origin https://evil.example may not call this environment's inbox: add it with PUT /v1/inbox/settings");
+    await as(token).post('/v1/inbox/messages/bulk', { set: { read: true } }).set('Origin', 'https://evil.example').expect(403);
+    // A page on Herald's own origin, and a server (no Origin), need no allowed origin.
+    await as(token).get('/v1/inbox/counts').set('Origin', 'https://evil.example').set('Sec-Fetch-Site', 'same-origin').expect(200);
+    await as(token).get('/v1/inbox/counts').expect(200);
     const secretKeyApi = await t.a.get('/v1/subscribers').set('Origin', 'https://app.example.com').expect(200);
     expect(secretKeyApi.headers['access-control-allow-origin']).toBeUndefined();
     // Another environment's token from that origin gets no CORS header: the origin is A's.
     await t.b.post('/v1/subscribers', { subscriberId: 'ada' }).expect(201);
-    const foreign = await as(await tokenFor('ada', t.b)).get('/v1/inbox/counts').set('Origin', 'https://app.example.com').expect(200);
+    const foreign = await as(await tokenFor('ada', t.b)).get('/v1/inbox/counts').set('Origin', 'https://app.example.com').expect(403);
     expect(foreign.headers['access-control-allow-origin']).toBeUndefined();
     await t.a.put('/v1/inbox/settings', { allowedOrigins: ['https://app.example.com/path'] }).expect(400);
   });
