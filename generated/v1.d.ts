@@ -3323,8 +3323,8 @@ export interface components {
         /** @description The inbox settings to change; a setting left out keeps its value. */
         InboxSettingsUpdate: {
             /**
-             * @description Replaces the browser origins (scheme, host and port, no path) allowed to call `/v1/inbox/*`
-             *     across origins. Empty: no cross-origin calls.
+             * @description Replaces the browser origins (scheme, host and port, no path; each exact, no wildcard)
+             *     allowed to call `/v1/inbox/*` across origins. Empty: no cross-origin calls.
              */
             allowedOrigins?: string[];
             /**

@@ -3,6 +3,7 @@
 // functions as PUT /v1/inbox/settings and the token operation. Every form carries the session's CSRF token.
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
+import { schemaValidator } from '../contract.js';
 import { LIVE_SECRETS } from '../db/inbox-secrets.js';
 import { addSigningSecret, mintSubscriberToken, retireSigningSecret, setInboxOrigins, signingSecrets } from '../engine/inbox-tokens.js';
 import { inboxSettings, setSubscriberHashSessions } from '../engine/inbox-sessions.js';
@@ -10,15 +11,17 @@ import { sessionOf } from './session.js';
 import { chosenEnvironment, pageContext, requireCsrf, requireSession, sendPage, unlessNotFound } from './guards.js';
 import { inboxSettingsHref, inboxSettingsPage, type InboxSettingsPageData } from './inbox-settings-views.js';
 
-/** The contract's rules for allowed origins (InboxSettings). */
-const ORIGIN = /^https?:\/\/[^/?#\s]+$/;
-const MAX_ORIGINS = 50;
-const MAX_ORIGIN_LENGTH = 255;
+/** The contract's rules for allowed origins (InboxSettingsUpdate), checked by its own schema. */
+const validOrigins = schemaValidator('InboxSettingsUpdate');
 
 function originsError(origins: string[]): string | undefined {
-  if (origins.length > MAX_ORIGINS) return `At most ${MAX_ORIGINS} origins.`;
-  const bad = origins.find((origin) => origin.length > MAX_ORIGIN_LENGTH || !ORIGIN.test(origin) || !URL.canParse(origin));
-  return bad === undefined ? undefined : `“${bad}” is not an origin: write the scheme, host and port only, e.g. https://app.example.com.`;
+  if (validOrigins({ allowedOrigins: origins }) && origins.every((origin) => URL.canParse(origin))) return undefined;
+  const [error] = validOrigins.errors ?? [];
+  // The path of the item at fault (/allowedOrigins/3), or the whole list (too many of them).
+  const index = /^\/allowedOrigins\/(\d+)/.exec(error?.instancePath ?? '')?.[1];
+  const bad = index !== undefined ? origins[Number(index)] : error ? undefined : origins.find((origin) => !URL.canParse(origin));
+  if (bad === undefined) return error?.keyword === 'maxItems' ? `At most ${String(error.params.limit)} origins.` : 'Each origin once.';
+  return `“${bad}” is not an origin: write the scheme, host and port only (no wildcard), e.g. https://app.example.com.`;
 }
 
 export function inboxSettingsRoutes(router: Router, deps: Deps): void {

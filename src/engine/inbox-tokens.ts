@@ -4,6 +4,7 @@
 // most two, so a backend can move to a new one while tokens signed with the old still work.
 import { createHash, randomBytes } from 'node:crypto';
 import { SignJWT, jwtVerify, decodeProtectedHeader, errors as joseErrors } from 'jose';
+import { badRequest } from '../errors.js';
 import type { Deps } from '../deps.js';
 import type { Db } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
@@ -171,6 +172,9 @@ export async function inboxOrigins(deps: Deps, environmentId: string): Promise<s
 
 /** Replaces them; each is kept as the browser sends it (lowercase scheme and host, no trailing slash). */
 export async function setInboxOrigins(deps: Deps, environmentId: string, origins: string[]): Promise<string[]> {
+  // The contract's pattern lets through what is no URL, such as a port past 65535.
+  const problems = origins.flatMap((origin, i) => (URL.canParse(origin) ? [] : [{ field: `body/allowedOrigins/${i}`, message: `is not an origin: ${origin}` }]));
+  if (problems.length > 0) throw badRequest(`allowedOrigins ${problems[0].message}`, problems);
   const normalized = [...new Set(origins.map((origin) => new URL(origin).origin))].sort();
   await writeTransaction(deps.db, (trx) => repo.replaceOrigins(trx, environmentId, normalized));
   originCacheOf(deps.db).clear();

@@ -59,6 +59,16 @@ describe('Settings → Inbox', () => {
     expect(refused.text).toContain('https://app.example.com/path&lt;script&gt;');
     expect(refused.text).not.toContain('/path<script>');
     expect((await t.a.get('/v1/inbox/settings').expect(200)).body.data.allowedOrigins).toHaveLength(2);
+    // The API's own rules: no wildcard, a port that is one, at most 50.
+    for (const origins of ['https://*.example.com', 'https://app.example.com:99999']) {
+      const wrong = await post('origins', { origins });
+      expect(wrong.status).toBe(422);
+      expect(wrong.text).toContain(`“${origins}” is not an origin`);
+    }
+    const many = await post('origins', { origins: Array.from({ length: 51 }, (_, i) => `https://app${i}.example.com`).join('\n') });
+    expect(many.status).toBe(422);
+    expect(many.text).toContain('At most 50 origins.');
+    expect((await t.a.get('/v1/inbox/settings').expect(200)).body.data.allowedOrigins).toHaveLength(2);
   });
 
   it('shows the secret a backend signs tokens with; a new one signs from then on and the old one still verifies until it is retired', async () => {

@@ -337,6 +337,11 @@ describe('PUT and GET /inbox/settings (updateInboxSettings, getInboxSettings), a
     const foreign = await as(await tokenFor('ada', t.b)).get('/v1/inbox/counts').set('Origin', 'https://app.example.com').expect(403);
     expect(foreign.headers['access-control-allow-origin']).toBeUndefined();
     await t.a.put('/v1/inbox/settings', { allowedOrigins: ['https://app.example.com/path'] }).expect(400);
+    // Origins are exact: no wildcard; and one that is no URL (a port past 65535) is a 400, not a 500.
+    expect((await t.a.put('/v1/inbox/settings', { allowedOrigins: ['https://*.example.com'] }).expect(400)).body.details[0].field).toBe('body/allowedOrigins/0');
+    expect((await t.a.put('/v1/inbox/settings', { allowedOrigins: ['https://app.example.com', 'https://a.example.com:99999'] }).expect(400)).body.details).toEqual([
+      { field: 'body/allowedOrigins/1', message: 'is not an origin: https://a.example.com:99999' },
+    ]);
   });
 });
 
