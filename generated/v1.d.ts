@@ -2002,8 +2002,14 @@ export interface components {
          *     to a schema that contains them (recursion), or expand to more than 1,000 schemas once
          *     followed; when it uses `$dynamicRef`, `$recursiveRef` or a pattern that cannot match in
          *     linear time (a backreference or lookaround); when an `enum` holds more than 20 objects
-         *     or arrays; and when an `$id` appears below the root. A trigger whose payload fails is answered 422 naming up
-         *     to 100 problems, or only the first when the payload holds more than 2,000 values.
+         *     or arrays; when an `$id` appears below the root; and when its patterns together would
+         *     compile to more than about 100,000 instructions (a counted repetition such as `a{1000}`
+         *     counts 1,000; Unicode tables and wide ranges count what building them costs). A trigger
+         *     whose payload would be checked against more than 1,000,000 schemas in all (each value
+         *     counted once for every schema that may apply to it; a bulk request's events share the
+         *     budget), or whose patterns would check more than 262,144 characters, is answered 422 naming
+         *     `body/payload`. A trigger whose payload fails is answered 422 naming up to 100 problems, or
+         *     only the first when the payload holds more than 2,000 values.
          * @example {
          *       "type": "object",
          *       "required": [

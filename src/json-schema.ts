@@ -204,11 +204,21 @@ export function linearPatternProblem(pattern: string): string | undefined {
   }
 }
 
+/** What building a class costs in instructions' worth (about 1.7 µs each), besides its ranges. */
+const CLASS_COST = 40;
+/** A Unicode table (`\pL`, `\p{Greek}`): building it from its ranges costs about this much. */
+const UNICODE_TABLE_COST = 100;
+/** A Perl class (`\d`, `\w`, `\s`) outside brackets: a small class of its own. */
+const PERL_CLASS_COST = 10;
+/** Code points of a range per instruction's worth: with `(?i)`, RE2 folds the case of each. */
+const RANGE_WIDTH_PER_COST = 40;
+
 /**
- * About how many instructions RE2 compiles `pattern` to, found without compiling it: a character,
- * class or escape counts 1, a group what it holds, and a counted repetition multiplies what it
- * repeats by its largest count (`a{1000}` is 1,000). RE2 writes a counted repetition out in full,
- * so `a{1000}` written 1,000 times took seconds to compile, where its length (7 KB) says nothing.
+ * About how many instructions' worth of work RE2 compiles `pattern` to, found without compiling it:
+ * a character counts 1, a group what it holds, a counted repetition what it repeats times its
+ * largest count (`a{1000}` is 1,000: RE2 writes it out in full, so that written 1,000 times, 7 KB,
+ * took seconds), and a class what building it costs (its Unicode tables, and the width of its
+ * ranges, whose every code point case folding visits).
  */
 export function patternSize(pattern: string): number {
   // Each open group: what it holds so far, and the size of its last atom (what a quantifier repeats).
@@ -221,24 +231,20 @@ export function patternSize(pattern: string): number {
   for (let i = 0; i < pattern.length; i++) {
     const c = pattern[i];
     if (c === '\\') {
-      const next = pattern[++i];
-      if ((next === 'p' || next === 'P' || next === 'x') && pattern[i + 1] === '{') i = Math.max(i, pattern.indexOf('}', i));
-      else if (next === 'Q') {
-        const end = pattern.indexOf('\\E', i);
-        const literal = end === -1 ? pattern.length - i - 1 : end - i - 1;
-        atom(literal);
+      const next = pattern[i + 1];
+      if (next === 'Q') {
+        const end = pattern.indexOf('\\E', i + 2);
+        atom(end === -1 ? pattern.length - i - 2 : end - i - 2);
         i = end === -1 ? pattern.length : end + 1;
         continue;
       }
-      atom(1);
+      const escape = readEscape(pattern, i);
+      atom(escape.table ? UNICODE_TABLE_COST : escape.code === undefined ? PERL_CLASS_COST : 1);
+      i = escape.end - 1;
     } else if (c === '[') {
-      // A class is one instruction, however many characters it lists: skip to its end.
-      let j = i + 1;
-      if (pattern[j] === '^') j++;
-      if (pattern[j] === ']') j++;
-      while (j < pattern.length && pattern[j] !== ']') j += pattern[j] === '\\' ? 2 : pattern.startsWith('[:', j) ? Math.max(1, pattern.indexOf(':]', j) + 2 - j) : 1;
-      i = j;
-      atom(1);
+      const { end, cost } = readClass(pattern, i);
+      atom(cost);
+      i = end - 1;
     } else if (c === '(') {
       groups.push({ total: 0, last: 0 });
     } else if (c === ')' && groups.length > 1) {
@@ -259,4 +265,56 @@ export function patternSize(pattern: string): number {
     }
   }
   return groups.reduce((sum, group) => sum + group.total, 0);
+}
+
+/** One escape at `at` (a backslash): where it ends, its code point if it stands for one, and whether it names a Unicode table. */
+function readEscape(pattern: string, at: number): { end: number; code?: number; table?: boolean } {
+  const kind = pattern[at + 1];
+  if (kind === undefined) return { end: at + 1 };
+  if (kind === 'p' || kind === 'P') {
+    const close = pattern[at + 2] === '{' ? pattern.indexOf('}', at + 3) : -1;
+    return { end: close === -1 ? at + 3 : close + 1, table: true };
+  }
+  if (kind === 'x') {
+    const close = pattern[at + 2] === '{' ? pattern.indexOf('}', at + 3) : -1;
+    const digits = close === -1 ? pattern.slice(at + 2, at + 4) : pattern.slice(at + 3, close);
+    const code = Number.parseInt(digits, 16);
+    return { end: close === -1 ? at + 2 + digits.length : close + 1, code: Number.isNaN(code) ? undefined : code };
+  }
+  // A Perl class (\d, \w, \s) or an assertion (\b, \A, \z): no single code point.
+  if ('dDwWsSbBAz'.includes(kind)) return { end: at + 2 };
+  return { end: at + 2, code: kind.codePointAt(0) };
+}
+
+/** The class opening at `at` (`[`): where it ends, and what building it costs (see patternSize). */
+function readClass(pattern: string, at: number): { end: number; cost: number } {
+  let cost = CLASS_COST;
+  let i = at + 1;
+  if (pattern[i] === '^') i++;
+  // The code point just read, which a `-` may make the start of a range.
+  let previous: number | undefined;
+  for (let first = true; i < pattern.length && (pattern[i] !== ']' || first); first = false) {
+    let code: number | undefined;
+    if (pattern.startsWith('[:', i)) {
+      const close = pattern.indexOf(':]', i + 2);
+      i = close === -1 ? pattern.length : close + 2;
+    } else if (pattern[i] === '\\') {
+      const escape = readEscape(pattern, i);
+      if (escape.table) cost += UNICODE_TABLE_COST;
+      code = escape.code;
+      i = escape.end;
+    } else if (pattern[i] === '-' && previous !== undefined && pattern[i + 1] !== ']' && i + 1 < pattern.length) {
+      // A range: its end is the next character or escape.
+      const high = pattern[i + 1] === '\\' ? readEscape(pattern, i + 1) : { end: i + 1 + String.fromCodePoint(pattern.codePointAt(i + 1)!).length, code: pattern.codePointAt(i + 1) };
+      if (high.code !== undefined) cost += Math.floor(Math.abs(high.code - previous) / RANGE_WIDTH_PER_COST);
+      i = high.end;
+      previous = undefined;
+      continue;
+    } else {
+      code = pattern.codePointAt(i)!;
+      i += String.fromCodePoint(code).length;
+    }
+    previous = code;
+  }
+  return { end: Math.min(i + 1, pattern.length), cost };
 }

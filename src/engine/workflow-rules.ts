@@ -199,12 +199,24 @@ function costProblems(root: object, at: string): ErrorDetail[] {
   }
 }
 
+/**
+ * The keywords that apply schemas to a value or to what it holds, the only ones the count reads
+ * (ajv ignores a keyword it does not know, and so does the count, however many a schema has).
+ * `dependencies` is draft 7's, which ajv still runs.
+ */
+const APPLICATORS = [
+  '$ref', 'allOf', 'anyOf', 'oneOf', 'not', 'if', 'then', 'else', 'dependentSchemas', 'dependencies',
+  'properties', 'patternProperties', 'additionalProperties', 'unevaluatedProperties', 'propertyNames',
+  'prefixItems', 'items', 'additionalItems', 'unevaluatedItems', 'contains',
+] as const;
+/** Keywords whose schemas (one, or a list) apply to the value itself. */
+const SAME_VALUE = new Set(['allOf', 'anyOf', 'oneOf', 'not', 'if', 'then', 'else']);
 /** Keywords whose schema applies to each property value of an object. */
 const EACH_PROPERTY = new Set(['additionalProperties', 'unevaluatedProperties']);
-/** Keywords whose schema applies to each item of an array. */
-const EACH_ITEM = new Set(['items', 'unevaluatedItems', 'contains']);
-/** Keywords whose schemas (one, or a list) apply to the value itself. */
-const SAME_VALUE = new Set(['allOf', 'anyOf', 'oneOf', 'not', 'if', 'then', 'else', 'dependentSchemas']);
+/** Keywords whose schema applies to each item of an array (`items` as a list: each to its own). */
+const EACH_ITEM = new Set(['items', 'additionalItems', 'unevaluatedItems', 'contains']);
+/** Keywords that compare a whole value (its every nested value) rather than apply a schema to it. */
+const WHOLE_VALUE = ['const', 'enum', 'uniqueItems'] as const;
 
 class OverBudget extends Error {}
 
@@ -212,8 +224,10 @@ class OverBudget extends Error {}
  * How many schemas checking `payload` against `root` may apply, counting stopped just past `limit`:
  * every value counts each schema that may apply to it, so an `anyOf` of 900 branches over 20,000
  * items counts 18,000,000. A value that is not an object or array counts the whole schema it meets
- * (its size once its `$ref`s are followed), without walking it. An upper bound of a validator's
- * work, reached in at most `limit` steps; the schema is one compilePayloadSchema accepted.
+ * (its size once its `$ref`s are followed), without walking it; an object counts its keys for each
+ * keyword that looks at them, and a value compared whole (`const`, `enum`, `uniqueItems`) the values
+ * it holds. An upper bound of a validator's work, reached in at most about `limit` steps; the schema
+ * is one compilePayloadSchema accepted.
  */
 export function schemaChecksOf(root: object, payload: unknown, limit: number): number {
   const sizes = new Map<object, number>();
@@ -231,6 +245,17 @@ export function schemaChecksOf(root: object, payload: unknown, limit: number): n
     sizes.set(node, size);
     return size;
   };
+  // How many values an object or array holds, nested, each counted once however often it is compared.
+  const held = new Map<object, number>();
+  const valuesIn = (value: object): number => {
+    let count = held.get(value);
+    if (count === undefined) {
+      count = 1;
+      for (const inner of Object.values(value)) count += inner !== null && typeof inner === 'object' ? valuesIn(inner) : 1;
+      held.set(value, count);
+    }
+    return count;
+  };
   let spent = 0;
   const spend = (n: number) => {
     spent += n;
@@ -240,23 +265,36 @@ export function schemaChecksOf(root: object, payload: unknown, limit: number): n
     if (!node || typeof node !== 'object') return spend(1);
     if (value === null || typeof value !== 'object') return spend(sizeOf(node));
     spend(1);
+    const schema = node as Record<string, unknown>;
     const object = Array.isArray(value) ? undefined : (value as Record<string, unknown>);
     const items = Array.isArray(value) ? value : undefined;
-    for (const [key, sub] of Object.entries(node)) {
-      if (key === '$ref' && typeof sub === 'string') check(pointedAt(root, sub), value);
+    const names = object ? Object.keys(object) : [];
+    for (const key of WHOLE_VALUE) if (Object.hasOwn(schema, key)) spend(valuesIn(value));
+    for (const key of APPLICATORS) {
+      if (!Object.hasOwn(schema, key)) continue;
+      const sub = schema[key];
+      if (key === '$ref') {
+        if (typeof sub === 'string') check(pointedAt(root, sub), value);
+        continue;
+      }
       if (!sub || typeof sub !== 'object') continue;
       if (SAME_VALUE.has(key)) {
-        for (const branch of Array.isArray(sub) ? sub : key === 'dependentSchemas' ? Object.values(sub) : [sub]) check(branch, value);
+        for (const branch of Array.isArray(sub) ? sub : [sub]) check(branch, value);
+      } else if (key === 'dependentSchemas' || key === 'dependencies') {
+        // Draft 7's dependencies also take lists of property names, which apply no schema.
+        if (object) for (const each of Object.values(sub)) if (each && typeof each === 'object' && !Array.isArray(each)) check(each, value);
       } else if (object && key === 'properties') {
-        for (const name of Object.keys(object)) if (Object.hasOwn(sub, name)) check((sub as Record<string, unknown>)[name], object[name]);
+        spend(names.length);
+        for (const name of names) if (Object.hasOwn(sub, name)) check((sub as Record<string, unknown>)[name], object[name]);
       } else if (object && key === 'patternProperties') {
-        for (const name of Object.keys(object)) for (const each of Object.values(sub)) check(each, object[name]);
+        spend(names.length);
+        for (const each of Object.values(sub)) for (const name of names) check(each, object[name]);
       } else if (object && EACH_PROPERTY.has(key)) {
-        for (const name of Object.keys(object)) check(sub, object[name]);
+        for (const name of names) check(sub, object[name]);
       } else if (object && key === 'propertyNames') {
-        spend(Object.keys(object).length * sizeOf(sub));
-      } else if (items && key === 'prefixItems' && Array.isArray(sub)) {
-        sub.slice(0, items.length).forEach((each, i) => check(each, items[i]));
+        spend(names.length * sizeOf(sub));
+      } else if (items && (key === 'prefixItems' || (key === 'items' && Array.isArray(sub)))) {
+        (sub as unknown[]).slice(0, items.length).forEach((each, i) => check(each, items[i]));
       } else if (items && EACH_ITEM.has(key)) {
         for (const item of items) check(sub, item);
       }
