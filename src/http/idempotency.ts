@@ -102,8 +102,8 @@ const at = (now: Date, ms: number) => new Date(now.getTime() + ms).toISOString()
  * Runs `run` at most once per (environment, key): the first time with `deps.db` set to a
  * transaction that also records the answer, later times by replaying that answer with
  * `Idempotency-Replay: true`. A 4xx the operation throws is recorded and answered like a reply
- * (its writes rolled back); anything else (a 5xx, a crash, a lost race on a unique constraint) frees
- * the key and is rethrown.
+ * (its writes rolled back); anything else (a 5xx, a 4xx with Retry-After, a crash, a lost race on a
+ * unique constraint) frees the key and is rethrown.
  */
 export async function idempotent(deps: Deps, request: IdempotentRequest, run: (deps: Deps) => Promise<HandlerReply>): Promise<HandlerReply> {
   const fingerprint = requestFingerprint(request);
@@ -121,7 +121,9 @@ export async function idempotent(deps: Deps, request: IdempotentRequest, run: (d
         // (on PostgreSQL a failed statement would otherwise abort it) to record the rejection.
         reply = await trx.transaction((inner) => run({ ...deps, db: inner }));
       } catch (err) {
-        if (!(err instanceof ApiError) || err.status >= 500) throw err;
+        // An answer that says to try again later (Retry-After: a 409 while a topic's fan-out runs)
+        // is not the request's answer for good: the key is freed, so that the retry runs it again.
+        if (!(err instanceof ApiError) || err.status >= 500 || err.headers?.['Retry-After'] !== undefined) throw err;
         reply = { status: err.status, body: errorBody(err.status, err.message, request.path, err.details), headers: err.headers };
       }
       const answer = {

@@ -139,7 +139,7 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
     await createTopic(t.a, 'other', ['edsger']);
     await createWorkflow(t.a, { workflowId: 'announcement', steps: [step.inApp({ content: 'News' })] });
     const transactionId = (await t.a.post('/v1/events/trigger', { name: 'announcement', to: [{ type: 'Topic', topicKey: 'announced' }] }).expect(201)).body.data.transactionId;
-    const res = await t.a.delete('/v1/topics/announced').expect(409);
+    const res = await t.a.delete('/v1/topics/announced').set('Idempotency-Key', 'delete-announced').expect(409);
     expect(res.headers['retry-after']).toBe('5');
     expect(res.body.message).toContain('Topic announced is being fanned out to');
     // Another topic's deletion does not wait for it.
@@ -147,7 +147,9 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
     await new JobRunner(t.deps).runUntilIdle();
     const notified = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data.map((n: { subscriberId: string }) => n.subscriberId);
     expect(notified.sort()).toEqual(['ada', 'alan', 'grace']);
-    await t.a.delete('/v1/topics/announced').expect(204);
+    // The 409 said to try again: it is not the key's answer for good, and the retry deletes.
+    const retried = await t.a.delete('/v1/topics/announced').set('Idempotency-Key', 'delete-announced').expect(204);
+    expect(retried.headers['idempotency-replay']).toBeUndefined();
   });
 
   it('answers 404 the second time', async () => {
