@@ -40,6 +40,7 @@ export async function deleteTopic(deps: Deps, environmentId: string, topicKey: s
   await deps.db.transaction(async (trx) => {
     const topic = await repo.findTopicRow(trx, environmentId, topicKey);
     if (!topic) throw topicNotFound(topicKey);
+    await repo.holdTopicForDelete(trx, topic.id);
     const fanouts = await repo.fanoutsOfTopic(trx, environmentId, topic.id);
     if (fanouts > 0) {
       const message = `Topic ${topicKey} is being fanned out to (${fanouts} fan-out${fanouts === 1 ? '' : 's'} under way, reading its members as they go): delete it once they end`;

@@ -14,7 +14,7 @@ import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
 import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/subscribers.js';
-import { topicIdsByKey } from '../db/repos/topics.js';
+import { holdTopics, topicIdsByKey } from '../db/repos/topics.js';
 import { loneTriggerStore, type TriggerStore } from '../db/trigger-store.js';
 import { eventRow, insertEvent, type EventRecord } from '../db/repos/events.js';
 import { insertJobs, jobRow } from '../db/repos/jobs.js';
@@ -200,6 +200,10 @@ export async function trigger(
         const direct = directRecipients(keys);
         await startNotifications(trx, event, direct, now);
         if (topics.size > 0) {
+          // A topic deleted since it was looked up above would leave the fan-out nobody to notify.
+          const held = await holdTopics(trx, [...topics.values()]);
+          const gone = [...topics].filter(([, id]) => !held.has(id)).map(([key]) => ({ field: topicKeys.get(key)!, message: `topic ${key} not found` }));
+          if (gone.length > 0) throw unprocessable(gone.map((p) => `${p.field} ${p.message}`).join('; '), gone);
           // Members are notified by the worker in batches; those named directly, and the actor, are left out.
           const exclude = direct.map((r) => r.key);
           if (actorId && keys.get(actorId)) exclude.push(keys.get(actorId)!);

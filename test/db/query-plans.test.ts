@@ -12,7 +12,7 @@ import { insertRows } from '../../src/db/insert-rows.js';
 import { eventRow } from '../../src/db/repos/events.js';
 import { claimDueJobs, countOpenJobsByStatus, jobRow, jobsDue, OPEN_JOBS_BY_STATUS, queueDepth, QUEUE_DEPTH } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
-import { fanoutSlice } from '../../src/db/repos/topics.js';
+import { fanoutSlice, fanoutsOfTopic, OPEN_FANOUTS } from '../../src/db/repos/topics.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 
@@ -171,6 +171,13 @@ describe.runIf(testDatabaseUrl())('query plans on PostgreSQL', () => {
     expect(plan).toMatch(/Index Only Scan using jobs_leased on jobs|Index Scan using jobs_leased on jobs/);
   });
 
+  it("asks for a topic's open fan-outs through their own index, not the queue's", async () => {
+    expect(await fanoutsOfTopic(testDb.db, environmentId, topicId)).toBe(0);
+    const plan = await planOf(() => fanoutsOfTopic(testDb.db, environmentId, topicId));
+    expect(plan).toMatch(/using jobs_open_fanouts on jobs/);
+    expect(plan).not.toMatch(/Seq Scan on jobs/);
+  });
+
   it('counts the jobs not yet done for /metrics from the same partial indexes, never the whole table', async () => {
     await testDb.db.raw('ANALYZE jobs');
     const plan = await planOf(() => countOpenJobsByStatus(testDb.db));
@@ -192,6 +199,11 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('query plans on SQLite',
     const steps = await sqlitePlanOf(SUBSCRIBER_BY_ID, [environmentId, 'subscriber-7']);
     expect(steps.filter((step) => step.startsWith('SEARCH'))).toHaveLength(4);
     expect(steps.filter((step) => !step.startsWith('SEARCH') && step !== 'USE TEMP B-TREE FOR ORDER BY')).toEqual([]);
+  });
+
+  it("asks for a topic's open fan-outs through their own index, not the queue's", async () => {
+    expect(await fanoutsOfTopic(testDb.db, environmentId, topicId)).toBe(0);
+    expect(await sqlitePlanOf(OPEN_FANOUTS, [environmentId])).toEqual([expect.stringMatching(/^SEARCH jobs USING INDEX jobs_open_fanouts /)]);
   });
 
   it('claims jobs from their partial indexes, scanning no table', async () => {

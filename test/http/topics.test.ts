@@ -3,6 +3,8 @@ import { startTestApp, type Client, type TestApp, useTestApp } from '../helpers/
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { createWorkflow, step } from '../helpers/factories.js';
 import { JobRunner } from '../../src/engine/runner.js';
+import { trigger } from '../../src/engine/trigger.js';
+import type { Knex } from 'knex';
 
 const t = useTestApp();
 // Made again before each test, in its fresh organizations.
@@ -150,6 +152,28 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
     // The 409 said to try again: it is not the key's answer for good, and the retry deletes.
     const retried = await t.a.delete('/v1/topics/announced').set('Idempotency-Key', 'delete-announced').expect(204);
     expect(retried.headers['idempotency-replay']).toBeUndefined();
+  });
+
+  it('refuses with 422 a trigger to a topic deleted after the trigger looked it up, rather than acknowledge a fan-out to nobody', async () => {
+    await createTopic(t.a, 'vanishing', ['ada', 'grace']);
+    await createWorkflow(t.a, { workflowId: 'vanishing-news', steps: [step.inApp({ content: 'News' })] });
+    const { organization_id: organizationId } = await t.db('environments').where({ id: t.environments.a }).first('organization_id');
+    // The delete commits between the trigger's look-up of the topic and its write.
+    const db = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop !== 'transaction') return Reflect.get(target, prop, receiver);
+        return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
+          await target('topics').where({ environment_id: t.environments.a, topic_key: 'vanishing' }).delete();
+          return target.transaction(work);
+        };
+      },
+    });
+    const request = { name: 'vanishing-news', to: [{ type: 'Topic' as const, topicKey: 'vanishing' }] };
+    await expect(trigger({ ...t.deps, db }, { organizationId, environmentId: t.environments.a }, request)).rejects.toMatchObject({
+      status: 422,
+      details: [{ field: 'body/to/0', message: 'topic vanishing not found' }],
+    });
+    expect(await t.db('events').where({ environment_id: t.environments.a }).first()).toBeUndefined();
   });
 
   it('answers 404 the second time', async () => {

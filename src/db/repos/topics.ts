@@ -1,4 +1,4 @@
-import { isPostgres, type Db, type Runner } from '../knex.js';
+import { isPostgres, selectRows, type Db, type Runner } from '../knex.js';
 import { whereInShard, type FanoutShard } from '../fanout-shards.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
@@ -124,22 +124,36 @@ export async function insertTopic(db: Db, environmentId: string, input: { topicK
   });
 }
 
-/** Deletes a topic; its memberships go with it (foreign keys), its subscribers stay. */
 /**
- * How many fan-outs of the topic are still to run or running: they read its members as they go.
- * Each status is asked for as the partial index of its jobs (jobs_due_control, jobs_leased) has it.
+ * Of these topics, those that still exist, held until the transaction ends so that none is deleted
+ * meanwhile (PostgreSQL `FOR KEY SHARE`; on SQLite the writing transaction runs alone): a trigger's
+ * fan-out job is written only for topics a delete has not taken from under it.
  */
+export async function holdTopics(trx: Runner, topicIds: string[]): Promise<Set<string>> {
+  const query = trx('topics').whereIn('id', topicIds).select('id');
+  if (isPostgres(trx)) query.forKeyShare();
+  const rows: Array<{ id: string }> = await query;
+  return new Set(rows.map((row) => row.id));
+}
+
+/** Holds a topic about to be deleted (PostgreSQL `FOR UPDATE`): a trigger holding it is waited for, and its fan-out then seen. */
+export async function holdTopicForDelete(trx: Runner, topicId: string): Promise<void> {
+  if (isPostgres(trx)) await trx('topics').where('id', topicId).forUpdate().first('id');
+}
+
+/**
+ * The open fan-outs of an environment, through their own index (jobs_open_fanouts): its condition
+ * is written out, not bound, for SQLite to see that the index holds every row asked for.
+ */
+export const OPEN_FANOUTS = `SELECT state FROM jobs WHERE environment_id = ? AND type = 'fanout' AND status IN ('pending', 'queued', 'delayed', 'running')`;
+
+/** How many fan-outs of the topic are still to run or running: they read its members as they go. */
 export async function fanoutsOfTopic(db: Runner, environmentId: string, topicId: string): Promise<number> {
-  const due = db('jobs')
-    .whereIn('status', ['pending', 'queued', 'delayed'])
-    .whereNotIn('type', ['email', 'sms', 'chat', 'push', 'in_app'])
-    .where({ type: 'fanout', environment_id: environmentId })
-    .select('state');
-  const running = db('jobs').where({ status: 'running', type: 'fanout', environment_id: environmentId }).select('state');
-  const rows: Array<{ state: unknown }> = [...(await due), ...(await running)];
+  const rows = await selectRows<{ state: unknown }>(db, OPEN_FANOUTS, [environmentId]);
   return rows.filter(({ state }) => readJson<Partial<FanoutPosition>>(state, {}).topicIds?.includes(topicId)).length;
 }
 
+/** Deletes a topic; its memberships go with it (foreign keys), its subscribers stay. */
 export async function deleteTopic(db: Db, environmentId: string, topicKey: string): Promise<boolean> {
   const deleted = await db('topics').where({ environment_id: environmentId, topic_key: topicKey }).delete();
   return deleted > 0;
