@@ -4,6 +4,7 @@
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { schemaValidator } from '../contract.js';
+import { ApiError } from '../errors.js';
 import { LIVE_SECRETS } from '../db/inbox-secrets.js';
 import { addSigningSecret, mintSubscriberToken, retireSigningSecret, setInboxOrigins, signingSecrets } from '../engine/inbox-tokens.js';
 import { inboxSettings, setSubscriberHashSessions } from '../engine/inbox-sessions.js';
@@ -15,14 +16,15 @@ import { inboxSettingsHref, inboxSettingsPage, type InboxSettingsPageData } from
 const validOrigins = schemaValidator('InboxSettingsUpdate');
 
 function originsError(origins: string[]): string | undefined {
-  if (validOrigins({ allowedOrigins: origins }) && origins.every((origin) => URL.canParse(origin))) return undefined;
+  if (validOrigins({ allowedOrigins: origins })) return undefined;
   const [error] = validOrigins.errors ?? [];
-  // The path of the item at fault (/allowedOrigins/3), or the whole list (too many of them).
-  const index = /^\/allowedOrigins\/(\d+)/.exec(error?.instancePath ?? '')?.[1];
-  const bad = index !== undefined ? origins[Number(index)] : error ? undefined : origins.find((origin) => !URL.canParse(origin));
-  if (bad === undefined) return error?.keyword === 'maxItems' ? `At most ${String(error.params.limit)} origins.` : 'Each origin once.';
-  return `“${bad}” is not an origin: write the scheme, host and port only (no wildcard), e.g. https://app.example.com.`;
+  if (error?.keyword === 'maxItems') return `At most ${String(error.params.limit)} origins.`;
+  // The item at fault (/allowedOrigins/3).
+  const index = Number(/^\/allowedOrigins\/(\d+)/.exec(error?.instancePath ?? '')?.[1] ?? 0);
+  return notAnOrigin(origins[index]);
 }
+
+const notAnOrigin = (origin: string | undefined) => `“${origin ?? ''}” is not an origin: write the scheme, host and port only (no wildcard), e.g. https://app.example.com.`;
 
 export function inboxSettingsRoutes(router: Router, deps: Deps): void {
   const { db } = deps;
@@ -74,7 +76,14 @@ export function inboxSettingsRoutes(router: Router, deps: Deps): void {
     const origins = [...new Set(text.split(/[\s,]+/).filter(Boolean))];
     const error = originsError(origins);
     if (error) return show(req, res, 422, { error, originsDraft: text });
-    await setInboxOrigins(deps, found.environment.id, origins);
+    try {
+      await setInboxOrigins(deps, found.environment.id, origins);
+    } catch (err) {
+      // What the contract's pattern lets through and no URL is (a port past 65535): the API's 400.
+      if (!(err instanceof ApiError) || err.status !== 400) throw err;
+      const index = Number(/\/(\d+)$/.exec(err.details?.[0]?.field ?? '')?.[1] ?? 0);
+      return show(req, res, 422, { error: notAnOrigin(origins[index]), originsDraft: text });
+    }
     done(req, res, found.environment.id, 'origins');
   });
 

@@ -209,7 +209,7 @@ export async function continueAfter(
     const passed = from !== -1 && (await passOnClosedDigest(trx, notificationId, now, (heir) => continueForHeir(trx, heir, from, jobCanceled, state, now)));
     // The cancel came while this job ran (its send had begun): the steps after it are shown as canceled.
     if (!passed && !jobCanceled && from !== -1) {
-      await recordRemainingSteps(trx, event, notificationId, job.stepIndex!, 'canceled', `Canceled with event ${event.transactionId} while step ${job.stepId} was under way`, now);
+      await recordRemainingSteps(trx, event, notificationId, job.stepIndex!, 'canceled', `Canceled with event ${event.transactionId} while step ${job.stepId} ran; not run`, now);
     }
     await recordCanceledNotifications(trx, event, now, () => settleNotifications(trx, [notificationId], now), notificationId);
     if (!passed) await settleDigestRiders(trx, event, notificationId, now);

@@ -227,7 +227,7 @@ describe('a cancel racing a worker', () => {
       expect(notification.status).toBe('completed');
       const { jobs } = (await t.a.get(`/v1/notifications/${notification.notificationId}`).expect(200)).body.data;
       expect(jobs.map((job: { type: string; status: string }) => [job.type, job.status])).toEqual([['chat', 'completed'], ['in_app', 'canceled']]);
-      expect(jobs[1].executionDetails).toEqual([expect.objectContaining({ status: 'warning', detail: `Canceled with event ${transactionId} while step ${jobs[0].stepId} was under way` })]);
+      expect(jobs[1].executionDetails).toEqual([expect.objectContaining({ status: 'warning', detail: `Canceled with event ${transactionId} while step ${jobs[0].stepId} ran; not run` })]);
       expect(await t.db('messages').where({ transaction_id: transactionId }).first()).toBeUndefined();
     } finally {
       await hook.close();
