@@ -53,26 +53,30 @@ async function separateReads(db: Db, key: StepContextKey): Promise<StepContextRe
     if (row) read.integration = sendingPart(row);
   }
   if ((key.channel === 'chat' || key.channel === 'push') && subscriber) {
+    // The credentials of the channel's primary integration, else the first whose integration is active.
+    const usable: Array<{ entry: (typeof subscriber.channels)[number]; row: IntegrationRow }> = [];
     for (const entry of subscriber.channels) {
       if (PROVIDERS[entry.providerId].channel !== key.channel) continue;
       const row = await findIntegrationRow(db, key.environmentId, entry._integrationId);
-      if (row && (row.active === true || row.active === 1)) {
-        // The credentials to send with, by the notification's subscriber key (channelCredentialsForSending).
-        const [stored] = await selectRows<{ credentials: string }>(db, 'SELECT credentials FROM subscriber_channels WHERE subscriber_id = ? AND integration_id = ?', [
-          notification.subscriber_key,
-          entry._integrationId,
-        ]);
-        // None there (the subscriber was deleted and created again): the subscriber's own now, never the masked entry.
-        const [own] = stored
-          ? [stored]
-          : await selectRows<{ credentials: string }>(
-              db,
-              'SELECT c.credentials FROM subscriber_channels c JOIN subscribers s ON s.id = c.subscriber_id WHERE s.environment_id = ? AND s.subscriber_id = ? AND c.integration_id = ?',
-              [key.environmentId, notification.subscriber_id, entry._integrationId],
-            );
-        read.channel = { entry, integration: sendingPart(row), stored: own.credentials };
-        break;
-      }
+      if (row && (row.active === true || row.active === 1)) usable.push({ entry, row });
+    }
+    const chosen = usable.find(({ row }) => row.primary_channel === key.channel) ?? usable[0];
+    if (chosen) {
+      const { entry, row } = chosen;
+      // The credentials to send with, by the notification's subscriber key (channelCredentialsForSending).
+      const [stored] = await selectRows<{ credentials: string }>(db, 'SELECT credentials FROM subscriber_channels WHERE subscriber_id = ? AND integration_id = ?', [
+        notification.subscriber_key,
+        entry._integrationId,
+      ]);
+      // None there (the subscriber was deleted and created again): the subscriber's own now, never the masked entry.
+      const [own] = stored
+        ? [stored]
+        : await selectRows<{ credentials: string }>(
+            db,
+            'SELECT c.credentials FROM subscriber_channels c JOIN subscribers s ON s.id = c.subscriber_id WHERE s.environment_id = ? AND s.subscriber_id = ? AND c.integration_id = ?',
+            [key.environmentId, notification.subscriber_id, entry._integrationId],
+          );
+      read.channel = { entry, integration: sendingPart(row), stored: own.credentials };
     }
   }
   return read;
@@ -185,6 +189,20 @@ describe('readStepContext', () => {
     expect(next.channel?.entry.integrationIdentifier).toBe('slack-second');
     expect(next.channel?.integration.send_limits).not.toBeNull();
     expect(credentialsForSending(next.channel!, SECRET)).toEqual({ webhookUrl: 'https://hooks.slack.com/services/T/B/second' });
+  });
+
+  it("takes the credentials of the channel's primary integration before older ones (push: expo, then a primary push-webhook)", async () => {
+    const workflow = await createWorkflow(t.a, { steps: [step.push()] });
+    await createIntegration(t.a, { providerId: 'expo', identifier: 'expo-older' });
+    const primary = await createIntegration(t.a, { providerId: 'push-webhook', identifier: 'push-primary', primary: true, credentials: { webhookUrl: 'https://push.example.com/hook', secretKey: 'k' } });
+    await createSubscriber(t.a, { subscriberId: 'two-pushes' });
+    await putCredentials('two-pushes', { providerId: 'expo', credentials: { deviceTokens: ['ExponentPushToken[older]'] } });
+    await putCredentials('two-pushes', { providerId: 'push-webhook', credentials: { deviceTokens: ['device-primary'] } });
+    const key = (await triggered(t.a, t.environments.a, workflow, ['two-pushes'], 'push')).get('two-pushes')!;
+
+    const read = await readAsBefore(key);
+    expect(read.channel?.integration.id).toBe(primary.integrationId);
+    expect(credentialsForSending(read.channel!, SECRET)).toEqual({ deviceTokens: ['device-primary'] });
   });
 
   it('finds no chat credentials when none of the subscriber’s chat integrations is active', async () => {

@@ -69,6 +69,7 @@ type StepContextRow = SubscriberWithChannelRow & {
   integration_provider_id: IntegrationRow['provider_id'];
   integration_credentials: string;
   integration_send_limits: string | null;
+  integration_primary_channel: string | null;
   stored_credentials: string | null;
 };
 
@@ -85,6 +86,7 @@ export const STEP_CONTEXT = `SELECT n.subscriber_id AS recipient_id, n.subscribe
   ${SUBSCRIBER_COLUMNS},
   c.provider_id, c.credentials, c.integration_id, i.identifier,
   i.environment_id AS integration_environment_id, i.active AS integration_active, i.provider_id AS integration_provider_id,
+  i.primary_channel AS integration_primary_channel,
   i.credentials AS integration_credentials, i.send_limits AS integration_send_limits,
   sc.credentials AS stored_credentials,
   g.enabled AS global_enabled, g.channels AS global_channels,
@@ -125,16 +127,25 @@ export async function readStepContext(db: Runner, key: StepContextKey): Promise<
   return read;
 }
 
-/** The first of the subscriber's credentials for `channel` whose integration is the environment's and active. */
+/**
+ * The subscriber's credentials for `channel` whose integration is the environment's and active: those
+ * of the channel's primary integration when the subscriber has some, else the first.
+ */
 function firstActiveChannel(rows: StepContextRow[], environmentId: string, channel: Channel): ChannelForSending | undefined {
+  let first: StepContextRow | undefined;
   for (const row of rows) {
     if (row.identifier === null || PROVIDERS[row.provider_id]?.channel !== channel) continue;
     if (row.integration_environment_id !== environmentId || !readBool(row.integration_active)) continue;
-    const integration = { id: row.integration_id, provider_id: row.integration_provider_id, credentials: row.integration_credentials, send_limits: row.integration_send_limits };
-    // Sent with what is stored under the notification's subscriber key; when the subscriber was
-    // deleted and created again under the same subscriberId, with what the subscriber has now
-    // (never with the masked form the entry shows).
-    return { entry: channelOf(row), integration, stored: row.stored_credentials ?? row.credentials };
+    if (row.integration_primary_channel === channel) {
+      first = row;
+      break;
+    }
+    first ??= row;
   }
-  return undefined;
+  if (!first) return undefined;
+  const integration = { id: first.integration_id, provider_id: first.integration_provider_id, credentials: first.integration_credentials, send_limits: first.integration_send_limits };
+  // Sent with what is stored under the notification's subscriber key; when the subscriber was
+  // deleted and created again under the same subscriberId, with what the subscriber has now
+  // (never with the masked form the entry shows).
+  return { entry: channelOf(first), integration, stored: first.stored_credentials ?? first.credentials };
 }
