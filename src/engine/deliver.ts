@@ -10,7 +10,7 @@ import { ownSendLimits, readCredentials } from '../db/repos/integrations.js';
 import { credentialsForSending, readStepContext, type SendingIntegration } from '../db/repos/step-context.js';
 import type { IntegrationCredentials, ProviderId, SendLimits } from '../providers/catalogue.js';
 import { senders } from '../providers/index.js';
-import type { ChatMessage, Delivery, EmailMessage, PushMessage, SmsMessage } from '../providers/types.js';
+import type { ChatMessage, Delivery, EmailMessage, PushMessage, SendResult, SmsMessage } from '../providers/types.js';
 import type { Step } from '../db/repos/workflows.js';
 import { allowsChannel } from './preferences.js';
 import type { Channel } from '../contract.js';
@@ -249,7 +249,7 @@ function noCredentials(recipient: Recipient, channel: Channel): never {
 /** Sends what was decided through its provider, with the job's id as the delivery id (the same on every retry). */
 export async function sendDecided(decided: DecidedSend, delivery: Delivery): Promise<Delivered> {
   const { target, request } = decided;
-  let sent: { raw?: string };
+  let sent: SendResult;
   switch (request.channel) {
     case 'email':
       sent = await senders.email[target.providerId]!.send(request.message, target.credentials, delivery);
@@ -264,5 +264,5 @@ export async function sendDecided(decided: DecidedSend, delivery: Delivery): Pro
       sent = await senders.push[target.providerId]!.send(request.message, target.credentials, delivery);
       break;
   }
-  return { status: 'completed', detail: decided.detail, providerId: target.providerId, raw: sent.raw };
+  return { status: 'completed', detail: sent.note ? `${decided.detail}: ${sent.note}` : decided.detail, providerId: target.providerId, raw: sent.raw };
 }

@@ -52,6 +52,8 @@ export interface SendResult {
   raw?: string;
   /** A send to many recipients: one outcome each, in the order they were given. */
   outcomes?: RecipientOutcome[];
+  /** What the execution detail adds to the send's own line: how many recipients took it, or why that is not known. */
+  note?: string;
 }
 
 /**

@@ -225,6 +225,7 @@ describe('an Expo push to a dozen devices', () => {
       expect(expo.requests).toHaveLength(1);
       const job = (await notificationOf(res.body.data.transactionId)).jobs[0];
       expect(job).toMatchObject({ status: 'completed', attempts: 1 });
+      expect(job.executionDetails[0].detail).toBe('Push sent to 12 device(s): 11 of 12 tickets ok');
       const raw: string = job.executionDetails[0].raw;
       expect(raw).toMatch(/^200 11 of 12 tickets ok\./);
       for (const [i, token] of tokens.entries()) expect(raw).toContain(`#${i + 1} …${token.slice(-12)}: ${i === 4 ? 'DeviceNotRegistered' : 'ok'}`);

@@ -134,6 +134,19 @@ describe('expo (push)', () => {
     ]);
   });
 
+  it("fails for good, naming Expo's error, when the whole request is refused (errors, no tickets), even with a 200", async () => {
+    const server = await peer(() => ({ status: 200, body: '{"errors":[{"code":"PUSH_TOO_MANY_EXPERIENCE_IDS","message":"All push notification messages in the same request must be for the same project"}]}' }));
+    const err = await failure(senders.push.expo!.send({ deviceTokens: ['x', 'y'], title: 'T', content: 'C', subscriberId: 'ada' }, { baseUrl: server.url }, delivery));
+    expect(err).toMatchObject({ permanent: true, message: 'Expo refused the request: PUSH_TOO_MANY_EXPERIENCE_IDS' });
+  });
+
+  it('counts an answer it cannot read as accepted (sending again could duplicate it), and says that no outcome per device is known', async () => {
+    const server = await peer(() => ({ status: 200, body: '{not json' }));
+    const sent = await senders.push.expo!.send({ deviceTokens: ['x', 'y'], title: 'T', content: 'C', subscriberId: 'ada' }, { baseUrl: server.url }, delivery);
+    expect(sent.outcomes).toBeUndefined();
+    expect(sent.note).toContain('no outcome per device is known');
+  });
+
   it('fails for good when every device is refused', async () => {
     const server = await peer(() => ({ status: 200, body: '{"data":[{"status":"error","details":{"error":"DeviceNotRegistered"}}]}' }));
     const err = await failure(senders.push.expo!.send({ deviceTokens: ['x'], title: 'T', content: 'C', subscriberId: 'ada' }, { baseUrl: server.url }, delivery));

@@ -31,6 +31,19 @@ function outcomesOf(text: string, deviceTokens: string[]): RecipientOutcome[] | 
   });
 }
 
+/** The code (or message) of an error of the whole request: an answer with `errors` and no tickets. */
+function requestErrorOf(text: string): string | undefined {
+  let answer: { data?: unknown; errors?: Array<{ code?: unknown; message?: unknown }> };
+  try {
+    answer = JSON.parse(text) as typeof answer;
+  } catch {
+    return undefined;
+  }
+  if (answer === null || typeof answer !== 'object' || answer.data !== undefined || !Array.isArray(answer.errors) || answer.errors.length === 0) return undefined;
+  const [first] = answer.errors;
+  return String(first?.code ?? first?.message ?? 'error').slice(0, ERROR_CHARS);
+}
+
 /**
  * The execution detail's excerpt: the counts, then every token's outcome, each token shown by its
  * position and its last characters (a token can be 4 KiB long; a subscriber has at most 100).
@@ -59,9 +72,12 @@ export const expo: PushProvider = {
       },
       delivery,
     );
+    // An error of the whole request (Expo's `errors`, without tickets): nothing was sent.
+    const requestError = requestErrorOf(response.text);
+    if (requestError) throw new ProviderError(`Expo refused the request: ${requestError}`, true, excerpt(response.status, response.text), undefined, 'rejected');
     const outcomes = outcomesOf(response.text, message.deviceTokens);
     // A 2xx whose tickets cannot be read was still accepted: sending it again would duplicate it.
-    if (!outcomes) return { raw: excerpt(response.status, response.text) };
+    if (!outcomes) return { raw: excerpt(response.status, response.text), note: 'accepted, but its answer held no ticket per device: no outcome per device is known' };
     const failed = outcomes.filter((outcome) => outcome.status === 'error');
     if (failed.length > 0 && failed.length === outcomes.length) {
       const slowDown = failed.some((outcome) => outcome.error === RATE_EXCEEDED);
@@ -74,6 +90,6 @@ export const expo: PushProvider = {
         outcomes,
       );
     }
-    return { raw: summary(response.status, outcomes), outcomes };
+    return { raw: summary(response.status, outcomes), outcomes, note: `${outcomes.length - failed.length} of ${outcomes.length} tickets ok` };
   },
 };
