@@ -56,8 +56,8 @@ export interface ReceivedMail {
   subject: string;
 }
 
-/** A real SMTP server on 127.0.0.1 (no TLS, any login) that keeps every message it accepts. */
-export async function startSmtpPeer(options: { reject?: (index: number) => { code: number; message: string } | undefined } = {}) {
+/** A real SMTP server on 127.0.0.1 (no TLS, any login) that keeps every message it accepts; it may wait `greetAfterMs` before its greeting. */
+export async function startSmtpPeer(options: { reject?: (index: number) => { code: number; message: string } | undefined; greetAfterMs?: number } = {}) {
   const mails: ReceivedMail[] = [];
   let attempts = 0;
   const server = new SMTPServer({
@@ -65,6 +65,7 @@ export async function startSmtpPeer(options: { reject?: (index: number) => { cod
     disabledCommands: ['STARTTLS'],
     authOptional: true,
     onAuth: (_auth, _session, callback) => callback(null, { user: 'any' }),
+    onConnect: (_session, callback) => (options.greetAfterMs ? setTimeout(callback, options.greetAfterMs) : callback()),
     onData(stream, session, callback) {
       let raw = '';
       stream.on('data', (chunk: Buffer) => (raw += chunk.toString('utf8')));

@@ -232,6 +232,15 @@ describe('timeouts', () => {
     expect(ms).toBeLessThan(2_000);
   });
 
+  it("gives an SMTP server's greeting the first-byte bound, not what is left of the connect bound", async () => {
+    // Postfix's postscreen, for one, waits some seconds before it greets.
+    const slowGreeter = await startSmtpPeer({ greetAfterMs: 500 });
+    closers.push(slowGreeter.close);
+    const timeouts = { connectMs: 200, firstByteMs: 1_000, sendMs: 3_000 };
+    await senders.email.smtp!.send({ to: 'a@b.co', subject: 'after a pause', html: 'h' }, { host: '127.0.0.1', port: slowGreeter.port, from: 'f@b.co' }, delivery({ timeouts }));
+    expect(slowGreeter.mails.map((mail) => mail.subject)).toEqual(['after a pause']);
+  });
+
   it('reads 429 as rate-limited with its Retry-After, and 5xx as a destination fault', async () => {
     const limited = await peer(() => ({ status: 429, headers: { 'Retry-After': '7' }, body: 'slow down' }));
     expect(await failure(slack(`${limited.url}/hook`, delivery()))).toMatchObject({ permanent: false, kind: 'rate-limited', retryAfterMs: 7_000, destinationFault: false });

@@ -9,8 +9,9 @@ const timedOut = (message: string) => new ProviderError(message, false, undefine
 
 /**
  * Email through any SMTP server, with nodemailer. The host is resolved and checked by the outbound
- * guard and nodemailer connects to the checked address (the name kept for TLS). Timeouts: connecting
- * (`connectMs`, name resolution included), the greeting and each reply (`firstByteMs`), and the
+ * guard and nodemailer connects to the checked address (the name kept for TLS). Timeouts: resolving
+ * the name (`connectMs`), connecting and the greeting together (`connectMs + firstByteMs`, the
+ * greeting at most `firstByteMs`), each reply (`firstByteMs`), and the
  * whole send (`sendMs`, after which the exchange is aborted), so a server that accepts and never
  * speaks, or answers a little at a time, ends as a retryable timeout.
  */
@@ -43,7 +44,10 @@ export const smtp: EmailProvider = {
         secure: credentials.secure === true,
         servername: isIpLiteral(host) ? undefined : host,
         auth: credentials.user ? { user: credentials.user, pass: credentials.password ?? '' } : undefined,
-        connectionTimeout: timeouts.connectMs,
+        // nodemailer bounds the greeting by what is left of connectionTimeout as well: with the
+        // connect bound alone, a server that waits a few seconds before it greets (postscreen)
+        // failed every attempt. Connecting and the greeting share both bounds.
+        connectionTimeout: timeouts.connectMs + timeouts.firstByteMs,
         greetingTimeout: timeouts.firstByteMs,
         socketTimeout: timeouts.firstByteMs,
       });
