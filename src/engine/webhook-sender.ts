@@ -38,26 +38,28 @@ export function retryWaitMs(attempt: number, random: () => number): number | und
 
 /**
  * Per-endpoint pacing (rateLimitPerSecond), in this process's memory like the destinations: a
- * delivery over the endpoint's rate goes back to the queue for the next second, its try not spent.
+ * bucket of that many tries, refilled at that many a second, so a burst takes what the bucket
+ * holds and then one try goes every 1/rate s. (Counted per calendar second, as before, a burst at
+ * the end of one second and another at the start of the next went out together.) A try over the
+ * rate goes back to the queue for when a try is there again, spread over the second after it, its
+ * try not spent.
  */
 export class EndpointPace {
-  private readonly seconds = new BoundedMap<string, { second: number; sent: number }>(10_000);
+  private readonly buckets = new BoundedMap<string, { tries: number; at: number }>(10_000);
 
   /** Undefined when a try may go now, else when to come back. */
   take(endpointId: string, perSecond: number | null, now: number, random: () => number): Date | undefined {
     if (perSecond === null) return undefined;
-    const second = Math.floor(now / 1000);
-    let state = this.seconds.get(endpointId);
-    if (!state || state.second !== second) {
-      state = { second, sent: 0 };
-      this.seconds.set(endpointId, state);
-    }
-    if (state.sent < perSecond) {
-      state.sent++;
+    const bucket = this.buckets.get(endpointId) ?? { tries: perSecond, at: now };
+    bucket.tries = Math.min(perSecond, bucket.tries + (Math.max(0, now - bucket.at) * perSecond) / 1000);
+    bucket.at = now;
+    this.buckets.set(endpointId, bucket);
+    if (bucket.tries >= 1) {
+      bucket.tries -= 1;
       return undefined;
     }
-    // The next second, spread within it; those still over the rate then come back again.
-    return new Date((second + 1) * 1000 + Math.floor(random() * 1000));
+    const refilledIn = ((1 - bucket.tries) * 1000) / perSecond;
+    return new Date(now + Math.ceil(refilledIn) + Math.floor(random() * 1000));
   }
 }
 

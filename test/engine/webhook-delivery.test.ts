@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
+import { DISABLE_AFTER_MS, EndpointPace, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { forgetSubscriptions, subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
 import { claimDueDeliveries, deliveriesDue, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
@@ -181,6 +181,21 @@ describe('rateLimitPerSecond', () => {
     t.clock.advance(1500);
     await worker.runUntilIdle();
     expect(peer.requests).toHaveLength(4);
+  });
+});
+
+describe('EndpointPace', () => {
+  it('lets a burst take the bucket, then one try every 1/rate s, across the turn of a second too', () => {
+    const pace = new EndpointPace();
+    const take = (at: number) => pace.take('endpoint', 2, at, () => 0) === undefined;
+    // Two at the end of one second, and the next only once a try is back, not at the start of the next second.
+    expect([take(999), take(999.5), take(1_001), take(1_400)]).toEqual([true, true, false, false]);
+    expect(take(1_500)).toBe(true);
+    expect([take(1_600), take(2_000)]).toEqual([false, true]);
+    // A quiet endpoint's bucket fills up to its rate, no further.
+    expect([take(10_000), take(10_000), take(10_000)]).toEqual([true, true, false]);
+    // Without a rate, every try goes.
+    expect(pace.take('other', null, 0, () => 0)).toBeUndefined();
   });
 });
 
