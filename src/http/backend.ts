@@ -45,15 +45,18 @@ export class HeraldBackend extends OpenAPIBackend {
     return this.routes ? this.routes.methodsAt(this.router, path) : [];
   }
 
-  /** An allErrors instance beside the validators' own, which stop at the first error (createBackend). */
-  listing?: Ajv2020;
+  /**
+   * By validator, the allErrors instance beside the one that compiled it, with its options (the
+   * parameters' coerce types, a body's do not): createBackend's customizeAjv makes both.
+   */
+  readonly listingAjvOf = new WeakMap<object, Ajv2020>();
   private readonly listings = new WeakMap<object, Validate>();
 
   /** The same validator listing every error, compiled when a small request first fails it. */
   private listingOf(validate: Validate): Validate {
     let all = this.listings.get(validate);
     if (!all) {
-      all = (this.listing ?? createAjv({ allErrors: true })).compile(validate.schema as object) as Validate;
+      all = (this.listingAjvOf.get(validate) ?? createAjv({ allErrors: true })).compile(validate.schema as object) as Validate;
       this.listings.set(validate, all);
     }
     return all;
@@ -392,9 +395,18 @@ export async function createBackend(definition: string | OpenAPIBackend['inputDo
     // The contract's own schemas are linted by Redocly: checking each against the meta-schema again
     // would compile that meta-schema for every validator openapi-backend makes.
     // Requests are validated to their first error, and small ones again to list them all (firstThenAll).
+    // Each validation context (parameters, body, …) has options of its own: its listing instance
+    // must have them too, or the listing pass would call a query's "1" no integer.
     customizeAjv: (_ajv, ajvOpts) => {
-      backend.listing ??= createAjv({ ...ajvOpts, validateSchema: false, allErrors: true });
-      return createAjv({ ...ajvOpts, validateSchema: false, allErrors: false }) as never;
+      const first = createAjv({ ...ajvOpts, validateSchema: false, allErrors: false });
+      const listing = createAjv({ ...ajvOpts, validateSchema: false, allErrors: true });
+      const compile = first.compile.bind(first);
+      first.compile = ((schema: object) => {
+        const validate = compile(schema);
+        backend.listingAjvOf.set(validate, listing);
+        return validate;
+      }) as typeof first.compile;
+      return first as never;
     },
   });
   return backend.init();

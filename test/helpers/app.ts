@@ -85,6 +85,8 @@ export interface TestApp {
 /** What a test file changes in its app's configuration (e.g. `outbound`, to refuse even the local peers). */
 export interface TestAppOptions {
   config?: Partial<Config>;
+  /** Compile every operation's validators in the background at start, as `npm start` does. */
+  precompile?: boolean;
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -97,7 +99,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const pending = new Set<Promise<void>>();
   const app = express();
   app.use(contractRecorder(violations, pending));
-  const herald = await createApp(deps);
+  const herald = await createApp(deps, { precompile: options.precompile });
   // What the app keeps in its locals (its metrics, its inbox hub) is reachable from the test's app
   // (only those: the locals also hold express's own settings).
   for (const key of ['metrics', 'inboxHub']) app.locals[key] = herald.locals[key];
