@@ -123,7 +123,7 @@ export async function readStepContext(db: Runner, key: StepContextKey): Promise<
   if (first.delivery_id !== null) {
     read.integration = { id: first.delivery_id, provider_id: first.delivery_provider_id, credentials: first.delivery_credentials, send_limits: first.delivery_send_limits };
   }
-  if ((channel === 'chat' || channel === 'push') && read.subscriber) read.channel = firstActiveChannel(rows, environmentId, channel);
+  if ((channel === 'chat' || channel === 'push') && read.subscriber) read.channel = activeChannel(rows, environmentId, channel);
   return read;
 }
 
@@ -131,21 +131,21 @@ export async function readStepContext(db: Runner, key: StepContextKey): Promise<
  * The subscriber's credentials for `channel` whose integration is the environment's and active: those
  * of the channel's primary integration when the subscriber has some, else the first.
  */
-function firstActiveChannel(rows: StepContextRow[], environmentId: string, channel: Channel): ChannelForSending | undefined {
-  let first: StepContextRow | undefined;
+function activeChannel(rows: StepContextRow[], environmentId: string, channel: Channel): ChannelForSending | undefined {
+  let chosen: StepContextRow | undefined;
   for (const row of rows) {
     if (row.identifier === null || PROVIDERS[row.provider_id]?.channel !== channel) continue;
     if (row.integration_environment_id !== environmentId || !readBool(row.integration_active)) continue;
     if (row.integration_primary_channel === channel) {
-      first = row;
+      chosen = row;
       break;
     }
-    first ??= row;
+    chosen ??= row;
   }
-  if (!first) return undefined;
-  const integration = { id: first.integration_id, provider_id: first.integration_provider_id, credentials: first.integration_credentials, send_limits: first.integration_send_limits };
+  if (!chosen) return undefined;
+  const integration = { id: chosen.integration_id, provider_id: chosen.integration_provider_id, credentials: chosen.integration_credentials, send_limits: chosen.integration_send_limits };
   // Sent with what is stored under the notification's subscriber key; when the subscriber was
   // deleted and created again under the same subscriberId, with what the subscriber has now
   // (never with the masked form the entry shows).
-  return { entry: channelOf(first), integration, stored: first.stored_credentials ?? first.credentials };
+  return { entry: channelOf(chosen), integration, stored: chosen.stored_credentials ?? chosen.credentials };
 }

@@ -15,14 +15,19 @@ const ERROR_CHARS = 80;
 /** Expo asks senders to slow down with this ticket error; every other one is about the device or the message. */
 const RATE_EXCEEDED = 'MessageRateExceeded';
 
-/** Each device token's outcome, from the tickets in the order the messages were sent; undefined when the answer has none. */
-function outcomesOf(text: string, deviceTokens: string[]): RecipientOutcome[] | undefined {
-  let tickets: unknown;
+/** Expo's answer, parsed; undefined when it is not JSON. */
+function parsed(text: string): { data?: unknown; errors?: unknown } | undefined {
   try {
-    tickets = (JSON.parse(text) as { data?: unknown }).data;
+    const answer: unknown = JSON.parse(text);
+    return answer !== null && typeof answer === 'object' ? (answer as { data?: unknown; errors?: unknown }) : {};
   } catch {
     return undefined;
   }
+}
+
+/** Each device token's outcome, from the tickets in the order the messages were sent; undefined when the answer has none. */
+function outcomesOf(answer: { data?: unknown } | undefined, deviceTokens: string[]): RecipientOutcome[] | undefined {
+  const tickets = answer?.data;
   if (!Array.isArray(tickets)) return undefined;
   return deviceTokens.map((to, i): RecipientOutcome => {
     const ticket = tickets[i] as ExpoTicket | undefined;
@@ -32,15 +37,9 @@ function outcomesOf(text: string, deviceTokens: string[]): RecipientOutcome[] | 
 }
 
 /** The code (or message) of an error of the whole request: an answer with `errors` and no tickets. */
-function requestErrorOf(text: string): string | undefined {
-  let answer: { data?: unknown; errors?: Array<{ code?: unknown; message?: unknown }> };
-  try {
-    answer = JSON.parse(text) as typeof answer;
-  } catch {
-    return undefined;
-  }
-  if (answer === null || typeof answer !== 'object' || answer.data !== undefined || !Array.isArray(answer.errors) || answer.errors.length === 0) return undefined;
-  const [first] = answer.errors;
+function requestErrorOf(answer: { data?: unknown; errors?: unknown } | undefined): string | undefined {
+  if (!answer || answer.data !== undefined || !Array.isArray(answer.errors) || answer.errors.length === 0) return undefined;
+  const [first] = answer.errors as Array<{ code?: unknown; message?: unknown } | null>;
   return String(first?.code ?? first?.message ?? 'error').slice(0, ERROR_CHARS);
 }
 
@@ -73,9 +72,10 @@ export const expo: PushProvider = {
       delivery,
     );
     // An error of the whole request (Expo's `errors`, without tickets): nothing was sent.
-    const requestError = requestErrorOf(response.text);
+    const answer = parsed(response.text);
+    const requestError = requestErrorOf(answer);
     if (requestError) throw new ProviderError(`Expo refused the request: ${requestError}`, true, excerpt(response.status, response.text), undefined, 'rejected');
-    const outcomes = outcomesOf(response.text, message.deviceTokens);
+    const outcomes = outcomesOf(answer, message.deviceTokens);
     // A 2xx whose tickets cannot be read was still accepted: sending it again would duplicate it.
     if (!outcomes) return { raw: excerpt(response.status, response.text), note: 'accepted, but its answer held no ticket per device: no outcome per device is known' };
     const failed = outcomes.filter((outcome) => outcome.status === 'error');
