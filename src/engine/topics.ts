@@ -38,15 +38,14 @@ const FANOUT_RETRY_AFTER_SECONDS = 5;
  */
 export async function deleteTopic(deps: Deps, environmentId: string, topicKey: string): Promise<void> {
   await deps.db.transaction(async (trx) => {
-    const topic = await repo.findTopicRow(trx, environmentId, topicKey);
-    if (!topic) throw topicNotFound(topicKey);
-    await repo.holdTopicForDelete(trx, topic.id);
-    const fanouts = await repo.fanoutsOfTopic(trx, environmentId, topic.id);
+    const topicId = await repo.holdTopicForDelete(trx, environmentId, topicKey);
+    if (!topicId) throw topicNotFound(topicKey);
+    const fanouts = await repo.fanoutsOfTopic(trx, environmentId, topicId);
     if (fanouts > 0) {
       const message = `Topic ${topicKey} is being fanned out to (${fanouts} fan-out${fanouts === 1 ? '' : 's'} under way, reading its members as they go): delete it once they end`;
       throw new ApiError(409, message, undefined, { 'Retry-After': String(FANOUT_RETRY_AFTER_SECONDS) });
     }
-    await repo.deleteTopic(trx, environmentId, topicKey);
+    await repo.deleteTopic(trx, topicId);
   });
 }
 

@@ -136,9 +136,15 @@ export async function holdTopics(trx: Runner, topicIds: string[]): Promise<Set<s
   return new Set(rows.map((row) => row.id));
 }
 
-/** Holds a topic about to be deleted (PostgreSQL `FOR UPDATE`): a trigger holding it is waited for, and its fan-out then seen. */
-export async function holdTopicForDelete(trx: Runner, topicId: string): Promise<void> {
-  if (isPostgres(trx)) await trx('topics').where('id', topicId).forUpdate().first('id');
+/**
+ * The id of a topic about to be deleted, held (PostgreSQL `FOR UPDATE`) so that a trigger holding
+ * it is waited for and its fan-out then seen; undefined when there is no such topic.
+ */
+export async function holdTopicForDelete(trx: Runner, environmentId: string, topicKey: string): Promise<string | undefined> {
+  const query = trx('topics').where({ environment_id: environmentId, topic_key: topicKey }).first('id');
+  if (isPostgres(trx)) query.forUpdate();
+  const row: { id: string } | undefined = await query;
+  return row?.id;
 }
 
 /**
@@ -154,9 +160,8 @@ export async function fanoutsOfTopic(db: Runner, environmentId: string, topicId:
 }
 
 /** Deletes a topic; its memberships go with it (foreign keys), its subscribers stay. */
-export async function deleteTopic(db: Db, environmentId: string, topicKey: string): Promise<boolean> {
-  const deleted = await db('topics').where({ environment_id: environmentId, topic_key: topicKey }).delete();
-  return deleted > 0;
+export async function deleteTopic(trx: Runner, topicId: string): Promise<void> {
+  await trx('topics').where('id', topicId).delete();
 }
 
 /** One page of a topic's members, oldest membership first. */
