@@ -9,7 +9,7 @@ import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
 import { createTenantAjv, firstThenAll, newCheckBudget, PatternBudgetSpent, SCHEMA_CHECK_BUDGET, validateWithin, type CheckBudget } from '../json-schema.js';
-import { compilePayloadSchema, schemaChecksOf } from './workflow-rules.js';
+import { compilePayloadSchema, schemaChecksOf, type SchemaSizes } from './workflow-rules.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
@@ -37,8 +37,13 @@ export const MAX_PAYLOAD_DETAILS = 100;
 // remembered too, so that triggers to such a workflow do not compile it again each time).
 const payloadValidators = new BoundedMap<string, PayloadValidator | ErrorDetail>(500);
 
-/** A payload schema compiled to stop at the first error, and (when a small payload fails it) to list them all. */
+/**
+ * A payload schema compiled to stop at the first error, and (when a small payload fails it) to list
+ * them all; with the schema it was compiled from and its nodes' sizes, which count a payload's checks.
+ */
 interface PayloadValidator {
+  schema: object;
+  sizes: SchemaSizes;
   first: ValidateFunction;
   all?: ValidateFunction;
 }
@@ -52,7 +57,7 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
       // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
       const checked = compilePayloadSchema(workflow.payloadSchema, (schema) => createTenantAjv({ allErrors: false }).compile(schema));
       if ('compiled' in checked) {
-        validate = { first: checked.compiled };
+        validate = { schema: workflow.payloadSchema, sizes: checked.sizes, first: checked.compiled };
       } else {
         const [problem] = checked.problems;
         const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
@@ -62,8 +67,8 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
     }
     if (!('first' in validate)) return [validate];
     const validator = validate;
-    const schema = workflow.payloadSchema;
-    const checks = schemaChecksOf(schema, payload, budget.schemaChecks);
+    const { schema } = validator;
+    const checks = schemaChecksOf(schema, validator.sizes, payload, budget.schemaChecks);
     if (checks > budget.schemaChecks) {
       const message = `would need more than ${SCHEMA_CHECK_BUDGET.toLocaleString('en')} checks against the payloadSchema (each value counts every schema that may apply to it), their budget for one request (a bulk request's events share it)`;
       return [{ field: 'body/payload', message }];

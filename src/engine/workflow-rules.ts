@@ -119,6 +119,9 @@ function unsupportedPatterns(schema: object, at: string): ErrorDetail[] {
   return found;
 }
 
+/** Each schema node of a payloadSchema, by the number of schemas it holds once its `$ref`s are followed. */
+export type SchemaSizes = ReadonlyMap<object, number>;
+
 /** The most schemas a payloadSchema may expand to once its `$ref`s are followed. */
 export const MAX_EXPANDED_SCHEMAS = 1_000;
 /** Keywords whose values are data, not schemas: a `$ref` inside them is not one. */
@@ -151,13 +154,13 @@ function pointedAt(root: object, ref: string): unknown {
 }
 
 /**
- * What would make checking a payload slow, found by walking the schema with its `$ref`s followed:
- * a reference that is not a local pointer or that leads back into itself (ajv would recurse on the
+ * The size of every schema node once its `$ref`s are followed, or what would make checking a
+ * payload slow, found by the same walk: a reference that is not a local pointer or that leads back into itself (ajv would recurse on the
  * same value for ever), a schema that expands past MAX_EXPANDED_SCHEMAS (each `anyOf` of two refs
  * to the next doubles it: that is exponential work), or an `$id` below the root. (`enum` and
  * `uniqueItems` are linear whatever they hold: json-schema.ts.)
  */
-function costProblems(root: object, at: string): ErrorDetail[] {
+function expandedSizes(root: object, at: string): { sizes: SchemaSizes } | { problems: ErrorDetail[] } {
   const expanded = new Map<object, number>();
   const walking = new Set<object>();
   const walk = (node: unknown, where: string): number => {
@@ -192,9 +195,9 @@ function costProblems(root: object, at: string): ErrorDetail[] {
   };
   try {
     walk(root, at);
-    return [];
+    return { sizes: expanded };
   } catch (err) {
-    if (err instanceof ShapeRefused) return [err.detail];
+    if (err instanceof ShapeRefused) return { problems: [err.detail] };
     throw err;
   }
 }
@@ -227,24 +230,10 @@ class OverBudget extends Error {}
  * (its size once its `$ref`s are followed), without walking it; an object counts its keys for each
  * keyword that looks at them, and a value compared whole (`const`, `enum`, `uniqueItems`) the values
  * it holds. An upper bound of a validator's work, reached in at most about `limit` steps; the schema
- * is one compilePayloadSchema accepted.
+ * is one compilePayloadSchema accepted, and `sizes` its sizes from there.
  */
-export function schemaChecksOf(root: object, payload: unknown, limit: number): number {
-  const sizes = new Map<object, number>();
-  const sizeOf = (node: unknown): number => {
-    if (!node || typeof node !== 'object') return 1;
-    const known = sizes.get(node);
-    if (known !== undefined) return known;
-    let size = 1;
-    for (const [key, value] of Object.entries(node)) {
-      if (DATA_KEYWORDS.has(key)) continue;
-      if (SCHEMA_MAPS.has(key) && value && typeof value === 'object') for (const named of Object.values(value)) size += sizeOf(named);
-      else if (key === '$ref') size += sizeOf(typeof value === 'string' ? pointedAt(root, value) : undefined);
-      else if (value && typeof value === 'object') size += sizeOf(value);
-    }
-    sizes.set(node, size);
-    return size;
-  };
+export function schemaChecksOf(root: object, sizes: SchemaSizes, payload: unknown, limit: number): number {
+  const sizeOf = (node: unknown): number => (node && typeof node === 'object' ? (sizes.get(node) ?? 1) : 1);
   // How many values an object or array holds, nested, each counted once however often it is compared.
   const held = new Map<object, number>();
   const valuesIn = (value: object): number => {
@@ -312,13 +301,13 @@ export function schemaChecksOf(root: object, payload: unknown, limit: number): n
  * A payloadSchema compiled by `compile`, or why it cannot be used: not a valid JSON Schema, too
  * costly to check, or a pattern RE2 cannot run (then it is not compiled at all).
  */
-export function compilePayloadSchema<T>(schema: object, compile: (schema: object) => T): { compiled: T } | { problems: ErrorDetail[] } {
+export function compilePayloadSchema<T>(schema: object, compile: (schema: object) => T): { compiled: T; sizes: SchemaSizes } | { problems: ErrorDetail[] } {
   const unsupported = unsupportedPatterns(schema, 'body/payloadSchema');
   if (unsupported.length > 0) return { problems: unsupported };
-  const costly = costProblems(schema, 'body/payloadSchema');
-  if (costly.length > 0) return { problems: costly };
+  const expanded = expandedSizes(schema, 'body/payloadSchema');
+  if ('problems' in expanded) return expanded;
   try {
-    return { compiled: compile(schema) };
+    return { compiled: compile(schema), sizes: expanded.sizes };
   } catch (err) {
     return { problems: [{ field: 'body/payloadSchema', message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : String(err)}` }] };
   }
