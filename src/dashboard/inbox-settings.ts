@@ -4,6 +4,7 @@
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { schemaValidator } from '../contract.js';
+import type { Validate } from '../json-schema.js';
 import { ApiError } from '../errors.js';
 import { LIVE_SECRETS } from '../db/inbox-secrets.js';
 import { addSigningSecret, mintSubscriberToken, retireSigningSecret, setInboxOrigins, signingSecrets } from '../engine/inbox-tokens.js';
@@ -12,10 +13,8 @@ import { sessionOf } from './session.js';
 import { chosenEnvironment, pageContext, requireCsrf, requireSession, sendPage, unlessNotFound } from './guards.js';
 import { inboxSettingsHref, inboxSettingsPage, type InboxSettingsPageData } from './inbox-settings-views.js';
 
-/** The contract's rules for allowed origins (InboxSettingsUpdate), checked by its own schema. */
-const validOrigins = schemaValidator('InboxSettingsUpdate');
-
-function originsError(origins: string[]): string | undefined {
+/** Why `origins` break the contract's rules (InboxSettingsUpdate, checked by `validOrigins`, its own schema). */
+function originsError(validOrigins: Validate, origins: string[]): string | undefined {
   if (validOrigins({ allowedOrigins: origins })) return undefined;
   const [error] = validOrigins.errors ?? [];
   if (error?.keyword === 'maxItems') return `At most ${String(error.params.limit)} origins.`;
@@ -27,6 +26,7 @@ function originsError(origins: string[]): string | undefined {
 const notAnOrigin = (origin: string | undefined) => `“${origin ?? ''}” is not an origin: write the scheme, host and port only (no wildcard), e.g. https://app.example.com.`;
 
 export function inboxSettingsRoutes(router: Router, deps: Deps): void {
+  const validOrigins = schemaValidator('InboxSettingsUpdate');
   const { db } = deps;
 
   const environmentOf = (req: Request, res: Response) => chosenEnvironment(db, req, res, { href: `${req.baseUrl}/settings/inbox`, text: 'Back to inbox settings' });
@@ -74,7 +74,7 @@ export function inboxSettingsRoutes(router: Router, deps: Deps): void {
     if (!found) return;
     const text = String(req.body?.origins ?? '');
     const origins = [...new Set(text.split(/[\s,]+/).filter(Boolean))];
-    const error = originsError(origins);
+    const error = originsError(validOrigins, origins);
     if (error) return show(req, res, 422, { error, originsDraft: text });
     try {
       await setInboxOrigins(deps, found.environment.id, origins);
