@@ -267,12 +267,17 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   // A send keeps its place at its destination until its outcome is recorded: a worker that dies
   // can have sent no more unrecorded sends there than the destination's bound.
   const place: { release?: () => void } = {};
-  // The message as rendered for the send, once decided: its events' content (webhook-events.ts).
+  // The message as rendered for the send, once decided: its events' content (webhook-events.ts),
+  // and the provider it goes through, which a failure names as a success does.
   let sent: SentRequest | undefined;
+  let providerId: string | undefined;
   try {
     // Read, decide, send; the outcome is recorded below, in one transaction (settle).
     const decided = decideStep(await loadStepContext(ctx.deps, job, event, step));
-    if ('destination' in decided) sent = decided.request;
+    if ('destination' in decided) {
+      sent = decided.request;
+      providerId = decided.target.providerId;
+    }
     const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, event, decided, place) : decided;
     if (delivered === 'deferred') return;
     if (delivered === 'canceled') {
@@ -290,7 +295,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     if (!(err instanceof Undeliverable) && !(err instanceof ProviderError)) {
       ctx.deps.logger.error({ err, jobId: job.id }, 'delivery failed unexpectedly');
     }
-    outcome = failure(ctx, job, err, sent);
+    outcome = { ...failure(ctx, job, err, sent), providerId };
   }
   try {
     await settle(ctx, job, event, outcome);

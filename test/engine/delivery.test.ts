@@ -281,3 +281,27 @@ describe("a provider's 429", () => {
     }
   });
 });
+
+describe('a failed send', () => {
+  it('is recorded with the provider it went through, on its job and on each attempt', async () => {
+    const peer = await startHttpPeer((_request, index) => (index === 0 ? { status: 503, body: 'down' } : { status: 400, body: 'bad request' }));
+    try {
+      await chatAudience(t.a, 'failing-chat', peer.url, ['unlucky']);
+      await t.a.post('/v1/events/trigger', { name: 'failing-chat', to: 'unlucky' }).expect(201);
+      await new JobRunner(t.deps).runUntilIdle();
+      t.clock.advance(60_000);
+      await new JobRunner(t.deps).runUntilIdle();
+      expect(peer.requests).toHaveLength(2);
+
+      const job = await t.db('jobs').where({ type: 'chat', environment_id: t.environments.a }).first();
+      expect(job).toMatchObject({ status: 'failed', provider_id: 'slack' });
+      const details = await t.db('execution_details').where({ job_id: job.id }).orderBy('created_at');
+      expect(details.map((d) => [d.status, d.provider_id])).toEqual([['failed', 'slack'], ['failed', 'slack']]);
+
+      const shown = (await t.a.get(`/v1/notifications/${job.notification_id}`).expect(200)).body.data;
+      expect(shown.jobs).toEqual([expect.objectContaining({ status: 'failed', providerId: 'slack' })]);
+    } finally {
+      await peer.close();
+    }
+  });
+});
