@@ -41,6 +41,16 @@ describe('PUT /subscribers/{subscriberId}/credentials (updateSubscriberCredentia
     expect((await t.a.get('/v1/subscribers/ada').expect(200)).body.data.channels).toEqual(res.body.data.channels);
   });
 
+  it("changes the subscriber's updatedAt, as any change of what GET /subscribers/{subscriberId} shows does", async () => {
+    await integration({ providerId: 'slack', identifier: 'company-slack' });
+    const before = (await t.a.get('/v1/subscribers/ada').expect(200)).body.data;
+    t.clock.advance(5000);
+    const after = (await put({ providerId: 'slack', credentials: { webhookUrl: SLACK_URL } }).expect(200)).body.data;
+    expect(after.updatedAt).toBe(t.clock.now().toISOString());
+    expect(after.updatedAt > before.updatedAt).toBe(true);
+    expect(after.createdAt).toBe(before.createdAt);
+  });
+
   it('replaces the credentials for that integration instead of adding to them', async () => {
     await integration({ providerId: 'expo' });
     await put({ providerId: 'expo', credentials: { deviceTokens: [EXPO_TOKEN, 'ExponentPushToken[old]'] } }).expect(200);

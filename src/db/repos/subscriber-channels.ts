@@ -97,7 +97,8 @@ export interface SubscriberChannelWrite {
 
 /**
  * Sets a subscriber's credentials for one integration, replacing any it had: one row per
- * (subscriber, integration), so a second PUT overwrites rather than adds.
+ * (subscriber, integration), so a second PUT overwrites rather than adds. The subscriber shows its
+ * channels, so its updatedAt moves too (call it in a transaction).
  */
 export async function upsertSubscriberChannel(db: Db | Knex.Transaction, input: SubscriberChannelWrite, now: Date, secret: string | undefined): Promise<void> {
   const at = now.toISOString();
@@ -112,6 +113,7 @@ export async function upsertSubscriberChannel(db: Db | Knex.Transaction, input: 
     })
     .onConflict(['subscriber_id', 'integration_id'])
     .merge(['provider_id', 'credentials', 'updated_at']);
+  await db('subscribers').where({ id: input.subscriberKey }).update({ updated_at: at });
 }
 
 /**
