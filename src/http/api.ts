@@ -161,10 +161,23 @@ function scopedIdempotencyKey(c: Context): string | undefined {
   return `inbox:${createHash('sha256').update(`${subscriberId}\u0000${key}`).digest('hex')}`;
 }
 
-/** Reads a JSON body into `req.body`, as express.json does (its errors are the error handler's). */
+/**
+ * Reads a JSON body into `req.body`, as express.json does (its errors are the error handler's). A
+ * body sent in another type is refused as such, not taken for a missing body.
+ */
 function bodyReader(): (req: Request, res: Response) => Promise<void> {
   const json = express.json({ limit: BODY_LIMIT });
-  return (req, res) => new Promise((resolve, reject) => json(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+  const read = (req: Request, res: Response) => new Promise<void>((resolve, reject) => json(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+  return async (req, res) => {
+    await read(req, res);
+    const sent = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    if (req.body !== undefined || !sent) return;
+    const type = req.headers['content-type']?.split(';')[0].trim().slice(0, 100);
+    const not = type ? `, not ${type}` : '';
+    throw badRequest(`The request body must be sent as JSON (Content-Type: application/json)${not}`, [
+      { field: 'header/content-type', message: type ? `must be application/json${not}` : 'is required with a body: application/json' },
+    ]);
+  };
 }
 
 /**
@@ -226,10 +239,11 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       if (!inbox && (result.scheme === 'subscriber' || result.scheme === 'ticket')) throw unauthorized('A subscriber token opens only /v1/inbox: this operation takes an API key');
       throw unauthorized(inbox && result.reason.startsWith('Missing API key') ? 'Missing subscriber token: send the header "Authorization: Bearer <token>"' : result.reason);
     },
-    // Only an authorized request's body is read (or a public operation's), and only on methods that
-    // carry one in the contract (a body on GET or DELETE is ignored); validation, next, checks what was read.
+    // Only an authorized request's body is read (or a public operation's), and only for operations
+    // that take one in the contract (a body on GET or DELETE, or on a POST that takes none, is
+    // ignored); validation, next, checks what was read.
     postSecurityHandler: async (c: Context, req: Request, res: Response) => {
-      if (!(c.security.authorized || isPublicOperation(c)) || !METHODS_WITH_BODY.has(req.method)) return;
+      if (!(c.security.authorized || isPublicOperation(c)) || !METHODS_WITH_BODY.has(req.method) || !c.operation.requestBody) return;
       await readBody(req, res);
       c.request.requestBody = req.body;
     },

@@ -38,13 +38,14 @@ function sizeOf(bytes: number): string {
  * errors of the stream it reads through: a body whose Content-Encoding (gzip, deflate, br) does not
  * match its bytes fails in zlib, and arrives as a bare http-errors 400 with zlib's `code`.
  */
-function fromBodyParser(err: { type?: string; status?: number; code?: unknown; limit?: unknown }): ApiError | undefined {
+function fromBodyParser(err: { type?: string; status?: number; code?: unknown; limit?: unknown; body?: unknown }): ApiError | undefined {
   switch (err.type) {
     case 'entity.too.large':
       // The parser's own limit: 1 MiB for the API, 16 KiB for the dashboard's forms.
       return new ApiError(413, `The request body is larger than ${typeof err.limit === 'number' ? sizeOf(err.limit) : 'allowed'}`);
     case 'entity.parse.failed':
-      return badRequest('The request body is not valid JSON');
+      // Only objects and arrays pass the parser's strict mode; `null` or `"ada"` are JSON all the same.
+      return badRequest(isJson(err.body) ? 'The request body must be a JSON object, not a string, number, boolean or null' : 'The request body is not valid JSON');
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return badRequest('The request body must be encoded as UTF-8');
@@ -109,4 +110,14 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     }
     sendError(req, res, error);
   };
+}
+
+function isJson(text: unknown): boolean {
+  if (typeof text !== 'string') return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }

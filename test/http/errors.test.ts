@@ -44,17 +44,30 @@ describe('errors from every layer carry the same body', () => {
     expect(res.body).toMatchObject({ statusCode: 400, error: 'Bad Request', message: 'The request body is not valid JSON' });
   });
 
-  it('400 for a JSON body that is not an object', async () => {
-    await t.a.post('/v1/subscribers').set('Content-Type', 'application/json').send('"ada"').expect(400);
+  it('400 for a JSON body that is not an object, saying so rather than that it is not JSON', async () => {
+    for (const body of ['"ada"', 'null', '42']) {
+      const res = await t.a.post('/v1/subscribers').set('Content-Type', 'application/json').send(body).expect(400);
+      expect(res.body.message).toBe('The request body must be a JSON object, not a string, number, boolean or null');
+    }
     await t.a.post('/v1/subscribers').set('Content-Type', 'application/json').send('[]').expect(400);
   });
 
-  it('400 for a missing body, or a body in another content type', async () => {
+  it('400 for a missing body, or a body in another content type, naming the type it came in', async () => {
     expect((await t.a.post('/v1/subscribers').expect(400)).body.details[0]).toEqual({
       field: 'body',
       message: 'is required: send a JSON body',
     });
-    await t.a.post('/v1/subscribers').set('Content-Type', 'text/plain').send('subscriberId=x').expect(400);
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/vnd.api+json']) {
+      const res = await t.a.post('/v1/subscribers').set('Content-Type', type).send('{"subscriberId":"x"}').expect(400);
+      expect(res.body).toMatchObject({
+        message: `The request body must be sent as JSON (Content-Type: application/json), not ${type}`,
+        details: [{ field: 'header/content-type', message: `must be application/json, not ${type}` }],
+      });
+    }
+    await t.a.get('/v1/subscribers/x').expect(404);
+    // An operation that takes no body ignores one, whatever its type.
+    const { body } = await t.a.post('/v1/webhook-endpoints', { url: 'https://example.com/hook' }).expect(201);
+    await t.a.post(`/v1/webhook-endpoints/${body.data.endpointId}/test`).set('Content-Type', 'text/plain').send('hello').expect(200);
   });
 
   it('400 naming the field for a schema mismatch', async () => {
