@@ -2,7 +2,7 @@
 import type { Deps } from '../deps.js';
 import { notFound } from '../errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
-import { cancelableJobs, hasRunningJob, cancelJobsDroppingDigestKeys } from '../db/repos/jobs.js';
+import { cancelableJobs, closeSendGates, cancelJobsDroppingDigestKeys } from '../db/repos/jobs.js';
 import { addExecutionDetails } from '../db/repos/execution-details.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
 import { recordCanceledNotifications } from './webhook-events.js';
@@ -14,7 +14,8 @@ import { handOverOpenDigest, passOnWaitingSends, settleDigestRiders } from './di
  * created for it. The other events of a digest are still sent: when a canceled job held a digest
  * open, the oldest job that joined it takes over; when the digest had closed, the jobs after it go
  * on for the oldest other event (digests.ts). Answers whether anything was stopped, or will be: a
- * job a worker has taken stops before it sends unless its send has begun.
+ * job a worker has taken stops before it sends unless its send has begun (its send gate, which the
+ * cancel closes: jobs.ts), and a send that has begun still stops the steps after it.
  */
 export async function cancelEvent(deps: Deps, environmentId: string, transactionId: string): Promise<boolean> {
   const now = deps.clock.now();
@@ -37,10 +38,14 @@ async function cancelWhatIsPending(deps: Deps, environmentId: string, transactio
   return deps.db.transaction(async (trx) => {
     const event = await findEventByTransaction(trx, environmentId, transactionId);
     if (!event) throw notFound(`No event with transactionId ${transactionId}`);
-    const newlyCanceled = await markCanceled(trx, event.id, now);
+    // The jobs under way first, then the event: the order a worker recording an outcome locks them
+    // in on PostgreSQL (its job, then the event), so that neither waits on the other for good.
+    const underWay = event.canceledAt === null ? await closeSendGates(trx, event.id) : { closed: 0, sendingSteps: [] };
+    const lastStep = event.workflow.steps.length - 1;
+    const stepsAfterASend = underWay.sendingSteps.some((index) => index < lastStep);
+    await markCanceled(trx, event.id, now);
     const cancelable = await cancelableJobs(trx, event.id);
-    // A job a worker has taken and not yet run ends when it finds the event canceled: it counts as stopped too.
-    if (cancelable.length === 0 && !(newlyCanceled && (await hasRunningJob(trx, event.id)))) throw new NothingToCancel();
+    if (cancelable.length === 0 && underWay.closed === 0 && !stepsAfterASend) throw new NothingToCancel();
     const handedOn = await passOnWaitingSends(trx, cancelable, transactionId, now);
     const jobs = cancelable.filter((job) => !handedOn.has(job.id));
     await cancelJobsDroppingDigestKeys(trx, jobs.map((job) => job.id), now);

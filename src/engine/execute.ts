@@ -4,7 +4,7 @@
 import { writeTransaction } from '../db/group-commit.js';
 import type { Transaction } from '../db/knex.js';
 import { findEvent, isCanceled, type EventRecord } from '../db/repos/events.js';
-import { continueClaimedJob, jobsDue, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
+import { continueClaimedJob, jobsDue, passSendGate, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { addExecutionDetail } from '../db/repos/execution-details.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { deliverInboxMessages } from './inbox.js';
@@ -280,6 +280,11 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     }
     const delivered = 'destination' in decided ? await sendThroughGate(ctx, job, event, decided, place) : decided;
     if (delivered === 'deferred') return;
+    if (delivered === 'lost') {
+      // Another worker may hold the job now: it is that worker's to run and record.
+      place.release?.();
+      return;
+    }
     if (delivered === 'canceled') {
       place.release?.();
       return settle(ctx, job, event, { status: 'canceled', detail: { status: 'warning', text: CANCELED_BEFORE_RUN } });
@@ -308,10 +313,11 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
  * Sends once its turn under the send limits has come (pacing.ts) and the destination admits it;
  * a turn still to come puts the job back until then; a destination that is busy or whose breaker is open
  * defers the job instead (back in the queue at a later run_at, its attempt given back; a breaker's
- * deferral with an execution detail saying why). Right before it sends, it looks once more whether
- * its event was canceled since the job started: then it sends nothing (`canceled`).
+ * deferral with an execution detail saying why). Right before it sends, it passes the job's send
+ * gate (repos/jobs.ts): a cancel that came first closed it (`canceled`), or the lease was lost
+ * (`lost`, the job may be another worker's now); either way it sends nothing.
  */
-async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred' | 'canceled'> {
+async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventRecord, decided: DecidedSend, place: { release?: () => void }): Promise<Delivered | 'deferred' | 'canceled' | 'lost'> {
   const turn = job.state[TURN_TAKEN] === job.attempts ? undefined : await takeTurn(ctx.deps, decided);
   if (turn) {
     const text = `Waiting for its turn under ${PROVIDERS[decided.target.providerId].displayName}'s send limits: goes at ${turn.toISOString()} (no attempt spent)`;
@@ -319,8 +325,10 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventR
     await settle(ctx, job, event, { status: 'queued', runAt: turn, refundAttempt: true, state, detail: { status: 'queued', text } });
     return 'deferred';
   }
-  const sendUnlessCanceled = async () =>
-    (await isCanceled(ctx.deps.db, job.eventId)) ? ('canceled' as const) : sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
+  const sendUnlessCanceled = async () => {
+    if (await passSendGate(ctx.deps.db, job.id, ctx.owner)) return sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
+    return (await isCanceled(ctx.deps.db, job.eventId)) ? ('canceled' as const) : ('lost' as const);
+  };
   const gate = ctx.gate;
   if (!gate) return sendUnlessCanceled();
   const admission = await gate.admit(decided.destination);
@@ -333,7 +341,7 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventR
   place.release = () => gate.finished(decided.destination, verdict, admission.started);
   try {
     const delivered = await sendUnlessCanceled();
-    if (delivered !== 'canceled') verdict = 'ok';
+    if (typeof delivered !== 'string') verdict = 'ok';
     return delivered;
   } catch (err) {
     verdict = verdictOf(err);

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { cancelableJobs, claimDueJobs, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
+import { cancelableJobs, claimDueJobs, closeSendGates, passSendGate, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
 import type { Gate, Verdict } from '../../src/engine/destinations.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { startHttpPeer } from '../helpers/peers.js';
@@ -231,6 +231,86 @@ describe('a cancel racing a worker', () => {
       expect(await t.db('messages').where({ transaction_id: transactionId }).first()).toBeUndefined();
     } finally {
       await hook.close();
+    }
+  });
+
+  it('answers false when all that is left is a send already going out, and records the send as it went', async () => {
+    let transactionId = '';
+    let answer: unknown;
+    const hook = await startHttpPeer(async () => {
+      answer = (await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body;
+      return { status: 200, body: 'ok' };
+    });
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
+      await t.a.post('/v1/workflows', { name: 'Chat only', steps: [{ type: 'chat', template: { content: 'x' } }] }).expect(201);
+      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/ada` } }).expect(200);
+      transactionId = (await t.a.post('/v1/events/trigger', { name: 'chat-only', to: 'ada' }).expect(201)).body.data.transactionId;
+      await new JobRunner(t.deps, { random: () => 0.5 }).runUntilIdle();
+      expect(answer).toEqual({ data: false });
+      expect(hook.requests).toHaveLength(1);
+      const notification = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
+      expect(notification.status).toBe('completed');
+      expect((await t.db('events').where({ transaction_id: transactionId }).first('canceled_at')).canceled_at).toBeNull();
+      // A second cancel, once it is all over, has nothing to stop either.
+      expect((await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body).toEqual({ data: false });
+    } finally {
+      await hook.close();
+    }
+  });
+
+  it('sends nothing from a worker whose lease another worker took over while it was on its way', async () => {
+    const hook = await startHttpPeer();
+    try {
+      // No send limits: the send goes straight to its destination.
+      await t.a.post('/v1/integrations', { providerId: 'slack', sendLimits: { perDestination: [] } }).expect(201);
+      await t.a.post('/v1/workflows', { name: 'Chat note', steps: [{ type: 'chat', template: { content: 'x' } }] }).expect(201);
+      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/ada` } }).expect(200);
+      await t.a.post('/v1/events/trigger', { name: 'chat-note', to: 'ada' }).expect(201);
+      const [claimed] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 1_000, limit: 10 });
+      // Worker a stalls at its destination past its lease; worker b claims the job meanwhile.
+      let takenOver: string[] = [];
+      const gate: Gate = {
+        async admit() {
+          t.clock.advance(5_000);
+          takenOver = (await claimDueJobs(t.db, { owner: 'worker-b', now: t.clock.now(), leaseMs: 30_000, limit: 100 })).map((job) => job.id);
+          return { go: true, started: Date.now() };
+        },
+        finished: () => undefined,
+      };
+      await executeJob({ deps: t.deps, owner: 'worker-a', random: () => 0.5, gate }, claimed);
+      expect(takenOver).toContain(claimed.id);
+      expect(hook.requests).toEqual([]);
+      expect(await t.db('jobs').where({ id: claimed.id }).first('status', 'lease_owner', 'attempts')).toEqual({ status: 'running', lease_owner: 'worker-b', attempts: 2 });
+      // Worker b's send goes: its attempt is a new one.
+      await executeJob({ deps: t.deps, owner: 'worker-b', random: () => 0.5 }, { ...claimed, attempts: 2 });
+      expect(hook.requests).toHaveLength(1);
+      expect(await t.db('jobs').where({ id: claimed.id }).first('status')).toEqual({ status: 'completed' });
+    } finally {
+      await hook.close();
+    }
+  });
+
+  // PostgreSQL runs a cancel and a worker's last look side by side; SQLite writes one transaction at a time.
+  it.runIf(testDatabaseUrl() !== undefined)("lets exactly one of a cancel and a send's last look pass the send gate, whichever locks the job first", async () => {
+    for (const cancelFirst of [true, false]) {
+      const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201)).body.data;
+      const event = await t.db('events').where({ transaction_id: transactionId }).first('id');
+      const [claimed] = (await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 100 })).filter((job) => job.eventId === event.id);
+      let passed: Promise<boolean> | undefined;
+      const closed = await t.db.transaction(async (trx) => {
+        if (!cancelFirst) expect(await passSendGate(t.db, claimed.id, 'worker-a')).toBe(true);
+        const result = await closeSendGates(trx, event.id);
+        // The worker looks while the cancel holds the job: it waits for the cancel's commit.
+        if (cancelFirst) passed = passSendGate(t.db, claimed.id, 'worker-a');
+        return result;
+      });
+      if (cancelFirst) {
+        expect(closed).toEqual({ closed: 1, sendingSteps: [] });
+        expect(await passed).toBe(false);
+      } else {
+        expect(closed).toEqual({ closed: 0, sendingSteps: [0] });
+      }
     }
   });
 

@@ -32,6 +32,7 @@ import * as inAppLane from './20261206_01_in_app_lane.js';
 import * as notificationHourCounts from './20261206_02_notification_hour_counts.js';
 import * as facetDeletesByKey from './20261206_03_facet_deletes_by_key.js';
 import * as openFanouts from './20261206_04_open_fanouts.js';
+import * as sendGate from './20261206_05_send_gate.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -71,6 +72,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261206_02_notification_hour_counts': notificationHourCounts,
   '20261206_03_facet_deletes_by_key': facetDeletesByKey,
   '20261206_04_open_fanouts': openFanouts,
+  '20261206_05_send_gate': sendGate,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

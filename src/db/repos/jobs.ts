@@ -10,6 +10,7 @@ import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
+import { writeStatement } from '../group-commit.js';
 import type { DueByEnvironment } from '../due-elsewhere.js';
 import { addExecutionDetail, executionDetailRow, type NewExecutionDetail } from './execution-details.js';
 import { anyLeasedDue, claimLeased, releaseLeased, renewLeased, type LeaseClaim, type LeasedQueue } from '../leased-queue.js';
@@ -216,7 +217,8 @@ function jobChange(change: JobUpdate, now: Date): { set: string; values: Array<s
   // Every job's outcome: plain SQL, not the query builder. The columns set vary with the outcome,
   // a handful of texts, each kept prepared on PostgreSQL.
   const names = Object.keys(columns);
-  const refund = change.refundAttempt ? ', attempts = attempts - 1' : '';
+  // A refunded attempt is claimed again under the same number: its send gate opens again.
+  const refund = change.refundAttempt ? ', attempts = attempts - 1, send_gate = NULL' : '';
   return { set: `${names.map((name) => `${name} = ?`).join(', ')}${refund}`, values: names.map((name) => columns[name]) };
 }
 
@@ -309,9 +311,36 @@ export async function retryJobsLater(db: Db, ids: string[], owner: string, now: 
   }
 }
 
-/** Whether a worker holds a job of the event. */
-export async function hasRunningJob(trx: Runner, eventId: string): Promise<boolean> {
-  return (await trx('jobs').where({ event_id: eventId, status: 'running' }).first('id')) !== undefined;
+/**
+ * A running job's send gate is open while neither its attempt's send nor a cancel has passed it
+ * (migration 20261206_05): a claim after a crash is a later attempt, whose send may go again.
+ */
+const SEND_GATE_OPEN = '(send_gate IS NULL OR (send_gate > 0 AND send_gate < attempts))';
+
+/**
+ * A worker's last look before a send: passes the job's send gate for its attempt, while `owner`
+ * still holds the job and no cancel closed the gate. False when a cancel came first or the lease
+ * was lost (the job may be another worker's now): either way the send must not go. On SQLite it
+ * shares the commit of the writes made with it.
+ */
+export function passSendGate(db: Db, jobId: string, owner: string): Promise<boolean> {
+  return writeStatement(db, async (runner) => (await changeRows(runner, `UPDATE jobs SET send_gate = attempts ${HELD} AND ${SEND_GATE_OPEN}`, [jobId, owner])) > 0);
+}
+
+/**
+ * A cancel's look at an event's jobs under way: closes the send gate of each that has not begun
+ * its send (its worker then sends nothing and records it canceled), and answers how many it closed
+ * and the step index of each whose send had begun. Each is one statement on the job's own row, as
+ * passSendGate is, so on PostgreSQL one of the two waits for the other and exactly one wins.
+ */
+export async function closeSendGates(trx: Runner, eventId: string): Promise<{ closed: number; sendingSteps: number[] }> {
+  const closed = await changeRows(trx, `UPDATE jobs SET send_gate = 0 WHERE event_id = ? AND status = 'running' AND ${SEND_GATE_OPEN}`, [eventId]);
+  const sending = await selectRows<{ step_index: number | string | null }>(
+    trx,
+    `SELECT step_index FROM jobs WHERE event_id = ? AND status = 'running' AND send_gate > 0 AND send_gate = attempts`,
+    [eventId],
+  );
+  return { closed, sendingSteps: sending.flatMap((row) => (row.step_index === null ? [] : [Number(row.step_index)])) };
 }
 
 /**
