@@ -94,6 +94,16 @@ export const DEFAULT_DELIVERY: DeliveryConfig = {
  */
 export const DEFAULT_POSTGRES_POOL_MAX = 20;
 
+/** A reason the process cannot start, for the operator: said as it is, without a stack trace (main.ts). */
+export class StartError extends Error {
+  override readonly name = 'StartError';
+}
+
+/** Node's timers hold at most this many ms; a longer one fires after 1 ms instead. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
 /** Digits only: `Number` would also read `1e3`, `0x10` and ` 7 `, which nobody means as a count. */
 function wholeNumber(value: string | undefined, fallback: number, name: string, { allowZero = false, max = Number.MAX_SAFE_INTEGER } = {}): number {
   if (value === undefined || value === '') return fallback;
@@ -101,54 +111,71 @@ function wholeNumber(value: string | undefined, fallback: number, name: string, 
   const lowest = allowZero ? 0 : 1;
   if (!(number >= lowest && number <= max)) {
     const what = max < Number.MAX_SAFE_INTEGER ? `a whole number from ${lowest} to ${max}` : allowZero ? 'a whole number, 0 or more' : 'a positive whole number';
-    throw new Error(`${name} must be ${what}, not "${value}"`);
+    throw new StartError(`${name} must be ${what}, not "${value}"`);
   }
   return number;
+}
+
+/** A duration in ms, which a timer holds: at most MAX_TIMER_MS (about 24.8 days). */
+function milliseconds(value: string | undefined, fallback: number, name: string, { allowZero = false } = {}): number {
+  return wholeNumber(value, fallback, name, { allowZero, max: MAX_TIMER_MS });
+}
+
+/** One of `choices` (any case), the fallback when unset or empty. */
+function oneOf<T extends string>(value: string | undefined, fallback: T, name: string, choices: readonly T[]): T {
+  if (value === undefined || value === '') return fallback;
+  const choice = value.toLowerCase() as T;
+  if (!choices.includes(choice)) throw new StartError(`${name} must be one of ${choices.join(', ')}, not "${value}"`);
+  return choice;
 }
 
 function onOff(value: string | undefined, fallback: boolean, name: string): boolean {
   if (value === undefined || value === '') return fallback;
   const word = value.toLowerCase();
-  if (word !== 'on' && word !== 'off') throw new Error(`${name} must be on or off, not "${value}"`);
+  if (word !== 'on' && word !== 'off') throw new StartError(`${name} must be on or off, not "${value}"`);
   return word === 'on';
 }
 
+/**
+ * `postgres://…`, `sqlite:<file>` or a file's path: a URL of another scheme (a typo of postgres
+ * included) would otherwise be taken for a file's path, and `sqlite:` alone or `:memory:` for a
+ * database that is gone when the process ends (and that the job runner's read connection cannot open).
+ */
+function databaseUrl(value: string | undefined): string {
+  if (value === undefined || value === '') return `sqlite:${path.join('data', 'herald.db')}`;
+  if (/^postgres(ql)?:\/\//i.test(value)) return value;
+  const file = value.replace(/^sqlite:/i, '');
+  if (/^[a-z][a-z0-9+.-]+:/i.test(file) || file === '' || file.includes(':memory:')) {
+    throw new StartError(`DATABASE_URL must be postgres://… (PostgreSQL), or sqlite:<file> or a file's path (SQLite), not "${value}"`);
+  }
+  return value;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const defaultPlan = (env.HERALD_DEFAULT_PLAN ?? 'enterprise') as Plan;
-  if (!PLANS.includes(defaultPlan)) {
-    throw new Error(`HERALD_DEFAULT_PLAN must be one of ${PLANS.join(', ')}, not "${defaultPlan}"`);
-  }
-  const sqliteSynchronous = (env.HERALD_SQLITE_SYNCHRONOUS || 'full').toLowerCase();
-  if (sqliteSynchronous !== 'full' && sqliteSynchronous !== 'normal') {
-    throw new Error(`HERALD_SQLITE_SYNCHRONOUS must be full or normal, not "${env.HERALD_SQLITE_SYNCHRONOUS}"`);
-  }
-  const port = Number(env.PORT ?? 3000);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`PORT must be a port number, not "${env.PORT}"`);
-  }
   return {
-    databaseUrl: env.DATABASE_URL || `sqlite:${path.join('data', 'herald.db')}`,
-    port,
-    host: env.HOST ?? '0.0.0.0',
+    databaseUrl: databaseUrl(env.DATABASE_URL),
+    port: wholeNumber(env.PORT, 3000, 'PORT', { allowZero: true, max: 65_535 }),
+    host: env.HOST || '0.0.0.0',
     apiKey: env.HERALD_API_KEY || undefined,
-    defaultPlan,
+    defaultPlan: oneOf(env.HERALD_DEFAULT_PLAN, 'enterprise', 'HERALD_DEFAULT_PLAN', PLANS),
     secret: env.HERALD_SECRET || undefined,
-    logLevel: env.LOG_LEVEL ?? 'info',
-    jobLeaseMs: wholeNumber(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
-    keyCacheMs: wholeNumber(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
+    logLevel: oneOf(env.LOG_LEVEL, 'info', 'LOG_LEVEL', LOG_LEVELS),
+    jobLeaseMs: milliseconds(env.HERALD_JOB_LEASE_MS, 60_000, 'HERALD_JOB_LEASE_MS'),
+    keyCacheMs: milliseconds(env.HERALD_KEY_CACHE_MS, 5_000, 'HERALD_KEY_CACHE_MS', { allowZero: true }),
     postgresPoolMax: wholeNumber(env.HERALD_PG_POOL_MAX, DEFAULT_POSTGRES_POOL_MAX, 'HERALD_PG_POOL_MAX'),
     postgresPreparedStatements: onOff(env.HERALD_PG_PREPARED_STATEMENTS, true, 'HERALD_PG_PREPARED_STATEMENTS'),
     retentionDays: wholeNumber(env.HERALD_RETENTION_DAYS, DEFAULT_RETENTION_DAYS, 'HERALD_RETENTION_DAYS', { allowZero: true, max: MAX_RETENTION_DAYS }),
     outbound: {
       allowedNetworks: parseNetworks(env.HERALD_ALLOWED_NETWORKS),
       timeouts: {
-        connectMs: wholeNumber(env.HERALD_PROVIDER_CONNECT_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.connectMs, 'HERALD_PROVIDER_CONNECT_TIMEOUT_MS'),
-        firstByteMs: wholeNumber(env.HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.firstByteMs, 'HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS'),
-        sendMs: wholeNumber(env.HERALD_PROVIDER_SEND_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.sendMs, 'HERALD_PROVIDER_SEND_TIMEOUT_MS'),
+        connectMs: milliseconds(env.HERALD_PROVIDER_CONNECT_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.connectMs, 'HERALD_PROVIDER_CONNECT_TIMEOUT_MS'),
+        firstByteMs: milliseconds(env.HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.firstByteMs, 'HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS'),
+        sendMs: milliseconds(env.HERALD_PROVIDER_SEND_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.sendMs, 'HERALD_PROVIDER_SEND_TIMEOUT_MS'),
       },
     },
-    metricsToken: env.HERALD_METRICS_TOKEN || undefined,
-    sqliteSynchronous,
+    // The token a request sends is read trimmed: a token with spaces around it could never match.
+    metricsToken: env.HERALD_METRICS_TOKEN?.trim() || undefined,
+    sqliteSynchronous: oneOf(env.HERALD_SQLITE_SYNCHRONOUS, 'full', 'HERALD_SQLITE_SYNCHRONOUS', ['full', 'normal']),
     delivery: loadDeliveryConfig(env),
     inboxStreams: loadInboxStreams(env),
   };
@@ -171,9 +198,9 @@ function loadDeliveryConfig(env: NodeJS.ProcessEnv): DeliveryConfig {
     ),
     sendsPerDestination: wholeNumber(env.HERALD_SENDS_PER_DESTINATION, d.sendsPerDestination, 'HERALD_SENDS_PER_DESTINATION'),
     breakerFailures: wholeNumber(env.HERALD_BREAKER_FAILURES, d.breakerFailures, 'HERALD_BREAKER_FAILURES'),
-    breakerCooldownMs: wholeNumber(env.HERALD_BREAKER_COOLDOWN_MS, d.breakerCooldownMs, 'HERALD_BREAKER_COOLDOWN_MS'),
-    breakerMaxCooldownMs: wholeNumber(env.HERALD_BREAKER_MAX_COOLDOWN_MS, d.breakerMaxCooldownMs, 'HERALD_BREAKER_MAX_COOLDOWN_MS'),
-    coalesceMs: wholeNumber(env.HERALD_RUNNER_COALESCE_MS, d.coalesceMs, 'HERALD_RUNNER_COALESCE_MS', { allowZero: true }),
+    breakerCooldownMs: milliseconds(env.HERALD_BREAKER_COOLDOWN_MS, d.breakerCooldownMs, 'HERALD_BREAKER_COOLDOWN_MS'),
+    breakerMaxCooldownMs: milliseconds(env.HERALD_BREAKER_MAX_COOLDOWN_MS, d.breakerMaxCooldownMs, 'HERALD_BREAKER_MAX_COOLDOWN_MS'),
+    coalesceMs: milliseconds(env.HERALD_RUNNER_COALESCE_MS, d.coalesceMs, 'HERALD_RUNNER_COALESCE_MS', { allowZero: true }),
     localBatch: wholeNumber(env.HERALD_RUNNER_BATCH, d.localBatch, 'HERALD_RUNNER_BATCH'),
   };
 }

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
-import { loadConfig } from './config.js';
+import { loadConfig, StartError } from './config.js';
 import { createLogger } from './logger.js';
 import { createDb, migrate } from './db/knex.js';
 import { bootstrap } from './accounts/bootstrap.js';
@@ -62,6 +62,11 @@ async function main(): Promise<void> {
   let closeStreams: (() => Promise<void>) | undefined;
   if (role !== 'worker') {
     const { createdKey } = await bootstrap(db, { plan: config.defaultPlan, apiKey: config.apiKey });
+    if (createdKey) {
+      // Printed plainly, not only logged, and before anything else can fail: this is the one time
+      // the key can be seen.
+      process.stdout.write(`\nHerald created your first API key. It is shown only now; keep it somewhere safe:\n\n  ${createdKey}\n\n`);
+    }
     // Loaded only here: a worker has no use for the HTTP stack and the contract's validators.
     const { createApp } = await import('./app.js');
     const { createServer } = await import('./http/server.js');
@@ -69,17 +74,17 @@ async function main(): Promise<void> {
     served = createServer(app);
     closeStreams = () => (app.locals.inboxHub as { close(): Promise<void> }).close();
     const { server } = served;
-    server.listen(config.port, config.host, () => {
-      const { port } = server.address() as AddressInfo;
-      logger.info({ host: config.host, port, role }, 'Herald is listening');
-      if (createdKey) {
-        // Printed plainly, not only logged: this is the one time the key can be seen.
-        process.stdout.write(
-          `\nHerald created your first API key. It is shown only now; keep it somewhere safe:\n\n  ${createdKey}\n\n` +
-            `Try: curl -H "Authorization: Bearer ${createdKey}" http://localhost:${port}/v1/subscribers\n\n`,
-        );
-      }
+    await new Promise<void>((listening, failed) => {
+      server.once('error', (err: NodeJS.ErrnoException) => {
+        const where = `${config.host}:${config.port}`;
+        const why = err.code === 'EADDRINUSE' ? `${where} is in use by another process` : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' ? `HOST ${config.host} is not an address of this machine` : err.code === 'EACCES' ? `${where} needs privileges this process lacks` : err.message;
+        failed(new StartError(`cannot listen on ${where}: ${why} (set PORT and HOST)`));
+      });
+      server.listen(config.port, config.host, () => listening());
     });
+    const { port } = server.address() as AddressInfo;
+    logger.info({ host: config.host, port, role }, 'Herald is listening');
+    if (createdKey) process.stdout.write(`Try: curl -H "Authorization: Bearer ${createdKey}" http://localhost:${port}/v1/subscribers\n\n`);
   } else {
     logger.info({ role }, 'Herald worker is running jobs');
   }
@@ -111,6 +116,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`Herald could not start: ${err instanceof Error ? err.stack : String(err)}\n`);
+  // A reason for the operator is said as it is; anything else with where it came from.
+  const why = err instanceof StartError ? err.message : err instanceof Error ? err.stack : String(err);
+  process.stderr.write(`Herald could not start: ${why}\n`);
   process.exit(1);
 });

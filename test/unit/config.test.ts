@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_INBOX_MAX_STREAMS, DEFAULT_POSTGRES_POOL_MAX, loadConfig } from '../../src/config.js';
+import { DEFAULT_INBOX_MAX_STREAMS, DEFAULT_POSTGRES_POOL_MAX, loadConfig, StartError } from '../../src/config.js';
 import { createDb } from '../../src/db/knex.js';
 
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_POOL_MAX', () => {
@@ -51,5 +51,45 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_RETENTION_DAYS',
     for (const value of ['3651', '99999999999', '1e3', '0x10', '-1']) {
       expect(() => loadConfig({ HERALD_RETENTION_DAYS: value })).toThrow(`HERALD_RETENTION_DAYS must be a whole number from 0 to 3650, not "${value}"`);
     }
+  });
+});
+
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('durations, the database, the port and the log level', () => {
+  it('refuses a duration longer than a timer holds (Node fires one of 2^31 ms or more after 1 ms)', () => {
+    expect(loadConfig({ HERALD_PROVIDER_SEND_TIMEOUT_MS: '2147483647' }).outbound.timeouts.sendMs).toBe(2_147_483_647);
+    for (const name of ['HERALD_PROVIDER_SEND_TIMEOUT_MS', 'HERALD_PROVIDER_CONNECT_TIMEOUT_MS', 'HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS', 'HERALD_JOB_LEASE_MS', 'HERALD_KEY_CACHE_MS', 'HERALD_BREAKER_COOLDOWN_MS', 'HERALD_BREAKER_MAX_COOLDOWN_MS', 'HERALD_RUNNER_COALESCE_MS']) {
+      expect(() => loadConfig({ [name]: '3000000000' })).toThrow(new RegExp(`^${name} must be a whole number from [01] to 2147483647, not "3000000000"$`));
+    }
+  });
+
+  it('takes postgres://, sqlite:<file> or a path, and refuses any other scheme and a database gone at exit', () => {
+    expect(loadConfig({}).databaseUrl).toBe('sqlite:data/herald.db');
+    for (const url of ['postgres://u:p@db/herald', 'postgresql://db/herald', 'sqlite:/var/lib/herald.db', 'data/other.db', './x.db']) {
+      expect(loadConfig({ DATABASE_URL: url }).databaseUrl).toBe(url);
+    }
+    for (const url of ['mysql://x@y/z', 'postgress://db/herald', 'sqlite:', 'sqlite::memory:', ':memory:', 'file:x.db', 'sqlite:file:x.db']) {
+      expect(() => loadConfig({ DATABASE_URL: url })).toThrow(StartError);
+      expect(() => loadConfig({ DATABASE_URL: url })).toThrow(`DATABASE_URL must be postgres://… (PostgreSQL), or sqlite:<file> or a file's path (SQLite), not "${url}"`);
+    }
+  });
+
+  it('reads PORT as digits from 0 to 65535, 3000 when unset or empty', () => {
+    expect(loadConfig({}).port).toBe(3000);
+    expect(loadConfig({ PORT: '' }).port).toBe(3000);
+    expect(loadConfig({ PORT: '0' }).port).toBe(0);
+    for (const value of ['1e3', '65536', '-1', 'http']) expect(() => loadConfig({ PORT: value })).toThrow(`PORT must be a whole number from 0 to 65535, not "${value}"`);
+  });
+
+  it('names LOG_LEVEL and HERALD_DEFAULT_PLAN when they are not one of theirs, and takes empty as unset', () => {
+    expect(loadConfig({ LOG_LEVEL: '' }).logLevel).toBe('info');
+    expect(loadConfig({ LOG_LEVEL: 'DEBUG' }).logLevel).toBe('debug');
+    expect(() => loadConfig({ LOG_LEVEL: 'verbose' })).toThrow('LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, not "verbose"');
+    expect(loadConfig({ HERALD_DEFAULT_PLAN: '' }).defaultPlan).toBe('enterprise');
+    expect(() => loadConfig({ HERALD_DEFAULT_PLAN: 'gold' })).toThrow('HERALD_DEFAULT_PLAN must be one of free, pro, enterprise, not "gold"');
+  });
+
+  it('reads HERALD_METRICS_TOKEN trimmed, as a request sends it, and blank as unset', () => {
+    expect(loadConfig({ HERALD_METRICS_TOKEN: ' s3cret ' }).metricsToken).toBe('s3cret');
+    expect(loadConfig({ HERALD_METRICS_TOKEN: ' ' }).metricsToken).toBeUndefined();
   });
 });
