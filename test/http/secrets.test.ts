@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { startHttpPeer } from '../helpers/peers.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { maskUrl, readOrCreateKeyFile } from '../../src/crypto.js';
 import { sealClearChannels } from '../../src/db/repos/subscriber-channels.js';
@@ -117,18 +118,26 @@ describe('the secret at start', () => {
     return { lines, logger };
   }
 
+  // A database with nothing sealed yet: one that holds sealed values needs the secret they were
+  // sealed with (test/db/start-up.test.ts).
+  let empty: TestDb;
+  beforeAll(async () => {
+    empty = await createTestDb();
+  });
+  afterAll(() => empty.close());
+
   it('on SQLite without HERALD_SECRET: a key file made once, readable by its owner alone, and said once', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-key-'));
     try {
       const databaseUrl = `sqlite:${path.join(dir, 'herald.db')}`;
       expect(keyFileOf(databaseUrl)).toBe(path.join(dir, 'herald.key'));
       const first = capture();
-      const secret = await settleSecret({ ...t.deps.config, databaseUrl, secret: undefined }, t.db, first.logger);
+      const secret = await settleSecret({ ...t.deps.config, databaseUrl, secret: undefined }, empty.db, first.logger);
       expect(secret).toMatch(/^[\w-]{43}$/);
       expect(fs.statSync(path.join(dir, 'herald.key')).mode & 0o777).toBe(0o600);
       expect(first.lines.filter((line) => line.includes('created a secret key file'))).toHaveLength(1);
       const again = capture();
-      expect(await settleSecret({ ...t.deps.config, databaseUrl, secret: undefined }, t.db, again.logger)).toBe(secret);
+      expect(await settleSecret({ ...t.deps.config, databaseUrl, secret: undefined }, empty.db, again.logger)).toBe(secret);
       expect(again.lines.join('')).not.toContain('created a secret key file');
       expect(readOrCreateKeyFile(path.join(dir, 'herald.key'))).toEqual({ secret, created: false });
     } finally {
@@ -138,10 +147,10 @@ describe('the secret at start', () => {
 
   it('HERALD_SECRET wins over any key file; PostgreSQL without one is warned about', async () => {
     const given = capture();
-    expect(await settleSecret({ ...t.deps.config, databaseUrl: 'sqlite:/nonexistent/herald.db', secret: SECRET }, t.db, given.logger)).toBe(SECRET);
+    expect(await settleSecret({ ...t.deps.config, databaseUrl: 'sqlite:/nonexistent/herald.db', secret: SECRET }, empty.db, given.logger)).toBe(SECRET);
     expect(given.lines.join('')).not.toContain('HERALD_SECRET is not set');
     const postgres = capture();
-    expect(await settleSecret({ ...t.deps.config, databaseUrl: 'postgres://h@127.0.0.1/h', secret: undefined }, t.db, postgres.logger)).toBeUndefined();
+    expect(await settleSecret({ ...t.deps.config, databaseUrl: 'postgres://h@127.0.0.1/h', secret: undefined }, empty.db, postgres.logger)).toBeUndefined();
     expect(postgres.lines.filter((line) => /"level":40.*HERALD_SECRET is not set.*IN CLEAR/.test(line))).toHaveLength(1);
   });
 

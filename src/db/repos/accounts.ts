@@ -1,4 +1,4 @@
-import type { Db } from '../knex.js';
+import { isPostgres, type Db } from '../knex.js';
 import type { Plan } from '../../config.js';
 import { newApplicationIdentifier, newId } from '../../ids.js';
 import { generateApiKey, hashApiKey, keyPrefix } from '../../api-keys.js';
@@ -35,6 +35,21 @@ export interface KeyOwner {
   plan: Plan;
   ratePerMinute: number | null;
   burst: number | null;
+}
+
+/** Herald's own advisory lock number on PostgreSQL: the setting up of an empty database. */
+const BOOTSTRAP_LOCK = 4_372_510_611;
+
+/**
+ * Runs a start-up's look at an empty database and its setting up as one transaction that no other
+ * process's runs beside: processes starting together make one first organization, not one each.
+ * (SQLite writes one transaction at a time already.)
+ */
+export function underBootstrapLock<T>(db: Db, work: (trx: Db) => Promise<T>): Promise<T> {
+  return db.transaction(async (trx) => {
+    if (isPostgres(db)) await trx.raw('SELECT pg_advisory_xact_lock(?)', [BOOTSTRAP_LOCK]);
+    return work(trx as unknown as Db);
+  });
 }
 
 export async function createOrganization(
