@@ -35,6 +35,8 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   if (options.precompile) precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');
+  // Behind the proxies HERALD_TRUST_PROXY names, the client's address and scheme are what they forward.
+  if (deps.config.trustProxy !== undefined) app.set('trust proxy', deps.config.trustProxy);
   // Paths are what the contract and the pages say, letter for letter: `/DASHBOARD` would be served,
   // and set cookies for a path the browser never sends them back to.
   app.enable('case sensitive routing');

@@ -55,6 +55,12 @@ export interface Config {
   delivery: DeliveryConfig;
   /** Inbox streams one process holds open at most, and of those one environment (each is a socket). */
   inboxStreams: { max: number; perEnvironment: number };
+  /**
+   * HERALD_TRUST_PROXY: the reverse proxies in front of Herald, whose `X-Forwarded-For` and
+   * `X-Forwarded-Proto` it believes (Express's `trust proxy`): how many hops, or their addresses.
+   * Unset, none: the client is the connection's address.
+   */
+  trustProxy?: number | string[];
 }
 
 /** The job runner's knobs (README, "How delivery works"), each from an environment variable. */
@@ -151,6 +157,28 @@ function databaseUrl(value: string | undefined): string {
   return value;
 }
 
+/** Express's names for address ranges, besides addresses and CIDRs. */
+const PROXY_RANGES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/**
+ * A number of hops, or proxies' addresses, CIDRs and Express's range names. Not `true` (every
+ * address): then any client could name its own address in X-Forwarded-For and pass the limits.
+ */
+function trustProxy(value: string | undefined): Config['trustProxy'] {
+  if (value === undefined || value.trim() === '') return undefined;
+  if (/^\d+$/.test(value.trim())) return wholeNumber(value.trim(), 0, 'HERALD_TRUST_PROXY', { max: 10 });
+  return value.split(',').map((entry) => {
+    const proxy = entry.trim();
+    if (PROXY_RANGES.includes(proxy)) return proxy;
+    try {
+      parseNetworks(proxy);
+    } catch {
+      throw new StartError(`HERALD_TRUST_PROXY must be a number of hops (1 to 10), or comma-separated addresses, CIDRs and ${PROXY_RANGES.join(', ')}, not "${proxy}"`);
+    }
+    return proxy;
+  });
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     databaseUrl: databaseUrl(env.DATABASE_URL),
@@ -178,6 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sqliteSynchronous: oneOf(env.HERALD_SQLITE_SYNCHRONOUS, 'full', 'HERALD_SQLITE_SYNCHRONOUS', ['full', 'normal']),
     delivery: loadDeliveryConfig(env),
     inboxStreams: loadInboxStreams(env),
+    trustProxy: trustProxy(env.HERALD_TRUST_PROXY),
   };
 }
 

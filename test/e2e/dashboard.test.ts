@@ -80,8 +80,8 @@ describe('signing in to /dashboard', () => {
   });
 
   it('marks the cookie Secure when the request came over HTTPS', async () => {
-    const app = await createApp(t.deps);
-    app.set('trust proxy', 'loopback'); // how a deployment behind a TLS proxy tells Express
+    // How a deployment behind a TLS proxy says so (HERALD_TRUST_PROXY=loopback).
+    const app = await createApp({ ...t.deps, config: { ...t.deps.config, trustProxy: ['loopback'] } });
     // By hand: a cookie jar would rightly keep Secure cookies off this plain-HTTP test connection.
     const page = await supertest(app).get('/dashboard/sign-in').set('X-Forwarded-Proto', 'https');
     const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1];

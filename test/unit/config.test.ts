@@ -93,3 +93,14 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('durations, the database
     expect(loadConfig({ HERALD_METRICS_TOKEN: ' ' }).metricsToken).toBeUndefined();
   });
 });
+
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_TRUST_PROXY', () => {
+  it('names the proxies in front by hops or by address, and never every address', () => {
+    expect(loadConfig({}).trustProxy).toBeUndefined();
+    expect(loadConfig({ HERALD_TRUST_PROXY: '1' }).trustProxy).toBe(1);
+    expect(loadConfig({ HERALD_TRUST_PROXY: 'loopback, 10.0.0.0/8,192.168.1.7' }).trustProxy).toEqual(['loopback', '10.0.0.0/8', '192.168.1.7']);
+    for (const value of ['true', '*', '10.0.0.0/99', '0', '11']) {
+      expect(() => loadConfig({ HERALD_TRUST_PROXY: value })).toThrow(StartError);
+    }
+  });
+});
