@@ -95,9 +95,9 @@ describe('configuration', () => {
     expect(config.outbound).toEqual({ allowedNetworks: ['10.0.0.0/8', '192.168.1.10'], timeouts: { connectMs: 100, firstByteMs: 200, sendMs: 300 } });
   });
 
-  it('refuses a network that is not a CIDR, and a timeout that is not a positive whole number', () => {
+  it('refuses a network that is not a CIDR, and a timeout that is not a whole number of ms a timer holds', () => {
     expect(() => loadConfig({ HERALD_ALLOWED_NETWORKS: '10.0.0.0/8,intranet' })).toThrow('HERALD_ALLOWED_NETWORKS must be comma-separated CIDRs');
     expect(() => loadConfig({ HERALD_ALLOWED_NETWORKS: '10.0.0.0/33' })).toThrow('HERALD_ALLOWED_NETWORKS');
-    expect(() => loadConfig({ HERALD_PROVIDER_SEND_TIMEOUT_MS: '0' })).toThrow('HERALD_PROVIDER_SEND_TIMEOUT_MS must be a positive whole number');
+    expect(() => loadConfig({ HERALD_PROVIDER_SEND_TIMEOUT_MS: '0' })).toThrow('HERALD_PROVIDER_SEND_TIMEOUT_MS must be a whole number from 1 to 2147483647, not "0"');
   });
 });
