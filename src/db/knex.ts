@@ -117,12 +117,23 @@ export async function migrate(db: Db): Promise<void> {
   await db.migrate.latest({ migrationSource });
 }
 
-/** The database answers and every migration has run. */
-export async function isReady(db: Db): Promise<boolean> {
+/** How long /ready waits for the database before it answers not ready. */
+const READY_TIMEOUT_MS = 2_000;
+
+/** The database answers, within `timeoutMs`, and every migration has run. */
+export async function isReady(db: Db, timeoutMs = READY_TIMEOUT_MS): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  // A database that takes the connection and never answers is not ready either: say so in time.
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  const answered = db.migrate.list({ migrationSource }).then(
+    ([, pending]: [unknown, unknown[]]) => pending.length === 0,
+    () => false,
+  );
   try {
-    const [, pending] = await db.migrate.list({ migrationSource });
-    return pending.length === 0;
-  } catch {
-    return false;
+    return await Promise.race([answered, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -11,6 +11,7 @@ import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpoi
 import { StatementCache } from './statement-cache.js';
 import { BackgroundReader } from './background-reader.js';
 import type { Dialect, Runner } from './dialect.js';
+import { StartError } from '../config.js';
 
 interface PreparingConnection {
   prepare(sql: string): unknown;
@@ -294,13 +295,31 @@ export const sqlite: Dialect = {
 };
 
 /**
+ * Makes the folder a database file goes in, one level at a time: `fs.mkdirSync(…, { recursive })`
+ * loops for ever where a folder cannot be made (under /proc).
+ */
+function makeFolderOf(file: string): void {
+  const make = (dir: string): void => {
+    if (fs.existsSync(dir)) return;
+    make(path.dirname(dir));
+    fs.mkdirSync(dir);
+  };
+  const folder = path.dirname(path.resolve(file));
+  try {
+    make(folder);
+  } catch (err) {
+    throw new StartError(`cannot make the folder of the SQLite database ${path.resolve(file)}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
+
+/**
  * A knex instance on a SQLite file (or `:memory:`): one writing connection, and for a file a
  * read-only one and a background reader beside it, which stop with it (`db.destroy()`). With
  * `checkpointInBackground` (processes that run jobs) a thread checkpoints the log.
  */
 export function createSqliteDb(url: string, options: { checkpointInBackground?: boolean; synchronous?: 'full' | 'normal' }): Knex {
   const file = url.replace(/^sqlite:/, '');
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  if (file !== ':memory:') makeFolderOf(file);
   const inBackground = options.checkpointInBackground === true && file !== ':memory:';
   let checkpointer: Checkpointer | undefined;
   const db = knexFactory({

@@ -1,7 +1,8 @@
 // What a process does with the database before it serves: set up an empty one once, however many
 // processes start together, and refuse to run with a secret that cannot open what it holds sealed.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createDb, type Db } from '../../src/db/knex.js';
+import net, { type AddressInfo } from 'node:net';
+import { createDb, isReady, type Db } from '../../src/db/knex.js';
 import { bootstrap } from '../../src/accounts/bootstrap.js';
 import { settleSecret } from '../../src/accounts/secret.js';
 import { loadConfig, StartError } from '../../src/config.js';
@@ -58,5 +59,26 @@ describe('settleSecret', () => {
     await expect(settleSecret(config('a-wrong-secret'), testDb.db, logger)).rejects.toThrow(StartError);
     await expect(settleSecret(config('a-wrong-secret'), testDb.db, logger)).rejects.toThrow(/^HERALD_SECRET cannot decrypt the credentials the database holds/);
     expect(await settleSecret(config('the-right-secret'), testDb.db, logger)).toBe('the-right-secret');
+  });
+});
+
+describe('a database that cannot be reached', () => {
+  it('is not ready when it takes the connection and never answers, said within the bound', async () => {
+    // A PostgreSQL server that accepts connections and says nothing.
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const db = createDb(`postgres://nobody:x@127.0.0.1:${(silent.address() as AddressInfo).port}/none`);
+    try {
+      expect(await isReady(db, 200)).toBe(false);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+      await db.destroy().catch(() => undefined);
+    }
+  });
+
+  it('names the SQLite file whose folder cannot be made, at once', () => {
+    expect(() => createDb('sqlite:/proc/no-such-folder/herald.db')).toThrow(new StartError('cannot make the folder of the SQLite database /proc/no-such-folder/herald.db: ENOENT'));
   });
 });
