@@ -4,7 +4,7 @@
 // The operator's view of plans and rate limits: Free and Pro have the seed's numbers, Enterprise
 // the organization's own (`--rate` requests per minute, a bucket of `--burst`), or none at all.
 import { parseArgs } from 'node:util';
-import { loadConfig, MAX_RETENTION_DAYS, PLANS, type Plan } from '../src/config.js';
+import { DEFAULT_RETENTION_DAYS, loadConfig, MAX_RETENTION_DAYS, PLANS, type Plan } from '../src/config.js';
 import { createDb, migrate } from '../src/db/knex.js';
 import { listOrganizations, setOrganizationPlan } from '../src/db/repos/plans.js';
 import { listEnvironmentRetention, setEnvironmentRetention } from '../src/db/repos/retention.js';
@@ -96,11 +96,12 @@ async function retention([environmentId, days]: string[]): Promise<number> {
     if (!/^\d+$/.test(days) || Number(days) > MAX_RETENTION_DAYS) throw new Error(`days must be a whole number from 0 to ${MAX_RETENTION_DAYS}, or default, not "${days}"`);
     value = Number(days);
   }
-  const describeRetention = (own: number | null) => {
-    const days = own ?? config.retentionDays;
-    const kept = days === 0 ? 'for ever' : `${days} day${days === 1 ? '' : 's'}`;
-    return own === null ? `${kept} (the server's HERALD_RETENTION_DAYS)` : kept;
-  };
+  const kept = (days: number) => (days === 0 ? 'for ever' : `${days} day${days === 1 ? '' : 's'}`);
+  // This command cannot see the server's environment, only its own shell's.
+  const serverDefault = `the server's HERALD_RETENTION_DAYS (${
+    process.env.HERALD_RETENTION_DAYS ? `${kept(config.retentionDays)} if set as in this shell` : `${kept(DEFAULT_RETENTION_DAYS)} where it is unset`
+  })`;
+  const describeRetention = (own: number | null) => (own === null ? serverDefault : kept(own));
   const db = createDb(config.databaseUrl);
   try {
     await migrate(db);

@@ -89,7 +89,10 @@ describe('npm run plans', () => {
     expect((await runScript('scripts/plans.ts', ['retention'], env)).stdout).toMatch(new RegExp(`${environmentId} {2}\\w+ {2}development {2}90 days\n`));
     expect((await runScript('scripts/plans.ts', ['retention', environmentId, '0'], env)).stdout).toContain('keeps its notifications for ever');
     const back = await runScript('scripts/plans.ts', ['retention', environmentId, 'default'], env);
-    expect(back.stdout).toContain("30 days (the server's HERALD_RETENTION_DAYS)");
+    expect(back.stdout).toContain("the server's HERALD_RETENTION_DAYS (30 days where it is unset)");
+    // The command sees its own shell, not the server's: it says so.
+    const shell = await runScript('scripts/plans.ts', ['retention'], { ...env, HERALD_RETENTION_DAYS: '7' });
+    expect(shell.stdout).toMatch(new RegExp(`${environmentId} {2}\\w+ {2}development {2}the server's HERALD_RETENTION_DAYS \\(7 days if set as in this shell\\)\n`));
     expect(await t.db('environments').where({ id: environmentId }).first('retention_days')).toEqual({ retention_days: null });
     for (const [args, message] of [
       [['retention', environmentId, 'week'], 'days must be a whole number'],
