@@ -131,15 +131,15 @@ function milliseconds(value: string | undefined, fallback: number, name: string,
 function oneOf<T extends string>(value: string | undefined, fallback: T, name: string, choices: readonly T[]): T {
   if (value === undefined || value === '') return fallback;
   const choice = value.toLowerCase() as T;
-  if (!choices.includes(choice)) throw new StartError(`${name} must be one of ${choices.join(', ')}, not "${value}"`);
+  if (!choices.includes(choice)) {
+    const what = choices.length === 2 ? choices.join(' or ') : `one of ${choices.join(', ')}`;
+    throw new StartError(`${name} must be ${what}, not "${value}"`);
+  }
   return choice;
 }
 
 function onOff(value: string | undefined, fallback: boolean, name: string): boolean {
-  if (value === undefined || value === '') return fallback;
-  const word = value.toLowerCase();
-  if (word !== 'on' && word !== 'off') throw new StartError(`${name} must be on or off, not "${value}"`);
-  return word === 'on';
+  return oneOf(value, fallback ? 'on' : 'off', name, ['on', 'off']) === 'on';
 }
 
 /**
