@@ -364,16 +364,15 @@ function dropDiscriminatorMappings(node: unknown, seen: Set<object>): void {
 }
 
 /**
- * A backend's copy of the contract, which contract.ts reads and parses once a process. Given the
- * file's path instead, openapi-backend would read and parse it twice per backend, which the tests,
- * starting dozens of backends, paid for dozens of times. Each backend gets an object of its own:
- * given an object, openapi-backend dereferences it with dereference-json-schema, which remembers
- * its answer by that object, and the same answer would be every backend's definition, mutated by
- * each init. That dereferencing drops whatever stands beside a `$ref` but a description
- * (test/unit/contract-refs.test.ts keeps the bundle so).
+ * A backend's copy of the contract (contract.ts). Given the file's path instead, openapi-backend
+ * would read and parse it twice per backend, which the tests, starting dozens of backends, paid for
+ * dozens of times. Each backend needs an object of its own: given an object, openapi-backend
+ * dereferences it with dereference-json-schema, which remembers its answer by that object, and the
+ * same answer would be every backend's definition, mutated by each init. That dereferencing drops
+ * whatever stands beside a `$ref` but a description (test/unit/contract-refs.test.ts keeps the bundle so).
  */
 function backendDocument(): OpenAPIBackend['inputDocument'] {
-  return structuredClone(contractDocument()) as OpenAPIBackend['inputDocument'];
+  return contractDocument() as OpenAPIBackend['inputDocument'];
 }
 
 /**
