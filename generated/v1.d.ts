@@ -4357,7 +4357,7 @@ export interface components {
     };
     requestBodies: never;
     headers: {
-        /** @description The methods the path does accept, in upper case and comma-separated (RFC 9110). */
+        /** @description The methods the path does accept, in upper case and comma-separated (RFC 9110); `HEAD` wherever `GET` is. */
         Allow: string;
         /** @description Seconds to wait before the next request can succeed. */
         RetryAfter: number;

@@ -1,7 +1,7 @@
 import express, { type Express, type RequestHandler } from 'express';
 import type { Deps } from './deps.js';
 import { handlers } from './handlers/index.js';
-import { apiMiddleware, createApi, precompileValidators } from './http/api.js';
+import { apiMiddleware, contractMethod, createApi, precompileValidators } from './http/api.js';
 import { CONTRACT_PATH } from './contract.js';
 import { errorHandler, sendError } from './http/errors.js';
 import { ApiError, notFound } from './errors.js';
@@ -60,7 +60,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   // route in turn. Each /v1 request is matched to its operation once, here: the metrics (a 429 is
   // counted under its operation too) and the contract's router (apiMiddleware) use it.
   const route: RequestHandler = (req, res, next) => {
-    res.locals.operation = api.router.matchOperation({ method: req.method, path: req.path, headers: {} });
+    res.locals.operation = api.router.matchOperation({ method: contractMethod(req.method), path: req.path, headers: {} });
     next();
   };
   // The key is read and the rate limit spent before the backend begins, so a refused request costs

@@ -305,13 +305,21 @@ export function sendJson(res: Response, status: number, body: unknown): void {
  * backend reads the request's body through `req` (postSecurityHandler) after it has begun, so the
  * request it is given reads `body` from `req` whenever it is asked.
  */
+/**
+ * The contract's method a request is answered by: HEAD is GET without the body (Node sends no body
+ * for a HEAD, whatever the handler writes), wherever GET is allowed, as HTTP asks of every server.
+ */
+export function contractMethod(method: string): string {
+  return method === 'HEAD' ? 'GET' : method;
+}
+
 export function apiMiddleware(api: OpenAPIBackend) {
   return (req: Request, res: Response, next: (err?: unknown) => void) => {
     // The operation the route matched (`res.locals.operation`, app.ts) goes with it: the backend
     // does not match it again; without one its own matching answers the 404 or 405.
     const request: MatchedRequest = {
       operation: res.locals.operation as Operation | undefined,
-      method: req.method,
+      method: contractMethod(req.method),
       path: req.path,
       query: req.query as never,
       headers: req.headers as never,

@@ -345,6 +345,8 @@ class RouteTable {
     const path = router.normalizePath(normalRequestPath(requestPath));
     const methods = new Set((this.exact.get(path) ?? []).map((operation) => operation.method));
     for (const { pattern, operation } of this.templates) if (pattern.test(path)) methods.add(operation.method);
+    // A GET is answered to HEAD too (api.ts, contractMethod).
+    if (methods.has('get')) methods.add('head');
     return [...methods].map((method) => method.toUpperCase()).sort();
   }
 }

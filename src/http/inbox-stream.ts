@@ -65,12 +65,14 @@ export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, r
   // Checked and taken in one turn of the event loop: hub.open counts the stream before it awaits.
   const full = hub.fullFor(auth.environmentId, key);
   if (full) throw streamsFull(full, hub);
-  res.writeHead(200, {
+  const headers = {
     'Content-Type': 'text/event-stream; charset=utf-8',
     'Cache-Control': 'no-cache, no-transform',
     'X-Accel-Buffering': 'no',
-    Connection: 'keep-alive',
-  });
+  };
+  // A HEAD asks what a stream would answer, and opens none.
+  if (req.method === 'HEAD') return void res.writeHead(200, headers).end();
+  res.writeHead(200, { ...headers, Connection: 'keep-alive' });
   res.flushHeaders();
   res.write(`retry: ${RETRY_MS}\n\n`);
   let closed = false;

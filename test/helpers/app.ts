@@ -51,6 +51,9 @@ export class Client {
   delete(path: string) {
     return this.auth(this.http.delete(path));
   }
+  head(path: string) {
+    return this.auth(this.http.head(path));
+  }
   withScheme(scheme: 'Bearer' | 'ApiKey'): Client {
     return new Client(this.http, this.key, scheme);
   }

@@ -23,9 +23,22 @@ describe('errors from every layer carry the same body', () => {
   });
 
   it('405 with Allow for a method the path does not accept', async () => {
-    const res = await t.a.patch('/v1/subscribers/ada', { firstName: 'x' }).expect(405).expect('Allow', 'DELETE, GET, PUT');
+    const res = await t.a.patch('/v1/subscribers/ada', { firstName: 'x' }).expect(405).expect('Allow', 'DELETE, GET, HEAD, PUT');
     expect(res.body).toMatchObject({ statusCode: 405, error: 'Method Not Allowed' });
-    await t.a.delete('/v1/subscribers').expect(405).expect('Allow', 'GET, POST');
+    await t.a.delete('/v1/subscribers').expect(405).expect('Allow', 'GET, HEAD, POST');
+    await t.a.get('/v1/events/trigger').expect(405).expect('Allow', 'POST');
+  });
+
+  it('answers HEAD wherever GET is allowed: the same status and headers, no body', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'heady' }).expect(201);
+    const got = await t.a.get('/v1/subscribers/heady').expect(200);
+    const head = await t.a.head('/v1/subscribers/heady').expect(200).expect('Content-Type', /application\/json/);
+    expect(head.headers['content-length']).toBe(got.headers['content-length']);
+    expect(head.text ?? '').toBe('');
+    await t.a.head('/v1/subscribers/nobody').expect(404);
+    await t.a.head('/v1/subscribers?limit=5').expect(200);
+    await t.http.head('/v1/subscribers').expect(401);
+    await t.a.head('/v1/events/trigger').expect(405).expect('Allow', 'POST');
   });
 
   it('405 with Allow for a method the paths outside the contract do not accept', async () => {

@@ -152,6 +152,12 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     expect(await gap.next()).toMatchObject({ id: '4', event: 'notification.created' });
   });
 
+  it('answers HEAD with what a stream would answer, and opens none', async () => {
+    const res = await t.http.head('/v1/inbox/events').set('Authorization', `Bearer ${token}`).expect(200);
+    expect(res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(hub.size).toBe(0);
+  });
+
   it('sends a ping comment to keep proxies from closing an idle stream', async () => {
     const s = await stream();
     expect(await s.comment()).toBe('ping');
