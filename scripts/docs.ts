@@ -139,7 +139,10 @@ export function tsLiteral(value: unknown, indent = ''): string {
   return `${open}\n${entries.map((entry) => `${inner}${entry},`).join('\n')}\n${indent}${close}`;
 }
 
-function typescriptSample(request: RequestShape, serverUrl: string): string {
+/** The package a frontend project installs (`npm install …/dist/client`, src/client/README.md). */
+const CLIENT_PACKAGE = '@herald/client';
+
+function typescriptSample(request: RequestShape, serverUrl: string, operationId: string): string {
   const init: Record<string, unknown> = {};
   const params: Record<string, unknown> = {};
   if (Object.keys(request.pathParams).length > 0) params.path = request.pathParams;
@@ -147,31 +150,50 @@ function typescriptSample(request: RequestShape, serverUrl: string): string {
   if (Object.keys(params).length > 0) init.params = params;
   if (request.body !== undefined) init.body = request.body;
   const args = [tsString(request.path), ...(Object.keys(init).length > 0 ? [tsLiteral(init)] : [])].join(', ');
+  const call = (client: string) => [`const { data, error } = await ${client}.${request.method}(${args});`, 'if (error) throw new Error(error.message);', 'console.log(data);'];
   if (request.open) {
     // No credential to send: the contract's types over a plain openapi-fetch client.
     return [
       `import createClient from 'openapi-fetch';`,
-      `import type { paths } from 'herald/client';`,
+      `import type { paths } from '${CLIENT_PACKAGE}';`,
       '',
       `const herald = createClient<paths>({ baseUrl: ${tsString(`${serverUrl}/v1`)} });`,
       '',
-      `const { data, error } = await herald.${request.method}(${args});`,
-      'if (error) throw new Error(error.message);',
-      'console.log(data);',
+      ...call('herald'),
     ].join('\n');
   }
+  if (request.subscriberToken) {
+    // In the browser: the inbox client, with a subscriber token from your backend, never an API key.
+    const inbox = [
+      `import { createInboxClient } from '${CLIENT_PACKAGE}';`,
+      '',
+      'declare const subscriberToken: string; // from your backend: POST /subscribers/{subscriberId}/inbox-tokens',
+      '',
+      `const inbox = createInboxClient({ baseUrl: ${tsString(serverUrl)}, token: subscriberToken });`,
+      '',
+    ];
+    // The stream never ends: it is read event by event, reconnecting and resuming by itself.
+    if (operationId === 'streamInboxEvents') {
+      return [
+        ...inbox,
+        '// Open until closed: stream.close() when the page no longer needs it.',
+        'export const stream = inbox.subscribe({',
+        '  onEvent: (event) => console.log(event.type, event),',
+        "  onReset: () => console.log('missed events: fetch the feed again'),",
+        '});',
+      ].join('\n');
+    }
+    return [...inbox, ...call('inbox.api')].join('\n');
+  }
   return [
-    `import { createHeraldClient } from 'herald/client';`,
-    ...(request.subscriberToken ? ['', 'declare const subscriberToken: string;'] : []),
+    `import { createHeraldClient } from '${CLIENT_PACKAGE}';`,
     '',
     'const herald = createHeraldClient({',
     `  baseUrl: ${tsString(serverUrl)},`,
-    request.subscriberToken ? '  apiKey: subscriberToken, // from your backend: POST /subscribers/{subscriberId}/inbox-tokens' : '  apiKey: process.env.HERALD_API_KEY!,',
+    '  apiKey: process.env.HERALD_API_KEY!,',
     '});',
     '',
-    `const { data, error } = await herald.${request.method}(${args});`,
-    'if (error) throw new Error(error.message);',
-    'console.log(data);',
+    ...call('herald'),
   ].join('\n');
 }
 
@@ -181,7 +203,7 @@ export function codeSamples(spec: Spec, apiPath: string, method: string): CodeSa
   const baseUrl = String(spec.servers?.[0]?.url ?? 'http://localhost:3000/v1').replace(/\/+$/, '');
   return [
     { lang: 'Shell', label: 'curl', source: curlSample(request, baseUrl) },
-    { lang: 'TypeScript', label: 'TypeScript', source: typescriptSample(request, baseUrl.replace(/\/v1$/, '')) },
+    { lang: 'TypeScript', label: 'TypeScript', source: typescriptSample(request, baseUrl.replace(/\/v1$/, ''), String(spec.paths[apiPath][method].operationId)) },
   ];
 }
 

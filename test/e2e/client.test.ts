@@ -57,7 +57,13 @@ describe('herald/client', () => {
       });
       fs.writeFileSync(
         path.join(workDir, 'tsconfig.json'),
-        JSON.stringify({ extends: '../../tsconfig.json', compilerOptions: { noEmit: true }, include: [], files: ['readme-example.ts', ...samples] }),
+        // The samples import the package by the name a frontend project installs it under.
+        JSON.stringify({
+          extends: '../../tsconfig.json',
+          compilerOptions: { noEmit: true, paths: { '@herald/client': ['../../dist/client/index.d.ts'] } },
+          include: [],
+          files: ['readme-example.ts', ...samples],
+        }),
       );
       const tsc = path.join(ROOT, 'node_modules', '.bin', 'tsc');
       const result = await run(tsc, ['-p', path.join(workDir, 'tsconfig.json')], { cwd: ROOT }).then(
