@@ -7,6 +7,7 @@ import { addExecutionDetails } from '../db/repos/execution-details.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
 import { recordCanceledNotifications } from './webhook-events.js';
 import { handOverOpenDigest, passOnWaitingSends, settleDigestRiders } from './digests.js';
+import { nextActiveStep } from './schedule.js';
 
 /**
  * Cancels every job of the event that has not started (waiting, delayed, queued for a retry, merged
@@ -15,7 +16,9 @@ import { handOverOpenDigest, passOnWaitingSends, settleDigestRiders } from './di
  * open, the oldest job that joined it takes over; when the digest had closed, the jobs after it go
  * on for the oldest other event (digests.ts). Answers whether anything was stopped, or will be: a
  * job a worker has taken stops before it sends unless its send has begun (its send gate, which the
- * cancel closes: jobs.ts), and a send that has begun still stops the steps after it.
+ * cancel closes: jobs.ts), and a send that has begun still stops the active steps after it. When
+ * all that is left is a send already going out, nothing is stopped and the answer is false; should
+ * that send fail, its retry is pending, and a cancel then stops it.
  */
 export async function cancelEvent(deps: Deps, environmentId: string, transactionId: string): Promise<boolean> {
   const now = deps.clock.now();
@@ -40,12 +43,12 @@ async function cancelWhatIsPending(deps: Deps, environmentId: string, transactio
     if (!event) throw notFound(`No event with transactionId ${transactionId}`);
     // The jobs under way first, then the event: the order a worker recording an outcome locks them
     // in on PostgreSQL (its job, then the event), so that neither waits on the other for good.
-    const underWay = event.canceledAt === null ? await closeSendGates(trx, event.id) : { closed: 0, sendingSteps: [] };
-    const lastStep = event.workflow.steps.length - 1;
-    const stepsAfterASend = underWay.sendingSteps.some((index) => index < lastStep);
+    const underWay = event.canceledAt === null ? await closeSendGates(trx, event.id) : undefined;
+    // A send that has begun goes out; the active steps after it, if any, are stopped.
+    const stepsAfterASend = underWay?.sendingSteps.some((index) => nextActiveStep(event, index) !== -1) ?? false;
     await markCanceled(trx, event.id, now);
     const cancelable = await cancelableJobs(trx, event.id);
-    if (cancelable.length === 0 && underWay.closed === 0 && !stepsAfterASend) throw new NothingToCancel();
+    if (cancelable.length === 0 && !underWay?.sendsStopped && !underWay?.others && !stepsAfterASend) throw new NothingToCancel();
     const handedOn = await passOnWaitingSends(trx, cancelable, transactionId, now);
     const jobs = cancelable.filter((job) => !handedOn.has(job.id));
     await cancelJobsDroppingDigestKeys(trx, jobs.map((job) => job.id), now);

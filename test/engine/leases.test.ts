@@ -4,6 +4,7 @@ import { JobRunner } from '../../src/engine/runner.js';
 import { cancelableJobs, claimDueJobs, closeSendGates, passSendGate, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
 import type { Gate, Verdict } from '../../src/engine/destinations.js';
 import { executeJob } from '../../src/engine/execute.js';
+import { findEvent } from '../../src/db/repos/events.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 
@@ -293,24 +294,70 @@ describe('a cancel racing a worker', () => {
 
   // PostgreSQL runs a cancel and a worker's last look side by side; SQLite writes one transaction at a time.
   it.runIf(testDatabaseUrl() !== undefined)("lets exactly one of a cancel and a send's last look pass the send gate, whichever locks the job first", async () => {
+    await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
+    await t.a.post('/v1/workflows', { name: 'Gate chat', steps: [{ type: 'chat', template: { content: 'x' } }] }).expect(201);
+    await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: 'https://hooks.slack.com/services/T0/B0/X' } }).expect(200);
     for (const cancelFirst of [true, false]) {
-      const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'note', to: 'ada' }).expect(201)).body.data;
+      const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'gate-chat', to: 'ada' }).expect(201)).body.data;
       const event = await t.db('events').where({ transaction_id: transactionId }).first('id');
       const [claimed] = (await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 100 })).filter((job) => job.eventId === event.id);
+      let settled = false;
       let passed: Promise<boolean> | undefined;
-      const closed = await t.db.transaction(async (trx) => {
+      const found = await t.db.transaction(async (trx) => {
         if (!cancelFirst) expect(await passSendGate(t.db, claimed.id, 'worker-a')).toBe(true);
         const result = await closeSendGates(trx, event.id);
-        // The worker looks while the cancel holds the job: it waits for the cancel's commit.
-        if (cancelFirst) passed = passSendGate(t.db, claimed.id, 'worker-a');
+        if (cancelFirst) {
+          // The worker looks while the cancel holds the job: it waits for the cancel's commit.
+          passed = passSendGate(t.db, claimed.id, 'worker-a').finally(() => (settled = true));
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          expect(settled).toBe(false);
+        }
         return result;
       });
       if (cancelFirst) {
-        expect(closed).toEqual({ closed: 1, sendingSteps: [] });
+        expect(found).toEqual({ sendsStopped: 1, sendingSteps: [], others: 0 });
         expect(await passed).toBe(false);
       } else {
-        expect(closed).toEqual({ closed: 0, sendingSteps: [0] });
+        expect(found).toEqual({ sendsStopped: 0, sendingSteps: [0], others: 0 });
       }
+    }
+  });
+
+  // A fan-out batch holds its event, then its job; a cancel locks sends only, and before the event.
+  it.runIf(testDatabaseUrl() !== undefined)('cancels a topic event while a fan-out batch holds it, without a deadlock, answering true', async () => {
+    await t.a.post('/v1/topics', { topicKey: 'everyone', name: 'Everyone' }).expect(201);
+    await t.a.post('/v1/topics/everyone/subscribers', { subscribers: ['ada'] }).expect(200);
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'note', to: [{ type: 'Topic', topicKey: 'everyone' }] }).expect(201)).body.data;
+    const event = await t.db('events').where({ transaction_id: transactionId }).first('id');
+    const fanout = (await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 60_000, limit: 100 })).find((job) => job.eventId === event.id && job.kind === 'fanout')!;
+    let cancel: Promise<unknown> | undefined;
+    // A batch's first statement and its last, with the cancel arriving between them.
+    await t.db.transaction(async (trx) => {
+      await findEvent(trx, fanout.eventId, true);
+      cancel = t.a.delete(`/v1/events/trigger/${transactionId}`).then((res) => [res.status, res.body]);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await updateClaimedJob(trx, fanout.id, 'worker-a', { status: 'pending' }, t.clock.now())).toBe(true);
+    });
+    expect(await cancel).toEqual([200, { data: true }]);
+  }, 20_000);
+
+  it('answers false when the send going out is followed only by inactive steps', async () => {
+    let transactionId = '';
+    let answer: unknown;
+    const hook = await startHttpPeer(async () => {
+      answer = (await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body;
+      return { status: 200, body: 'ok' };
+    });
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
+      await t.a.post('/v1/workflows', { name: 'Chat, then off', steps: [{ type: 'chat', template: { content: 'x' } }, { type: 'email', active: false, template: { subject: 's', content: 'x' } }] }).expect(201);
+      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/ada` } }).expect(200);
+      transactionId = (await t.a.post('/v1/events/trigger', { name: 'chat-then-off', to: 'ada' }).expect(201)).body.data.transactionId;
+      await new JobRunner(t.deps, { random: () => 0.5 }).runUntilIdle();
+      expect(answer).toEqual({ data: false });
+      expect((await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0].status).toBe('completed');
+    } finally {
+      await hook.close();
     }
   });
 

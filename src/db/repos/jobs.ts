@@ -312,7 +312,7 @@ export async function retryJobsLater(db: Db, ids: string[], owner: string, now: 
 }
 
 /**
- * A running job's send gate is open while neither its attempt's send nor a cancel has passed it
+ * A running send's gate is open while neither its attempt's send nor a cancel has passed it
  * (migration 20261206_05): a claim after a crash is a later attempt, whose send may go again.
  */
 const SEND_GATE_OPEN = '(send_gate IS NULL OR (send_gate > 0 AND send_gate < attempts))';
@@ -321,26 +321,46 @@ const SEND_GATE_OPEN = '(send_gate IS NULL OR (send_gate > 0 AND send_gate < att
  * A worker's last look before a send: passes the job's send gate for its attempt, while `owner`
  * still holds the job and no cancel closed the gate. False when a cancel came first or the lease
  * was lost (the job may be another worker's now): either way the send must not go. On SQLite it
- * shares the commit of the writes made with it.
+ * shares the commit of the writes made with it. (A worker that stalled past its lease after passing
+ * the gate still sends: the next claim is a later attempt with a gate of its own, as a worker that
+ * died mid-send leaves it. Leases are renewed while a send is under way, so that takes a stall.)
  */
 export function passSendGate(db: Db, jobId: string, owner: string): Promise<boolean> {
   return writeStatement(db, async (runner) => (await changeRows(runner, `UPDATE jobs SET send_gate = attempts ${HELD} AND ${SEND_GATE_OPEN}`, [jobId, owner])) > 0);
 }
 
+/** What a cancel finds of an event's jobs that workers hold. */
+export interface JobsUnderWay {
+  /** Sends whose gate the cancel closed: their workers send nothing and record them canceled. */
+  sendsStopped: number;
+  /** The step index of each send that had begun: it goes out whatever the cancel says. */
+  sendingSteps: number[];
+  /** Other jobs under way (a fan-out, a delay, a digest, in-app): they read the cancel as they end. */
+  others: number;
+}
+
 /**
- * A cancel's look at an event's jobs under way: closes the send gate of each that has not begun
- * its send (its worker then sends nothing and records it canceled), and answers how many it closed
- * and the step index of each whose send had begun. Each is one statement on the job's own row, as
- * passSendGate is, so on PostgreSQL one of the two waits for the other and exactly one wins.
+ * A cancel's look at an event's jobs under way, to be made before it marks the event: the send
+ * gate of each send is one statement on the job's own row, as passSendGate is, so on PostgreSQL
+ * one of the two waits for the other and exactly one wins; and a worker recording an outcome locks
+ * its job, then the event, the order taken here. Only sends are locked: a fan-out batch holds the
+ * event first, then its job.
  */
-export async function closeSendGates(trx: Runner, eventId: string): Promise<{ closed: number; sendingSteps: number[] }> {
-  const closed = await changeRows(trx, `UPDATE jobs SET send_gate = 0 WHERE event_id = ? AND status = 'running' AND ${SEND_GATE_OPEN}`, [eventId]);
-  const sending = await selectRows<{ step_index: number | string | null }>(
+export async function closeSendGates(trx: Runner, eventId: string): Promise<JobsUnderWay> {
+  const running = `event_id = ? AND status = 'running'`;
+  const sendsStopped = await changeRows(trx, `UPDATE jobs SET send_gate = 0 WHERE ${running} AND type IN (${SEND_TYPE_LIST}) AND ${SEND_GATE_OPEN}`, [eventId]);
+  const rows = await selectRows<{ step_index: number | string | null; sending: number | string | boolean }>(
     trx,
-    `SELECT step_index FROM jobs WHERE event_id = ? AND status = 'running' AND send_gate > 0 AND send_gate = attempts`,
+    `SELECT step_index, CASE WHEN type IN (${SEND_TYPE_LIST}) THEN 1 ELSE 0 END AS sending FROM jobs
+     WHERE ${running} AND (type NOT IN (${SEND_TYPE_LIST}) OR (send_gate > 0 AND send_gate = attempts))`,
     [eventId],
   );
-  return { closed, sendingSteps: sending.flatMap((row) => (row.step_index === null ? [] : [Number(row.step_index)])) };
+  const sending = rows.filter((row) => Number(row.sending) === 1);
+  return {
+    sendsStopped,
+    sendingSteps: sending.flatMap((row) => (row.step_index === null ? [] : [Number(row.step_index)])),
+    others: rows.length - sending.length,
+  };
 }
 
 /**
