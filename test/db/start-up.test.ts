@@ -1,6 +1,10 @@
 // What a process does with the database before it serves: set up an empty one once, however many
 // processes start together, and refuse to run with a secret that cannot open what it holds sealed.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
 import net, { type AddressInfo } from 'node:net';
 import { createDb, isReady, type Db } from '../../src/db/knex.js';
 import { bootstrap } from '../../src/accounts/bootstrap.js';
@@ -52,6 +56,32 @@ describe('settleSecret', () => {
       id: 'i1', environment_id: environment.id, provider_id: 'slack', channel: 'chat', name: 'Slack', identifier: 'slack',
       credentials: seal('{}', 'the-right-secret'), active: true, created_at: now, updated_at: now,
     });
+  });
+
+  it('starts, saying so, when only some sealed values are of another secret: the latest open', async () => {
+    const environment = await testDb.db('environments').first('id');
+    const old = new Date(Date.now() - 86_400_000).toISOString();
+    await testDb.db('integrations').insert({
+      id: 'i0', environment_id: environment.id, provider_id: 'discord', channel: 'chat', name: 'Old', identifier: 'old',
+      credentials: seal('{}', 'a-secret-of-old'), active: false, created_at: old, updated_at: old,
+    });
+    const lines: string[] = [];
+    const listening = createLogger('warn', new Writable({ write: (chunk, _encoding, done) => done(void lines.push(String(chunk))) }));
+    expect(await settleSecret(config('the-right-secret'), testDb.db, listening)).toBe('the-right-secret');
+    expect(lines.join('')).toMatch(/"unopened":1,"of":2.*encrypted with another secret/);
+  });
+
+  it('names the key file when a SQLite database\'s herald.key is missing, and leaves no new one to be taken for it', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-lost-key-'));
+    try {
+      const databaseUrl = `sqlite:${path.join(dir, 'herald.db')}`;
+      await expect(settleSecret({ ...config(), databaseUrl }, testDb.db, logger)).rejects.toThrow(
+        `The key file ${path.join(dir, 'herald.key')} is missing, and the database holds credentials encrypted with it`,
+      );
+      expect(fs.existsSync(path.join(dir, 'herald.key'))).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses to start without HERALD_SECRET, or with another, when the database holds sealed values', async () => {

@@ -1,21 +1,26 @@
 import { selectRows, type Db } from '../knex.js';
 import { SEALED_PREFIX } from '../../crypto.js';
 
+/** Where values are sealed whole: integration credentials (sealed whenever a secret was set), endpoints' and the inbox's signing secrets. */
+const SEALED_COLUMNS = [
+  { table: 'integrations', column: 'credentials', newest: 'updated_at' },
+  { table: 'webhook_endpoints', column: 'secret', newest: 'updated_at' },
+  { table: 'inbox_secrets', column: 'secret', newest: 'created_at' },
+] as const;
+
 /**
- * One value the database holds sealed at rest, if it holds any: integration credentials (sealed
- * whole whenever a secret was set, so any deployment that sealed anything has one), webhook
- * endpoints' and inbox signing secrets. Start-up opens it to tell whether this process's secret is
- * the one the database was written with.
+ * Up to `perTable` of the values the database holds sealed at rest from each table where they are
+ * sealed whole, the latest written first. Start-up opens them to tell whether this process's secret
+ * is the one the database was written with.
  */
-export async function aSealedValue(db: Db): Promise<string | undefined> {
-  const like = `${SEALED_PREFIX}%`;
-  for (const [table, column] of [
-    ['integrations', 'credentials'],
-    ['webhook_endpoints', 'secret'],
-    ['inbox_secrets', 'secret'],
-  ] as const) {
-    const [row] = await selectRows<{ value: string }>(db, `SELECT ${column} AS value FROM ${table} WHERE ${column} LIKE ? LIMIT 1`, [like]);
-    if (row) return row.value;
+export async function sealedValues(db: Db, perTable: number): Promise<string[]> {
+  const values: string[] = [];
+  for (const { table, column, newest } of SEALED_COLUMNS) {
+    const rows = await selectRows<{ value: string }>(db, `SELECT ${column} AS value FROM ${table} WHERE ${column} LIKE ? ORDER BY ${newest} DESC LIMIT ?`, [
+      `${SEALED_PREFIX}%`,
+      perTable,
+    ]);
+    values.push(...rows.map((row) => row.value));
   }
-  return undefined;
+  return values;
 }
