@@ -6,7 +6,7 @@
 // last line, so scripts can take it with `tail -n 1`.
 import { parseArgs } from 'node:util';
 import { loadConfig, PLANS, type Plan } from '../src/config.js';
-import { createDb, migrate } from '../src/db/knex.js';
+import { checkedDatabaseUrl, createDb, migrate } from '../src/db/knex.js';
 import { bootstrap, DEFAULT_ENVIRONMENTS } from '../src/accounts/bootstrap.js';
 import {
   createApiKey,
@@ -60,7 +60,7 @@ async function run(argv: string[]): Promise<number> {
   });
   const [command, ...rest] = positionals;
   const config = loadConfig();
-  const db = createDb(config.databaseUrl);
+  const db = createDb(checkedDatabaseUrl(config.databaseUrl));
   try {
     await migrate(db);
     await bootstrap(db, { plan: config.defaultPlan });

@@ -5,7 +5,7 @@
 // the organization's own (`--rate` requests per minute, a bucket of `--burst`), or none at all.
 import { parseArgs } from 'node:util';
 import { DEFAULT_RETENTION_DAYS, loadConfig, MAX_RETENTION_DAYS, PLANS, type Plan } from '../src/config.js';
-import { createDb, migrate } from '../src/db/knex.js';
+import { checkedDatabaseUrl, createDb, migrate } from '../src/db/knex.js';
 import { listOrganizations, setOrganizationPlan } from '../src/db/repos/plans.js';
 import { listEnvironmentRetention, setEnvironmentRetention } from '../src/db/repos/retention.js';
 import { policyFor } from '../src/http/rate-limit.js';
@@ -67,7 +67,7 @@ async function run(argv: string[]): Promise<number> {
     };
   }
 
-  const db = createDb(loadConfig().databaseUrl);
+  const db = createDb(checkedDatabaseUrl(loadConfig().databaseUrl));
   try {
     await migrate(db);
     if (command === 'list') {
@@ -102,7 +102,7 @@ async function retention([environmentId, days]: string[]): Promise<number> {
     process.env.HERALD_RETENTION_DAYS ? `${kept(config.retentionDays)} if set as in this shell` : `${kept(DEFAULT_RETENTION_DAYS)} where it is unset`
   })`;
   const describeRetention = (own: number | null) => (own === null ? serverDefault : kept(own));
-  const db = createDb(config.databaseUrl);
+  const db = createDb(checkedDatabaseUrl(config.databaseUrl));
   try {
     await migrate(db);
     if (environmentId === undefined) {

@@ -142,21 +142,6 @@ function onOff(value: string | undefined, fallback: boolean, name: string): bool
   return oneOf(value, fallback ? 'on' : 'off', name, ['on', 'off']) === 'on';
 }
 
-/**
- * `postgres://…`, `sqlite:<file>` or a file's path: a URL of another scheme (a typo of postgres
- * included) would otherwise be taken for a file's path, and `sqlite:` alone or `:memory:` for a
- * database that is gone when the process ends (and that the job runner's read connection cannot open).
- */
-function databaseUrl(value: string | undefined): string {
-  if (value === undefined || value === '') return `sqlite:${path.join('data', 'herald.db')}`;
-  if (/^postgres(ql)?:\/\//i.test(value)) return value;
-  const file = value.replace(/^sqlite:/i, '');
-  if (/^[a-z][a-z0-9+.-]+:/i.test(file) || file === '' || file.includes(':memory:')) {
-    throw new StartError(`DATABASE_URL must be postgres://… (PostgreSQL), or sqlite:<file> or a file's path (SQLite), not "${value}"`);
-  }
-  return value;
-}
-
 /** Express's names for address ranges, besides addresses and CIDRs. */
 const PROXY_RANGES = ['loopback', 'linklocal', 'uniquelocal'];
 
@@ -171,7 +156,7 @@ function trustProxy(value: string | undefined): Config['trustProxy'] {
     const proxy = entry.trim();
     if (PROXY_RANGES.includes(proxy)) return proxy;
     try {
-      parseNetworks(proxy);
+      if (parseNetworks(proxy).length === 0) throw new Error('empty');
     } catch {
       throw new StartError(`HERALD_TRUST_PROXY must be a number of hops (1 to 10), or comma-separated addresses, CIDRs and ${PROXY_RANGES.join(', ')}, not "${proxy}"`);
     }
@@ -179,9 +164,19 @@ function trustProxy(value: string | undefined): Config['trustProxy'] {
   });
 }
 
+/** A check's refusal, which names its variable, as a reason the process cannot start. */
+function asStartError<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    throw err instanceof Error && !(err instanceof StartError) ? new StartError(err.message) : err;
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
-    databaseUrl: databaseUrl(env.DATABASE_URL),
+    // Checked where databases are opened (databaseUrlProblem, db/knex.ts).
+    databaseUrl: env.DATABASE_URL || `sqlite:${path.join('data', 'herald.db')}`,
     port: wholeNumber(env.PORT, 3000, 'PORT', { allowZero: true, max: 65_535 }),
     host: env.HOST || '0.0.0.0',
     apiKey: env.HERALD_API_KEY || undefined,
@@ -194,7 +189,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     postgresPreparedStatements: onOff(env.HERALD_PG_PREPARED_STATEMENTS, true, 'HERALD_PG_PREPARED_STATEMENTS'),
     retentionDays: wholeNumber(env.HERALD_RETENTION_DAYS, DEFAULT_RETENTION_DAYS, 'HERALD_RETENTION_DAYS', { allowZero: true, max: MAX_RETENTION_DAYS }),
     outbound: {
-      allowedNetworks: parseNetworks(env.HERALD_ALLOWED_NETWORKS),
+      allowedNetworks: asStartError(() => parseNetworks(env.HERALD_ALLOWED_NETWORKS)),
       timeouts: {
         connectMs: milliseconds(env.HERALD_PROVIDER_CONNECT_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.connectMs, 'HERALD_PROVIDER_CONNECT_TIMEOUT_MS'),
         firstByteMs: milliseconds(env.HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUTS.firstByteMs, 'HERALD_PROVIDER_FIRST_BYTE_TIMEOUT_MS'),

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { loadConfig, StartError } from './config.js';
 import { createLogger } from './logger.js';
-import { createDb, migrate } from './db/knex.js';
+import { checkedDatabaseUrl, createDb, migrate } from './db/knex.js';
 import { bootstrap } from './accounts/bootstrap.js';
 import { settleSecret } from './accounts/secret.js';
 import { systemClock } from './clock.js';
@@ -39,7 +39,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   // A process that runs jobs writes in batches: its SQLite checkpoints run beside them.
-  const db = createDb(config.databaseUrl, {
+  const db = createDb(checkedDatabaseUrl(config.databaseUrl), {
     checkpointInBackground: role !== 'api',
     poolMax: config.postgresPoolMax,
     preparedStatements: config.postgresPreparedStatements,
@@ -75,12 +75,16 @@ async function main(): Promise<void> {
     closeStreams = () => (app.locals.inboxHub as { close(): Promise<void> }).close();
     const { server } = served;
     await new Promise<void>((listening, failed) => {
-      server.once('error', (err: NodeJS.ErrnoException) => {
+      const refused = (err: NodeJS.ErrnoException) => {
         const where = `${config.host}:${config.port}`;
         const why = err.code === 'EADDRINUSE' ? `${where} is in use by another process` : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' ? `HOST ${config.host} is not an address of this machine` : err.code === 'EACCES' ? `${where} needs privileges this process lacks` : err.message;
         failed(new StartError(`cannot listen on ${where}: ${why} (set PORT and HOST)`));
+      };
+      server.once('error', refused);
+      server.listen(config.port, config.host, () => {
+        server.off('error', refused);
+        listening();
       });
-      server.listen(config.port, config.host, () => listening());
     });
     const { port } = server.address() as AddressInfo;
     logger.info({ host: config.host, port, role }, 'Herald is listening');

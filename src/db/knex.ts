@@ -2,6 +2,7 @@
 // processes), and plain-SQL reads and writes that each dialect runs its own fastest way
 // (dialect.ts, sqlite.ts, postgres.ts). Nothing above src/db/ knows which database it is on.
 import path from 'node:path';
+import { StartError } from '../config.js';
 import type { Knex } from 'knex';
 import { migrationSource } from './migrations/index.js';
 import { isPostgres, type Dialect, type Runner } from './dialect.js';
@@ -108,6 +109,24 @@ export function sqliteFileOf(url: string): string | undefined {
   return path.resolve(file);
 }
 
+/**
+ * What is wrong with a DATABASE_URL a server or a command is given, if anything: it must be
+ * `postgres://…`, or `sqlite:<file>` or a file's path. A URL of another scheme (a typo of postgres
+ * included) would otherwise be taken for a file's path, and `sqlite:` alone or `:memory:` for a
+ * database gone when the process ends (which the job runner's read connection cannot open).
+ */
+export function databaseUrlProblem(url: string): string | undefined {
+  if (isPostgresUrl(url) || (sqliteFileOf(url) !== undefined && !/^[a-z][a-z0-9+.-]+:/i.test(url.replace(/^sqlite:/, '')))) return undefined;
+  return `DATABASE_URL must be postgres://… (PostgreSQL), or sqlite:<file> or a file's path (SQLite), not "${url}"`;
+}
+
+/** `url`, unless databaseUrlProblem finds something wrong with it: then the process cannot start. */
+export function checkedDatabaseUrl(url: string): string {
+  const problem = databaseUrlProblem(url);
+  if (problem) throw new StartError(problem);
+  return url;
+}
+
 /** A knex instance for `postgres://…`, `sqlite:<path>`, or a bare SQLite path. */
 export function createDb(url: string, options: DbOptions = {}): Db {
   return isPostgresUrl(url) ? createPostgresDb(url, options) : createSqliteDb(url, options);
@@ -121,18 +140,26 @@ export async function migrate(db: Db): Promise<void> {
 const READY_TIMEOUT_MS = 2_000;
 
 /** The database answers, within `timeoutMs`, and every migration has run. */
+/** The look at the migrations under way, by database: probes that come meanwhile wait for it rather than queue for connections of their own. */
+const readinessLooks = new WeakMap<Db, Promise<boolean>>();
+
 export async function isReady(db: Db, timeoutMs = READY_TIMEOUT_MS): Promise<boolean> {
+  let look = readinessLooks.get(db);
+  if (!look) {
+    look = db.migrate.list({ migrationSource }).then(
+      ([, pending]: [unknown, unknown[]]) => pending.length === 0,
+      () => false,
+    );
+    readinessLooks.set(db, look);
+    void look.finally(() => readinessLooks.delete(db));
+  }
   let timer: NodeJS.Timeout | undefined;
   // A database that takes the connection and never answers is not ready either: say so in time.
   const late = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), timeoutMs);
   });
-  const answered = db.migrate.list({ migrationSource }).then(
-    ([, pending]: [unknown, unknown[]]) => pending.length === 0,
-    () => false,
-  );
   try {
-    return await Promise.race([answered, late]);
+    return await Promise.race([look, late]);
   } finally {
     clearTimeout(timer);
   }

@@ -302,7 +302,12 @@ function makeFolderOf(file: string): void {
   const make = (dir: string): void => {
     if (fs.existsSync(dir)) return;
     make(path.dirname(dir));
-    fs.mkdirSync(dir);
+    try {
+      fs.mkdirSync(dir);
+    } catch (err) {
+      // Another process starting beside this one made it first.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
   };
   const folder = path.dirname(path.resolve(file));
   try {

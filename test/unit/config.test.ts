@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_INBOX_MAX_STREAMS, DEFAULT_POSTGRES_POOL_MAX, loadConfig, StartError } from '../../src/config.js';
-import { createDb } from '../../src/db/knex.js';
+import { checkedDatabaseUrl, createDb } from '../../src/db/knex.js';
 
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_POOL_MAX', () => {
   it('sets the most connections a process opens to PostgreSQL, 20 when unset', async () => {
@@ -65,11 +65,11 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('durations, the database
   it('takes postgres://, sqlite:<file> or a path, and refuses any other scheme and a database gone at exit', () => {
     expect(loadConfig({}).databaseUrl).toBe('sqlite:data/herald.db');
     for (const url of ['postgres://u:p@db/herald', 'postgresql://db/herald', 'sqlite:/var/lib/herald.db', 'data/other.db', './x.db']) {
-      expect(loadConfig({ DATABASE_URL: url }).databaseUrl).toBe(url);
+      expect(checkedDatabaseUrl(loadConfig({ DATABASE_URL: url }).databaseUrl)).toBe(url);
     }
-    for (const url of ['mysql://x@y/z', 'postgress://db/herald', 'sqlite:', 'sqlite::memory:', ':memory:', 'file:x.db', 'sqlite:file:x.db']) {
-      expect(() => loadConfig({ DATABASE_URL: url })).toThrow(StartError);
-      expect(() => loadConfig({ DATABASE_URL: url })).toThrow(`DATABASE_URL must be postgres://… (PostgreSQL), or sqlite:<file> or a file's path (SQLite), not "${url}"`);
+    for (const url of ['mysql://x@y/z', 'postgress://db/herald', 'sqlite:', 'sqlite::memory:', ':memory:', 'file:x.db', 'sqlite:file:x.db', 'SQLite:/x.db']) {
+      expect(() => checkedDatabaseUrl(url)).toThrow(StartError);
+      expect(() => checkedDatabaseUrl(url)).toThrow(`DATABASE_URL must be postgres://… (PostgreSQL), or sqlite:<file> or a file's path (SQLite), not "${url}"`);
     }
   });
 
@@ -99,8 +99,14 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_TRUST_PROXY', ()
     expect(loadConfig({}).trustProxy).toBeUndefined();
     expect(loadConfig({ HERALD_TRUST_PROXY: '1' }).trustProxy).toBe(1);
     expect(loadConfig({ HERALD_TRUST_PROXY: 'loopback, 10.0.0.0/8,192.168.1.7' }).trustProxy).toEqual(['loopback', '10.0.0.0/8', '192.168.1.7']);
-    for (const value of ['true', '*', '10.0.0.0/99', '0', '11']) {
+    for (const value of ['true', '*', '10.0.0.0/99', '0', '11', 'loopback,', ',10.0.0.1']) {
       expect(() => loadConfig({ HERALD_TRUST_PROXY: value })).toThrow(StartError);
     }
+  });
+});
+
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_ALLOWED_NETWORKS', () => {
+  it('is refused as a reason not to start, naming the variable', () => {
+    expect(() => loadConfig({ HERALD_ALLOWED_NETWORKS: '10.0.0.0/8,nope' })).toThrow(new StartError('HERALD_ALLOWED_NETWORKS must be comma-separated CIDRs (e.g. 10.0.0.0/8,fd00::/8), not "nope"'));
   });
 });
