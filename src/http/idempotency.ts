@@ -93,7 +93,7 @@ const stillRunning = (key: string) =>
 
 const reusedKey = (key: string) =>
   new ApiError(422, `Idempotency-Key "${key}" was already used for a different request (method, path or body); use a new key`, [
-    { field: 'header/Idempotency-Key', message: 'was already used for a different request' },
+    { field: 'header/idempotency-key', message: 'was already used for a different request' },
   ]);
 
 const at = (now: Date, ms: number) => new Date(now.getTime() + ms).toISOString();

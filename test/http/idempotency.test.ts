@@ -89,6 +89,8 @@ describe('Idempotency-Key on a write', () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'linus' }).set('Idempotency-Key', 'k-linus').expect(201);
     const otherBody = await t.a.post('/v1/subscribers', { subscriberId: 'linus2' }).set('Idempotency-Key', 'k-linus').expect(422);
     expect(otherBody.body.message).toContain('Idempotency-Key "k-linus"');
+    // Named as a schema's refusal of the header names it: headers are case-insensitive, and lower case.
+    expect(otherBody.body.details).toEqual([{ field: 'header/idempotency-key', message: 'was already used for a different request' }]);
     expect(otherBody.headers['idempotency-replay']).toBeUndefined();
     await t.a.put('/v1/subscribers/linus', { firstName: 'L' }).set('Idempotency-Key', 'k-linus').expect(422);
     await t.a.get('/v1/subscribers/linus2').expect(404);
