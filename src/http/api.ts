@@ -237,7 +237,12 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       if (result.ok && inbox) throw new ApiError(403, 'API keys do not open the inbox: send a subscriber token');
       if (result.ok) throw unauthorized('A subscriber token opens only /v1/inbox: this operation takes an API key');
       if (!inbox && (result.scheme === 'subscriber' || result.scheme === 'ticket')) throw unauthorized('A subscriber token opens only /v1/inbox: this operation takes an API key');
-      throw unauthorized(inbox && result.reason.startsWith('Missing API key') ? 'Missing subscriber token: send the header "Authorization: Bearer <token>"' : result.reason);
+      if (inbox && result.reason.startsWith('Missing API key')) throw unauthorized('Missing subscriber token: send the header "Authorization: Bearer <token>"');
+      // Not shaped as a subscriber token, nor a key: on the inbox, say what it takes.
+      if (inbox && (result.scheme === 'bearer' || result.scheme === 'apikey')) {
+        throw unauthorized('Invalid subscriber token: the inbox takes a subscriber token (a JWT from POST /v1/subscribers/{subscriberId}/inbox-tokens) as "Authorization: Bearer <token>"');
+      }
+      throw unauthorized(result.reason);
     },
     // Only an authorized request's body is read (or a public operation's), and only for operations
     // that take one in the contract (a body on GET or DELETE, or on a POST that takes none, is

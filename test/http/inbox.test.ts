@@ -125,7 +125,11 @@ describe('inbox authentication', () => {
     t.clock.advance(3600_000 + 61_000);
     const expired = await as(token).get('/v1/inbox/counts').expect(401);
     expect(expired.body.message).toMatch(/expired/);
-    await t.http.get('/v1/inbox/counts').expect(401);
+    const missing = await t.http.get('/v1/inbox/counts').expect(401);
+    expect(missing.body.message).toMatch(/^Missing subscriber token/);
+    // Neither a token nor a key: the inbox says what it takes, not that an API key is invalid.
+    const garbled = await as('not-a-token').get('/v1/inbox/counts').expect(401);
+    expect(garbled.body.message).toMatch(/^Invalid subscriber token: the inbox takes a subscriber token/);
   });
 
   it('keeps a subscriber to their own inbox, and an environment to its own', async () => {
