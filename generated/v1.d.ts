@@ -1250,7 +1250,29 @@ export interface webhooks {
         put?: never;
         /**
          * message.sent
-         * @description The `message.sent` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `message.sent` when a provider accepted an email, SMS, chat or push message:
+         *     the SMTP server took the mail, or the provider's API (for chat, the subscriber's incoming
+         *     webhook) answered with success. Accepted is not delivered: Herald hears nothing from the
+         *     provider afterwards. In-app steps never send it; they send `message.delivered`.
+         *
+         *     There is one `message.sent` per channel step of a notification. A send that failed first and
+         *     then succeeded sends `message.attempt_failed` for each failed attempt, then `message.sent`,
+         *     all with the same `jobId`.
+         *
+         *     `data` names the notification, the trigger's `transactionId`, the subscriber, the workflow,
+         *     the step, the channel, the provider (`providerId`) and the job. An endpoint with
+         *     `includeContent` also gets the message exactly as it was sent: for email `subject`,
+         *     `content` (the HTML body) and `preheader` when the step has one; for SMS and chat
+         *     `content`; for push `title` and `content`. Other endpoints get the same event, with the
+         *     same `webhook-id`, without these fields.
+         *
+         *     When the step comes after a digest step, each notification that rode in the digest gets a
+         *     `message.sent` of its own too: its own `notificationId` and `transactionId`, the carrying
+         *     notification's id in `digestedInto`, and the carrying send's `jobId`.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: a `message.sent` can arrive before the
+         *     `message.attempt_failed` of the same job, so compare `timestamp`s.
          */
         post: operations["messageSentWebhook"];
         delete?: never;
@@ -1270,7 +1292,23 @@ export interface webhooks {
         put?: never;
         /**
          * message.delivered
-         * @description The `message.delivered` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `message.delivered` when an in-app step stored its message in the
+         *     subscriber's feed: the message exists from now on, and `data.messageId` is its id in
+         *     `GET /subscribers/{subscriberId}/messages` and in the subscriber's inbox. `channel` is
+         *     always `in_app` and `providerId` always `herald`. Stored is not seen: `message.seen` and
+         *     `message.read` follow when the subscriber's page marks it. Email, SMS, chat and push steps
+         *     send `message.sent` instead.
+         *
+         *     An endpoint with `includeContent` also gets the stored item's rendered fields, those its
+         *     step has: `subject`, `content`, `url`, `avatar`, `primaryAction`, `secondaryAction` and
+         *     `data`. Other endpoints get the same event, with the same `webhook-id`, without them.
+         *
+         *     When the step comes after a digest step, each notification that rode in the digest gets a
+         *     `message.delivered` of its own too, naming the carrying notification in `digestedInto`,
+         *     with the same `jobId` and `messageId`: the one message stands for them all.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: a `message.seen` for the message can arrive first.
          */
         post: operations["messageDeliveredWebhook"];
         delete?: never;
@@ -1290,7 +1328,28 @@ export interface webhooks {
         put?: never;
         /**
          * message.attempt_failed
-         * @description The `message.attempt_failed` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `message.attempt_failed` when an email, SMS, chat or push send failed in a way
+         *     that may pass on another try (a timeout, a network error, a `5xx` or `408` answer) and the
+         *     step has attempts left. `attempt` is the attempt that failed, from 1; a step has
+         *     `maxAttempts` (5) in all. The send is tried again at `nextAttemptAt`: about 2, 4, 8 and then
+         *     16 seconds after the failure (each between half and all of that), or later when the
+         *     provider's `Retry-After` asks for longer (up to an hour). `retryable` is always `true`.
+         *     `error.message` says what went wrong in Herald's words, and `error.providerStatus` starts
+         *     with the provider's answer when there was one.
+         *
+         *     The step then ends with `message.sent` (same `jobId`) or, when the last attempt fails too,
+         *     with `message.failed`. A failure that no retry can mend (the provider refused the message,
+         *     the subscriber has no address) goes straight to `message.failed`. A provider's `429` is not
+         *     a failed attempt: the send waits and spends no attempt, and no event is sent (past 20 of
+         *     them for one step, a `429` counts as a failure). Nor is a send held back by Herald's own
+         *     circuit breaker.
+         *
+         *     With `includeContent`, `data` also carries the message as it was rendered for the failed
+         *     attempt. When the step comes after a digest step, only the carrying notification gets this
+         *     event: the notifications riding in the digest hear of the outcome alone.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: compare `timestamp`s with the step's other events.
          */
         post: operations["messageAttemptFailedWebhook"];
         delete?: never;
@@ -1310,7 +1369,24 @@ export interface webhooks {
         put?: never;
         /**
          * message.failed
-         * @description The `message.failed` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `message.failed` when a channel step gives up: its last attempt failed
+         *     (`attempts` is 5, and `error.message` ends with `(gave up after 5 attempts)`), or the first
+         *     failure was final. A failure is final when the provider refused the message (a `4xx` other
+         *     than `408` and `429`, or a redirect, which Herald does not follow), when the destination is
+         *     not one Herald may send to, when there is nothing to send through or to (no active
+         *     integration for the channel; no `email` or `phone`, or no chat or push credentials, on the
+         *     subscriber), or when a template did not render or went over its rendering budget. `attempts` counts the attempts made;
+         *     `error.message` says why in Herald's words, and `error.providerStatus` starts with the
+         *     provider's answer when there was one. The workflow goes on with its next step.
+         *
+         *     With `includeContent`, `data` also carries the rendered message, when the send got as far
+         *     as rendering it; a failure found before that (such as missing credentials) carries none.
+         *
+         *     When the step comes after a digest step, each notification that rode in the digest gets a
+         *     `message.failed` of its own too, naming the carrying notification in `digestedInto`.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: compare `timestamp`s with the step's other events.
          */
         post: operations["messageFailedWebhook"];
         delete?: never;
@@ -1330,7 +1406,25 @@ export interface webhooks {
         put?: never;
         /**
          * message.skipped
-         * @description The `message.skipped` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `message.skipped` when a channel step (in-app, email, SMS, chat or push) of a
+         *     notification sent nothing, on purpose. `reason` says why:
+         *
+         *     - `preference`: the subscriber's preferences (global, or for this workflow) turn the channel
+         *       off. Workflows marked `critical` ignore preferences and never skip for this reason.
+         *     - `condition`: the step's `conditions` did not hold for this payload and subscriber.
+         *     - `throttled`: an earlier throttle step stopped the notification; every channel step after
+         *       it is skipped at once, each with an event of its own.
+         *     - `other`: anything else, such as a subscriber deleted after the trigger.
+         *
+         *     `detail` is the execution detail, in Herald's words. Nothing was rendered, so the event
+         *     never carries content, even to an endpoint with `includeContent`, and it names no
+         *     `providerId`. The workflow goes on with its next step.
+         *
+         *     When the step comes after a digest step, each notification that rode in the digest gets a
+         *     `message.skipped` of its own too, naming the carrying notification in `digestedInto`.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: compare `timestamp`s.
          */
         post: operations["messageSkippedWebhook"];
         delete?: never;
@@ -1350,7 +1444,19 @@ export interface webhooks {
         put?: never;
         /**
          * message.seen
-         * @description The `message.seen` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `message.seen` when an in-app message turns seen: marked with
+         *     `PATCH /subscribers/{subscriberId}/messages/{messageId}` (with an API key) or from the
+         *     subscriber's inbox (`PATCH /inbox/messages/{messageId}`, `POST /inbox/messages/bulk`).
+         *     Marking a message read also marks it seen, so one change can send both `message.seen` and
+         *     `message.read`, each with its own `webhook-id`. Only a change from not seen to seen sends
+         *     it: marking a seen message again, or marking it unseen, sends nothing.
+         *
+         *     `data` is the message as it is after the change: its ids, `seen`, `read`, `archived` and the
+         *     times it was seen (`seenAt`) and read (`readAt`).
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: a `message.read` made by a later change can arrive
+         *     first, so keep the state with the latest `timestamp` rather than the latest arrival.
          */
         post: operations["messageSeenWebhook"];
         delete?: never;
@@ -1370,7 +1476,19 @@ export interface webhooks {
         put?: never;
         /**
          * message.read
-         * @description The `message.read` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `message.read` when an in-app message turns read: marked with
+         *     `PATCH /subscribers/{subscriberId}/messages/{messageId}` (with an API key) or from the
+         *     subscriber's inbox (`PATCH /inbox/messages/{messageId}`, `POST /inbox/messages/bulk`).
+         *     Reading an unseen message marks it seen too, and also sends `message.seen`, with a
+         *     `webhook-id` of its own. Only a change from unread to read sends it: marking a read message
+         *     again, or marking it unread, sends nothing.
+         *
+         *     `data` is the message as it is after the change: its ids, `seen`, `read`, `archived`,
+         *     `seenAt` and `readAt`.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: keep the state with the latest `timestamp` rather
+         *     than the latest arrival.
          */
         post: operations["messageReadWebhook"];
         delete?: never;
@@ -1390,7 +1508,17 @@ export interface webhooks {
         put?: never;
         /**
          * message.archived
-         * @description The `message.archived` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `message.archived` when an in-app message is archived from the subscriber's
+         *     inbox (`PATCH /inbox/messages/{messageId}` or `POST /inbox/messages/bulk` with
+         *     `archived: true`); the API key operations do not archive. Only a change from not archived
+         *     to archived sends it: archiving again, or unarchiving, sends nothing.
+         *
+         *     `data` is the message as it is after the change: its ids, `seen`, `read`, `archived`
+         *     (`true`), `seenAt` and `readAt`.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: keep the state with the latest `timestamp` rather
+         *     than the latest arrival.
          */
         post: operations["messageArchivedWebhook"];
         delete?: never;
@@ -1410,7 +1538,17 @@ export interface webhooks {
         put?: never;
         /**
          * notification.canceled
-         * @description The `notification.canceled` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `notification.canceled` when an event is canceled with
+         *     `DELETE /events/trigger/{transactionId}`: one for each of the event's notifications that was
+         *     still under way (pending or processing) and is canceled by it. A notification that had
+         *     already ended (completed or failed) gets none. A notification whose step was sending when
+         *     the cancel came gets it when that send's outcome is recorded, with that step's own
+         *     `message.*` event; the steps after it do not run.
+         *
+         *     `data` names the notification, the `transactionId`, the subscriber and the workflow.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`. Events are not ordered: compare `timestamp`s.
          */
         post: operations["notificationCanceledWebhook"];
         delete?: never;
@@ -1430,7 +1568,15 @@ export interface webhooks {
         put?: never;
         /**
          * webhook.test
-         * @description The `webhook.test` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `webhook.test` when you call `POST /webhook-endpoints/{endpointId}/test`, to
+         *     that endpoint alone: whatever its `eventTypes`, and even while it is disabled, so that you
+         *     can check a receiver before you enable it again. It is signed, recorded and retried like
+         *     every other event, and the test call answers its delivery, to follow with
+         *     `GET /webhook-endpoints/{endpointId}/deliveries`. A `410 Gone` answer to it disables the
+         *     endpoint as any other would.
+         *
+         *     `data` names the endpoint and carries a fixed line for people. A receiver can verify the
+         *     signature and answer `2xx`, and otherwise ignore it.
          */
         post: operations["webhookTestWebhook"];
         delete?: never;
@@ -1450,7 +1596,20 @@ export interface webhooks {
         put?: never;
         /**
          * webhook_endpoint.disabled
-         * @description The `webhook_endpoint.disabled` event, POSTed to each endpoint that takes it (see the Webhooks tag).
+         * @description Herald sends `webhook_endpoint.disabled` when it disabled one of the environment's
+         *     endpoints by itself: the endpoint answered `410 Gone` (disabled at once), or every delivery
+         *     to it failed for five days. It goes to the environment's other enabled endpoints that take
+         *     it, never to the one disabled. Disabling an endpoint yourself (`PATCH` with
+         *     `disabled: true`) sends no event.
+         *
+         *     `data` names the disabled endpoint, its `url`, the `reason` (also its `disabledReason`), and
+         *     `failingSince`, since when its deliveries have failed. Its waiting
+         *     deliveries have failed, and no events are recorded for it while it is disabled: enable it
+         *     again with `PATCH /webhook-endpoints/{endpointId}` (`disabled: false`), then send again what
+         *     it missed with `POST /webhook-endpoints/{endpointId}/recover`.
+         *
+         *     Answer with any `2xx` within 15 seconds. Delivery is at least once: deduplicate on
+         *     `webhook-id`.
          */
         post: operations["webhookEndpointDisabledWebhook"];
         delete?: never;
@@ -1570,6 +1729,7 @@ export interface components {
         };
         /** @description A delete's answer, wrapped. */
         DeleteResultResponse: {
+            /** @description What was deleted. */
             data: components["schemas"]["DeleteResult"];
         };
         /** @description A new status. */
@@ -1645,16 +1805,54 @@ export interface components {
             timezone?: components["schemas"]["SubscriberFields"]["timezone"];
             data?: components["schemas"]["SubscriberFields"]["data"];
         };
-        /** @description The fields to change; `null` clears one. */
+        /** @description The fields to change; `null` clears one. Fields left out stay as they are. */
         SubscriberUpdate: {
-            email?: components["schemas"]["SubscriberFields"]["email"] | null;
-            firstName?: components["schemas"]["SubscriberFields"]["firstName"] | null;
-            lastName?: components["schemas"]["SubscriberFields"]["lastName"] | null;
-            phone?: components["schemas"]["SubscriberFields"]["phone"] | null;
-            avatar?: components["schemas"]["SubscriberFields"]["avatar"] | null;
-            locale?: components["schemas"]["SubscriberFields"]["locale"] | null;
-            timezone?: components["schemas"]["SubscriberFields"]["timezone"] | null;
-            data?: components["schemas"]["SubscriberFields"]["data"] | null;
+            /**
+             * Format: email
+             * @description Where email notifications go; `null` removes the address, and email steps then fail for this subscriber.
+             * @example ada@example.com
+             */
+            email?: string | null;
+            /**
+             * @description First name, for templates; `null` clears it.
+             * @example Ada
+             */
+            firstName?: string | null;
+            /**
+             * @description Last name, for templates; `null` clears it.
+             * @example Lovelace
+             */
+            lastName?: string | null;
+            /**
+             * @description Where SMS notifications go, in E.164 form; `null` removes the number, and SMS steps then fail for this subscriber.
+             * @example +447700900123
+             */
+            phone?: string | null;
+            /**
+             * Format: uri
+             * @description A picture of the subscriber, for in-app messages; `null` clears it.
+             * @example https://example.com/avatars/ada.png
+             */
+            avatar?: string | null;
+            /**
+             * @description A BCP 47 language tag; `null` clears it.
+             * @example en-GB
+             */
+            locale?: string | null;
+            /**
+             * @description An IANA time zone; an unknown one is a `422`, and `null` clears it.
+             * @example Europe/London
+             */
+            timezone?: string | null;
+            /**
+             * @description Anything else your templates need, replacing what was there as a whole; `null` empties it (`{}`).
+             * @example {
+             *       "plan": "pro"
+             *     }
+             */
+            data?: {
+                [key: string]: unknown;
+            } | null;
         };
         /** @description Someone who receives notifications. */
         Subscriber: components["schemas"]["SubscriberFields"] & {
@@ -1680,10 +1878,12 @@ export interface components {
         };
         /** @description A subscriber, wrapped. */
         SubscriberResponse: {
+            /** @description The subscriber. */
             data: components["schemas"]["Subscriber"];
         };
         /** @description A page of subscribers. */
         SubscriberList: components["schemas"]["ListMeta"] & {
+            /** @description The page's subscribers. */
             data: components["schemas"]["Subscriber"][];
         };
         /** @description A subscriber's credentials for one chat or push provider. */
@@ -1875,10 +2075,12 @@ export interface components {
         };
         /** @description Effective preferences, one entry per active workflow. */
         WorkflowPreferenceListResponse: {
+            /** @description One entry per active workflow: the subscriber's effective preferences for it. */
             data: components["schemas"]["WorkflowPreference"][];
         };
         /** @description A preference layer; `template` is there when it is a workflow's layer. */
         PreferenceUpdateResponse: {
+            /** @description The layer, and the workflow when it is a workflow's layer. */
             data: {
                 preference: components["schemas"]["Preference"];
                 template?: components["schemas"]["PreferenceWorkflow"];
@@ -1957,10 +2159,12 @@ export interface components {
         };
         /** @description An in-app message, wrapped. */
         InAppMessageResponse: {
+            /** @description The in-app message. */
             data: components["schemas"]["InAppMessage"];
         };
         /** @description A page of a subscriber's in-app feed. */
         InAppMessageList: components["schemas"]["ListMeta"] & {
+            /** @description The page's in-app messages, newest first. */
             data: components["schemas"]["InAppMessage"][];
         };
         /** @description What to mark. */
@@ -2087,10 +2291,12 @@ export interface components {
         };
         /** @description A workflow, wrapped. */
         WorkflowResponse: {
+            /** @description The workflow. */
             data: components["schemas"]["Workflow"];
         };
         /** @description A page of workflows. */
         WorkflowList: components["schemas"]["ListMeta"] & {
+            /** @description The page's workflows. */
             data: components["schemas"]["Workflow"][];
         };
         /** @description One step of a workflow; `type` says which kind. */
@@ -2422,10 +2628,12 @@ export interface components {
         };
         /** @description A topic, wrapped. */
         TopicResponse: {
+            /** @description The topic. */
             data: components["schemas"]["Topic"];
         };
         /** @description A page of topics. */
         TopicList: components["schemas"]["ListMeta"] & {
+            /** @description The page's topics. */
             data: components["schemas"]["Topic"][];
         };
         /** @description One member of a topic. */
@@ -2439,6 +2647,7 @@ export interface components {
         };
         /** @description A page of a topic's members. */
         TopicMemberList: components["schemas"]["ListMeta"] & {
+            /** @description The page's members. */
             data: components["schemas"]["TopicMember"][];
         };
         /** @description Subscribers to add to or remove from a topic. */
@@ -2448,6 +2657,7 @@ export interface components {
         };
         /** @description The outcome of adding or removing subscribers. */
         TopicSubscribersResultResponse: {
+            /** @description Which subscriber ids were handled, and which were not. */
             data: {
                 /** @description The ids that were found and handled. */
                 succeeded: string[];
@@ -2547,10 +2757,12 @@ export interface components {
         };
         /** @description A trigger's answer, wrapped. */
         TriggerResultResponse: {
+            /** @description The trigger's outcome. */
             data: components["schemas"]["TriggerResult"];
         };
         /** @description One answer per event, in order. */
         BulkTriggerResultResponse: {
+            /** @description One result per event of the request, in the request's order. */
             data: components["schemas"]["TriggerResult"][];
         };
         /** @description Whether anything was canceled. */
@@ -2773,10 +2985,12 @@ export interface components {
         };
         /** @description A notification, wrapped. */
         NotificationResponse: {
+            /** @description The notification, with its jobs and their execution details. */
             data: components["schemas"]["Notification"];
         };
         /** @description A page of notifications. */
         NotificationList: components["schemas"]["ListMeta"] & {
+            /** @description The page's notifications, newest first. */
             data: components["schemas"]["Notification"][];
         };
         /** @description A count per channel. */
@@ -2809,6 +3023,7 @@ export interface components {
         };
         /** @description Notification counts. */
         NotificationStatsResponse: {
+            /** @description The counts. */
             data: {
                 /**
                  * @description Notifications created in the last 7 days.
@@ -3045,14 +3260,17 @@ export interface components {
         };
         /** @description An integration, wrapped. */
         IntegrationResponse: {
+            /** @description The integration, its credentials masked. */
             data: components["schemas"]["Integration"];
         };
         /** @description Integrations, wrapped. */
         IntegrationArrayResponse: {
+            /** @description The integrations. */
             data: components["schemas"]["Integration"][];
         };
         /** @description A page of integrations. */
         IntegrationList: components["schemas"]["ListMeta"] & {
+            /** @description The page's integrations. */
             data: components["schemas"]["Integration"][];
         };
         /**
@@ -3189,11 +3407,13 @@ export interface components {
         };
         /** @description A page of the subscriber's inbox, with the inbox's counts. */
         InboxMessageList: components["schemas"]["ListMeta"] & {
+            /** @description The page's inbox items, newest first. */
             data: components["schemas"]["InboxMessage"][];
             counts: components["schemas"]["InboxCounts"];
         };
         /** @description One inbox item. */
         InboxMessageResponse: {
+            /** @description The inbox item. */
             data: components["schemas"]["InboxMessage"];
         };
         /**
@@ -3224,6 +3444,7 @@ export interface components {
         };
         /** @description The subscriber's inbox counts. */
         InboxCountsResponse: {
+            /** @description The subscriber's inbox counts. */
             data: components["schemas"]["InboxCounts"];
         };
         /** @description The states to set (`true`) or clear (`false`); states not named are left alone. */
@@ -3256,6 +3477,7 @@ export interface components {
         };
         /** @description How many items changed, and the counts after the change. */
         InboxBulkResultResponse: {
+            /** @description How many items changed, and the counts after the change. */
             data: {
                 /**
                  * @description The number of items whose state changed.
@@ -3285,6 +3507,7 @@ export interface components {
         };
         /** @description A credential and when it stops working. */
         ExpiringCredential: {
+            /** @description The credential and its expiry. */
             data: {
                 /**
                  * @description The credential.
@@ -3296,6 +3519,7 @@ export interface components {
         };
         /** @description A single-use ticket that opens the event stream once. */
         InboxTicketResponse: {
+            /** @description The ticket and its expiry. */
             data: {
                 /**
                  * @description Pass it as `?ticket=` to `GET /inbox/events` within 60 seconds; it works once.
@@ -3365,6 +3589,7 @@ export interface components {
         };
         /** @description The environment's inbox settings. */
         InboxSettingsResponse: {
+            /** @description The environment's inbox settings. */
             data: components["schemas"]["InboxSettings"];
         };
         /**
@@ -3621,14 +3846,17 @@ export interface components {
         };
         /** @description A new endpoint, wrapped. */
         WebhookEndpointCreatedResponse: {
+            /** @description The endpoint, with its signing secret. */
             data: components["schemas"]["WebhookEndpointCreated"];
         };
         /** @description A webhook endpoint, wrapped. */
         WebhookEndpointResponse: {
+            /** @description The endpoint. */
             data: components["schemas"]["WebhookEndpoint"];
         };
         /** @description A page of webhook endpoints. */
         WebhookEndpointList: components["schemas"]["ListMeta"] & {
+            /** @description The page's endpoints. */
             data: components["schemas"]["WebhookEndpoint"][];
         };
         /** @description An endpoint's signing secret, wrapped. */
@@ -3728,10 +3956,12 @@ export interface components {
         };
         /** @description A webhook delivery, wrapped. */
         WebhookDeliveryResponse: {
+            /** @description The delivery, with its tries. */
             data: components["schemas"]["WebhookDelivery"];
         };
         /** @description A page of webhook deliveries, newest first. */
         WebhookDeliveryList: components["schemas"]["ListMeta"] & {
+            /** @description The page's deliveries, newest first. */
             data: components["schemas"]["WebhookDelivery"][];
         };
         /**
@@ -4040,6 +4270,7 @@ export interface components {
             /** @description When the change happened. */
             timestamp: components["schemas"]["Timestamp"];
             environmentId: components["schemas"]["Id"];
+            /** @description The in-app message, as it is after the change. */
             data: components["schemas"]["WebhookInAppData"];
         };
         /** @description An in-app message was marked read. */
@@ -4053,6 +4284,7 @@ export interface components {
             /** @description When the change happened. */
             timestamp: components["schemas"]["Timestamp"];
             environmentId: components["schemas"]["Id"];
+            /** @description The in-app message, as it is after the change. */
             data: components["schemas"]["WebhookInAppData"];
         };
         /** @description An in-app message was archived (from the inbox). */
@@ -4066,6 +4298,7 @@ export interface components {
             /** @description When the change happened. */
             timestamp: components["schemas"]["Timestamp"];
             environmentId: components["schemas"]["Id"];
+            /** @description The in-app message, as it is after the change. */
             data: components["schemas"]["WebhookInAppData"];
         };
         /** @description A notification was canceled with its event (`DELETE /events/trigger/{transactionId}`). */
