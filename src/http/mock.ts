@@ -19,6 +19,17 @@ function preferred(req: Request): { code?: number; example?: string } {
   return { ...(code ? { code: Number(code) } : {}), ...(example ? { example } : {}) };
 }
 
+/** The example of each header a response documents (a 429's `Retry-After` and `RateLimit`…), as the real server would send them. */
+function documentedHeaders(response: unknown): Record<string, string> {
+  const headers = ((response ?? {}) as { headers?: Record<string, { schema?: { examples?: unknown[]; example?: unknown }; example?: unknown }> }).headers ?? {};
+  const values: Record<string, string> = {};
+  for (const [name, header] of Object.entries(headers)) {
+    const example = header.example ?? header.schema?.examples?.[0] ?? header.schema?.example;
+    if (example !== undefined) values[name] = String(example);
+  }
+  return values;
+}
+
 const hasScheme = (req: Request, scheme: string) => new RegExp(`^${scheme}\\s+\\S+\\s*$`, 'i').test(req.headers.authorization ?? '');
 
 /**
@@ -33,8 +44,9 @@ export async function createMockApp(logger: Logger): Promise<Express> {
     notFound: (_c: Context, req: Request) => {
       throw notFound(`No route matches ${req.method} ${req.originalUrl.split('?')[0]}`);
     },
-    methodNotAllowed: (_c: Context, req: Request) => {
-      throw new ApiError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`);
+    methodNotAllowed: (c: Context, req: Request) => {
+      const allow = api.allowedMethods(c.request.path).join(', ');
+      throw new ApiError(405, `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}`, undefined, { Allow: allow });
     },
     unauthorizedHandler: () => {
       throw unauthorized('Missing API key: send the header "Authorization: Bearer <key>"');
@@ -46,6 +58,7 @@ export async function createMockApp(logger: Logger): Promise<Express> {
     },
     notImplemented: (c: Context, req: Request, res: Response) => {
       const { status, mock } = c.api.mockResponseForOperation(c.operation.operationId!, preferred(req));
+      res.set(documentedHeaders(c.operation.responses?.[String(status)]));
       sendJson(res, status, mock);
     },
   });

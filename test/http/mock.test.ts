@@ -58,7 +58,16 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('npm run mock', () => {
   it('answers 401 without a key, and 404 and 405 off the contract, with the error body', async () => {
     expect((await send(http.get('/v1/subscribers'))).status).toBe(401);
     expect((await send(http.get('/v1/nothing-here').set('Authorization', 'Bearer k'))).status).toBe(404);
-    expect((await send(http.patch('/v1/subscribers').set('Authorization', 'Bearer k'))).status).toBe(405);
+    const wrongMethod = await send(http.patch('/v1/subscribers').set('Authorization', 'Bearer k'));
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.allow).toBe('GET, HEAD, POST');
+  });
+
+  it("sends a documented response's headers too: a 429 says when to retry", async () => {
+    const limited = await send(http.get('/v1/subscribers').set({ Authorization: 'Bearer k', Prefer: 'code=429' }));
+    expect(limited.status).toBe(429);
+    expect(limited.headers['retry-after']).toMatch(/^\d+$/);
+    expect(limited.headers.ratelimit).toBeDefined();
   });
 
   it('picks another documented response or example with Prefer', async () => {
