@@ -175,7 +175,7 @@ function asStartError<T>(check: () => T): T {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
-    // Checked where databases are opened (databaseUrlProblem, db/knex.ts).
+    // Checked where databases are opened (checkedDatabaseUrl, db/knex.ts).
     databaseUrl: env.DATABASE_URL || `sqlite:${path.join('data', 'herald.db')}`,
     port: wholeNumber(env.PORT, 3000, 'PORT', { allowZero: true, max: 65_535 }),
     host: env.HOST || '0.0.0.0',

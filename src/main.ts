@@ -75,11 +75,7 @@ async function main(): Promise<void> {
     closeStreams = () => (app.locals.inboxHub as { close(): Promise<void> }).close();
     const { server } = served;
     await new Promise<void>((listening, failed) => {
-      const refused = (err: NodeJS.ErrnoException) => {
-        const where = `${config.host}:${config.port}`;
-        const why = err.code === 'EADDRINUSE' ? `${where} is in use by another process` : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' ? `HOST ${config.host} is not an address of this machine` : err.code === 'EACCES' ? `${where} needs privileges this process lacks` : err.message;
-        failed(new StartError(`cannot listen on ${where}: ${why} (set PORT and HOST)`));
-      };
+      const refused = (err: NodeJS.ErrnoException) => failed(new StartError(listenRefusal(config.host, config.port, err)));
       server.once('error', refused);
       server.listen(config.port, config.host, () => {
         server.off('error', refused);
@@ -117,6 +113,18 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+/** Why the server cannot listen where it was told to, in the operator's words. */
+function listenRefusal(host: string, port: number, err: NodeJS.ErrnoException): string {
+  const where = `${host}:${port}`;
+  const reasons: Record<string, string> = {
+    EADDRINUSE: `${where} is in use by another process`,
+    EADDRNOTAVAIL: `HOST ${host} is not an address of this machine`,
+    ENOTFOUND: `HOST ${host} is not an address of this machine`,
+    EACCES: `${where} needs privileges this process lacks`,
+  };
+  return `cannot listen on ${where}: ${reasons[err.code ?? ''] ?? err.message} (set PORT and HOST)`;
 }
 
 main().catch((err: unknown) => {

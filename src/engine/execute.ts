@@ -325,12 +325,12 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventR
     await settle(ctx, job, event, { status: 'queued', runAt: turn, refundAttempt: true, state, detail: { status: 'queued', text } });
     return 'deferred';
   }
-  const sendUnlessCanceled = async () => {
+  const sendUnlessStopped = async () => {
     if (await passSendGate(ctx.deps.db, job.id, ctx.owner)) return sendDecided(decided, { deliveryId: job.id, outbound: ctx.deps.config.outbound });
     return (await isCanceled(ctx.deps.db, job.eventId)) ? ('canceled' as const) : ('lost' as const);
   };
   const gate = ctx.gate;
-  if (!gate) return sendUnlessCanceled();
+  if (!gate) return sendUnlessStopped();
   const admission = await gate.admit(decided.destination);
   if (!admission.go) {
     const detail = admission.why ? { status: 'warning' as const, text: `Deferred: ${admission.why} (no attempt spent)` } : undefined;
@@ -340,7 +340,7 @@ async function sendThroughGate(ctx: WorkerContext, job: JobRecord, event: EventR
   let verdict: Verdict = 'neutral';
   place.release = () => gate.finished(decided.destination, verdict, admission.started);
   try {
-    const delivered = await sendUnlessCanceled();
+    const delivered = await sendUnlessStopped();
     if (typeof delivered !== 'string') verdict = 'ok';
     return delivered;
   } catch (err) {
