@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, processDatabaseUrl, type TestDb } from '../helpers/db.js';
 import fs from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ROOT, buildServer, runScript, startScript } from '../helpers/process.js';
 import { startSlowWebhook } from '../helpers/webhook.js';
@@ -53,6 +54,31 @@ describe('npm start', () => {
       server.child.kill('SIGTERM');
     }
     expect(await server.exited).toBe(0);
+  });
+});
+
+describe('a start that fails', () => {
+  it('says why without a stack, exits 1, and has printed the first key before it tried to listen', async () => {
+    const fresh = await createTestDb();
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = String((taken.address() as AddressInfo).port);
+      const result = await runScript('src/main.ts', [], { ...env, DATABASE_URL: processDatabaseUrl(fresh), PORT: port });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`Herald could not start: cannot listen on 127.0.0.1:${port}: 127.0.0.1:${port} is in use by another process (set PORT and HOST)`);
+      expect(result.stderr).not.toMatch(/^\s+at /m);
+      expect(result.stdout).toMatch(/^\s+hk_[0-9a-f]{48}$/m);
+    } finally {
+      taken.close();
+      await fresh.close();
+    }
+  });
+
+  it('refuses a variable out of range, naming it', async () => {
+    const result = await runScript('src/main.ts', [], { ...env, HERALD_PROVIDER_SEND_TIMEOUT_MS: '3000000000' });
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toBe('Herald could not start: HERALD_PROVIDER_SEND_TIMEOUT_MS must be a whole number from 1 to 2147483647, not "3000000000"');
   });
 });
 
