@@ -207,57 +207,58 @@ describe('a cancel racing a worker', () => {
     }
   });
 
-  it('records the steps after a send as canceled when the cancel lands while the send is going out', async () => {
+  /**
+   * Runs a workflow of `steps`, a chat send first, to ada, whose Slack webhook cancels the event
+   * while it takes the message: past the send's gate. Answers the cancel's answer, how many
+   * messages the webhook took, and the event's transactionId.
+   */
+  async function cancelWhileSending(name: string, steps: object[]) {
     let transactionId = '';
     let answer: unknown;
-    // The receiver takes the message, and the cancel lands before it answers: past the send's last look.
     const hook = await startHttpPeer(async () => {
       answer = (await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body;
       return { status: 200, body: 'ok' };
     });
     try {
       await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
-      await t.a.post('/v1/workflows', { name: 'Chat then inbox', steps: [{ type: 'chat', template: { content: 'x' } }, { type: 'in_app', template: { content: 'y' } }] }).expect(201);
+      const { workflowId } = (await t.a.post('/v1/workflows', { name, steps }).expect(201)).body.data;
       await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/ada` } }).expect(200);
-      transactionId = (await t.a.post('/v1/events/trigger', { name: 'chat-then-inbox', to: 'ada' }).expect(201)).body.data.transactionId;
+      transactionId = (await t.a.post('/v1/events/trigger', { name: workflowId, to: 'ada' }).expect(201)).body.data.transactionId;
       await new JobRunner(t.deps, { random: () => 0.5 }).runUntilIdle();
-      // Its answer cannot know that the send had begun.
-      expect(answer).toEqual({ data: true });
-      expect(hook.requests).toHaveLength(1);
-      const notification = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
-      expect(notification.status).toBe('completed');
-      const { jobs } = (await t.a.get(`/v1/notifications/${notification.notificationId}`).expect(200)).body.data;
-      expect(jobs.map((job: { type: string; status: string }) => [job.type, job.status])).toEqual([['chat', 'completed'], ['in_app', 'canceled']]);
-      expect(jobs[1].executionDetails).toEqual([expect.objectContaining({ status: 'warning', detail: `Canceled with event ${transactionId} while step ${jobs[0].stepId} ran; not run` })]);
-      expect(await t.db('messages').where({ transaction_id: transactionId }).first()).toBeUndefined();
+      return { answer, sent: hook.requests.length, transactionId };
     } finally {
       await hook.close();
     }
+  }
+  const notificationOf = async (transactionId: string) => (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
+
+  it('records the steps after a send as canceled when the cancel lands while the send is going out', async () => {
+    const { answer, sent, transactionId } = await cancelWhileSending('Chat then inbox', [{ type: 'chat', template: { content: 'x' } }, { type: 'in_app', template: { content: 'y' } }]);
+    // The send goes out; the step after it is stopped.
+    expect(answer).toEqual({ data: true });
+    expect(sent).toBe(1);
+    const notification = await notificationOf(transactionId);
+    expect(notification.status).toBe('completed');
+    const { jobs } = (await t.a.get(`/v1/notifications/${notification.notificationId}`).expect(200)).body.data;
+    expect(jobs.map((job: { type: string; status: string }) => [job.type, job.status])).toEqual([['chat', 'completed'], ['in_app', 'canceled']]);
+    expect(jobs[1].executionDetails).toEqual([expect.objectContaining({ status: 'warning', detail: `Canceled with event ${transactionId} while step ${jobs[0].stepId} ran; not run` })]);
+    expect(await t.db('messages').where({ transaction_id: transactionId }).first()).toBeUndefined();
   });
 
   it('answers false when all that is left is a send already going out, and records the send as it went', async () => {
-    let transactionId = '';
-    let answer: unknown;
-    const hook = await startHttpPeer(async () => {
-      answer = (await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body;
-      return { status: 200, body: 'ok' };
-    });
-    try {
-      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
-      await t.a.post('/v1/workflows', { name: 'Chat only', steps: [{ type: 'chat', template: { content: 'x' } }] }).expect(201);
-      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/ada` } }).expect(200);
-      transactionId = (await t.a.post('/v1/events/trigger', { name: 'chat-only', to: 'ada' }).expect(201)).body.data.transactionId;
-      await new JobRunner(t.deps, { random: () => 0.5 }).runUntilIdle();
-      expect(answer).toEqual({ data: false });
-      expect(hook.requests).toHaveLength(1);
-      const notification = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0];
-      expect(notification.status).toBe('completed');
-      expect((await t.db('events').where({ transaction_id: transactionId }).first('canceled_at')).canceled_at).toBeNull();
-      // A second cancel, once it is all over, has nothing to stop either.
-      expect((await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body).toEqual({ data: false });
-    } finally {
-      await hook.close();
-    }
+    const { answer, sent, transactionId } = await cancelWhileSending('Chat only', [{ type: 'chat', template: { content: 'x' } }]);
+    expect(answer).toEqual({ data: false });
+    expect(sent).toBe(1);
+    expect((await notificationOf(transactionId)).status).toBe('completed');
+    expect((await t.db('events').where({ transaction_id: transactionId }).first('canceled_at')).canceled_at).toBeNull();
+    // A second cancel, once it is all over, has nothing to stop either.
+    expect((await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body).toEqual({ data: false });
+  });
+
+  it('answers false when the send going out is followed only by inactive steps', async () => {
+    const { answer, transactionId } = await cancelWhileSending('Chat, then off', [{ type: 'chat', template: { content: 'x' } }, { type: 'email', active: false, template: { subject: 's', content: 'x' } }]);
+    expect(answer).toEqual({ data: false });
+    expect((await notificationOf(transactionId)).status).toBe('completed');
   });
 
   it('sends nothing from a worker whose lease another worker took over while it was on its way', async () => {
@@ -340,26 +341,6 @@ describe('a cancel racing a worker', () => {
     });
     expect(await cancel).toEqual([200, { data: true }]);
   }, 20_000);
-
-  it('answers false when the send going out is followed only by inactive steps', async () => {
-    let transactionId = '';
-    let answer: unknown;
-    const hook = await startHttpPeer(async () => {
-      answer = (await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body;
-      return { status: 200, body: 'ok' };
-    });
-    try {
-      await t.a.post('/v1/integrations', { providerId: 'slack' }).expect(201);
-      await t.a.post('/v1/workflows', { name: 'Chat, then off', steps: [{ type: 'chat', template: { content: 'x' } }, { type: 'email', active: false, template: { subject: 's', content: 'x' } }] }).expect(201);
-      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'slack', credentials: { webhookUrl: `${hook.url}/ada` } }).expect(200);
-      transactionId = (await t.a.post('/v1/events/trigger', { name: 'chat-then-off', to: 'ada' }).expect(201)).body.data.transactionId;
-      await new JobRunner(t.deps, { random: () => 0.5 }).runUntilIdle();
-      expect(answer).toEqual({ data: false });
-      expect((await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data[0].status).toBe('completed');
-    } finally {
-      await hook.close();
-    }
-  });
 
   // PostgreSQL runs a cancel and a claim side by side; SQLite writes one transaction at a time.
   it.runIf(testDatabaseUrl() !== undefined)('holds the jobs it cancels, so that a worker cannot claim one and send it after it was marked canceled', async () => {
