@@ -78,11 +78,13 @@ export interface paths {
          *     Answers `data: true` when something was canceled and `data: false` when nothing was
          *     pending any more. A job a worker has already taken counts as canceled: it ends without
          *     running when it finds its event canceled, with the execution detail "Canceled with its
-         *     event before it ran". A send looks when its job starts and once more right before it goes
-         *     out: a cancel that comes after that last look, while the send is going out, does not stop it
-         *     (and the answer, which cannot know, is `true`); the steps after it do not run, and are
-         *     recorded as `canceled` jobs saying so. Canceling twice is harmless: the second answer is
-         *     `false`, and a cancel that answers `false` changes nothing.
+         *     event before it ran". A send passes a gate right before it goes out, which the cancel
+         *     closes, and whichever comes first wins: a send the cancel stopped sends nothing; a send
+         *     already past its gate goes out. The active steps after such a send do not run, and are
+         *     recorded as `canceled` jobs saying so (`true`); when nothing else of the event was left,
+         *     the answer is `false`. Should that send then fail, its retry is pending, and a cancel
+         *     stops it. Canceling twice is harmless: the second answer is `false`, and a cancel that
+         *     answers `false` changes nothing.
          */
         delete: operations["cancelEvent"];
         options?: never;
