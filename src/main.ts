@@ -60,6 +60,32 @@ async function main(): Promise<void> {
 
   let served: HeraldServer | undefined;
   let closeStreams: (() => Promise<void>) | undefined;
+  // Installed before the server listens: a signal that came between would end the process at once.
+  // SIGTERM: stop accepting connections and claiming jobs, let those under way finish (a job's lease
+  // is given back if it had not started), close the database, exit 0. Kept-alive connections are
+  // drained, not reset: each is answered once more with `Connection: close`, and those still idle
+  // after IDLE_GRACE_MS are closed (http/server.ts).
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    setTimeout(() => {
+      logger.error('work still under way after the grace period; exiting anyway');
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS).unref();
+    // Open inbox streams never end by themselves: end them, so the drain can finish (clients
+    // reconnect elsewhere with Last-Event-ID).
+    await closeStreams?.();
+    await Promise.all([served?.drain(), runner?.stop(), sweeper?.stop()]);
+    await stopListening();
+    await sharedWork.close();
+    await db.destroy();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
   if (role !== 'worker') {
     const { createdKey } = await bootstrap(db, { plan: config.defaultPlan, apiKey: config.apiKey });
     if (createdKey) {
@@ -89,30 +115,6 @@ async function main(): Promise<void> {
     logger.info({ role }, 'Herald worker is running jobs');
   }
 
-  // SIGTERM: stop accepting connections and claiming jobs, let those under way finish (a job's lease
-  // is given back if it had not started), close the database, exit 0. Kept-alive connections are
-  // drained, not reset: each is answered once more with `Connection: close`, and those still idle
-  // after IDLE_GRACE_MS are closed (http/server.ts).
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    setTimeout(() => {
-      logger.error('work still under way after the grace period; exiting anyway');
-      process.exit(1);
-    }, SHUTDOWN_GRACE_MS).unref();
-    // Open inbox streams never end by themselves: end them, so the drain can finish (clients
-    // reconnect elsewhere with Last-Event-ID).
-    await closeStreams?.();
-    await Promise.all([served?.drain(), runner?.stop(), sweeper?.stop()]);
-    await stopListening();
-    await sharedWork.close();
-    await db.destroy();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
 }
 
 /** Why the server cannot listen where it was told to, in the operator's words. */
