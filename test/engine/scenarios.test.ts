@@ -68,6 +68,16 @@ async function feed(subscriberId: string) {
   return (await t.a.get(`/v1/subscribers/${subscriberId}/messages?limit=100`).expect(200)).body;
 }
 
+/** The contents of a subscriber's in-app messages, newest first. */
+async function contentsOf(subscriberId: string): Promise<string[]> {
+  return (await feed(subscriberId)).data.map((m: { content: string }) => m.content);
+}
+
+/** Cancels an event, answering the body (`{data: true}` or `{data: false}`). */
+async function cancel(transactionId: string): Promise<{ data: boolean }> {
+  return (await t.a.delete(`/v1/events/trigger/${transactionId}`).expect(200)).body;
+}
+
 describe('an in-app step', () => {
   beforeEach(async () => {
     await createWorkflow(t.a, WORKFLOWS.welcome);
@@ -327,7 +337,7 @@ describe('preferences and conditions', () => {
     const job = (await notificationOf(news)).jobs[0];
     expect(job.status).toBe('skipped');
     expect(job.executionDetails[0]).toMatchObject({ status: 'warning', detail: "The subscriber's preferences turn in_app off for this workflow" });
-    expect((await feed('quiet')).data.map((m: { content: string }) => m.content)).toEqual(['alert']);
+    expect(await contentsOf('quiet')).toEqual(['alert']);
 
     // A subscriber's layer for one workflow counts for that workflow alone.
     await t.a.post('/v1/subscribers', { subscriberId: 'picky' }).expect(201);
@@ -336,7 +346,7 @@ describe('preferences and conditions', () => {
     await trigger({ name: 'security', to: 'picky' });
     await run();
     expect((await notificationOf(picky)).jobs[0].status).toBe('skipped');
-    expect((await feed('picky')).data.map((m: { content: string }) => m.content)).toEqual(['alert']);
+    expect(await contentsOf('picky')).toEqual(['alert']);
   });
 
   it("send what the subscriber's choice for a workflow turns on, though their global layer turns it off", async () => {
@@ -350,7 +360,7 @@ describe('preferences and conditions', () => {
     await run();
     expect((await notificationOf(news)).jobs[0].status).toBe('completed');
     expect((await notificationOf(promo)).jobs[0].status).toBe('skipped');
-    expect((await feed('only-news')).data.map((m: { content: string }) => m.content)).toEqual(['news']);
+    expect(await contentsOf('only-news')).toEqual(['news']);
   });
 
   it('skip a delay or a digest whose condition does not hold when it is reached, without waiting', async () => {
@@ -367,7 +377,7 @@ describe('preferences and conditions', () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'impatient', data: { digests: false } }).expect(201);
     const now = await trigger({ name: 'maybe-later', to: 'impatient', payload: { wait: false, n: 1 } });
     await run();
-    expect((await feed('impatient')).data.map((m: { content: string }) => m.content)).toEqual(['now 1']);
+    expect(await contentsOf('impatient')).toEqual(['now 1']);
     const notification = await notificationOf(now);
     expect(notification.status).toBe('completed');
     expect(notification.jobs).toMatchObject([
@@ -381,7 +391,7 @@ describe('preferences and conditions', () => {
     await run();
     expect((await notificationOf(waiting)).jobs).toMatchObject([{ type: 'delay', status: 'delayed' }]);
     await later(3_600_000);
-    expect((await feed('impatient')).data.map((m: { content: string }) => m.content)).toEqual(['now 2', 'now 1']);
+    expect(await contentsOf('impatient')).toEqual(['now 2', 'now 1']);
   });
 
   it('skip a step whose condition does not hold, and run the next one', async () => {
@@ -400,7 +410,7 @@ describe('preferences and conditions', () => {
     const notification = await notificationOf(tx);
     expect(notification.jobs.map((j: { status: string }) => j.status)).toEqual(['skipped', 'completed']);
     expect(notification.jobs[0].executionDetails[0].detail).toBe('Step condition not met: payload.priority eq "high"');
-    expect((await feed('cond')).data.map((m: { content: string }) => m.content)).toEqual(['always']);
+    expect(await contentsOf('cond')).toEqual(['always']);
   });
 });
 
@@ -461,13 +471,13 @@ describe('delay and cancel', () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'canceled' }).expect(201);
     const tx = await trigger({ name: 'later', to: 'canceled' });
     await run();
-    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
+    expect((await cancel(tx))).toEqual({ data: true });
     await later(2 * 3_600_000);
     expect((await feed('canceled')).totalCount).toBe(0);
     const notification = await notificationOf(tx);
     expect(notification.status).toBe('canceled');
     expect(notification.jobs).toMatchObject([{ type: 'delay', status: 'canceled', executionDetails: [{ status: 'warning', detail: `Canceled with event ${tx}` }] }]);
-    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
+    expect((await cancel(tx))).toEqual({ data: false });
   });
 
   it('shows a notification whose first message is sent and whose next waits as processing, and completed once canceled', async () => {
@@ -478,9 +488,9 @@ describe('delay and cancel', () => {
     expect(await notificationOf(tx)).toMatchObject({ status: 'processing', jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'delayed' }] });
 
     // Something was sent: not `canceled` ("canceled before anything was sent"), but completed.
-    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
+    expect((await cancel(tx))).toEqual({ data: true });
     await later(2 * 3_600_000);
-    expect((await feed('reminded')).data.map((m: { content: string }) => m.content)).toEqual(['first']);
+    expect(await contentsOf('reminded')).toEqual(['first']);
     expect(await notificationOf(tx)).toMatchObject({ status: 'completed', jobs: [{ type: 'in_app', status: 'completed' }, { type: 'delay', status: 'canceled' }] });
   });
 
@@ -493,7 +503,7 @@ describe('delay and cancel', () => {
     const [notification] = await t.db('notifications').where({ transaction_id: tx });
     const expired = new Date(t.clock.now().getTime() - 1000).toISOString();
     await t.db('jobs').where({ notification_id: notification.id, type: 'delay' }).update({ status: 'running', lease_owner: 'gone', lease_expires_at: expired });
-    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
+    expect((await cancel(tx))).toEqual({ data: true });
     expect((await notificationOf(tx)).status).toBe('processing');
 
     await run(); // the lease is over: another worker takes the job, finds the event canceled, and ends it
@@ -521,7 +531,7 @@ describe('delay and cancel', () => {
     const tx = await trigger({ name: 'newsletter', to: 'taken-in-app' });
     const claimed = await claimDueJobs(t.db, { owner: 'in-app-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
     expect(claimed.map((job) => job.type)).toEqual(['in_app']);
-    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: true });
+    expect((await cancel(tx))).toEqual({ data: true });
     await executeInAppBatch({ deps: t.deps, owner: 'in-app-worker', random: () => 0.5 }, claimed);
     expect((await feed('taken-in-app')).totalCount).toBe(0);
     expect(await notificationOf(tx)).toMatchObject({
@@ -534,7 +544,7 @@ describe('delay and cancel', () => {
     await createWorkflow(t.a, WORKFLOWS.newsletter);
     const tx = await trigger({ name: 'newsletter', to: 'ada' });
     await run();
-    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body).toEqual({ data: false });
+    expect((await cancel(tx))).toEqual({ data: false });
     await t.a.delete('/v1/events/trigger/never-seen').expect(404);
     await t.b.delete(`/v1/events/trigger/${tx}`).expect(404);
   });
@@ -582,7 +592,7 @@ describe('digest', () => {
     await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p2', text: 'other post' } });
     expect((await feed('digested')).totalCount).toBe(0);
     await later(10 * 60_000);
-    const contents = (await feed('digested')).data.map((m: { content: string }) => m.content).sort();
+    const contents = (await contentsOf('digested')).sort();
     expect(contents).toEqual(['1 comments on p2: other post;', '3 comments on p1: a;b;c;']);
   });
 
@@ -591,9 +601,9 @@ describe('digest', () => {
     const txs: string[] = [];
     for (const text of ['x', 'y', 'z']) txs.push(await trigger({ name: 'comments-digest', to: 'half-digested', payload: { postId: 'p9', text } }));
     await run();
-    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body.data).toBe(true);
+    expect((await cancel(txs[0])).data).toBe(true);
     await later(11 * 60_000);
-    expect((await feed('half-digested')).data.map((m: { content: string }) => m.content)).toEqual(['2 comments on p9: y;z;']);
+    expect(await contentsOf('half-digested')).toEqual(['2 comments on p9: y;z;']);
     expect((await notificationOf(txs[0])).status).toBe('canceled');
   });
 
@@ -602,33 +612,33 @@ describe('digest', () => {
     expect(await statusesOf(txs)).toEqual(['processing', 'processing', 'processing']);
 
     // The first event led the digest; its later jobs carry all three payloads.
-    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
+    expect((await cancel(txs[0]))).toEqual({ data: true });
     // A follower whose payload is already in the closed digest has nothing left to cancel.
-    expect((await t.a.delete(`/v1/events/trigger/${txs[2]}`).expect(200)).body).toEqual({ data: false });
+    expect((await cancel(txs[2]))).toEqual({ data: false });
     expect((await notificationOf(txs[2])).jobs).toMatchObject([
       { type: 'digest', status: 'merged', executionDetails: [{ status: 'success', detail: expect.stringMatching(/^Merged into the open digest /) }] },
     ]);
 
     await later(3_600_000);
-    expect((await feed('closed-digest')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
+    expect(await contentsOf('closed-digest')).toEqual(['2: y;z; for y']);
     expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
   });
 
   it("changes nothing by a follower's cancel that answers false: the first event canceled after it still leaves the send to the others", async () => {
     const txs = await closedDigestOfThree('follower-first');
-    expect((await t.a.delete(`/v1/events/trigger/${txs[1]}`).expect(200)).body).toEqual({ data: false });
-    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
+    expect((await cancel(txs[1]))).toEqual({ data: false });
+    expect((await cancel(txs[0]))).toEqual({ data: true });
     await later(3_600_000);
-    expect((await feed('follower-first')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
+    expect(await contentsOf('follower-first')).toEqual(['2: y;z; for y']);
     expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
   });
 
   it('passes a closed digest\'s send on again when the event that took it over is canceled too', async () => {
     const txs = await closedDigestOfThree('twice-passed');
-    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
-    expect((await t.a.delete(`/v1/events/trigger/${txs[1]}`).expect(200)).body).toEqual({ data: true });
+    expect((await cancel(txs[0]))).toEqual({ data: true });
+    expect((await cancel(txs[1]))).toEqual({ data: true });
     await later(3_600_000);
-    expect((await feed('twice-passed')).data.map((m: { content: string }) => m.content)).toEqual(['1: z; for z']);
+    expect(await contentsOf('twice-passed')).toEqual(['1: z; for z']);
     expect(await statusesOf(txs)).toEqual(['canceled', 'canceled', 'completed']);
   });
 
@@ -638,10 +648,10 @@ describe('digest', () => {
     // A worker takes the carrier's delay; the cancel leaves it to stop when it runs.
     const claimed = await claimDueJobs(t.db, { owner: 'mid-send-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
     expect(claimed.map((job) => job.type)).toEqual(['delay']);
-    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
+    expect((await cancel(txs[0]))).toEqual({ data: true });
     await executeJob({ deps: t.deps, owner: 'mid-send-worker', random: () => 0.5 }, claimed[0]);
     await run();
-    expect((await feed('mid-send')).data.map((m: { content: string }) => m.content)).toEqual(['2: y;z; for y']);
+    expect(await contentsOf('mid-send')).toEqual(['2: y;z; for y']);
     expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
   });
 
@@ -652,13 +662,13 @@ describe('digest', () => {
     t.clock.advance(10 * 60_000);
     const claimed = await claimDueJobs(t.db, { owner: 'leader-worker', now: t.clock.now(), leaseMs: 60_000, limit: 10 });
     expect(claimed.map((job) => job.type)).toEqual(['digest']);
-    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: true });
-    expect((await t.a.delete(`/v1/events/trigger/${txs[0]}`).expect(200)).body).toEqual({ data: false });
+    expect((await cancel(txs[0]))).toEqual({ data: true });
+    expect((await cancel(txs[0]))).toEqual({ data: false });
     await executeJob({ deps: t.deps, owner: 'leader-worker', random: () => 0.5 }, claimed[0]);
     // The key is free of the canceled leader: a later event joins the digest y now leads.
     txs.push(await trigger({ name: 'comments-digest', to: 'taken-leader', payload: { postId: 'p7', text: 'w' } }));
     await run();
-    expect((await feed('taken-leader')).data.map((m: { content: string }) => m.content)).toEqual(['2 comments on p7: y;w;']);
+    expect(await contentsOf('taken-leader')).toEqual(['2 comments on p7: y;w;']);
     expect(await statusesOf(txs)).toEqual(['canceled', 'completed', 'completed']);
   });
 
@@ -666,7 +676,7 @@ describe('digest', () => {
     await createSubscriber(t.a, { subscriberId: 'digested' });
     await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p1', text: 'a' } });
     await later(10 * 60_000);
-    expect((await feed('digested')).data.map((m: { content: string }) => m.content)).toEqual(['1 comments on p1: a;']);
+    expect(await contentsOf('digested')).toEqual(['1 comments on p1: a;']);
     await trigger({ name: 'comments-digest', to: 'digested', payload: { postId: 'p1', text: 'late' } });
     await later(10 * 60_000);
     expect((await feed('digested')).data[0].content).toBe('1 comments on p1: late;');
@@ -716,8 +726,8 @@ describe('topic fan-out', () => {
       .expect(201);
     const tx = await trigger({ name: 'two-notes', to: [{ type: 'Topic', topicKey: 'fans' }] });
     await worker.runBatch(); // the fan-out: one batch holds all three
-    expect((await feed('fan-a')).data.map((m: { content: string }) => m.content)).toEqual(['first for FAN-A']);
-    expect((await feed('fan-b')).data.map((m: { content: string }) => m.content)).toEqual(['first for FAN-B']);
+    expect(await contentsOf('fan-a')).toEqual(['first for FAN-A']);
+    expect(await contentsOf('fan-b')).toEqual(['first for FAN-B']);
     const delivered = await notificationOf(tx, 'fan-a');
     expect(delivered.jobs).toMatchObject([
       { type: 'in_app', status: 'completed', providerId: 'herald', attempts: 1, executionDetails: [{ status: 'success', detail: 'Message stored in the in-app feed' }] },
@@ -731,7 +741,7 @@ describe('topic fan-out', () => {
     expect((await feed('fan-quiet')).totalCount).toBe(0);
 
     await later(5 * 60_000);
-    expect((await feed('fan-a')).data.map((m: { content: string }) => m.content).sort()).toEqual(['first for FAN-A', 'second']);
+    expect((await contentsOf('fan-a')).sort()).toEqual(['first for FAN-A', 'second']);
     for (const id of ['fan-a', 'fan-b', 'fan-quiet']) expect((await notificationOf(tx, id)).status).toBe('completed');
   });
 
@@ -750,7 +760,7 @@ describe('topic fan-out', () => {
     const tx = await trigger({ name: 'broadcast', to: [{ type: 'Topic', topicKey: 'everyone' }] });
     await worker.runBatch(); // the first batch (of each job): its in-app step is delivered with it
     expect(await t.db('messages').where({ transaction_id: tx }).count({ n: '*' }).first()).toMatchObject({ n: firstBatches });
-    expect((await t.a.delete(`/v1/events/trigger/${tx}`).expect(200)).body.data).toBe(true);
+    expect((await cancel(tx)).data).toBe(true);
     await run();
     const count = (await t.a.get(`/v1/notifications?transactionId=${tx}&limit=1`).expect(200)).body.totalCount;
     expect(count).toBe(firstBatches);
