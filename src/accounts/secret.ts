@@ -63,13 +63,13 @@ type SecretSource = { keyFile?: string; created?: boolean };
  */
 export async function settleSecret(config: Config, db: Db, logger: Logger): Promise<string | undefined> {
   let secret = config.secret;
-  const source: SecretSource = {};
+  let source: SecretSource = {};
   if (!secret) {
     const file = keyFileOf(config.databaseUrl);
     if (file) {
       const key = readOrCreateKeyFile(file);
       secret = key.secret;
-      Object.assign(source, { keyFile: file, created: key.created });
+      source = { keyFile: file, created: key.created };
       if (key.created) {
         logger.warn({ file }, 'HERALD_SECRET is not set: Herald created a secret key file to encrypt credentials at rest. Back it up with the database: without it, stored credentials cannot be read');
       }

@@ -110,21 +110,15 @@ export function sqliteFileOf(url: string): string | undefined {
 }
 
 /**
- * What is wrong with a DATABASE_URL a server or a command is given, if anything: it must be
- * `postgres://…`, or `sqlite:<file>` or a file's path. A URL of another scheme (a typo of postgres
- * included) would otherwise be taken for a file's path, and `sqlite:` alone or `:memory:` for a
- * database gone when the process ends (which the job runner's read connection cannot open).
+ * A DATABASE_URL a server or a command is given, checked: it must be `postgres://…`, or
+ * `sqlite:<file>` or a file's path. A URL of another scheme (a typo of postgres included) would
+ * otherwise be taken for a file's path, and `sqlite:` alone or `:memory:` for a database gone when
+ * the process ends (which the job runner's read connection cannot open): the process cannot start.
  */
-export function databaseUrlProblem(url: string): string | undefined {
-  if (isPostgresUrl(url) || (sqliteFileOf(url) !== undefined && !/^[a-z][a-z0-9+.-]+:/i.test(url.replace(/^sqlite:/, '')))) return undefined;
-  return `DATABASE_URL must be postgres://… (PostgreSQL), or sqlite:<file> or a file's path (SQLite), not "${url}"`;
-}
-
-/** `url`, unless databaseUrlProblem finds something wrong with it: then the process cannot start. */
 export function checkedDatabaseUrl(url: string): string {
-  const problem = databaseUrlProblem(url);
-  if (problem) throw new StartError(problem);
-  return url;
+  const sqliteFile = sqliteFileOf(url) !== undefined && !/^[a-z][a-z0-9+.-]+:/i.test(url.replace(/^sqlite:/, ''));
+  if (isPostgresUrl(url) || sqliteFile) return url;
+  throw new StartError(`DATABASE_URL must be postgres://… (PostgreSQL), or sqlite:<file> or a file's path (SQLite), not "${url}"`);
 }
 
 /** A knex instance for `postgres://…`, `sqlite:<path>`, or a bare SQLite path. */
