@@ -227,6 +227,22 @@ export function loadSpec(file = CONTRACT_PATH): Spec {
   return YAML.parse(fs.readFileSync(file, 'utf8'));
 }
 
+/**
+ * The page's one request off its own host would be Redoc's footer logo, from cdn.redoc.ly: a reader
+ * of the docs would tell a third party that they read them, and a page published offline would
+ * show a broken image. The policy lets images come only from the page's host or the page itself;
+ * Redoc hides the logo when it cannot load.
+ */
+const IMAGES_FROM_THE_PAGE_ONLY = `<meta http-equiv="Content-Security-Policy" content="img-src 'self' data:">`;
+
+/** The page with IMAGES_FROM_THE_PAGE_ONLY first in its head. */
+export function withImagePolicy(html: string): string {
+  const head = html.indexOf('<head>');
+  if (head === -1) throw new Error('The rendered API reference has no <head>');
+  const at = head + '<head>'.length;
+  return `${html.slice(0, at)}\n  ${IMAGES_FROM_THE_PAGE_ONLY}${html.slice(at)}`;
+}
+
 /** Renders the enriched contract into `out`; the page appears there whole or not at all. */
 export async function buildDocs(out = DEFAULT_DOCS_OUT): Promise<void> {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-docs-'));
@@ -243,7 +259,7 @@ export async function buildDocs(out = DEFAULT_DOCS_OUT): Promise<void> {
     });
     fs.mkdirSync(path.dirname(path.resolve(out)), { recursive: true });
     const partial = `${out}.${process.pid}.tmp`;
-    fs.copyFileSync(page, partial);
+    fs.writeFileSync(partial, withImagePolicy(fs.readFileSync(page, 'utf8')));
     fs.renameSync(partial, out);
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
