@@ -1,7 +1,8 @@
 // npm run build:client [-- <outdir>]: herald/client as a package of its own (default dist/client):
 //   index.js, inbox.js, …  ES modules, with their .d.ts, compiled by tsc (src/client/tsconfig.json)
 //   v1.d.ts                the contract's generated types, which the declarations import
-//   browser/herald-client.js  one ES module with openapi-fetch inside, for a page without a bundler
+//   browser/herald-client.js  one ES module with openapi-fetch inside, for a page without a bundler,
+//                             and its declarations (the package's own: it exports what index.js does)
 //   package.json, README.md   so the folder can be `npm install`ed or `npm pack`ed as it is
 // The folder is built whole in a temporary folder beside it and then put in place, so a reader
 // never sees half a build.
@@ -16,8 +17,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SOURCE = path.join(ROOT, 'src', 'client');
 const GENERATED = path.join(ROOT, 'generated', 'v1.d.ts');
 export const CLIENT_DIR = path.join(ROOT, 'dist', 'client');
-/** Where the single-file browser module lands inside the package. */
+/** Where the single-file browser module lands inside the package, and its declarations. */
 export const BROWSER_BUNDLE = path.join('browser', 'herald-client.js');
+const BROWSER_TYPES = path.join('browser', 'herald-client.d.ts');
 
 const rootPackage = () => JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; license: string; dependencies: Record<string, string> };
 
@@ -47,6 +49,7 @@ export async function buildClient(outdir = CLIENT_DIR): Promise<void> {
       legalComments: 'inline',
       logLevel: 'warning',
     });
+    fs.writeFileSync(path.join(staging, BROWSER_TYPES), "export * from '../index.js';\n");
     const { version, license, dependencies } = rootPackage();
     const manifest = {
       name: '@herald/client',
@@ -56,7 +59,7 @@ export async function buildClient(outdir = CLIENT_DIR): Promise<void> {
       type: 'module',
       exports: {
         '.': { types: './index.d.ts', default: './index.js' },
-        './browser': { default: `./${BROWSER_BUNDLE}` },
+        './browser': { types: `./${BROWSER_TYPES}`, default: `./${BROWSER_BUNDLE}` },
       },
       types: './index.d.ts',
       sideEffects: false,

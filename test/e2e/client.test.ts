@@ -2,6 +2,7 @@
 // TypeScript samples compiled by tsc against its declarations, and the README example run by node
 // on its JavaScript against a listening server.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
@@ -72,6 +73,49 @@ describe('herald/client', () => {
       );
       expect(result).toBe('');
       expect(samples.length).toBe(operationsOf(spec).length);
+    },
+  );
+
+  // A project of its own, outside the repository, with the package in its node_modules as `npm
+  // install` puts it there: both entry points resolve to their declarations through the package's
+  // `exports`, under Node's resolution and under a bundler's.
+  it.runIf(process.env.HERALD_TEST_DB === 'sqlite')(
+    'gives a project that installs it types for @herald/client and @herald/client/browser',
+    { timeout: 60_000 },
+    async () => {
+      const project = fs.mkdtempSync(path.join(os.tmpdir(), 'herald-client-user-'));
+      try {
+        const modules = path.join(project, 'node_modules');
+        fs.cpSync(await builtClient(), path.join(modules, '@herald', 'client'), { recursive: true });
+        fs.symlinkSync(path.join(ROOT, 'node_modules', 'openapi-fetch'), path.join(modules, 'openapi-fetch'));
+        fs.writeFileSync(
+          path.join(project, 'inbox.ts'),
+          [
+            "import { createInboxClient } from '@herald/client/browser';",
+            "import { createHeraldClient } from '@herald/client';",
+            "const inbox = createInboxClient({ baseUrl: 'http://localhost:3000', token: 'a-subscriber-token' });",
+            "const herald = createHeraldClient({ baseUrl: 'http://localhost:3000', apiKey: 'a-secret-key' });",
+            // Typed, not `any`: a path the contract lacks does not compile.
+            "// @ts-expect-error no such path",
+            "void inbox.GET('/no-such-path');",
+            "void herald.GET('/subscribers/{subscriberId}', { params: { path: { subscriberId: 'ada' } } });",
+            'export {};',
+            '',
+          ].join('\n'),
+        );
+        const tsc = path.join(ROOT, 'node_modules', '.bin', 'tsc');
+        for (const [module, moduleResolution] of [['NodeNext', 'NodeNext'], ['ESNext', 'Bundler']]) {
+          const compilerOptions = { noEmit: true, strict: true, skipLibCheck: true, target: 'ES2022', lib: ['ES2022', 'DOM'], types: [], module, moduleResolution };
+          fs.writeFileSync(path.join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['inbox.ts'] }));
+          const result = await run(tsc, ['-p', project], { cwd: project }).then(
+            () => '',
+            (err: { stdout?: string }) => err.stdout ?? String(err),
+          );
+          expect(result, moduleResolution).toBe('');
+        }
+      } finally {
+        fs.rmSync(project, { recursive: true, force: true });
+      }
     },
   );
 
