@@ -14,3 +14,52 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     destination,
   );
 }
+
+/** How often a failure that goes on is summed up in the log; a failure after a quiet gap this long starts a new run. */
+const SUMMED_UP_EVERY_MS = 60_000;
+
+/**
+ * The log of a task tried again and again while something it needs is down (the database,
+ * mostly): its first failure with the error, then, while failures go on, one line a minute with
+ * their count and the last error's message, and one line when the task works again
+ * (`succeeded`). A runner whose database was down logged every failed try with its stack: 94
+ * lines, 15 KB, a second, burying everything else the log said.
+ */
+export class FailureLog {
+  private failures = 0;
+  private since = 0;
+  private lastAt = 0;
+  private summedUpAt = 0;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly message: string,
+    private readonly bindings: Record<string, unknown> = {},
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Records a failure; answers how many came in a row, this one included. */
+  failed(err: unknown): number {
+    const at = this.now();
+    if (this.failures > 0 && at - this.lastAt >= SUMMED_UP_EVERY_MS) this.failures = 0;
+    this.failures += 1;
+    this.lastAt = at;
+    if (this.failures === 1) {
+      this.since = at;
+      this.summedUpAt = at;
+      this.logger.error({ ...this.bindings, err }, this.message);
+    } else if (at - this.summedUpAt >= SUMMED_UP_EVERY_MS) {
+      this.summedUpAt = at;
+      const last = err instanceof Error ? err.message : String(err);
+      this.logger.error({ ...this.bindings, failures: this.failures, sinceMs: at - this.since, last }, `${this.message}; still failing`);
+    }
+    return this.failures;
+  }
+
+  /** The task worked: ends a run of failures, saying how many there were and how long it lasted. */
+  succeeded(): void {
+    if (this.failures === 0) return;
+    this.logger.info({ ...this.bindings, failures: this.failures, ms: this.now() - this.since }, `${this.message} earlier; it works again`);
+    this.failures = 0;
+  }
+}

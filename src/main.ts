@@ -44,6 +44,7 @@ async function main(): Promise<void> {
     poolMax: config.postgresPoolMax,
     preparedStatements: config.postgresPreparedStatements,
     synchronous: config.sqliteSynchronous,
+    logger,
   });
   await migrate(db);
   config.secret = await settleSecret(config, db, logger);

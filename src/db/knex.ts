@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { StartError } from '../config.js';
 import type { Knex } from 'knex';
+import type { Logger } from '../logger.js';
 import { migrationSource } from './migrations/index.js';
 import { isPostgres, type Dialect, type Runner } from './dialect.js';
 import { createPostgresDb, postgres } from './postgres.js';
@@ -42,6 +43,8 @@ export interface DbOptions {
    * the last commits.
    */
   synchronous?: 'full' | 'normal';
+  /** Where knex's own warnings go (driver-log.ts); without it, to the console as knex writes them. */
+  logger?: Logger;
 }
 
 const dialectOf = (db: Runner): Dialect => (isPostgres(db) ? postgres : sqlite);

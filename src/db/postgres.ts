@@ -5,6 +5,8 @@ import pg from 'pg';
 import { DEFAULT_POSTGRES_POOL_MAX } from '../config.js';
 import type { Dialect, Runner } from './dialect.js';
 import { BoundedMap } from '../bounded-map.js';
+import type { Logger } from '../logger.js';
+import { driverLog } from './driver-log.js';
 
 // PostgreSQL's bigint (COUNT(*) among them) arrives as a string; every count we read fits a number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
@@ -99,13 +101,14 @@ export async function queryPostgres(db: Runner, sql: string, bindings: readonly 
 }
 
 /** A knex instance on PostgreSQL. */
-export function createPostgresDb(url: string, options: { schema?: string; poolMax?: number; preparedStatements?: boolean }): Knex {
+export function createPostgresDb(url: string, options: { schema?: string; poolMax?: number; preparedStatements?: boolean; logger?: Logger }): Knex {
   const config: HeraldPostgresConfig = {
     client: 'pg',
     connection: url,
     searchPath: options.schema ? [options.schema] : undefined,
     pool: { min: 0, max: options.poolMax ?? DEFAULT_POSTGRES_POOL_MAX },
     preparedStatements: options.preparedStatements ?? true,
+    log: options.logger && driverLog(options.logger),
   };
   return knexFactory(config);
 }

@@ -12,6 +12,8 @@ import { StatementCache } from './statement-cache.js';
 import { BackgroundReader } from './background-reader.js';
 import type { Dialect, Runner } from './dialect.js';
 import { StartError } from '../config.js';
+import type { Logger } from '../logger.js';
+import { driverLog } from './driver-log.js';
 
 interface PreparingConnection {
   prepare(sql: string): unknown;
@@ -322,7 +324,7 @@ function makeFolderOf(file: string): void {
  * read-only one and a background reader beside it, which stop with it (`db.destroy()`). With
  * `checkpointInBackground` (processes that run jobs) a thread checkpoints the log.
  */
-export function createSqliteDb(url: string, options: { checkpointInBackground?: boolean; synchronous?: 'full' | 'normal' }): Knex {
+export function createSqliteDb(url: string, options: { checkpointInBackground?: boolean; synchronous?: 'full' | 'normal'; logger?: Logger }): Knex {
   const file = url.replace(/^sqlite:/, '');
   if (file !== ':memory:') makeFolderOf(file);
   const inBackground = options.checkpointInBackground === true && file !== ':memory:';
@@ -331,6 +333,7 @@ export function createSqliteDb(url: string, options: { checkpointInBackground?: 
     client: 'better-sqlite3',
     connection: { filename: file },
     useNullAsDefault: true,
+    log: options.logger && driverLog(options.logger),
     pool: {
       // better-sqlite3 is synchronous: one connection, used by one query at a time.
       min: 1,

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deps } from '../deps.js';
+import { FailureLog } from '../logger.js';
 import { claimDueJobs, jobsDue, releaseJobs, renewLeases, retryJobsLater, type JobLane, type JobRecord } from '../db/repos/jobs.js';
 import { executeJob, retryDelayMs } from './execute.js';
 import { yieldToEventLoop, type WorkerContext } from './worker-context.js';
@@ -54,6 +56,12 @@ const EMPTY_CLAIM_GAP_MS = 50;
 /** The longest a claim that left environments out and found nothing holds back the next (leftOutEmpty). */
 const LEFT_OUT_GAP_MAX_MS = 1_000;
 
+/**
+ * The longest a loop whose claims keep failing (the database down, mostly) waits before it tries
+ * again: the wait doubles from `maxIdleMs` with each failure in a row, up to this.
+ */
+const MAX_RETRY_AFTER_FAILURES_MS = 5_000;
+
 /** How a webhook delivery's id is told from a job's among the sends in flight. */
 const WEBHOOK = 'webhook:';
 
@@ -80,6 +88,8 @@ export class JobRunner {
   private readonly options: Required<Omit<RunnerOptions, 'random'>>;
   private readonly destinations: Destinations;
   private stopping = false;
+  /** Aborted by stop(): ends the waits of loops backing off after failures. */
+  private stopped = new AbortController();
   private loops?: Promise<void>;
   /** Work committed in this process wakes the loops that claim it (db/work-queued.ts). */
   private stopListening?: () => void;
@@ -110,6 +120,8 @@ export class JobRunner {
    */
   private leftOutEmpty?: { excluded: string[]; after: number };
   private readonly webhooks: WebhookRun;
+  /** Each loop's failures, logged as runs (the database down fails every try), not one line a try. */
+  private readonly failures: Record<LocalLane | 'send', FailureLog>;
 
   constructor(private readonly deps: Deps, options: RunnerOptions = {}) {
     const d = deps.config.delivery;
@@ -140,10 +152,16 @@ export class JobRunner {
     );
     this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random };
     this.webhooks = { ...this.ctx, pace: new EndpointPace(), successes: new SuccessLog(this.ctx) };
+    this.failures = {
+      in_app: new FailureLog(deps.logger, 'job runner: local work failed', { lane: 'in_app' }),
+      control: new FailureLog(deps.logger, 'job runner: local work failed', { lane: 'control' }),
+      send: new FailureLog(deps.logger, 'job runner: claiming sends failed'),
+    };
   }
 
   start(): void {
     this.stopping = false;
+    if (this.stopped.signal.aborted) this.stopped = new AbortController();
     this.stopListening ??= listenWorkQueued(this.deps.db, (work) => this.wake(work));
     this.loops ??= Promise.all([...LOCAL_LANES.map((lane) => this.localLoop(lane)), this.sendLoop()]).then(() => undefined);
   }
@@ -160,6 +178,7 @@ export class JobRunner {
   /** Stops claiming, lets the jobs under way finish, and gives back claimed jobs not yet started. */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.stopped.abort();
     this.stopListening?.();
     this.stopListening = undefined;
     // Every loop's idle wait ends now; a loop at work carries on.
@@ -270,6 +289,7 @@ export class JobRunner {
     while (!this.stopping) {
       await yieldToEventLoop();
       let goOn = false;
+      let failures = 0;
       try {
         wake.arrived = 0;
         // After a claim that found nothing, a read first: an idle look, or a wake for work that
@@ -289,14 +309,28 @@ export class JobRunner {
           const unstarted = await this.runControl(jobs);
           await releaseJobs(this.deps.db, unstarted, this.ctx.owner, this.deps.clock.now());
         }
+        this.failures[lane].succeeded();
       } catch (err) {
-        this.deps.logger.error({ err, lane }, 'job runner: local work failed');
+        failures = this.failures[lane].failed(err);
+      }
+      if (failures > 0) {
+        await this.retryAfterFailures(failures);
+        continue;
       }
       // A full claim leaves more behind, and a fan-out that handed its job back is due again at once: go on.
       if (claimed >= this.options.batchSize || goOn) continue;
       idleMs = claimed > 0 ? 10 : Math.min(this.options.maxIdleMs, idleMs * 2);
       await this.pause(wake, idleMs, COALESCE_TARGET, this.options.coalesceMs);
     }
+  }
+
+  /**
+   * The wait after `failures` failed tries in a row, doubling from `maxIdleMs`: a database that is
+   * down is not asked ten times a second by each loop. Work queued does not end it; stop() does.
+   */
+  private async retryAfterFailures(failures: number): Promise<void> {
+    const ms = Math.min(MAX_RETRY_AFTER_FAILURES_MS, this.options.maxIdleMs * 2 ** Math.min(failures - 1, 20));
+    await sleep(ms, undefined, { signal: this.stopped.signal }).catch(() => undefined);
   }
 
   /** Settles claimed in-app jobs in bulk. */
@@ -350,8 +384,10 @@ export class JobRunner {
             this.sendWake.arrived = 0;
             this.sendsQueued.clear();
             ({ claimed, limit, leftOut } = await this.claimSends(free));
+            this.failures.send.succeeded();
           } catch (err) {
-            this.deps.logger.error({ err }, 'job runner: claiming sends failed');
+            await this.retryAfterFailures(this.failures.send.failed(err));
+            continue;
           }
         }
         // A full claim may leave more behind, for the slots still free.

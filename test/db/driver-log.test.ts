@@ -1,0 +1,26 @@
+// knex's own warnings go to the process's log as one line each, a run of them logged once, not to
+// the console with a stack apiece: a database that refuses connections (nothing listens on port 1).
+import { Writable } from 'node:stream';
+import { describe, expect, it, vi } from 'vitest';
+import { createDb } from '../../src/db/knex.js';
+import { createLogger } from '../../src/logger.js';
+
+describe('the database driver’s warnings', () => {
+  it('are logged once a run, on one line each, and not written to the console', async () => {
+    const lines: Array<{ level: number; msg: string; source?: string; err?: unknown }> = [];
+    const logger = createLogger('info', new Writable({ write: (chunk, _encoding, done) => done(void lines.push(JSON.parse(String(chunk)))) }));
+    const console = vi.spyOn(globalThis.console, 'warn');
+    const db = createDb('postgres://herald:herald@127.0.0.1:1/herald', { logger });
+    try {
+      for (let i = 0; i < 5; i++) await expect(db.raw('SELECT 1')).rejects.toThrow(/ECONNREFUSED/);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatchObject({ level: 50, msg: 'database driver warning', source: 'knex' });
+      expect(String(lines[0].err)).toMatch(/^Acquire connection error: .*ECONNREFUSED/);
+      expect(String(lines[0].err)).not.toContain('\n');
+      expect(console).not.toHaveBeenCalled();
+    } finally {
+      console.mockRestore();
+      await db.destroy();
+    }
+  });
+});
