@@ -3144,7 +3144,7 @@ export interface components {
             region?: string;
             /**
              * Format: uri
-             * @description Send the provider's API calls to this address instead of its default; it must be public (see above).
+             * @description Send the provider's API calls to this address instead of its default; it must be public (see above). Each call's path is added to this address's path, and its query, if it has one, is kept: `https://proxy.example.com/twilio?tenant=acme` sends to `https://proxy.example.com/twilio/2010-04-01/Accounts/…/Messages.json?tenant=acme`.
              * @example https://api.sendgrid.com
              */
             baseUrl?: string;

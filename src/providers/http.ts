@@ -183,7 +183,14 @@ function describe(err: unknown): string {
   return code ?? message ?? String(err);
 }
 
-/** A provider's API address: its default, or the integration's `baseUrl` without a trailing slash. */
-export function baseUrl(configured: string | undefined, fallback: string): string {
-  return (configured ?? fallback).replace(/\/+$/, '');
+/**
+ * The URL of one of a provider's API calls: `path` added to the path of its address (the
+ * integration's `baseUrl`, or the provider's default), whose query, if any, stays at the end. Put
+ * together as text, a `baseUrl` with a query took the call's path into the query.
+ */
+export function providerUrl(configured: string | undefined, fallback: string, path: string): string {
+  const url = new URL(configured ?? fallback);
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}${path}`;
+  url.hash = '';
+  return url.toString();
 }

@@ -96,6 +96,14 @@ describe('twilio (sms)', () => {
     expect(request.headers['content-type']).toBe('application/x-www-form-urlencoded');
     expect(Object.fromEntries(new URLSearchParams(request.body))).toEqual({ To: '+447700900123', From: '+15005550006', Body: 'Code 1234' });
   });
+
+  it('adds its path to a baseUrl’s path and keeps the baseUrl’s query after it (a proxy)', async () => {
+    const server = await peer(() => ({ status: 201, body: '{"sid":"SM1"}' }));
+    const credentials = { accountSid: 'AC1', token: 'tok', from: '+15005550006' };
+    await senders.sms.twilio!.send({ to: '+447700900123', content: 'x' }, { ...credentials, baseUrl: `${server.url}/proxy?tenant=acme` }, delivery);
+    await senders.sms.twilio!.send({ to: '+447700900123', content: 'x' }, { ...credentials, baseUrl: `${server.url}/proxy/` }, delivery);
+    expect(server.requests.map((r) => r.path)).toEqual(['/proxy/2010-04-01/Accounts/AC1/Messages.json?tenant=acme', '/proxy/2010-04-01/Accounts/AC1/Messages.json']);
+  });
 });
 
 describe('chat webhooks', () => {

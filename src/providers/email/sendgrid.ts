@@ -1,4 +1,4 @@
-import { baseUrl, excerpt, post } from '../http.js';
+import { providerUrl, excerpt, post } from '../http.js';
 import type { EmailProvider } from '../types.js';
 import { withPreheader } from './preheader.js';
 
@@ -7,7 +7,7 @@ export const sendgrid: EmailProvider = {
   async send(message, credentials, delivery) {
     const response = await post(
       {
-        url: `${baseUrl(credentials.baseUrl, 'https://api.sendgrid.com')}/v3/mail/send`,
+        url: providerUrl(credentials.baseUrl, 'https://api.sendgrid.com', '/v3/mail/send'),
         headers: { Authorization: `Bearer ${credentials.apiKey}` },
         body: JSON.stringify({
           personalizations: [{ to: [{ email: message.to }] }],

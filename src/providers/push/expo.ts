@@ -1,4 +1,4 @@
-import { baseUrl, excerpt, post } from '../http.js';
+import { providerUrl, excerpt, post } from '../http.js';
 import { ProviderError, type PushProvider, type RecipientOutcome } from '../types.js';
 
 interface ExpoTicket {
@@ -63,7 +63,7 @@ export const expo: PushProvider = {
   async send(message, credentials, delivery) {
     const response = await post(
       {
-        url: `${baseUrl(credentials.baseUrl, 'https://exp.host')}/--/api/v2/push/send`,
+        url: providerUrl(credentials.baseUrl, 'https://exp.host', '/--/api/v2/push/send'),
         headers: credentials.apiKey ? { Authorization: `Bearer ${credentials.apiKey}` } : {},
         body: JSON.stringify(
           message.deviceTokens.map((to) => ({ to, title: message.title, body: message.content, data: message.data ?? {} })),

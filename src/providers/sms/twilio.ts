@@ -1,4 +1,4 @@
-import { baseUrl, excerpt, post } from '../http.js';
+import { providerUrl, excerpt, post } from '../http.js';
 import type { SmsProvider } from '../types.js';
 
 /** SMS through Twilio's Messages API. */
@@ -7,7 +7,7 @@ export const twilio: SmsProvider = {
     const sid = encodeURIComponent(credentials.accountSid ?? '');
     const response = await post(
       {
-        url: `${baseUrl(credentials.baseUrl, 'https://api.twilio.com')}/2010-04-01/Accounts/${sid}/Messages.json`,
+        url: providerUrl(credentials.baseUrl, 'https://api.twilio.com', `/2010-04-01/Accounts/${sid}/Messages.json`),
         contentType: 'application/x-www-form-urlencoded',
         headers: { Authorization: `Basic ${Buffer.from(`${credentials.accountSid}:${credentials.token}`).toString('base64')}` },
         body: new URLSearchParams({ To: message.to, From: credentials.from ?? '', Body: message.content }).toString(),
