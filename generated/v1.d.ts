@@ -689,6 +689,9 @@ export interface paths {
          *       .sign(Buffer.from(process.env.HERALD_INBOX_SECRET, 'base64url'));
          *     ```
          *
+         *     From its `exp` on, by Herald's clock, a token is a `401`; a token whose `iat` or `nbf` is up
+         *     to a minute ahead of Herald's clock is taken (a signer whose clock runs fast).
+         *
          *     An environment has at most two live secrets, so you can rotate: add a new one, move your
          *     backend to it, then retire the old one; tokens signed with either work meanwhile. The
          *     subscriber must exist (`404` otherwise).

@@ -21,7 +21,10 @@ export const INBOX_AUDIENCE = 'herald-inbox';
 /** The longest a subscriber token may live. */
 export const MAX_TOKEN_SECONDS = 24 * 60 * 60;
 export const DEFAULT_TOKEN_SECONDS = 60 * 60;
-/** Clocks of the signer and Herald may differ by this much. */
+/**
+ * A signer's clock may run this far ahead of Herald's (`iat`, `nbf`). Not `exp`: a token Herald
+ * mints says when it expires by Herald's clock, and it must end then, not a minute later.
+ */
 const CLOCK_TOLERANCE_SECONDS = 60;
 /** How long a stream ticket lasts. */
 export const TICKET_SECONDS = 60;
@@ -131,6 +134,7 @@ export async function verifySubscriberToken(
     });
     if (typeof payload.sub !== 'string' || payload.sub === '') return { ok: false, reason: 'The subscriber token has no sub' };
     const nowSeconds = now.getTime() / 1000;
+    if (payload.exp! <= nowSeconds) return { ok: false, reason: 'The subscriber token has expired' };
     if (payload.exp! > nowSeconds + MAX_TOKEN_SECONDS + CLOCK_TOLERANCE_SECONDS) return { ok: false, reason: 'The subscriber token lives longer than 24 hours' };
     const { row } = secret;
     return {

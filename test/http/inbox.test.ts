@@ -94,6 +94,17 @@ describe('inbox authentication', () => {
     expect(forged.body).toMatchObject({ statusCode: 401, error: 'Unauthorized', message: expect.stringContaining('signature') });
   });
 
+  it('takes a self-signed token from a signer whose clock runs up to a minute ahead, and none past its exp', async () => {
+    const [secret] = await signingSecrets(t.deps, t.environments.a);
+    const key = Buffer.from(secret.secret, 'base64url');
+    const now = Math.floor(t.clock.now().getTime() / 1000);
+    const sign = (iat: number, exp: number) =>
+      new SignJWT({}).setProtectedHeader({ alg: 'HS256', kid: secret.kid }).setSubject('ada').setAudience('herald-inbox').setIssuedAt(iat).setNotBefore(iat).setExpirationTime(exp).sign(key);
+    await as(await sign(now + 30, now + 630)).get('/v1/inbox/counts').expect(200);
+    expect((await as(await sign(now + 120, now + 720)).get('/v1/inbox/counts').expect(401)).body.message).toMatch(/nbf/);
+    expect((await as(await sign(now - 600, now - 1)).get('/v1/inbox/counts').expect(401)).body.message).toMatch(/expired/);
+  });
+
   it('rotates: a new secret signs, tokens of the old one work until a third retires it', async () => {
     const old = await tokenFor('ada');
     const added = await addSigningSecret(t.deps, t.environments.a);
@@ -122,7 +133,10 @@ describe('inbox authentication', () => {
     await t.a.get('/v1/inbox/counts').expect(403);
     await as(token).get('/v1/subscribers').expect(401);
     await as(token).post('/v1/subscribers/ada/inbox-tokens', {}).expect(401);
-    t.clock.advance(3600_000 + 61_000);
+    // To the second: a second before its exp it works, from its exp on it is refused (no leeway).
+    t.clock.advance(3600_000 - 1_000);
+    await as(token).get('/v1/inbox/counts').expect(200);
+    t.clock.advance(1_000);
     const expired = await as(token).get('/v1/inbox/counts').expect(401);
     expect(expired.body.message).toMatch(/expired/);
     const missing = await t.http.get('/v1/inbox/counts').expect(401);
