@@ -16,7 +16,8 @@ import { nextActiveStep } from './schedule.js';
  * open, the oldest job that joined it takes over; when the digest had closed, the jobs after it go
  * on for the oldest other event (digests.ts). Answers whether anything was stopped, or will be: a
  * job a worker has taken stops before it sends unless its send has begun (its send gate, which the
- * cancel closes: jobs.ts), and a send that has begun still stops the active steps after it. When
+ * cancel closes: jobs.ts), and a send that has begun still stops the active steps after it; an
+ * in-app job under way is stopped unless its batch has committed (closeSendGates). When
  * all that is left is a send already going out, nothing is stopped and the answer is false; should
  * that send fail, its retry is pending, and a cancel then stops it.
  */

@@ -1,9 +1,12 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { cancelableJobs, claimDueJobs, closeSendGates, passSendGate, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
+import { cancelableJobs, claimDueJobs, closeSendGates, finishInAppJobs, heldJobIds, passSendGate, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
 import type { Gate, Verdict } from '../../src/engine/destinations.js';
 import { executeJob } from '../../src/engine/execute.js';
+import { executeInAppBatch } from '../../src/engine/in-app-batch.js';
+import { cancelEvent } from '../../src/engine/cancel.js';
+import type { JobRecord } from '../../src/db/repos/jobs.js';
 import { findEvent } from '../../src/db/repos/events.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { testDatabaseUrl } from '../helpers/db.js';
@@ -291,6 +294,79 @@ describe('a cancel racing a worker', () => {
     } finally {
       await hook.close();
     }
+  });
+
+  /**
+   * Cancels the event of `transactionId` while worker-a's in-app batch of `claimed` runs: the batch
+   * reads the event before the cancel commits and writes after it. Answers the cancel's answer.
+   */
+  async function cancelDuringInAppBatch(transactionId: string, claimed: JobRecord[]): Promise<boolean> {
+    let batch: Promise<void> | undefined;
+    const answer = await t.db.transaction(async (trx) => {
+      const canceled = await cancelEvent({ ...t.deps, db: trx }, t.environments.a, transactionId);
+      batch = executeInAppBatch({ deps: t.deps, owner: 'worker-a', random: () => 0.5 }, claimed);
+      // The batch reads and decides meanwhile; its own transaction waits for this one.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return canceled;
+    });
+    await batch;
+    return answer;
+  }
+
+  it('stops an in-app job a worker took before its batch wrote it: the cancel answers true and nothing is delivered', async () => {
+    await t.a.post('/v1/workflows', { name: 'Inbox note', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'inbox-note', to: 'ada' }).expect(201)).body.data;
+    const claimed = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    expect(claimed.map((job) => job.type)).toEqual(['in_app']);
+    expect(await cancelDuringInAppBatch(transactionId, claimed)).toBe(true);
+    expect(await t.db('messages').where({ transaction_id: transactionId }).first()).toBeUndefined();
+    const notification = await notificationOf(transactionId);
+    expect(notification.status).toBe('canceled');
+    const [job] = (await t.a.get(`/v1/notifications/${notification.notificationId}`).expect(200)).body.data.jobs;
+    expect(job).toMatchObject({ type: 'in_app', status: 'canceled' });
+  });
+
+  it("hands a closed digest's in-app send under way to the digest's other event when the event that opened it is canceled", async () => {
+    await t.a.post('/v1/workflows', {
+      name: 'Digest note',
+      steps: [
+        { type: 'digest', amount: 1, unit: 'seconds' },
+        { type: 'in_app', template: { content: '{{#each step.events}}{{this.n}},{{/each}}' } },
+      ],
+    }).expect(201);
+    const first = (await t.a.post('/v1/events/trigger', { name: 'digest-note', to: 'ada', payload: { n: 0 } }).expect(201)).body.data.transactionId;
+    const second = (await t.a.post('/v1/events/trigger', { name: 'digest-note', to: 'ada', payload: { n: 1 } }).expect(201)).body.data.transactionId;
+    t.clock.advance(1_000);
+    const runner = new JobRunner(t.deps, { random: () => 0.5 });
+    // The digest closes and queues its in-app send, which a worker takes.
+    await runner.runBatch();
+    const claimed = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    expect(claimed.map((job) => job.type)).toEqual(['in_app']);
+    expect(await cancelDuringInAppBatch(first, claimed)).toBe(true);
+    await runner.runUntilIdle();
+    // Sent once, for the other event only.
+    const sent = await t.db('messages').whereIn('transaction_id', [first, second]).select('content', 'transaction_id');
+    expect(sent).toEqual([{ content: '1,', transaction_id: second }]);
+    expect((await notificationOf(first)).status).toBe('canceled');
+    expect((await notificationOf(second)).status).toBe('completed');
+  });
+
+  // A batch holds its in-app jobs until it commits; a cancel that comes meanwhile waits, and finds them done.
+  it.runIf(testDatabaseUrl() !== undefined)('answers false for an in-app job whose batch held it first, once the batch has delivered it', async () => {
+    await t.a.post('/v1/workflows', { name: 'Inbox note', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'inbox-note', to: 'ada' }).expect(201)).body.data;
+    const [claimed] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    let cancel: Promise<unknown> | undefined;
+    let answered = false;
+    await t.db.transaction(async (trx) => {
+      expect(await heldJobIds(trx, [claimed.id], 'worker-a')).toEqual(new Set([claimed.id]));
+      cancel = t.a.delete(`/v1/events/trigger/${transactionId}`).then((res) => res.body).finally(() => (answered = true));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(answered).toBe(false);
+      await finishInAppJobs(trx, [claimed.id], 'completed', t.clock.now());
+    });
+    expect(await cancel).toEqual({ data: false });
+    expect((await t.db('events').where({ transaction_id: transactionId }).first('canceled_at')).canceled_at).toBeNull();
   });
 
   // PostgreSQL runs a cancel and a worker's last look side by side; SQLite writes one transaction at a time.
