@@ -78,9 +78,8 @@ export interface paths {
          *     Answers `data: true` when something was canceled and `data: false` when nothing was
          *     pending any more. A job a worker has already taken counts as canceled: it ends without
          *     running when it finds its event canceled, with the execution detail "Canceled with its
-         *     event before it ran". An in-app step a worker has taken is canceled as one not started
-         *     ("Canceled with event …"), unless its message is stored already: then it is delivered and
-         *     counts as done. A send passes a gate right before it goes out, which the cancel
+         *     event before it ran"; one that has finished as the cancel comes (an in-app message
+         *     already stored) does not count. A send passes a gate right before it goes out, which the cancel
          *     closes, and whichever comes first wins: a send the cancel stopped sends nothing; a send
          *     already past its gate goes out. The active steps after such a send do not run, and are
          *     recorded as `canceled` jobs saying so (`true`); when nothing else of the event was left,

@@ -2,7 +2,7 @@
 import type { Deps } from '../deps.js';
 import { notFound } from '../errors.js';
 import { findEventByTransaction, markCanceled } from '../db/repos/events.js';
-import { cancelableJobs, closeSendGates, cancelJobsDroppingDigestKeys } from '../db/repos/jobs.js';
+import { cancelableJobs, closeSendGates, cancelJobsDroppingDigestKeys, localJobsUnderWay } from '../db/repos/jobs.js';
 import { addExecutionDetails } from '../db/repos/execution-details.js';
 import { settleCanceledNotifications } from '../db/repos/notifications.js';
 import { recordCanceledNotifications } from './webhook-events.js';
@@ -16,8 +16,9 @@ import { nextActiveStep } from './schedule.js';
  * open, the oldest job that joined it takes over; when the digest had closed, the jobs after it go
  * on for the oldest other event (digests.ts). Answers whether anything was stopped, or will be: a
  * job a worker has taken stops before it sends unless its send has begun (its send gate, which the
- * cancel closes: jobs.ts), and a send that has begun still stops the active steps after it; an
- * in-app job under way is stopped unless its batch has committed (closeSendGates). When
+ * cancel closes: jobs.ts), and a send that has begun still stops the active steps after it. Other
+ * jobs under way count when they are still under way once the event is marked: they read the
+ * mark before they write (localJobsUnderWay). When
  * all that is left is a send already going out, nothing is stopped and the answer is false; should
  * that send fail, its retry is pending, and a cancel then stops it.
  */
@@ -42,14 +43,17 @@ async function cancelWhatIsPending(deps: Deps, environmentId: string, transactio
   return deps.db.transaction(async (trx) => {
     const event = await findEventByTransaction(trx, environmentId, transactionId);
     if (!event) throw notFound(`No event with transactionId ${transactionId}`);
-    // The jobs under way first, then the event: the order a worker recording an outcome locks them
+    // The sends under way first, then the event: the order a worker recording an outcome locks them
     // in on PostgreSQL (its job, then the event), so that neither waits on the other for good.
-    const underWay = event.canceledAt === null ? await closeSendGates(trx, event.id) : undefined;
+    const sends = event.canceledAt === null ? await closeSendGates(trx, event.id) : undefined;
     // A send that has begun goes out; the active steps after it, if any, are stopped.
-    const stepsAfterASend = underWay?.sendingSteps.some((index) => nextActiveStep(event, index) !== -1) ?? false;
+    const stepsAfterASend = sends?.sendingSteps.some((index) => nextActiveStep(event, index) !== -1) ?? false;
     await markCanceled(trx, event.id, now);
+    // Counted after the mark: a job that wrote its outcome before it does not count (an in-app
+    // message stored); one still under way reads the mark and stops.
+    const others = sends ? await localJobsUnderWay(trx, event.id) : 0;
     const cancelable = await cancelableJobs(trx, event.id);
-    if (cancelable.length === 0 && !underWay?.sendsStopped && !underWay?.others && !stepsAfterASend) throw new NothingToCancel();
+    if (cancelable.length === 0 && !sends?.sendsStopped && others === 0 && !stepsAfterASend) throw new NothingToCancel();
     const handedOn = await passOnWaitingSends(trx, cancelable, transactionId, now);
     const jobs = cancelable.filter((job) => !handedOn.has(job.id));
     await cancelJobsDroppingDigestKeys(trx, jobs.map((job) => job.id), now);

@@ -145,7 +145,19 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
   await db.transaction(async (trx: Transaction) => {
     // Only the jobs this worker still holds: one whose lease ran out belongs to someone else now.
     const held = await heldJobIds(trx, decided.map((d) => d.job.id), ctx.owner);
-    const mine = decided.filter((d) => held.has(d.job.id));
+    // Then their events, held against a cancel until this commits (jobs, then event: recordOutcome's
+    // order). A cancel that came since the events were read above stops these jobs before anything
+    // of theirs is written: it counted them as under way (localJobsUnderWay).
+    const locked = new Map<string, EventRecord>();
+    for (const eventId of new Set(decided.filter((d) => held.has(d.job.id)).map((d) => d.event.id))) {
+      const event = await findEvent(trx, eventId, true);
+      if (event) locked.set(eventId, event);
+    }
+    const mine = decided.flatMap((d): Decision[] => {
+      const event = locked.get(d.event.id);
+      if (!event || !held.has(d.job.id)) return [];
+      return event.canceledAt && d.status !== 'canceled' ? [{ job: d.job, event, status: 'canceled' }] : [d];
+    });
     for (const status of ['completed', 'skipped', 'canceled', 'failed'] as const) {
       await finishInAppJobs(trx, mine.filter((d) => d.status === status).map((d) => d.job.id), status, now);
     }
@@ -153,8 +165,6 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
 
     // What comes next. The common case (the in-app step was the last one) is settled in bulk;
     // anything else goes through the same path as a single job.
-    const locked = new Map<string, EventRecord>();
-    for (const eventId of new Set(mine.map((d) => d.event.id))) locked.set(eventId, (await findEvent(trx, eventId, true))!);
     const finished: Array<{ event: EventRecord; notificationId: string }> = [];
     const goingOn: string[] = [];
     for (const d of mine) {

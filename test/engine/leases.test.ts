@@ -7,6 +7,8 @@ import { executeJob } from '../../src/engine/execute.js';
 import { executeInAppBatch } from '../../src/engine/in-app-batch.js';
 import { cancelEvent } from '../../src/engine/cancel.js';
 import type { JobRecord } from '../../src/db/repos/jobs.js';
+import { writersWaiting } from '../../src/db/group-commit.js';
+import type { Transaction } from '../../src/db/knex.js';
 import { findEvent } from '../../src/db/repos/events.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { testDatabaseUrl } from '../helpers/db.js';
@@ -297,16 +299,27 @@ describe('a cancel racing a worker', () => {
   });
 
   /**
+   * Resolves once another transaction waits for `trx`: on PostgreSQL one its locks block, on
+   * SQLite one waiting for the writing connection it holds.
+   */
+  async function blockedBy(trx: Transaction): Promise<void> {
+    if (testDatabaseUrl() === undefined) return expect.poll(() => writersWaiting(t.db), { timeout: 10_000 }).toBe(true);
+    const { rows } = await trx.raw('SELECT pg_backend_pid() AS pid');
+    const waiting = async () => (await t.db.raw('SELECT COUNT(*)::int AS n FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))', [rows[0].pid])).rows[0].n;
+    await expect.poll(waiting, { timeout: 10_000 }).toBeGreaterThan(0);
+  }
+
+  /**
    * Cancels the event of `transactionId` while worker-a's in-app batch of `claimed` runs: the batch
-   * reads the event before the cancel commits and writes after it. Answers the cancel's answer.
+   * reads the event before the cancel commits, and its transaction waits for the cancel's. Answers
+   * the cancel's answer.
    */
   async function cancelDuringInAppBatch(transactionId: string, claimed: JobRecord[]): Promise<boolean> {
     let batch: Promise<void> | undefined;
     const answer = await t.db.transaction(async (trx) => {
       const canceled = await cancelEvent({ ...t.deps, db: trx }, t.environments.a, transactionId);
       batch = executeInAppBatch({ deps: t.deps, owner: 'worker-a', random: () => 0.5 }, claimed);
-      // The batch reads and decides meanwhile; its own transaction waits for this one.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await blockedBy(trx);
       return canceled;
     });
     await batch;
@@ -323,7 +336,7 @@ describe('a cancel racing a worker', () => {
     const notification = await notificationOf(transactionId);
     expect(notification.status).toBe('canceled');
     const [job] = (await t.a.get(`/v1/notifications/${notification.notificationId}`).expect(200)).body.data.jobs;
-    expect(job).toMatchObject({ type: 'in_app', status: 'canceled' });
+    expect(job).toMatchObject({ type: 'in_app', status: 'canceled', executionDetails: [{ status: 'warning', detail: 'Canceled with its event before it ran' }] });
   });
 
   it("hands a closed digest's in-app send under way to the digest's other event when the event that opened it is canceled", async () => {
@@ -351,22 +364,41 @@ describe('a cancel racing a worker', () => {
     expect((await notificationOf(second)).status).toBe('completed');
   });
 
-  // A batch holds its in-app jobs until it commits; a cancel that comes meanwhile waits, and finds them done.
-  it.runIf(testDatabaseUrl() !== undefined)('answers false for an in-app job whose batch held it first, once the batch has delivered it', async () => {
+  // A batch holds its in-app jobs, then their event, until it commits; a cancel that comes meanwhile waits, and finds them done.
+  it.runIf(testDatabaseUrl() !== undefined)('answers false for an in-app job whose batch held its event first, once the batch has delivered it', async () => {
     await t.a.post('/v1/workflows', { name: 'Inbox note', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
     const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'inbox-note', to: 'ada' }).expect(201)).body.data;
     const [claimed] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
     let cancel: Promise<unknown> | undefined;
-    let answered = false;
+    // The batch's statements in its order (executeInAppBatch), the cancel arriving after the event is held.
     await t.db.transaction(async (trx) => {
       expect(await heldJobIds(trx, [claimed.id], 'worker-a')).toEqual(new Set([claimed.id]));
-      cancel = t.a.delete(`/v1/events/trigger/${transactionId}`).then((res) => res.body).finally(() => (answered = true));
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(answered).toBe(false);
+      expect((await findEvent(trx, claimed.eventId, true))?.canceledAt).toBeNull();
+      cancel = t.a.delete(`/v1/events/trigger/${transactionId}`).then((res) => res.body);
+      await blockedBy(trx);
       await finishInAppJobs(trx, [claimed.id], 'completed', t.clock.now());
     });
     expect(await cancel).toEqual({ data: false });
     expect((await t.db('events').where({ transaction_id: transactionId }).first('canceled_at')).canceled_at).toBeNull();
+  });
+
+  // A cancel waits for an event another batch holds; an in-app batch of the event takes its job
+  // meanwhile, and holds the event too (a share lock, as the first holder's): it goes ahead.
+  it.runIf(testDatabaseUrl() !== undefined)('lets an in-app batch that began while a cancel waited for its event deliver, and the cancel then answer false, without a deadlock', async () => {
+    await t.a.post('/v1/workflows', { name: 'Inbox note', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'inbox-note', to: 'ada' }).expect(201)).body.data;
+    const event = await t.db('events').where({ transaction_id: transactionId }).first('id');
+    let cancel: Promise<unknown> | undefined;
+    await t.db.transaction(async (trx) => {
+      await findEvent(trx, event.id, true);
+      cancel = t.a.delete(`/v1/events/trigger/${transactionId}`).then((res) => [res.status, res.body]);
+      await blockedBy(trx);
+      const claimed = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+      await executeInAppBatch({ deps: t.deps, owner: 'worker-a', random: () => 0.5 }, claimed);
+    });
+    expect(await cancel).toEqual([200, { data: false }]);
+    expect(await t.db('messages').where({ transaction_id: transactionId }).first()).toBeDefined();
+    expect((await notificationOf(transactionId)).status).toBe('completed');
   });
 
   // PostgreSQL runs a cancel and a worker's last look side by side; SQLite writes one transaction at a time.
@@ -392,10 +424,10 @@ describe('a cancel racing a worker', () => {
         return result;
       });
       if (cancelFirst) {
-        expect(found).toEqual({ sendsStopped: 1, sendingSteps: [], others: 0 });
+        expect(found).toEqual({ sendsStopped: 1, sendingSteps: [] });
         expect(await passed).toBe(false);
       } else {
-        expect(found).toEqual({ sendsStopped: 0, sendingSteps: [0], others: 0 });
+        expect(found).toEqual({ sendsStopped: 0, sendingSteps: [0] });
       }
     }
   });

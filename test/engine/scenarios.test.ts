@@ -536,8 +536,7 @@ describe('delay and cancel', () => {
     expect((await feed('taken-in-app')).totalCount).toBe(0);
     expect(await notificationOf(tx)).toMatchObject({
       status: 'canceled',
-      // Stopped by the cancel itself, as a job that has not started: its batch had written nothing.
-      jobs: [{ type: 'in_app', status: 'canceled', executionDetails: [{ status: 'warning', detail: `Canceled with event ${tx}` }] }],
+      jobs: [{ type: 'in_app', status: 'canceled', executionDetails: [{ status: 'warning', detail: 'Canceled with its event before it ran' }] }],
     });
   });
 

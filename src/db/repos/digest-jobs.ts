@@ -93,20 +93,9 @@ export async function mergedJobIdsOf(trx: Runner, notificationId: string): Promi
 
 /** A waiting job goes on for another event and notification, with the state it is given. */
 export async function moveJob(trx: Runner, jobId: string, to: { eventId: string; notificationId: string; state: Record<string, unknown> }, now: Date): Promise<void> {
-  // An in-app job under way (cancelableJobs) is given back, its attempt with it: its batch decided
-  // it for the canceled event, and it is decided again for the heir when claimed.
   await trx('jobs')
     .where({ id: jobId })
-    .update({
-      event_id: to.eventId,
-      notification_id: to.notificationId,
-      state: writeJson(to.state),
-      status: trx.raw(`CASE WHEN status = 'running' THEN 'pending' ELSE status END`),
-      attempts: trx.raw(`CASE WHEN status = 'running' THEN attempts - 1 ELSE attempts END`),
-      lease_owner: null,
-      lease_expires_at: null,
-      updated_at: now.toISOString(),
-    });
+    .update({ event_id: to.eventId, notification_id: to.notificationId, state: writeJson(to.state), updated_at: now.toISOString() });
 }
 
 /**

@@ -329,59 +329,57 @@ export function passSendGate(db: Db, jobId: string, owner: string): Promise<bool
   return writeStatement(db, async (runner) => (await changeRows(runner, `UPDATE jobs SET send_gate = attempts ${HELD} AND ${SEND_GATE_OPEN}`, [jobId, owner])) > 0);
 }
 
-/** What a cancel finds of an event's jobs that workers hold. */
-export interface JobsUnderWay {
+/** What a cancel finds of an event's sends under way. */
+export interface SendsUnderWay {
   /** Sends whose gate the cancel closed: their workers send nothing and record them canceled. */
   sendsStopped: number;
   /** The step index of each send that had begun: it goes out whatever the cancel says. */
   sendingSteps: number[];
-  /** Other jobs under way (a fan-out, a delay, a digest): they read the cancel as they end. */
-  others: number;
 }
 
 /**
- * A cancel's look at an event's jobs under way, to be made before it marks the event: the send
+ * A cancel's look at an event's sends under way, to be made before it marks the event: the send
  * gate of each send is one statement on the job's own row, as passSendGate is, so on PostgreSQL
  * one of the two waits for the other and exactly one wins; and a worker recording an outcome locks
- * its job, then the event, the order taken here. Sends and in-app jobs are locked: a fan-out batch
- * holds the event first, then its job. An in-app job under way has written nothing until its batch
- * commits (in-app-batch.ts, which holds it, then its event): held here, the cancel stops it as a
- * job that has not started (cancelableJobs), or, when its batch held it first, finds it done.
+ * its job, then the event, the order taken here. Only sends are locked: a fan-out batch holds the
+ * event first, then its job.
  */
-export async function closeSendGates(trx: Runner, eventId: string): Promise<JobsUnderWay> {
-  const running = `event_id = ? AND status = 'running'`;
-  const sendsStopped = await changeRows(trx, `UPDATE jobs SET send_gate = 0 WHERE ${running} AND type IN (${SEND_TYPE_LIST}) AND ${SEND_GATE_OPEN}`, [eventId]);
-  if (isPostgres(trx as Db)) await selectRows(trx, `SELECT id FROM jobs WHERE ${running} AND type = 'in_app' FOR UPDATE`, [eventId]);
-  const rows = await selectRows<{ step_index: number | string | null; sending: number | string | boolean }>(
+export async function closeSendGates(trx: Runner, eventId: string): Promise<SendsUnderWay> {
+  const running = `event_id = ? AND status = 'running' AND type IN (${SEND_TYPE_LIST})`;
+  const sendsStopped = await changeRows(trx, `UPDATE jobs SET send_gate = 0 WHERE ${running} AND ${SEND_GATE_OPEN}`, [eventId]);
+  const sending = await selectRows<{ step_index: number | string | null }>(trx, `SELECT step_index FROM jobs WHERE ${running} AND send_gate > 0 AND send_gate = attempts`, [eventId]);
+  return { sendsStopped, sendingSteps: sending.flatMap((row) => (row.step_index === null ? [] : [Number(row.step_index)])) };
+}
+
+/**
+ * How many of an event's jobs other than sends are under way (in-app, a fan-out, a delay, a
+ * digest), looked at once the cancel has marked the event: each reads the event, held, before it
+ * writes a message or the steps that follow (in-app-batch.ts, recordOutcome), so it either ended
+ * before the mark, and is not counted, or sees the mark and stops.
+ */
+export async function localJobsUnderWay(trx: Runner, eventId: string): Promise<number> {
+  const [row] = await selectRows<{ n: number | string }>(
     trx,
-    `SELECT step_index, CASE WHEN type IN (${SEND_TYPE_LIST}) THEN 1 ELSE 0 END AS sending FROM jobs
-     WHERE ${running} AND (type NOT IN (${SEND_TYPE_LIST}, 'in_app') OR (type IN (${SEND_TYPE_LIST}) AND send_gate > 0 AND send_gate = attempts))`,
+    `SELECT COUNT(*) AS n FROM jobs WHERE event_id = ? AND status = 'running' AND type NOT IN (${SEND_TYPE_LIST})`,
     [eventId],
   );
-  const sending = rows.filter((row) => Number(row.sending) === 1);
-  return {
-    sendsStopped,
-    sendingSteps: sending.flatMap((row) => (row.step_index === null ? [] : [Number(row.step_index)])),
-    others: rows.length - sending.length,
-  };
+  return Number(row.n);
 }
 
 /**
  * Jobs of an event that have not started: the ones a cancel stops. A job merged into a digest is
  * one while the digest is open (its leader holds the digest key); once it closed, the event's
- * payload rides in the digest's send. An in-app job under way is one too: its batch has written
- * nothing yet, and finds it no longer held (closeSendGates). Locked on PostgreSQL until the cancel
- * commits: a worker's claim passes them by, and a send a claim took meanwhile is not among them
- * (else the cancel would mark canceled a job its worker goes on to send).
+ * payload rides in the digest's send. Locked on PostgreSQL until the cancel commits: a worker's
+ * claim passes them by, and a job a claim took meanwhile is not among them (else the cancel would
+ * mark canceled a job its worker goes on to send).
  */
 export async function cancelableJobs(trx: Runner, eventId: string): Promise<JobRecord[]> {
   const query = trx('jobs')
     .where({ event_id: eventId })
     .where((q) =>
-      q
-        .whereIn('status', DUE_STATUS_LIST)
-        .orWhere((inApp) => inApp.where({ status: 'running', type: 'in_app' }))
-        .orWhere((merged) => merged.where('status', 'merged').whereIn('merged_into', trx('jobs').select('id').whereNotNull('digest_key'))),
+      q.whereIn('status', DUE_STATUS_LIST).orWhere((merged) =>
+        merged.where('status', 'merged').whereIn('merged_into', trx('jobs').select('id').whereNotNull('digest_key')),
+      ),
     );
   if (isPostgres(trx as Db)) query.forUpdate();
   return (await query).map(toRecord);
