@@ -22,7 +22,7 @@ const SUMMED_UP_EVERY_MS = 60_000;
  * The log of a task tried again and again while something it needs is down (the database,
  * mostly): its first failure with the error, then, while failures go on, one line a minute with
  * their count and the last error's message, and one line when the task works again
- * (`succeeded`). A runner whose database was down logged every failed try with its stack: 94
+ * (`succeeded`), or, for a task that cannot tell, when a minute passed without one. A runner whose database was down logged every failed try with its stack: 94
  * lines, 15 KB, a second, burying everything else the log said.
  */
 export class FailureLog {
@@ -41,7 +41,8 @@ export class FailureLog {
   /** Records a failure; answers how many came in a row, this one included. */
   failed(err: unknown): number {
     const at = this.now();
-    if (this.failures > 0 && at - this.lastAt >= SUMMED_UP_EVERY_MS) this.failures = 0;
+    // A minute without failures ended the last run, though nobody said it works again.
+    if (this.failures > 0 && at - this.lastAt >= SUMMED_UP_EVERY_MS) this.ended(this.lastAt, 'none since');
     this.failures += 1;
     this.lastAt = at;
     if (this.failures === 1) {
@@ -58,8 +59,12 @@ export class FailureLog {
 
   /** The task worked: ends a run of failures, saying how many there were and how long it lasted. */
   succeeded(): void {
-    if (this.failures === 0) return;
-    this.logger.info({ ...this.bindings, failures: this.failures, ms: this.now() - this.since }, `${this.message} earlier; it works again`);
+    if (this.failures > 0) this.ended(this.now(), 'it works again');
+  }
+
+  /** The end of a run: its count and length, unless it was the one failure already logged in full. */
+  private ended(at: number, how: string): void {
+    if (this.failures > 1 || how === 'it works again') this.logger.info({ ...this.bindings, failures: this.failures, ms: at - this.since }, `${this.message} earlier; ${how}`);
     this.failures = 0;
   }
 }

@@ -135,6 +135,8 @@ export async function verifySubscriberToken(
     if (typeof payload.sub !== 'string' || payload.sub === '') return { ok: false, reason: 'The subscriber token has no sub' };
     const nowSeconds = now.getTime() / 1000;
     if (payload.exp! <= nowSeconds) return { ok: false, reason: 'The subscriber token has expired' };
+    // jose reads iat only to bound a token's age: a token issued in the future is refused here.
+    if (typeof payload.iat === 'number' && payload.iat > nowSeconds + CLOCK_TOLERANCE_SECONDS) return { ok: false, reason: 'The subscriber token is not valid: its iat claim is in the future' };
     if (payload.exp! > nowSeconds + MAX_TOKEN_SECONDS + CLOCK_TOLERANCE_SECONDS) return { ok: false, reason: 'The subscriber token lives longer than 24 hours' };
     const { row } = secret;
     return {

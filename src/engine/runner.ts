@@ -314,7 +314,7 @@ export class JobRunner {
         failures = this.failures[lane].failed(err);
       }
       if (failures > 0) {
-        await this.retryAfterFailures(failures);
+        await this.retryAfterFailures(failures, wake);
         continue;
       }
       // A full claim leaves more behind, and a fan-out that handed its job back is due again at once: go on.
@@ -326,11 +326,13 @@ export class JobRunner {
 
   /**
    * The wait after `failures` failed tries in a row, doubling from `maxIdleMs`: a database that is
-   * down is not asked ten times a second by each loop. Work queued does not end it; stop() does.
+   * down is not asked ten times a second by each loop. Past `maxIdleMs`, the loop's wake ends it
+   * (work committed: the database answers again), and stop() ends it at any time.
    */
-  private async retryAfterFailures(failures: number): Promise<void> {
+  private async retryAfterFailures(failures: number, wake: Wakeup): Promise<void> {
     const ms = Math.min(MAX_RETRY_AFTER_FAILURES_MS, this.options.maxIdleMs * 2 ** Math.min(failures - 1, 20));
-    await sleep(ms, undefined, { signal: this.stopped.signal }).catch(() => undefined);
+    await sleep(Math.min(ms, this.options.maxIdleMs), undefined, { signal: this.stopped.signal }).catch(() => undefined);
+    if (ms > this.options.maxIdleMs && !this.stopping) await wake.wait(ms - this.options.maxIdleMs);
   }
 
   /** Settles claimed in-app jobs in bulk. */
@@ -386,7 +388,7 @@ export class JobRunner {
             ({ claimed, limit, leftOut } = await this.claimSends(free));
             this.failures.send.succeeded();
           } catch (err) {
-            await this.retryAfterFailures(this.failures.send.failed(err));
+            await this.retryAfterFailures(this.failures.send.failed(err), this.sendWake);
             continue;
           }
         }

@@ -189,6 +189,8 @@ function describe(err: unknown): string {
  * together as text, a `baseUrl` with a query took the call's path into the query.
  */
 export function providerUrl(configured: string | undefined, fallback: string, path: string): string {
+  // Checked when the integration was saved; one stored before that check fails its sends for good.
+  if (!URL.canParse(configured ?? fallback)) throw new ProviderError('The integration\'s baseUrl is not a URL', true);
   const url = new URL(configured ?? fallback);
   url.pathname = `${url.pathname.replace(/\/+$/, '')}${path}`;
   url.hash = '';

@@ -97,7 +97,12 @@ describe('herald/client', () => {
             "const herald = createHeraldClient({ baseUrl: 'http://localhost:3000', apiKey: 'a-secret-key' });",
             // Typed, not `any`: a path the contract lacks does not compile.
             "// @ts-expect-error no such path",
-            "void inbox.GET('/no-such-path');",
+            "void inbox.api.GET('/no-such-path');",
+            "void inbox.api.GET('/inbox/counts');",
+            "// @ts-expect-error a message state the contract lacks",
+            "void inbox.mark('m1', { pinned: true });",
+            "// @ts-expect-error no such path",
+            "void herald.GET('/no-such-path');",
             "void herald.GET('/subscribers/{subscriberId}', { params: { path: { subscriberId: 'ada' } } });",
             'export {};',
             '',

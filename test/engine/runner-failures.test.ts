@@ -33,7 +33,7 @@ describe('a job runner whose database fails', () => {
       await db.raw('ALTER TABLE jobs RENAME TO jobs_away');
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       const failed = lines.filter((line) => line.level === 50);
-      // One line a loop (in-app, control, sends): tried every 20 ms, 1.5 s gave each dozens of failures.
+      // One line a loop (in-app, control, sends), where each failure was one: a try every 20 ms is 75 in 1.5 s.
       expect(failed.map((line) => `${line.msg} ${line.lane ?? ''}`.trim()).sort()).toEqual([
         'job runner: claiming sends failed',
         'job runner: local work failed control',

@@ -102,6 +102,8 @@ describe('inbox authentication', () => {
       new SignJWT({}).setProtectedHeader({ alg: 'HS256', kid: secret.kid }).setSubject('ada').setAudience('herald-inbox').setIssuedAt(iat).setNotBefore(iat).setExpirationTime(exp).sign(key);
     await as(await sign(now + 30, now + 630)).get('/v1/inbox/counts').expect(200);
     expect((await as(await sign(now + 120, now + 720)).get('/v1/inbox/counts').expect(401)).body.message).toMatch(/nbf/);
+    const issuedAhead = await new SignJWT({}).setProtectedHeader({ alg: 'HS256', kid: secret.kid }).setSubject('ada').setAudience('herald-inbox').setIssuedAt(now + 120).setExpirationTime(now + 720).sign(key);
+    expect((await as(issuedAhead).get('/v1/inbox/counts').expect(401)).body.message).toMatch(/iat/);
     expect((await as(await sign(now - 600, now - 1)).get('/v1/inbox/counts').expect(401)).body.message).toMatch(/expired/);
   });
 

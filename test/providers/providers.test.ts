@@ -104,6 +104,11 @@ describe('twilio (sms)', () => {
     await senders.sms.twilio!.send({ to: '+447700900123', content: 'x' }, { ...credentials, baseUrl: `${server.url}/proxy/` }, delivery);
     expect(server.requests.map((r) => r.path)).toEqual(['/proxy/2010-04-01/Accounts/AC1/Messages.json?tenant=acme', '/proxy/2010-04-01/Accounts/AC1/Messages.json']);
   });
+
+  it('fails for good, without a request, when a stored baseUrl is not a URL', async () => {
+    const err = await failure(senders.sms.twilio!.send({ to: '+447700900123', content: 'x' }, { accountSid: 'AC1', token: 'tok', from: '+1', baseUrl: 'not a url' }, delivery));
+    expect(err.permanent).toBe(true);
+  });
 });
 
 describe('chat webhooks', () => {

@@ -47,6 +47,14 @@ describe('FailureLog', () => {
     expect(log.failed('Connection Error: terminated')).toBe(2);
     now += 60_000;
     expect(log.failed('Acquire connection error: refused')).toBe(1);
-    expect(lines.map((line) => line.err)).toEqual(['Connection Error: terminated', 'Acquire connection error: refused']);
+    expect(lines.map((line) => [line.msg, line.err ?? line.failures])).toEqual([
+      ['database driver warning', 'Connection Error: terminated'],
+      ['database driver warning earlier; none since', 2],
+      ['database driver warning', 'Acquire connection error: refused'],
+    ]);
+    // A run of one ended by the quiet gap says nothing more: its one failure was logged in full.
+    now += 60_000;
+    log.failed('again');
+    expect(lines.map((line) => line.msg)).toHaveLength(4);
   });
 });
