@@ -94,7 +94,21 @@ function minus(a: repo.InboxCounts, b: repo.InboxCounts): repo.InboxCounts {
  */
 export async function deliverInboxMessages(trx: Runner, messages: NewMessage[], now: Date): Promise<void> {
   if (messages.length === 0) return;
-  const stored = await insertMessages(trx, messages, now);
+  // Each subscriber's messages are stamped later than its newest, in the order they commit: a feed
+  // followed with `after=` then finds every one (two workers' `now`s need not be in commit order).
+  const wanted = new Map<string, { subscriberKey: string; environmentId: string; count: number }>();
+  for (const { subscriberKey, environmentId } of messages) {
+    const entry = wanted.get(subscriberKey);
+    if (entry) entry.count += 1;
+    else wanted.set(subscriberKey, { subscriberKey, environmentId, count: 1 });
+  }
+  const nextTime = await repo.reserveMessageTimes(trx, [...wanted.values()], now);
+  const stamped = messages.map((message) => {
+    const ms = nextTime.get(message.subscriberKey)!;
+    nextTime.set(message.subscriberKey, ms + 1);
+    return { ...message, createdAt: new Date(ms).toISOString() };
+  });
+  const stored = await insertMessages(trx, stamped, now);
   const bySubscriber = new Map<string, Array<Record<string, unknown>>>();
   for (const row of stored) {
     const key = row.subscriber_key as string;

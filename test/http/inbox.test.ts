@@ -3,6 +3,8 @@ import { SignJWT } from 'jose';
 import { Client, startTestApp, type TestApp } from '../helpers/app.js';
 import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
 import { JobRunner } from '../../src/engine/runner.js';
+import { executeInAppBatch } from '../../src/engine/in-app-batch.js';
+import { claimDueJobs } from '../../src/db/repos/jobs.js';
 import { addSigningSecret, signingSecrets } from '../../src/engine/inbox-tokens.js';
 
 let t: TestApp;
@@ -208,6 +210,24 @@ describe('GET /inbox/messages (listInboxMessages) and GET /inbox/counts (getInbo
     expect(newer.data.map((m: { body: string }) => m.body)).toEqual(['Hello ada #1', 'Hello ada #0']);
     expect(newer.hasMore).toBe(true);
     await as(token).get('/v1/inbox/messages?before=000000000000000000000000').expect(404);
+  });
+
+  it('finds with after= a message that commits after one it listed, from a worker whose clock read earlier', async () => {
+    t.clock.advance(1000);
+    for (const n of [1, 2]) await t.a.post('/v1/events/trigger', { name: 'comment-added', to: 'ada', payload: { n } }).expect(201);
+    const [early, late] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    const earlyBatchBegan = t.clock.now();
+    t.clock.advance(5000);
+    // One worker's batch commits first...
+    await executeInAppBatch({ deps: t.deps, owner: 'worker-a', random: Math.random }, [late]);
+    const token = await tokenFor('ada');
+    const [top] = (await as(token).get('/v1/inbox/messages').expect(200)).body.data;
+    expect(top.body).toBe('Hello ada #2');
+    // ...then another's, whose clock read 5 s earlier, when its batch began.
+    await executeInAppBatch({ deps: { ...t.deps, clock: { now: () => earlyBatchBegan } }, owner: 'worker-a', random: Math.random }, [early]);
+    const newer = (await as(token).get(`/v1/inbox/messages?after=${top.messageId}`).expect(200)).body.data;
+    expect(newer.map((m: { body: string }) => m.body)).toEqual(['Hello ada #1']);
+    expect(Date.parse(newer[0].createdAt)).toBeGreaterThan(Date.parse(top.createdAt));
   });
 });
 

@@ -267,6 +267,36 @@ export async function bumpCounts(trx: Runner, changes: CountsChange[]): Promise<
   return out;
 }
 
+/**
+ * Times for new in-app messages, `count` of them for each subscriber, each later than every message
+ * of that subscriber so far: from `now` on, or from its newest message's time plus 1 ms, 1 ms
+ * apart. Taken in an upsert of the subscriber's counts row, which holds the row until the
+ * transaction ends: a subscriber's messages are stamped in the order they commit, however many
+ * workers deliver (a worker's `now` is its own, taken before its transaction). Answers each
+ * subscriber's first time (epoch ms).
+ */
+export async function reserveMessageTimes(trx: Runner, wanted: Array<{ subscriberKey: string; environmentId: string; count: number }>, now: Date): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  const before = now.getTime() - 1;
+  const greatest = isPostgres(trx as Db) ? 'GREATEST' : 'max';
+  for (let start = 0; start < wanted.length; start += BUMP_CHUNK) {
+    const chunk = wanted.slice(start, start + BUMP_CHUNK);
+    // A row's last_message_ms as given is `before + count`: the count is read back from it.
+    const rows = await selectRows<{ subscriber_key: string; last_message_ms: number | string }>(
+      trx,
+      `INSERT INTO inbox_counts (subscriber_key, environment_id, unread, unseen, total, archived, seq, last_message_ms)
+       VALUES ${chunk.map(() => '(?, ?, 0, 0, 0, 0, 0, ?)').join(', ')}
+       ON CONFLICT (subscriber_key) DO UPDATE SET
+         last_message_ms = ${greatest}(excluded.last_message_ms, COALESCE(inbox_counts.last_message_ms, 0) + excluded.last_message_ms - ?)
+       RETURNING subscriber_key, last_message_ms`,
+      [...chunk.flatMap((w) => [w.subscriberKey, w.environmentId, before + w.count]), before] as never[],
+    );
+    const count = new Map(chunk.map((w) => [w.subscriberKey, w.count]));
+    for (const row of rows) out.set(row.subscriber_key, Number(row.last_message_ms) - count.get(row.subscriber_key)! + 1);
+  }
+  return out;
+}
+
 export interface InboxEventRow {
   subscriberKey: string;
   environmentId: string;
