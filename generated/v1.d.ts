@@ -1234,7 +1234,8 @@ export interface paths {
          * Retry a delivery
          * @description Sends the delivery's event to its endpoint again now, whatever its status, with the same
          *     `webhook-id`; a pending delivery's next try is simply brought forward. A disabled endpoint is a
-         *     `422`.
+         *     `422`, but for a `webhook.test` delivery: a disabled endpoint takes test events, as
+         *     `POST /webhook-endpoints/{endpointId}/test` sends them.
          */
         post: operations["retryWebhookDelivery"];
         delete?: never;

@@ -1,12 +1,18 @@
-// Where sends go, kept apart: each destination (an integration, and for webhooks the host they
-// post to) has a bound on its sends in flight and a circuit breaker. A slow or failing destination
-// then holds a few slots and defers its own jobs, never the other destinations'. Both live in the
-// memory of one runner: on PostgreSQL each worker process keeps its own.
+// Where sends go, kept apart: each destination (an integration, and for chat and push webhooks the
+// host they post to; an outbound webhook endpoint) has a bound on its sends in flight and a circuit
+// breaker. A slow or failing destination then holds a few slots and defers its own jobs, never the
+// other destinations'. Both live in the memory of one runner: on PostgreSQL each worker process
+// keeps its own.
 import { ProviderError } from '../providers/types.js';
 
 export interface DestinationOptions {
   /** Sends in flight at once to one destination. */
   perDestination: number;
+  /**
+   * Of those, while the destination is slow or has not answered yet: so that the hanging
+   * destinations of one environment hold few of its slots (a quarter of perDestination by default).
+   */
+  slowPerDestination?: number;
   /** Failures in a row (timeouts, network errors, 5xx) that open the breaker. */
   failures: number;
   /** How long an open breaker waits before it lets one probe through; doubled at each failed probe. */
@@ -36,6 +42,8 @@ export interface Gate {
 interface State {
   /** When each send in flight started (epoch ms). */
   starts: number[];
+  /** Whether a send here has ended since the destination was last forgotten. */
+  answered: boolean;
   /** Sends waiting for one of this destination's places, first come first served. */
   waiting: Array<(started: number | undefined) => void>;
   /** Failures in a row. */
@@ -72,7 +80,7 @@ export class Destinations implements Gate {
   async admit(destination: string): Promise<Admission> {
     const state = this.stateOf(destination);
     const now = this.now();
-    const busy = state.openUntil === 0 && state.starts.length >= this.options.perDestination;
+    const busy = state.openUntil === 0 && state.starts.length >= this.places(state, now);
     if (busy && !this.isSlow(state, now)) {
       const started = await new Promise<number | undefined>((resolve) => {
         const waiter = (at: number | undefined) => {
@@ -102,7 +110,7 @@ export class Destinations implements Gate {
       }
       if (state.probing) return this.deferred(now + PROBE_WAIT_MS * (0.5 + this.random()), destination, state);
       state.probing = true;
-    } else if (state.starts.length >= this.options.perDestination) {
+    } else if (state.starts.length >= this.places(state, now)) {
       const wait = Math.min(BUSY_WAIT_MS.max, Math.max(BUSY_WAIT_MS.min, state.averageMs, this.oldestInFlightMs(state, now)));
       return { go: false, until: new Date(now + wait * (0.5 + this.random())) };
     }
@@ -116,6 +124,7 @@ export class Destinations implements Gate {
     const at = state.starts.indexOf(started);
     if (at >= 0) state.starts.splice(at, 1);
     const durationMs = now - started;
+    state.answered = true;
     state.averageMs = state.averageMs === 0 ? durationMs : state.averageMs * 0.8 + durationMs * 0.2;
     const probe = state.probing;
     state.probing = false;
@@ -131,9 +140,12 @@ export class Destinations implements Gate {
     if (state.openUntil > 0) {
       // Open: the sends waiting for a place are deferred instead (admitNow).
       for (const waiter of state.waiting.splice(0)) waiter(undefined);
-    } else if (state.waiting.length > 0 && state.starts.length < this.options.perDestination) {
-      state.starts.push(now);
-      state.waiting.shift()!(now);
+    } else {
+      // A first quick answer opens every place: as many waiting sends as there are places go.
+      while (state.waiting.length > 0 && state.starts.length < this.places(state, now)) {
+        state.starts.push(now);
+        state.waiting.shift()!(now);
+      }
     }
     if (state.starts.length === 0 && state.waiting.length === 0 && state.failures === 0 && state.openUntil === 0) this.states.delete(destination);
   }
@@ -141,6 +153,16 @@ export class Destinations implements Gate {
   /** Whether the destination's breaker is open now (tests, metrics). */
   isOpen(destination: string): boolean {
     return (this.states.get(destination)?.openUntil ?? 0) > 0;
+  }
+
+  /**
+   * How many sends may be in flight at the destination now: all its places once it has answered
+   * quickly; fewer while it is slow or has not answered yet (a new destination may hang), so that an
+   * environment's hanging destinations leave it slots for the others until their breakers open.
+   */
+  private places(state: State, now: number): number {
+    const few = Math.min(this.options.perDestination, this.options.slowPerDestination ?? Math.max(1, Math.floor(this.options.perDestination / 4)));
+    return state.answered && !this.isSlow(state, now) ? this.options.perDestination : few;
   }
 
   private isSlow(state: State, now: number): boolean {
@@ -181,7 +203,7 @@ export class Destinations implements Gate {
     let state = this.states.get(destination);
     if (!state) {
       if (this.states.size >= MAX_REMEMBERED) this.forgetIdle();
-      state = { starts: [], waiting: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
+      state = { starts: [], answered: false, waiting: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
       this.states.set(destination, state);
     }
     return state;

@@ -190,7 +190,10 @@ export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, 
   }
   const paced = ctx.pace.take(endpoint.id, endpoint.rateLimitPerSecond, clock.now().getTime(), ctx.random);
   if (paced) return putBack(ctx, delivery, paced);
-  const destination = destinationOf('webhook', 'endpoint', endpoint.url);
+  // Each endpoint is a destination of its own, its tenant's: endpoints of several tenants often
+  // share a host (a receiving service), and one tenant's failing or hanging endpoint there must
+  // not take the others' places or open their breaker.
+  const destination = destinationOf('webhook', endpoint.id, endpoint.url);
   let tried: Tried;
   if (gate) {
     const admission = await gate.admit(destination);

@@ -7,7 +7,8 @@ import { loadConfig, DEFAULT_DELIVERY } from '../../src/config.js';
 
 function setup(options: Partial<ConstructorParameters<typeof Destinations>[0]> = {}) {
   let now = 1_000_000;
-  const destinations = new Destinations({ perDestination: 2, failures: 3, cooldownMs: 1_000, maxCooldownMs: 4_000, ...options }, () => now, () => 0.5);
+  // As many places while slow as when quick, but where a test says otherwise.
+  const destinations = new Destinations({ perDestination: 2, slowPerDestination: 2, failures: 3, cooldownMs: 1_000, maxCooldownMs: 4_000, ...options }, () => now, () => 0.5);
   return { destinations, advance: (ms: number) => (now += ms), now: () => now };
 }
 
@@ -51,6 +52,26 @@ describe('destinations', () => {
     }
     destinations.finished('chat:i1:slow.example', 'ok', a);
     started(await destinations.admit('chat:i1:slow.example'));
+  });
+
+  it('lets fewer sends through to a destination that has not answered yet, or is slow, than to a quick one', async () => {
+    const { destinations, advance } = setup({ perDestination: 8, slowPerDestination: undefined });
+    const admitted = async (destination: string) => {
+      const starts: number[] = [];
+      for (let admission = await destinations.admit(destination); admission.go; admission = await destinations.admit(destination)) starts.push(admission.started);
+      return starts;
+    };
+    // New: a quarter of its places until a send there ends (the next waits a second for a place, then comes back).
+    const first = await admitted('webhook:e1:hooks.example');
+    expect(first).toHaveLength(2);
+    // A quick answer: every place.
+    destinations.finished('webhook:e1:hooks.example', 'ok', first[0]);
+    const quick = await admitted('webhook:e1:hooks.example');
+    expect(quick).toHaveLength(7);
+    // Its sends out for over a second: slow, a quarter again as they end.
+    advance(1_500);
+    for (const at of [first[1], ...quick.slice(0, 6)]) destinations.finished('webhook:e1:hooks.example', 'neutral', at);
+    expect(await admitted('webhook:e1:hooks.example')).toHaveLength(1);
   });
 
   it('hands a place at a quick, busy destination to the send waiting for it', async () => {

@@ -1,8 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { DISABLE_AFTER_MS, EndpointPace, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
+import { destinationOf } from '../../src/engine/destinations.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { forgetSubscriptions, subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
 import { claimDueDeliveries, deliveriesDue, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
@@ -296,6 +297,27 @@ describe('an environment at its share of the send slots', () => {
     const runner = new JobRunner(t.deps, { slotsPerEnvironment: 1, coalesceMs: 0, random: () => 0.5 });
     await runWithTimersStopped(runner, () => peer.requests.length >= 3);
     expect(peer.requests).toHaveLength(3);
+  });
+});
+
+describe("an endpoint's destination", () => {
+  it("is the endpoint's own: another tenant's failing endpoint on the same host opens no breaker of its", async () => {
+    const peer = await receiver((request) => (request.path.startsWith('/down') ? { status: 500, body: 'no' } : { status: 200, body: 'ok' }));
+    const down = await endpointAt(`${peer.url}/down`);
+    const up = (await t.b.post('/v1/webhook-endpoints', { url: `${peer.url}/up` }).expect(201)).body.data as { endpointId: string };
+    const runner = new JobRunner(t.deps, { breakerFailures: 2, random: () => 0.5 });
+    const at = (path: string) => peer.requests.filter((request) => request.path.startsWith(path));
+    runner.start();
+    try {
+      for (let i = 0; i < 2; i++) await t.a.post(`/v1/webhook-endpoints/${down.endpointId}/test`).expect(200);
+      await vi.waitFor(() => expect(at('/down')).toHaveLength(2), { timeout: 5000, interval: 20 });
+      await vi.waitFor(() => expect(runner.breakerOpen(destinationOf('webhook', down.endpointId, peer.url))).toBe(true), { timeout: 5000, interval: 20 });
+      // The clock stands still: an open breaker would keep tenant b's test waiting.
+      await t.b.post(`/v1/webhook-endpoints/${up.endpointId}/test`).expect(200);
+      await vi.waitFor(() => expect(at('/up')).toHaveLength(1), { timeout: 5000, interval: 20 });
+    } finally {
+      await runner.stop();
+    }
   });
 });
 
