@@ -22,8 +22,9 @@ const SUMMED_UP_EVERY_MS = 60_000;
  * The log of a task tried again and again while something it needs is down (the database,
  * mostly): its first failure with the error, then, while failures go on, one line a minute with
  * their count and the last error's message, and one line when the task works again
- * (`succeeded`), or, for a task that cannot tell, when a minute passed without one. A runner whose database was down logged every failed try with its stack: 94
- * lines, 15 KB, a second, burying everything else the log said.
+ * (`succeeded`) or, for a task that cannot tell, once a minute has passed without a failure. A
+ * runner whose database was down logged every failed try with its stack: 94 lines, 15 KB, a
+ * second, burying everything else the log said.
  */
 export class FailureLog {
   private failures = 0;

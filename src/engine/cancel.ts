@@ -17,10 +17,10 @@ import { nextActiveStep } from './schedule.js';
  * on for the oldest other event (digests.ts). Answers whether anything was stopped, or will be: a
  * job a worker has taken stops before it sends unless its send has begun (its send gate, which the
  * cancel closes: jobs.ts), and a send that has begun still stops the active steps after it. Other
- * jobs under way count when they are still under way once the event is marked: they read the
- * mark before they write (localJobsUnderWay). When
- * all that is left is a send already going out, nothing is stopped and the answer is false; should
- * that send fail, its retry is pending, and a cancel then stops it.
+ * jobs count when they are still under way once the event is marked: they read the mark before
+ * they write (localJobsUnderWay). When all that is left is a send already going out, nothing is
+ * stopped and the answer is false; should that send fail, its retry is pending, and a cancel then
+ * stops it.
  */
 export async function cancelEvent(deps: Deps, environmentId: string, transactionId: string): Promise<boolean> {
   const now = deps.clock.now();

@@ -210,7 +210,7 @@ export class Destinations implements Gate {
   }
 }
 
-/** A destination's key: the channel, the integration, and the host a webhook posts to. */
+/** A destination's key: the channel, the integration (for an outbound webhook, its endpoint), and the host a webhook posts to. */
 export function destinationOf(channel: string, integrationId: string, url?: string): string {
   let host = '';
   if (url) {

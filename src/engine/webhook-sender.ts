@@ -1,6 +1,6 @@
 // Delivering one claimed webhook delivery: signed as Standard Webhooks v1, sent through the
 // providers' HTTP path (the outbound guard, its own 15 s bound, no redirects), admitted by the
-// runner's destinations (the endpoint's host) like any send, and paced by the endpoint's
+// runner's destinations (each endpoint one) like any send, and paced by the endpoint's
 // rateLimitPerSecond. The try and what follows from it (the next try on Svix's schedule, the
 // endpoint's health, its disabling) are written in one transaction, while this worker holds it.
 import type { Transaction } from '../db/knex.js';
