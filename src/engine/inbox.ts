@@ -19,32 +19,49 @@ import { recordMessageChange, type MessageState as WebhookMessageState } from '.
 
 export type { InboxItem, InboxCounts } from '../db/repos/inbox.js';
 
-/** A change to record: each subscriber's counts move by `delta`; it gets `events`, numbered in order, each told the counts after the change. */
+/**
+ * A change to record: each subscriber's counts move by `delta`; it gets `events`, numbered in
+ * order, each told the counts after the change; `newMessages` of its messages are new, and get
+ * their time in commit order (bumpCounts).
+ */
 interface SubscriberChange {
   subscriberKey: string;
   environmentId: string;
   delta: repo.InboxCounts;
   events: Array<(counts: repo.InboxCounts) => Record<string, unknown> & { type: repo.InboxEventType }>;
+  newMessages?: number;
 }
 
 /**
  * What follows every change to messages, in the same transaction: the counts rows move (their
- * update locks them, so the events get gap-free numbers in commit order), the events are stored,
- * the other processes are told at commit (NOTIFY, one a transaction), and this process's streams
- * after it. Answers each subscriber's counts after the change.
+ * update locks them, so the events get gap-free numbers in commit order, and new messages their
+ * time: `whileHeld` is given it), the events are stored, the other processes are told at commit
+ * (NOTIFY, one a transaction), and this process's streams after it. Answers each subscriber's
+ * counts after the change.
  */
-async function recordInboxChange(trx: Runner, changes: SubscriberChange[], now: Date): Promise<Map<string, repo.InboxCounts>> {
+async function recordInboxChange(
+  trx: Runner,
+  changes: SubscriberChange[],
+  now: Date,
+  whileHeld?: (newMessagesMs: ReadonlyMap<string, number>) => Promise<void>,
+): Promise<Map<string, repo.InboxCounts>> {
   // In one order (by subscriber) in every transaction, so two that share subscribers cannot deadlock on their counts rows.
   changes.sort((a, b) => (a.subscriberKey < b.subscriberKey ? -1 : a.subscriberKey > b.subscriberKey ? 1 : 0));
   const bumped = await repo.bumpCounts(
     trx,
-    changes.map((c) => ({ subscriberKey: c.subscriberKey, environmentId: c.environmentId, ...c.delta, events: c.events.length })),
+    changes.map((c) => ({ subscriberKey: c.subscriberKey, environmentId: c.environmentId, ...c.delta, events: c.events.length, newMessages: c.newMessages ?? 0 })),
+    now,
   );
+  if (whileHeld) {
+    const newMessagesMs = new Map<string, number>();
+    for (const [subscriberKey, { newMessagesMs: ms }] of bumped) if (ms !== undefined) newMessagesMs.set(subscriberKey, ms);
+    await whileHeld(newMessagesMs);
+  }
   const events: repo.InboxEventRow[] = [];
   const counts = new Map<string, repo.InboxCounts>();
   for (const change of changes) {
     const after = bumped.get(change.subscriberKey)!;
-    const { seq, ...current } = after;
+    const { seq, newMessagesMs: _, ...current } = after;
     counts.set(change.subscriberKey, current);
     change.events.forEach((event, i) => {
       const body = event(current);
@@ -94,21 +111,7 @@ function minus(a: repo.InboxCounts, b: repo.InboxCounts): repo.InboxCounts {
  */
 export async function deliverInboxMessages(trx: Runner, messages: NewMessage[], now: Date): Promise<void> {
   if (messages.length === 0) return;
-  // Each subscriber's messages are stamped later than its newest, in the order they commit: a feed
-  // followed with `after=` then finds every one (two workers' `now`s need not be in commit order).
-  const wanted = new Map<string, { subscriberKey: string; environmentId: string; count: number }>();
-  for (const { subscriberKey, environmentId } of messages) {
-    const entry = wanted.get(subscriberKey);
-    if (entry) entry.count += 1;
-    else wanted.set(subscriberKey, { subscriberKey, environmentId, count: 1 });
-  }
-  const nextTime = await repo.reserveMessageTimes(trx, [...wanted.values()], now);
-  const stamped = messages.map((message) => {
-    const ms = nextTime.get(message.subscriberKey)!;
-    nextTime.set(message.subscriberKey, ms + 1);
-    return { ...message, createdAt: new Date(ms).toISOString() };
-  });
-  const stored = await insertMessages(trx, stamped, now);
+  const stored = await insertMessages(trx, messages, now);
   const bySubscriber = new Map<string, Array<Record<string, unknown>>>();
   for (const row of stored) {
     const key = row.subscriber_key as string;
@@ -122,9 +125,22 @@ export async function deliverInboxMessages(trx: Runner, messages: NewMessage[], 
       subscriberKey,
       environmentId: rows[0].environment_id as string,
       delta: { unread: rows.length, unseen: rows.length, total: rows.length, archived: 0 },
+      newMessages: rows.length,
       events: rows.map((row) => (counts: repo.InboxCounts) => ({ type: 'notification.created' as const, item: repo.toItem(row), counts })),
     })),
     now,
+    // A subscriber's messages take their time under its counts row, so in the order they commit,
+    // whatever each worker's clock read: a feed followed with `after=` finds every one. Stored at
+    // `now`, they move only when that is not later than the subscriber's newest (rarely).
+    async (newMessagesMs) => {
+      for (const [subscriberKey, ms] of newMessagesMs) {
+        if (ms === now.getTime()) continue;
+        const rows = bySubscriber.get(subscriberKey)!;
+        const createdAt = new Date(ms).toISOString();
+        await repo.restampMessages(trx, rows.map((row) => row.id as string), createdAt);
+        for (const row of rows) row.created_at = createdAt;
+      }
+    },
   );
 }
 

@@ -107,7 +107,7 @@ describe('retention', () => {
     const [read, archived] = await testDb.db('messages').orderBy('created_at').limit(2).pluck('id');
     await testDb.db('messages').where({ id: read }).update({ seen: true, read: true });
     await testDb.db('messages').where({ id: archived }).update({ archived: true });
-    await testDb.db.transaction((trx) => bumpCounts(trx, [{ subscriberKey, environmentId: environments.production, unread: 2, unseen: 2, total: 3, archived: 1, events: 0 }]));
+    await testDb.db.transaction((trx) => bumpCounts(trx, [{ subscriberKey, environmentId: environments.production, unread: 2, unseen: 2, total: 3, archived: 1, events: 0, newMessages: 0 }], NOW));
     expect(await readCounts(testDb.db, subscriberKey)).toEqual({ unread: 2, unseen: 2, total: 3, archived: 1, seq: 0 });
 
     expect(await sweep()).toMatchObject({ notifications: 3 });
@@ -206,7 +206,7 @@ describe('retention', () => {
     const old = await notification(environments.production, 40);
     const environmentId = environments.production;
     // The message's counts, and the event that told of it, as delivering it left them.
-    await testDb.db.transaction((trx) => bumpCounts(trx, [{ subscriberKey, environmentId, unread: 1, unseen: 1, total: 1, archived: 0, events: 1 }]));
+    await testDb.db.transaction((trx) => bumpCounts(trx, [{ subscriberKey, environmentId, unread: 1, unseen: 1, total: 1, archived: 0, events: 1, newMessages: 0 }], NOW));
     await insertEvents(testDb.db, [{ subscriberKey, environmentId, seq: 1, type: 'notification.created', payload: '{}' }], new Date(NOW.getTime() - INBOX_EVENTS_KEPT_MS - 1));
     await insertTicket(testDb.db, { ticketHash: 'expired', environmentId, organizationId: newId(), subscriberId: 'ada', expiresAt: new Date(NOW.getTime() - 1) });
     // A real failure of one part: the inbox's tickets cannot be read while their table is away.

@@ -227,7 +227,7 @@ function countsOf(row: Record<string, unknown>): InboxCounts & { seq: number } {
   return { unread: Number(row.unread), unseen: Number(row.unseen), total: Number(row.total), archived: Number(row.archived), seq: Number(row.seq) };
 }
 
-/** One subscriber's share of a change: how its counts move, and how many events it gets. */
+/** One subscriber's share of a change: how its counts move, how many events it gets, and how many new messages it stamps. */
 export interface CountsChange {
   subscriberKey: string;
   environmentId: string;
@@ -236,65 +236,54 @@ export interface CountsChange {
   total: number;
   archived: number;
   events: number;
+  newMessages: number;
 }
 
-/** Statements of at most this many rows: 7 values a row stays under SQLite's bound-variable limit. */
+/** A subscriber's counts and last event number after a change, and the time of its new messages (epoch ms), if it has any. */
+export type BumpedCounts = InboxCounts & { seq: number; newMessagesMs?: number };
+
+/** Statements of at most this many rows: 8 values a row stays under SQLite's bound-variable limit. */
 const BUMP_CHUNK = 2000;
 
 /**
  * Moves the counts of many subscribers and takes their next event numbers, in one statement per
  * chunk: an upsert whose update locks each row until the transaction ends, so a subscriber's
- * events are numbered in commit order, without a gap. Answers each subscriber's counts after the
- * change and its new last `seq`.
+ * events are numbered in commit order, without a gap. Its new messages get a time in that order
+ * too: `now`, or 1 ms after its newest message so far (the row keeps its time) when that is not
+ * earlier, whichever worker's clock `now` was read from and when. Answers each subscriber's counts
+ * after the change, its new last `seq`, and the time of its new messages.
  */
-export async function bumpCounts(trx: Runner, changes: CountsChange[]): Promise<Map<string, InboxCounts & { seq: number }>> {
-  const out = new Map<string, InboxCounts & { seq: number }>();
+export async function bumpCounts(trx: Runner, changes: CountsChange[], now: Date): Promise<Map<string, BumpedCounts>> {
+  const out = new Map<string, BumpedCounts>();
+  const greatest = isPostgres(trx as Db) ? 'GREATEST' : 'max';
   for (let start = 0; start < changes.length; start += BUMP_CHUNK) {
     const chunk = changes.slice(start, start + BUMP_CHUNK);
     const rows = await selectRows<Record<string, unknown>>(
       trx,
-      `INSERT INTO inbox_counts (subscriber_key, environment_id, unread, unseen, total, archived, seq)
-       VALUES ${chunk.map(() => '(?, ?, ?, ?, ?, ?, ?)').join(', ')}
+      `INSERT INTO inbox_counts (subscriber_key, environment_id, unread, unseen, total, archived, seq, last_message_ms)
+       VALUES ${chunk.map(() => '(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}
        ON CONFLICT (subscriber_key) DO UPDATE SET
          unread = inbox_counts.unread + excluded.unread, unseen = inbox_counts.unseen + excluded.unseen,
          total = inbox_counts.total + excluded.total, archived = inbox_counts.archived + excluded.archived,
-         seq = inbox_counts.seq + excluded.seq
-       RETURNING subscriber_key, unread, unseen, total, archived, seq`,
-      chunk.flatMap((c) => [c.subscriberKey, c.environmentId, c.unread, c.unseen, c.total, c.archived, c.events]) as never[],
+         seq = inbox_counts.seq + excluded.seq,
+         last_message_ms = CASE WHEN excluded.last_message_ms IS NULL THEN inbox_counts.last_message_ms
+           ELSE ${greatest}(excluded.last_message_ms, COALESCE(inbox_counts.last_message_ms, 0) + 1) END
+       RETURNING subscriber_key, unread, unseen, total, archived, seq, last_message_ms`,
+      chunk.flatMap((c) => [c.subscriberKey, c.environmentId, c.unread, c.unseen, c.total, c.archived, c.events, c.newMessages > 0 ? now.getTime() : null]) as never[],
     );
-    for (const row of rows) out.set(row.subscriber_key as string, countsOf(row));
+    const withMessages = new Set(chunk.filter((c) => c.newMessages > 0).map((c) => c.subscriberKey));
+    for (const row of rows) {
+      const key = row.subscriber_key as string;
+      out.set(key, withMessages.has(key) ? { ...countsOf(row), newMessagesMs: Number(row.last_message_ms) } : countsOf(row));
+    }
   }
   return out;
 }
 
-/**
- * Times for new in-app messages, `count` of them for each subscriber, each later than every message
- * of that subscriber so far: from `now` on, or from its newest message's time plus 1 ms, 1 ms
- * apart. Taken in an upsert of the subscriber's counts row, which holds the row until the
- * transaction ends: a subscriber's messages are stamped in the order they commit, however many
- * workers deliver (a worker's `now` is its own, taken before its transaction). Answers each
- * subscriber's first time (epoch ms).
- */
-export async function reserveMessageTimes(trx: Runner, wanted: Array<{ subscriberKey: string; environmentId: string; count: number }>, now: Date): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  const before = now.getTime() - 1;
-  const greatest = isPostgres(trx as Db) ? 'GREATEST' : 'max';
-  for (let start = 0; start < wanted.length; start += BUMP_CHUNK) {
-    const chunk = wanted.slice(start, start + BUMP_CHUNK);
-    // A row's last_message_ms as given is `before + count`: the count is read back from it.
-    const rows = await selectRows<{ subscriber_key: string; last_message_ms: number | string }>(
-      trx,
-      `INSERT INTO inbox_counts (subscriber_key, environment_id, unread, unseen, total, archived, seq, last_message_ms)
-       VALUES ${chunk.map(() => '(?, ?, 0, 0, 0, 0, 0, ?)').join(', ')}
-       ON CONFLICT (subscriber_key) DO UPDATE SET
-         last_message_ms = ${greatest}(excluded.last_message_ms, COALESCE(inbox_counts.last_message_ms, 0) + excluded.last_message_ms - ?)
-       RETURNING subscriber_key, last_message_ms`,
-      [...chunk.flatMap((w) => [w.subscriberKey, w.environmentId, before + w.count]), before] as never[],
-    );
-    const count = new Map(chunk.map((w) => [w.subscriberKey, w.count]));
-    for (const row of rows) out.set(row.subscriber_key, Number(row.last_message_ms) - count.get(row.subscriber_key)! + 1);
-  }
-  return out;
+/** Gives a subscriber's new messages, stored at another time than the one bumpCounts answered, that time. */
+export async function restampMessages(trx: Runner, ids: string[], createdAt: string): Promise<void> {
+  const { sql, bindings } = inList(trx, 'id', ids);
+  await changeRows(trx, `UPDATE messages SET created_at = ? WHERE ${sql}`, [createdAt, ...bindings]);
 }
 
 export interface InboxEventRow {

@@ -25,8 +25,6 @@ export interface NewMessage {
   secondaryAction?: { label: string; url?: string };
   data?: Record<string, string>;
   tags?: string[];
-  /** When it is stored as created (ISO), if not `now`: engine/inbox.ts stamps a subscriber's messages in commit order. */
-  createdAt?: string;
 }
 
 /**
@@ -56,7 +54,7 @@ export async function insertMessages(trx: Runner, messages: NewMessage[], now: D
     seen: false,
     read: false,
     archived: false,
-    created_at: message.createdAt ?? at,
+    created_at: at,
   }));
   const inserted = new Set((await insertRows<{ id: string }>(trx, 'messages', rows, { skipConflictsOn: ['job_id'], returning: ['id'] })).map((row) => row.id));
   return rows.filter((row) => inserted.has(row.id));
