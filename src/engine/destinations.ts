@@ -42,8 +42,8 @@ export interface Gate {
 interface State {
   /** When each send in flight started (epoch ms). */
   starts: number[];
-  /** Whether a send here has ended since the destination was last forgotten. */
-  answered: boolean;
+  /** When a send here last ended (epoch ms); 0 if none has since it was remembered. */
+  answeredAt: number;
   /** Sends waiting for one of this destination's places, first come first served. */
   waiting: Array<(started: number | undefined) => void>;
   /** Failures in a row. */
@@ -65,6 +65,11 @@ interface State {
 const SLOW_MS = 1_000;
 /** The shortest and longest a job waits in the queue for a busy destination. */
 const BUSY_WAIT_MS = { min: 250, max: 30_000 };
+/**
+ * How long a destination's last answer lets it have all its places: a burst after a quiet minute
+ * starts with a quarter of them again, as at a new destination (it may hang now).
+ */
+const ANSWERS_TRUSTED_MS = 60_000;
 /** How long jobs wait while a probe is out. */
 const PROBE_WAIT_MS = 2_000;
 
@@ -124,7 +129,7 @@ export class Destinations implements Gate {
     const at = state.starts.indexOf(started);
     if (at >= 0) state.starts.splice(at, 1);
     const durationMs = now - started;
-    state.answered = true;
+    state.answeredAt = now;
     state.averageMs = state.averageMs === 0 ? durationMs : state.averageMs * 0.8 + durationMs * 0.2;
     const probe = state.probing;
     state.probing = false;
@@ -147,7 +152,6 @@ export class Destinations implements Gate {
         state.waiting.shift()!(now);
       }
     }
-    if (state.starts.length === 0 && state.waiting.length === 0 && state.failures === 0 && state.openUntil === 0) this.states.delete(destination);
   }
 
   /** Whether the destination's breaker is open now (tests, metrics). */
@@ -162,7 +166,7 @@ export class Destinations implements Gate {
    */
   private places(state: State, now: number): number {
     const few = Math.min(this.options.perDestination, this.options.slowPerDestination ?? Math.max(1, Math.floor(this.options.perDestination / 4)));
-    return state.answered && !this.isSlow(state, now) ? this.options.perDestination : few;
+    return now - state.answeredAt < ANSWERS_TRUSTED_MS && !this.isSlow(state, now) ? this.options.perDestination : few;
   }
 
   private isSlow(state: State, now: number): boolean {
@@ -203,7 +207,7 @@ export class Destinations implements Gate {
     let state = this.states.get(destination);
     if (!state) {
       if (this.states.size >= MAX_REMEMBERED) this.forgetIdle();
-      state = { starts: [], answered: false, waiting: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
+      state = { starts: [], answeredAt: 0, waiting: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, averageMs: 0 };
       this.states.set(destination, state);
     }
     return state;
