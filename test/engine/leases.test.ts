@@ -1,12 +1,11 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { cancelableJobs, claimDueJobs, closeSendGates, finishInAppJobs, heldJobIds, passSendGate, recordOutcome, renewLeases, updateClaimedJob } from '../../src/db/repos/jobs.js';
+import { cancelableJobs, claimDueJobs, closeSendGates, finishInAppJobs, heldJobIds, passSendGate, recordOutcome, renewLeases, updateClaimedJob, type JobRecord } from '../../src/db/repos/jobs.js';
 import type { Gate, Verdict } from '../../src/engine/destinations.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { executeInAppBatch } from '../../src/engine/in-app-batch.js';
 import { cancelEvent } from '../../src/engine/cancel.js';
-import type { JobRecord } from '../../src/db/repos/jobs.js';
 import { writersWaiting } from '../../src/db/group-commit.js';
 import type { Transaction } from '../../src/db/knex.js';
 import { findEvent } from '../../src/db/repos/events.js';
