@@ -236,7 +236,7 @@ export function loadSpec(file = CONTRACT_PATH): Spec {
 const IMAGES_FROM_THE_PAGE_ONLY = `<meta http-equiv="Content-Security-Policy" content="img-src 'self' data:">`;
 
 /** The page with IMAGES_FROM_THE_PAGE_ONLY first in its head. */
-export function withImagePolicy(html: string): string {
+function withImagePolicy(html: string): string {
   const head = html.indexOf('<head>');
   if (head === -1) throw new Error('The rendered API reference has no <head>');
   const at = head + '<head>'.length;
