@@ -115,7 +115,6 @@ async function main(): Promise<void> {
   } else {
     logger.info({ role }, 'Herald worker is running jobs');
   }
-
 }
 
 /** Why the server cannot listen where it was told to, in the operator's words. */

@@ -136,10 +136,10 @@ export async function migrate(db: Db): Promise<void> {
 /** How long /ready waits for the database before it answers not ready. */
 const READY_TIMEOUT_MS = 2_000;
 
-/** The database answers, within `timeoutMs`, and every migration has run. */
 /** The look at the migrations under way, by database: probes that come meanwhile wait for it rather than queue for connections of their own. */
 const readinessLooks = new WeakMap<Db, Promise<boolean>>();
 
+/** The database answers, within `timeoutMs`, and every migration has run. */
 export async function isReady(db: Db, timeoutMs = READY_TIMEOUT_MS): Promise<boolean> {
   let look = readinessLooks.get(db);
   if (!look) {

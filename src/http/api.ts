@@ -306,11 +306,6 @@ export function sendJson(res: Response, status: number, body: unknown): void {
 }
 
 /**
- * Express glue: hand each request to the backend and anything thrown to the error handler. The
- * backend reads the request's body through `req` (postSecurityHandler) after it has begun, so the
- * request it is given reads `body` from `req` whenever it is asked.
- */
-/**
  * The contract's method a request is answered by: HEAD is GET without the body (Node sends no body
  * for a HEAD, whatever the handler writes), wherever GET is allowed, as HTTP asks of every server.
  */
@@ -318,6 +313,11 @@ export function contractMethod(method: string): string {
   return method === 'HEAD' ? 'GET' : method;
 }
 
+/**
+ * Express glue: hand each request to the backend and anything thrown to the error handler. The
+ * backend reads the request's body through `req` (postSecurityHandler) after it has begun, so the
+ * request it is given reads `body` from `req` whenever it is asked.
+ */
 export function apiMiddleware(api: OpenAPIBackend) {
   return (req: Request, res: Response, next: (err?: unknown) => void) => {
     // The operation the route matched (`res.locals.operation`, app.ts) goes with it: the backend
