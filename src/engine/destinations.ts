@@ -228,10 +228,10 @@ export function destinationOf(channel: string, integrationId: string, url?: stri
 }
 
 /**
- * Destinations remembered before the idle ones are forgotten. A destination whose last send failed
- * is remembered (its failures count towards its breaker) until a send there succeeds; tenants can
- * name ever new hosts, so past this many the idle ones (nothing in flight or waiting, the breaker
- * closed or its cooldown over) are forgotten, as if never seen.
+ * Destinations remembered before the idle ones are forgotten. A destination is remembered when
+ * idle too (its failures count towards its breaker, its last answer keeps it its places); tenants
+ * can name ever new hosts, so past this many the idle ones (nothing in flight or waiting, the
+ * breaker closed or its cooldown over) are forgotten, as if never seen.
  */
 const MAX_REMEMBERED = 10_000;
 
