@@ -26,13 +26,16 @@ import { pageContext, requireCsrf, requireSession, sendPage as send } from './gu
 import { activityRoutes } from './activity.js';
 import { inboxSettingsRoutes } from './inbox-settings.js';
 import { webhookRoutes } from './webhooks.js';
+import { cappedBody } from '../http/request-body.js';
 
 const KEY_NAME_MAX = 100;
+/** The largest form body the dashboard reads. */
+const FORM_LIMIT = 16_384;
 
 export function dashboard(deps: Deps): Router {
   const { db, clock } = deps;
   const router = express.Router();
-  router.use(pageHeaders, express.urlencoded({ extended: false, limit: '16kb' }), loadSession(db, clock));
+  router.use(pageHeaders, cappedBody(express.urlencoded({ extended: false, limit: FORM_LIMIT }), FORM_LIMIT), loadSession(db, clock));
 
   /** The sign-in form, with a fresh double-submit CSRF token in a cookie and in the form. */
   const showSignIn = (req: Request, res: Response, status: number, form: { email?: string; error?: string } = {}) => {

@@ -14,9 +14,10 @@ import type { InboxHub } from '../engine/inbox-hub.js';
 import { streamInboxEvents } from './inbox-stream.js';
 import { crossOriginOf } from './inbox-cors.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
+import { cappedBody } from './request-body.js';
 
 /** The largest JSON body the API reads. */
-export const BODY_LIMIT = '1mb';
+export const BODY_LIMIT = 1_048_576;
 
 /** The methods whose requests carry a body in the contract; on any other the body is not read. */
 export const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
@@ -166,7 +167,7 @@ function scopedIdempotencyKey(c: Context): string | undefined {
  * body sent in another type is refused as such, not taken for a missing body.
  */
 function bodyReader(): (req: Request, res: Response) => Promise<void> {
-  const json = express.json({ limit: BODY_LIMIT });
+  const json = cappedBody(express.json({ limit: BODY_LIMIT }), BODY_LIMIT);
   const read = (req: Request, res: Response) => new Promise<void>((resolve, reject) => json(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
   return async (req, res) => {
     await read(req, res);

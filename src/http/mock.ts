@@ -7,6 +7,7 @@ import { badRequest, ApiError, notFound, unauthorized } from '../errors.js';
 import { errorHandler, sendError } from './errors.js';
 import type { Logger } from '../logger.js';
 import { requestLog } from './request-log.js';
+import { cappedBody } from './request-body.js';
 
 /**
  * `Prefer: code=409` or `Prefer: example=inactive` picks another documented response or example,
@@ -76,7 +77,7 @@ export async function createMockApp(logger: Logger): Promise<Express> {
   app.get('/v1/openapi.yaml', (_req, res) => {
     res.type('application/yaml').sendFile(CONTRACT_PATH);
   });
-  const json = express.json({ limit: BODY_LIMIT });
+  const json = cappedBody(express.json({ limit: BODY_LIMIT }), BODY_LIMIT);
   const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());
   app.use('/v1', jsonBody, apiMiddleware(api));
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));

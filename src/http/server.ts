@@ -1,9 +1,11 @@
 // The HTTP server around the app: what Node answers by itself (a request it cannot parse) carries
-// the error body too, and a SIGTERM drains the connections instead of resetting them.
+// the error body too, a body still arriving after its answer is read only so far, and a SIGTERM
+// drains the connections instead of resetting them.
 import http, { STATUS_CODES, type Server, type ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
 import type { Express } from 'express';
 import { errorBody } from './errors.js';
+import { closeAfterUnreadBody } from './request-body.js';
 
 /**
  * Node answers a request it cannot parse by itself, before the app sees it, with an empty body:
@@ -89,7 +91,9 @@ export function createServer(app: Express): HeraldServer {
   let draining = false;
   // Responses not yet finished, so that those under way when the drain begins close their connection.
   const inFlight = new Set<ServerResponse>();
-  server.prependListener('request', (_req, res: ServerResponse) => {
+  server.prependListener('request', (req: http.IncomingMessage, res: ServerResponse) => {
+    // Before Node's own 'finish' handler, which would read the rest of the body without a bound.
+    res.once('prefinish', () => closeAfterUnreadBody(req));
     if (draining) {
       res.setHeader('Connection', 'close');
       return;

@@ -569,6 +569,100 @@ describe("Node's own answers and headers", () => {
     expect((await rawExchange('GET /health HTTP/1.0\r\n\r\n')).status).toBe(200);
   });
 
+  /**
+   * Sends `head`, then body bytes (from `chunk`, up to `most` bytes) for as long as the connection
+   * takes them, and reads the first answer. Resolves once the server has closed the connection or
+   * the bytes run out, saying how much was written, whether the answer came before the writing
+   * ended, and the answer.
+   */
+  function sendUntilClosed(head: string, chunk: Buffer, most: number) {
+    return new Promise<{ written: number; answeredWhileSending: boolean; closedByServer: boolean; status: number; body: string }>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1');
+      let written = 0;
+      let text = '';
+      let answeredWhileSending = false;
+      let sending = true;
+      let closedByServer = false;
+      socket.setEncoding('latin1');
+      socket.on('data', (data: string) => {
+        text += data;
+        if (sending && text.includes('\r\n\r\n')) answeredWhileSending = true;
+      });
+      const finish = () => {
+        const [head = '', body = ''] = text.split('\r\n\r\n');
+        resolve({ written, answeredWhileSending, closedByServer, status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), body });
+      };
+      socket.on('error', () => (closedByServer = true));
+      socket.on('close', () => {
+        closedByServer ||= sending;
+        finish();
+      });
+      const pump = () => {
+        while (written < most && !socket.destroyed) {
+          written += chunk.length;
+          if (!socket.write(chunk)) return void socket.once('drain', pump);
+        }
+        sending = false;
+        // Give an answer still on its way a moment, then hang up.
+        setTimeout(() => socket.destroy(), 500);
+      };
+      socket.write(head, pump);
+    });
+  }
+
+  const chunked = (bytes: Buffer) => Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, Buffer.from('\r\n')]);
+
+  it('answers 413 to a body its Content-Length says is over 1 MiB at once, reading none of it, and then closes', async () => {
+    const res = await sendUntilClosed(
+      `POST /v1/events/trigger HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nContent-Length: 4000000000\r\n\r\n`,
+      Buffer.alloc(65_536, 32),
+      256 * 1_048_576,
+    );
+    // Before: body-parser answered once it had read all 4 GB.
+    expect(res.answeredWhileSending).toBe(true);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toMatchObject({ statusCode: 413, message: 'The request body is larger than 1 MiB', path: '/v1/events/trigger' });
+    expect(res.closedByServer).toBe(true);
+    // What the server reads after the answer is bounded (1 MiB); socket buffers hold the rest.
+    expect(res.written).toBeLessThan(64 * 1_048_576);
+  });
+
+  it('answers 413 to a chunked body once 1 MiB of it has come, not when it ends', async () => {
+    const res = await sendUntilClosed(
+      `POST /v1/events/trigger HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      chunked(Buffer.alloc(65_536, 32)),
+      256 * 1_048_576,
+    );
+    expect(res.answeredWhileSending).toBe(true);
+    expect(res.status).toBe(413);
+    expect(res.closedByServer).toBe(true);
+    expect(res.written).toBeLessThan(64 * 1_048_576);
+  });
+
+  it('reads at most about 1 MiB of a body nothing reads (a GET, a refused request) after answering, then closes', async () => {
+    for (const head of [
+      `GET /v1/subscribers/nobody HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nContent-Length: 4000000000\r\n\r\n`,
+      'POST /v1/events/trigger HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000000000\r\n\r\n',
+      'POST /dashboard/sign-in HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 4000000000\r\n\r\n',
+    ]) {
+      const res = await sendUntilClosed(head, Buffer.alloc(65_536, 32), 256 * 1_048_576);
+      expect(res.answeredWhileSending, head).toBe(true);
+      expect([404, 401, 413], head).toContain(res.status);
+      // Before: the server read on for as long as the client sent (all 256 MiB of this test).
+      expect(res.closedByServer, head).toBe(true);
+      expect(res.written, head).toBeLessThan(64 * 1_048_576);
+    }
+  });
+
+  it('keeps the connection open after a small body nothing reads, for the next request', async () => {
+    const res = await rawExchange(
+      `GET /v1/subscribers/nobody HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Length: 5\r\n\r\nhello` +
+        `GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    );
+    expect(res.status).toBe(404);
+    expect(res.body).toMatch(/HTTP\/1\.1 200 OK/);
+  });
+
   it('sends X-Content-Type-Options: nosniff with API answers, errors included', async () => {
     for (const res of [await t.a.get('/v1/subscribers').expect(200), await t.http.get('/v1/subscribers').expect(401), await t.http.get('/nowhere').expect(404), await t.http.get('/health').expect(200)]) {
       expect(res.headers['x-content-type-options']).toBe('nosniff');

@@ -60,7 +60,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   'main.ts': ['app.ts', 'http', 'handlers', 'dashboard', 'engine', 'accounts', 'providers', 'db'],
   'app.ts': ['http', 'handlers', 'dashboard', 'engine', 'db'],
   http: ['engine', 'db'],
-  dashboard: ['accounts', 'engine', 'db'],
+  dashboard: ['accounts', 'engine', 'db', 'http/request-body.ts'],
   handlers: ['engine', 'db', 'http/types.ts'],
   engine: ['db', 'providers'],
   accounts: ['db'],

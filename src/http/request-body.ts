@@ -1,0 +1,64 @@
+// How much of a request body Herald reads. body-parser refuses a body over its limit, but answers
+// only once it has read the whole request ("dump"), so a client that declares or sends gigabytes
+// keeps a connection reading them; and a body nobody reads (on an operation that takes none, or a
+// request refused before its body) Node reads to its end after the answer. Both are bounded here.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** A body parser as express and body-parser write them. */
+type BodyParser = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/** body-parser's own error for a body over its limit, which the error handler turns into a 413. */
+function tooLarge(limit: number): Error {
+  return Object.assign(new Error('request entity too large'), { type: 'entity.too.large', status: 413, expose: true, limit });
+}
+
+/**
+ * `parse` (express.json or express.urlencoded with the same `limit`), answering 413 as soon as the
+ * body is known to be over `limit` bytes: at once when its `Content-Length` says so, else when that
+ * many bytes have come (counted as sent, compressed or not), instead of after the whole request.
+ * The rest is then the server's to bound (`closeAfterUnreadBody`).
+ */
+export function cappedBody(parse: BodyParser, limit: number): BodyParser {
+  return (req, res, next) => {
+    if (Number(req.headers['content-length']) > limit) return next(tooLarge(limit));
+    let received = 0;
+    let settled = false;
+    const count = (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > limit) settle(tooLarge(limit));
+    };
+    const settle = (err?: unknown) => {
+      if (settled) return;
+      settled = true;
+      req.off('data', count);
+      next(err);
+    };
+    parse(req, res, settle);
+    // The parser has begun reading by now (body-parser starts in the same tick), so counting
+    // beside it neither starts the stream nor misses a chunk.
+    if (!settled && !req.readableEnded) req.on('data', count);
+  };
+}
+
+/** What is read, and for how long, of a body still arriving once its answer is sent. */
+export const UNREAD_BODY = { bytes: 1_048_576, ms: 2_000 };
+
+/**
+ * Called as an answer ends ('prefinish'): a request whose body is still arriving is read on (and dropped)
+ * for at most `UNREAD_BODY`, so that the client, still sending, gets to read the answer rather than
+ * a reset, and then its connection is closed. A body that ends within the bound keeps the
+ * connection open for the next request, as Node would.
+ */
+export function closeAfterUnreadBody(req: IncomingMessage): void {
+  if (req.complete || req.destroyed) return;
+  let left = UNREAD_BODY.bytes;
+  const close = () => req.socket.destroy();
+  const timer = setTimeout(close, UNREAD_BODY.ms);
+  timer.unref();
+  req.on('data', (chunk: Buffer) => {
+    left -= chunk.length;
+    if (left < 0) close();
+  });
+  req.once('close', () => clearTimeout(timer));
+  req.resume();
+}
