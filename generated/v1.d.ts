@@ -690,7 +690,8 @@ export interface paths {
          *       .sign(Buffer.from(process.env.HERALD_INBOX_SECRET, 'base64url'));
          *     ```
          *
-         *     From its `exp` on, by Herald's clock, a token is a `401`; a token whose `iat` or `nbf` is up
+         *     From its `exp` on, by Herald's clock, a token is a `401`, as is one without `iat` or whose
+         *     `exp` is more than 24 hours after its `iat` or after now; a token whose `iat` or `nbf` is up
          *     to a minute ahead of Herald's clock is taken (a signer whose clock runs fast).
          *
          *     An environment has at most two live secrets, so you can rotate: add a new one, move your

@@ -109,6 +109,19 @@ describe('inbox authentication', () => {
     expect((await as(await sign(now - 600, now - 1)).get('/v1/inbox/counts').expect(401)).body.message).toMatch(/expired/);
   });
 
+  it('refuses a self-signed token without iat, or whose exp is more than 24 hours after its iat, as the contract says', async () => {
+    const [secret] = await signingSecrets(t.deps, t.environments.a);
+    const key = Buffer.from(secret.secret, 'base64url');
+    const now = Math.floor(t.clock.now().getTime() / 1000);
+    const base = () => new SignJWT({}).setProtectedHeader({ alg: 'HS256', kid: secret.kid }).setSubject('ada').setAudience('herald-inbox');
+    const withoutIat = await base().setExpirationTime(now + 3600).sign(key);
+    expect((await as(withoutIat).get('/v1/inbox/counts').expect(401)).body.message).toMatch(/iat claim/);
+    // Issued 48 hours ago, expiring in an hour: 49 hours of life.
+    const longLived = await base().setIssuedAt(now - 48 * 3600).setExpirationTime(now + 3600).sign(key);
+    expect((await as(longLived).get('/v1/inbox/counts').expect(401)).body.message).toMatch(/longer than 24 hours/);
+    await as(await base().setIssuedAt(now - 3600).setExpirationTime(now + 22 * 3600).sign(key)).get('/v1/inbox/counts').expect(200);
+  });
+
   it('rotates: a new secret signs, tokens of the old one work until a third retires it', async () => {
     const old = await tokenFor('ada');
     const added = await addSigningSecret(t.deps, t.environments.a);
