@@ -27,7 +27,7 @@ export interface AppOptions {
   inbox?: { pingMs?: number; catchUpMs?: number };
 }
 
-/** The HTTP application: request id and log → API key → rate limit → contract router (key check, JSON body, validation) → errors. */
+/** The HTTP application: request id and log → inbox preflight → operation → API key → inbox CORS → rate limit → contract router (key check, JSON body, validation) → errors. */
 export async function createApp(deps: Deps, options: AppOptions = {}): Promise<Express> {
   // The inbox's open streams; `app.locals.inboxHub.close()` ends them when the server stops.
   const inboxHub = new InboxHub(deps, { catchUpMs: options.inbox?.catchUpMs });
@@ -63,11 +63,12 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
     res.locals.operation = api.router.matchOperation({ method: contractMethod(req.method), path: req.path, headers: {} });
     next();
   };
-  // The key is read and the rate limit spent before the backend begins, so a refused request costs
-  // no parsing and every answer, a body parser's 400 and 413 included, carries the RateLimit
-  // headers. Whether the key authorizes the request is the backend's decision, and the body is read
-  // only once it has (api.ts, securityHandler). The four steps are one layer, so express's router
-  // strips and restores the /v1 prefix once, not four times.
+  // A browser's inbox preflight (OPTIONS) is answered first, before any key. Then the key is read
+  // and the rate limit spent before the backend begins, so a refused request costs no parsing and
+  // every answer, a body parser's 400 and 413 included, carries the RateLimit headers. Whether the
+  // key authorizes the request is the backend's decision, and the body is read only once it has
+  // (api.ts, securityHandler). The five steps after the preflight are one layer, so express's
+  // router strips and restores the /v1 prefix twice, not six times.
   app.use('/v1', inboxPreflight(deps), inSequence(route, authentication(deps), inboxCors(deps), rateLimits(deps), apiMiddleware(api)));
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });

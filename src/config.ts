@@ -83,9 +83,9 @@ export interface DeliveryConfig {
   localBatch: number;
 }
 
-export const DEFAULT_DELIVERY: DeliveryConfig = {
+/** The defaults; an environment's share of the send slots, half of them, is worked out from `sendSlots`. */
+export const DEFAULT_DELIVERY: Omit<DeliveryConfig, 'sendSlotsPerEnvironment'> = {
   sendSlots: 64,
-  sendSlotsPerEnvironment: 32,
   sendsPerDestination: 16,
   breakerFailures: 5,
   breakerCooldownMs: 30_000,

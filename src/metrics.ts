@@ -36,7 +36,7 @@ export class Metrics {
    * label set (labels not in the answer disappear, so a status that no job has any more reads as
    * gone rather than stuck at its last value). Registering a name again replaces the first one.
    *
-   *   metrics.registerGauge('herald_queue_depth', 'Jobs waiting to be claimed.', async () => countQueued());
+   *   metrics.registerGauge('herald_queue_depth', 'Jobs due now or running.', depth);   // engine/metrics.ts
    */
   registerGauge(name: string, help: string, collect: () => Promise<GaugeReading>, labelNames: string[] = []): void {
     if (this.registry.getSingleMetric(name)) this.registry.removeSingleMetric(name);

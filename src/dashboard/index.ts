@@ -1,4 +1,4 @@
-// The dashboard (seed section 5): the account owner signs in and manages API keys under
+// The dashboard (README, "The dashboard"): the account owner signs in and manages API keys under
 // Settings → API keys; Monitor → Activity (activity.ts), Monitor → Webhooks (webhooks.ts) and
 // Settings → Inbox (inbox-settings.ts) are rooms of their own. Plain server-rendered HTML; every
 // form carries a CSRF token.

@@ -17,6 +17,8 @@ export interface Dialect {
   inList(column: string, values: readonly string[]): { sql: string; bindings: string[] };
   /** The rows of a read-only statement. */
   selectRows(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
+  /** selectRows for a read whose best plan depends on how many rows match right now (knex.ts, selectRowsPlannedAfresh). */
+  selectRowsPlannedAfresh(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
   /** selectRows for a read that scans a whole table, without holding the event loop. */
   selectRowsInBackground(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
   /** The rows of a read built with knex's query builder. */

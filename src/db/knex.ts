@@ -75,8 +75,7 @@ export async function selectRows<T>(db: Runner, sql: string, bindings: readonly 
  * the text, and INDEXED BY holds them to an index).
  */
 export async function selectRowsPlannedAfresh<T>(db: Runner, sql: string, bindings: readonly Binding[]): Promise<T[]> {
-  if (isPostgres(db)) return ((await db.raw(sql, bindings as Binding[])) as { rows: T[] }).rows;
-  return selectRows<T>(db, sql, bindings);
+  return (await dialectOf(db).selectRowsPlannedAfresh(db, sql, bindings)) as T[];
 }
 
 /** selectRows for a read that scans a whole table (counts for /metrics and for stats), off the event loop. */

@@ -127,6 +127,8 @@ export const postgres: Dialect = {
   lower: 'lower',
   inList,
   selectRows: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rows,
+  // Through knex, unnamed: planned with this run's values, never kept.
+  selectRowsPlannedAfresh: async (db, sql, bindings) => ((await db.raw(sql, bindings as Knex.RawBinding[])) as { rows: unknown[] }).rows,
   // The server scans; the event loop only waits.
   selectRowsInBackground: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rows,
   selectBuilt: async (query) => (await query) as unknown[],

@@ -270,6 +270,8 @@ export const sqlite: Dialect = {
   lower: 'unicode_lower',
   inList,
   selectRows,
+  // Kept prepared: SQLite's plans follow the text, and INDEXED BY holds them to an index.
+  selectRowsPlannedAfresh: selectRows,
   async selectRowsInBackground(db, sql, bindings) {
     const read = db.isTransaction ? undefined : readConnections.get(db.client);
     return read ? read.background.read(sql, bindings) : selectRows(db, sql, bindings);

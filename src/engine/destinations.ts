@@ -10,7 +10,8 @@ export interface DestinationOptions {
   perDestination: number;
   /**
    * Of those, while the destination is slow or has not answered yet: so that the hanging
-   * destinations of one environment hold few of its slots (a quarter of perDestination by default).
+   * destinations of one environment hold few of its slots. A quarter of perDestination unless set,
+   * as only tests do.
    */
   slowPerDestination?: number;
   /** Failures in a row (timeouts, network errors, 5xx) that open the breaker. */
@@ -154,7 +155,7 @@ export class Destinations implements Gate {
     }
   }
 
-  /** Whether the destination's breaker is open now (tests, metrics). */
+  /** Whether the destination's breaker is open now (for tests). */
   isOpen(destination: string): boolean {
     return (this.states.get(destination)?.openUntil ?? 0) > 0;
   }
@@ -198,7 +199,7 @@ export class Destinations implements Gate {
     };
   }
 
-  /** How many destinations are remembered (tests, metrics). */
+  /** How many destinations are remembered (for tests). */
   get size(): number {
     return this.states.size;
   }

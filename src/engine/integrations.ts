@@ -22,7 +22,6 @@ const identifierClash = (identifier: string) => conflict(`Integration identifier
 const inactivePrimary = () =>
   unprocessable('An inactive integration cannot be primary', [{ field: 'body/primary', message: 'cannot be true while active is false' }]);
 
-/** 422 naming each credential the provider needs and lacks, or does not take. Values are never quoted. */
 /** In-app messages are stored, not sent through a provider: there is nothing to pace. */
 function checkSendLimits(providerId: ProviderId, sendLimits: unknown): void {
   if (providerId === 'herald' && sendLimits) {
@@ -32,6 +31,7 @@ function checkSendLimits(providerId: ProviderId, sendLimits: unknown): void {
   }
 }
 
+/** 422 naming each credential the provider needs and lacks, or does not take. Values are never quoted. */
 function checkCredentials(deps: Deps, providerId: ProviderId, credentials: IntegrationCredentials | undefined): void {
   const problems = checkIntegrationCredentials(providerId, credentials, deps.config.outbound.allowedNetworks);
   if (problems.length === 0) return;

@@ -1,7 +1,8 @@
-// How preference layers combine (product.md): the workflow's defaults, overlaid by the subscriber's
-// global layer, overlaid by the subscriber's choice for that workflow. Each setting comes from the
-// most specific layer that chose it: a channel turned off globally stays on for a workflow where the
-// subscriber turned it on. Critical workflows skip all this.
+// How preference layers combine (the contract says it at GET /subscribers/{subscriberId}/preferences):
+// the workflow's defaults, overlaid by the subscriber's global layer, overlaid by the subscriber's
+// choice for that workflow. Each setting comes from the most specific layer that chose it: a channel
+// turned off globally stays on for a workflow where the subscriber turned it on. Critical workflows
+// skip all this.
 import { CHANNELS, type Channel } from '../contract.js';
 import type { Layer } from '../db/repos/preferences.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';

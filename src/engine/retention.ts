@@ -1,12 +1,12 @@
 // Retention: notifications, their jobs, execution details and messages, and their events, are kept
 // for their environment's retention (its own, else HERALD_RETENTION_DAYS) and then deleted, a small
 // batch a transaction, the event loop free between two; a notification whose work is not over (a
-// delay or digest still pending) is kept until it is. The inbox streams' events are kept a day
-// (what a reconnecting stream can replay), their tickets until they expire. On SQLite the pages freed go back to the file
-// system a few at a time; the hours' kept totals that the sweep emptied go; on PostgreSQL the
-// notification totals kept per connection (facets and hours) of connections that have ended are
-// folded together. Runs in every process that runs jobs, once soon after start and then every
-// RETENTION_EVERY_MS.
+// delay or digest still pending) is kept until it is. The inbox streams' events are kept at least
+// a day (what a reconnecting stream can replay), their tickets until they expire. On SQLite the
+// pages freed go back to the file system a few at a time; the hours' kept totals that the sweep
+// emptied go; on PostgreSQL the notification totals kept per connection (facets and hours) of
+// connections that have ended are folded together. Runs in every process that runs jobs, once soon
+// after start and then every RETENTION_EVERY_MS.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deps } from '../deps.js';
 import {

@@ -61,3 +61,7 @@ export async function updateSubscriber(
   if (!(await repo.updateSubscriber(deps.db, environmentId, subscriberId, patch, deps.clock.now()))) throw subscriberNotFound(subscriberId);
   return (await repo.findSubscriber(deps.db, environmentId, subscriberId))!;
 }
+
+export async function deleteSubscriber(deps: Deps, environmentId: string, subscriberId: string): Promise<void> {
+  if (!(await repo.deleteSubscriber(deps.db, environmentId, subscriberId))) throw subscriberNotFound(subscriberId);
+}

@@ -24,6 +24,6 @@ export const updateSubscriber: OperationHandler<'updateSubscriber'> = async ({ p
 });
 
 export const deleteSubscriber: OperationHandler<'deleteSubscriber'> = async ({ params, auth, deps }) => {
-  if (!(await repo.deleteSubscriber(deps.db, auth.environmentId, params.subscriberId))) throw subscribers.subscriberNotFound(params.subscriberId);
+  await subscribers.deleteSubscriber(deps, auth.environmentId, params.subscriberId);
   return { status: 200, body: { data: { acknowledged: true, status: 'deleted' } } };
 };

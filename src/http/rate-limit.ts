@@ -23,7 +23,7 @@ export interface RatePolicy {
   burst: number;
 }
 
-/** The seed's table. Enterprise numbers are stored on the organization. */
+/** The plans of README's "Rate limits" table. Enterprise numbers are stored on the organization. */
 export const PLAN_POLICIES: Record<Exclude<Plan, 'enterprise'>, RatePolicy> = {
   free: { name: 'free', ratePerMinute: 100, burst: 20 },
   pro: { name: 'pro', ratePerMinute: 1000, burst: 100 },

@@ -26,12 +26,16 @@ export interface KeyPlan {
 
 const SCHEMES: Record<string, Scheme> = { bearer: 'bearer', apikey: 'apikey' };
 
+/**
+ * Who `header` authenticates: an API key's owner (remembered for `keyCacheMs`, none by default) or
+ * a subscriber token's subject, checked at `now` (the wall clock by default).
+ */
 export async function authenticate(
   db: Db,
   header: string | undefined,
-  keyCache: { ttlMs: number; now: number } = { ttlMs: 0, now: 0 },
-  options: { sealKey?: string } = {},
+  options: { now?: Date; keyCacheMs?: number; sealKey?: string } = {},
 ): Promise<Authentication> {
+  const now = options.now ?? new Date();
   if (!header) return { ok: false, reason: 'Missing API key: send the header "Authorization: Bearer <key>"' };
   const match = /^(\S+)\s+(\S+)\s*$/.exec(header);
   const scheme = match && SCHEMES[match[1].toLowerCase()];
@@ -39,11 +43,11 @@ export async function authenticate(
     return { ok: false, reason: 'Malformed Authorization header: expected "Bearer <key>" or "ApiKey <key>"' };
   }
   if (scheme === 'bearer' && looksLikeJwt(match[2])) {
-    const verified = await verifySubscriberToken(db, match[2], options.sealKey, new Date(keyCache.now || Date.now()));
+    const verified = await verifySubscriberToken(db, match[2], options.sealKey, now);
     return verified.ok ? principalAuthentication('subscriber', verified.principal) : { ok: false, scheme: 'subscriber', reason: verified.reason };
   }
   const digest = hashApiKey(match[2]);
-  const owner = await cachedKeyOwner(db, digest, keyCache.ttlMs, findMatchingKeyOwner, keyCache.now);
+  const owner = await cachedKeyOwner(db, digest, options.keyCacheMs ?? 0, findMatchingKeyOwner, now.getTime());
   if (!owner) return { ok: false, scheme, reason: 'Invalid API key' };
   if (owner.revoked) return { ok: false, scheme, reason: 'This API key has been revoked' };
   return {
@@ -105,7 +109,7 @@ export function authentication({ db, clock, config }: Deps): RequestHandler {
     const now = clock.now();
     const fromUrl = !req.headers.authorization && req.method === 'GET' && req.path === '/inbox/events' ? urlAuthentication(db, req.query as Record<string, unknown>, now) : undefined;
     Promise.resolve(fromUrl)
-      .then((result) => result ?? authenticate(db, req.headers.authorization, { ttlMs: config.keyCacheMs, now: now.getTime() }, { sealKey: config.secret }))
+      .then((result) => result ?? authenticate(db, req.headers.authorization, { now, keyCacheMs: config.keyCacheMs, sealKey: config.secret }))
       .then((result) => {
         res.locals.authentication = result;
         next();

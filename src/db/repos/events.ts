@@ -64,7 +64,7 @@ export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'cancele
 }
 
 // Every job a worker runs reads its event: a prepared statement, not the query builder,
-// with its columns named so that PostgreSQL keeps it prepared (knex.ts).
+// with its columns named so that PostgreSQL keeps it prepared (sqlite.ts, postgres.ts).
 const EVENT_BY_ID = 'SELECT id, environment_id, transaction_id, workflow, payload, overrides, actor, canceled_at, created_at FROM events WHERE id = ?';
 
 /**

@@ -90,7 +90,7 @@ function scoped(db: Runner, environmentId: string) {
 }
 
 // IntegrationRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared, and
-// on SQLite its rows are named one by one (knex.ts).
+// on SQLite its rows are named one by one (sqlite.ts, postgres.ts).
 const INTEGRATION_COLUMNS = `i.id, i.environment_id, e.organization_id, i.provider_id, i.channel, i.name, i.identifier, i.credentials,
   i.send_limits, i.active, i.primary_channel, i.created_at, i.updated_at`;
 
@@ -137,7 +137,7 @@ export async function findIntegration(
   return row ? toWire(row, secret) : undefined;
 }
 
-/** The row itself (credentials as stored), for writers and the engine. */
+/** How a lookup of an integration row holds it. */
 export interface LookupOptions {
   /**
    * PostgreSQL, inside a transaction: keep the row from being deleted until it commits (what a
@@ -146,6 +146,7 @@ export interface LookupOptions {
   forKeyShare?: boolean;
 }
 
+/** The row itself (credentials as stored), for writers and the engine. */
 export async function findIntegrationRow(db: Runner, environmentId: string, integrationId: string): Promise<IntegrationRow | undefined> {
   const [row] = await selectRows<IntegrationRow>(db, `${SCOPED_SQL} AND i.id = ?`, [environmentId, integrationId]);
   return row;

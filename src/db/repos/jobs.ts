@@ -37,7 +37,7 @@ export interface JobRecord {
   createdAt: string;
 }
 
-/** What toRecord reads, named so that PostgreSQL keeps a statement returning them prepared (knex.ts). */
+/** What toRecord reads, named so that PostgreSQL keeps a statement returning them prepared (sqlite.ts, postgres.ts). */
 const JOB_COLUMNS = 'id, environment_id, event_id, notification_id, kind, step_index, step_id, type, status, provider_id, attempts, run_at, digest_key, merged_into, state, created_at';
 
 export function toRecord(row: Record<string, unknown>): JobRecord {

@@ -60,7 +60,7 @@ export async function insertMessages(trx: Runner, messages: NewMessage[], now: D
   return rows.filter((row) => inserted.has(row.id));
 }
 
-/** The columns toWire reads, by name: a read of `*` is named row by row on SQLite and not kept prepared on PostgreSQL (knex.ts). */
+/** The columns toWire reads, by name: a read of `*` is named row by row on SQLite and not kept prepared on PostgreSQL (sqlite.ts, postgres.ts). */
 const MESSAGE_COLUMNS = ['id', 'subscriber_id', 'notification_id', 'transaction_id', 'workflow_key', 'subject', 'content', 'url', 'seen', 'read', 'seen_at', 'read_at', 'created_at'];
 
 function toWire(row: Record<string, unknown>): InAppMessage {

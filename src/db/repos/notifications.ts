@@ -120,7 +120,7 @@ function toWire(row: Record<string, unknown>): Notification {
   };
 }
 
-// The columns toWire reads, by name: on SQLite a read of `*` has its rows named one by one (knex.ts).
+// The columns toWire reads, by name: on SQLite a read of `*` has its rows named one by one (sqlite.ts, postgres.ts).
 const NOTIFICATION_COLUMNS = `n.id, n.environment_id, e.organization_id, n.transaction_id, n.workflow_key, n.subscriber_id,
   n.channels, n.status, ev.payload, n.created_at, n.updated_at`;
 

@@ -12,7 +12,7 @@ export async function listOrganizations(db: Db): Promise<Organization[]> {
 
 /**
  * Sets an organization's plan. The numbers count for Enterprise only (both null: no limit); other
- * plans have the seed's numbers, so theirs are cleared. False when there is no such organization.
+ * plans have the fixed numbers of README's "Rate limits" table, so theirs are cleared. False when there is no such organization.
  * This process applies it from the next request; other running servers within HERALD_KEY_CACHE_MS
  * (the plan is read, and remembered, with the key).
  */

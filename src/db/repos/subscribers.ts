@@ -93,7 +93,7 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
 }
 
 // SubscriberRow's columns by name (subscribers s, environments e): on PostgreSQL a statement that
-// reads `*` is not kept prepared, and on SQLite its rows are named one by one (knex.ts). Exported
+// reads `*` is not kept prepared, and on SQLite its rows are named one by one (sqlite.ts, postgres.ts). Exported
 // for the reads that take a subscriber with more (repos/step-context.ts).
 export const SUBSCRIBER_COLUMNS = `s.id, s.environment_id, e.organization_id, s.subscriber_id, s.email, s.first_name, s.last_name,
   s.phone, s.avatar, s.locale, s.timezone, s.data, s.created_at, s.updated_at`;

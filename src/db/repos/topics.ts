@@ -43,7 +43,7 @@ function toWire(row: TopicRow, members: Members): Topic {
   };
 }
 
-// TopicRow's columns by name: on SQLite a read of `*` has its rows named one by one (knex.ts).
+// TopicRow's columns by name: on SQLite a read of `*` has its rows named one by one (sqlite.ts, postgres.ts).
 const TOPIC_COLUMNS = 't.id, t.environment_id, e.organization_id, t.topic_key, t.name, t.created_at, t.updated_at';
 
 function scoped(db: Db, environmentId: string) {

@@ -108,7 +108,7 @@ const ONE_WORKFLOW = `FROM workflows w JOIN environments e ON e.id = w.environme
   WHERE w.environment_id = ? AND w.workflow_id = ? LIMIT 1`;
 
 // WorkflowRow's columns by name: on PostgreSQL a statement that reads `*` is not kept prepared, and on
-// SQLite its rows are named one by one (knex.ts).
+// SQLite its rows are named one by one (sqlite.ts, postgres.ts).
 const WORKFLOW_COLUMNS = `w.id, w.environment_id, e.organization_id, w.workflow_id, w.name, w.description, w.tags, w.active,
   w.critical, w.steps, w.payload_schema, w.preference_settings, w.created_at, w.updated_at`;
 
