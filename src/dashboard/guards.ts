@@ -16,6 +16,38 @@ export const requireSession: RequestHandler = (req, res, next) => {
   res.redirect(303, `${req.baseUrl}/sign-in`);
 };
 
+/**
+ * A form sent from another origin is refused before it is read, whatever token it carries: a
+ * sibling origin (another port of the host, another subdomain) is "same-site" to the browser, so
+ * SameSite cookies do not stop it, and it can plant cookies of its own. The browser's
+ * `Sec-Fetch-Site` says where the form came from; without it (an older browser), `Origin`, when
+ * sent, must be this host. (Under the pages' `no-referrer` policy a browser may send `Origin: null`
+ * with its own forms, so that says nothing.)
+ */
+export const refuseForeignForms: RequestHandler = (req, res, next) => {
+  if (req.method !== 'POST' || !fromElsewhere(req)) return next();
+  sendPage(
+    res,
+    403,
+    messagePage(pageContext(req, res), 'Form refused', 'This form was sent from another site. Open the dashboard itself and try again.', {
+      href: `${req.baseUrl}/sign-in`,
+      text: 'Go to the dashboard',
+    }),
+  );
+};
+
+function fromElsewhere(req: Request): boolean {
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined) return site !== 'same-origin' && site !== 'none';
+  const origin = req.headers.origin;
+  if (origin === undefined || origin === 'null') return false;
+  try {
+    return new URL(origin).host !== req.headers.host;
+  } catch {
+    return true;
+  }
+}
+
 /** Every state-changing form must carry the session's CSRF token. */
 export const requireCsrf: RequestHandler = (req, res, next) => {
   if (sameToken(req.body?._csrf, sessionOf(res)!.csrfToken)) return next();

@@ -22,7 +22,7 @@ import {
 } from './session.js';
 import { signInLimit, type SignInLimitScope } from './sign-in-limit.js';
 import { apiKeysPage, messagePage, signInPage, type KeysPageData } from './views.js';
-import { pageContext, requireCsrf, requireSession, sendPage as send } from './guards.js';
+import { pageContext, refuseForeignForms, requireCsrf, requireSession, sendPage as send } from './guards.js';
 import { activityRoutes } from './activity.js';
 import { inboxSettingsRoutes } from './inbox-settings.js';
 import { webhookRoutes } from './webhooks.js';
@@ -35,7 +35,7 @@ const FORM_LIMIT = 16_384;
 export function dashboard(deps: Deps): Router {
   const { db, clock } = deps;
   const router = express.Router();
-  router.use(pageHeaders, cappedBody(express.urlencoded({ extended: false, limit: FORM_LIMIT }), FORM_LIMIT), loadSession(db, clock));
+  router.use(pageHeaders, refuseForeignForms, cappedBody(express.urlencoded({ extended: false, limit: FORM_LIMIT }), FORM_LIMIT), loadSession(db, clock));
 
   /** The sign-in form, with a fresh double-submit CSRF token in a cookie and in the form. */
   const showSignIn = (req: Request, res: Response, status: number, form: { email?: string; error?: string } = {}) => {

@@ -13,18 +13,28 @@ export const newToken = () => randomBytes(32).toString('base64url');
 /** Sessions are stored by the SHA-256 of their token, never the token itself. */
 export const sessionIdOf = (token: string) => createHash('sha256').update(token).digest('hex');
 
+/**
+ * The cookie `name`, or undefined when the request does not carry it exactly once. A second cookie
+ * of the same name is one another site set: a page on another port of the same host (browsers
+ * keep cookies by host, not port) or a sibling subdomain can add its own for a longer path, which
+ * the browser sends first, to sign the owner into the attacker's account on some pages.
+ */
 export function readCookie(req: Request, name: string): string | undefined {
+  let value: string | undefined;
+  let found = false;
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const at = part.indexOf('=');
     if (at > 0 && part.slice(0, at).trim() === name) {
+      if (found) return undefined;
+      found = true;
       try {
-        return decodeURIComponent(part.slice(at + 1).trim());
+        value = decodeURIComponent(part.slice(at + 1).trim());
       } catch {
         return undefined;
       }
     }
   }
-  return undefined;
+  return value;
 }
 
 /** HttpOnly and SameSite=Lax always; Secure whenever the request came over HTTPS. */

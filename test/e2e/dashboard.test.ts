@@ -111,6 +111,39 @@ describe('signing in to /dashboard', () => {
     expect(cookieHeader(res, 'herald_session')).toBeUndefined();
   });
 
+  it('refuses a form sent from another origin (a sibling port or subdomain included), whatever token it carries', async () => {
+    // What a page on 127.0.0.1:4102 does to the dashboard on :4101: it plants its own sign-in
+    // cookie (browsers keep cookies by host, not port) and posts the form with the same token.
+    const planted = 'tossed-token';
+    const post = (headers: Record<string, string>) =>
+      t.http.post('/dashboard/sign-in').set('Cookie', `herald_sign_in=${planted}`).set(headers).type('form').send({ _csrf: planted, email: 'ada@example.com', password: PASSWORD });
+    for (const headers of [{ 'Sec-Fetch-Site': 'same-site' }, { 'Sec-Fetch-Site': 'cross-site' }, { Origin: 'http://127.0.0.1:4102' }]) {
+      const res = await post(headers);
+      expect(res.status, JSON.stringify(headers)).toBe(403);
+      expect(res.text).toContain('This form was sent from another site');
+      expect(cookieHeader(res, 'herald_session')).toBeUndefined();
+    }
+    // The dashboard's own forms, as browsers send them (under no-referrer, Origin may be null).
+    for (const headers of [{ 'Sec-Fetch-Site': 'same-origin', Origin: 'null' }, { Origin: 'null' }, {}]) {
+      expect((await post(headers)).status, JSON.stringify(headers)).toBe(303);
+    }
+  });
+
+  it('takes a cookie sent twice under one name as none: a cookie planted for a longer path does not choose the session', async () => {
+    const ada = new Visitor();
+    const adaToken = /^herald_session=([^;]+)/.exec(cookieHeader(await ada.signIn(), 'herald_session')!)![1];
+    const grace = new Visitor();
+    const graceToken = /^herald_session=([^;]+)/.exec(cookieHeader(await grace.signIn('grace@example.com'), 'herald_session')!)![1];
+    // A browser sends the cookie of the longer path first: the planted one.
+    const both = await t.http.get('/dashboard/webhooks').set('Cookie', `herald_session=${graceToken}; herald_session=${adaToken}`);
+    expect(both.status).toBe(303);
+    expect(both.headers.location).toBe('/dashboard/sign-in');
+    await t.http.get('/dashboard/webhooks').set('Cookie', `herald_session=${adaToken}`).expect(200);
+    // The sign-in form's token too.
+    const res = await t.http.post('/dashboard/sign-in').set('Cookie', 'herald_sign_in=a; herald_sign_in=b').type('form').send({ _csrf: 'a', email: 'ada@example.com', password: PASSWORD });
+    expect(res.status).toBe(403);
+  });
+
   it('locks an email out from an address after five failed sign-ins, until the window ends', async () => {
     const visitor = new Visitor();
     for (let attempt = 1; attempt <= 5; attempt++) expect((await visitor.signIn('lockme@example.com', 'wrong')).status).toBe(401);
