@@ -28,6 +28,8 @@ const buildWithScript: DocsBuild = async (file) => {
   await promisify(execFile)(process.execPath, ['--import', 'tsx', DOCS_SCRIPT, '--out', file], { cwd: ROOT });
 };
 
+const NOT_FRAMED = { 'X-Frame-Options': 'DENY', 'Content-Security-Policy': "frame-ancestors 'none'" };
+
 /**
  * GET /docs: the Redoc page that `npm run docs` builds. When it is missing, or older than the
  * contract, the first request builds it (a few seconds, once; concurrent requests wait for the
@@ -56,7 +58,8 @@ export function docsPage(logger: Logger, file: string = DOCS_HTML_PATH, buildDoc
     }
     built ??= build();
     built.then(
-      () => res.type('html').sendFile(file, (err) => err && next(err)),
+      // Not to be framed by another site (a page that overlays it to steer clicks).
+      () => res.set(NOT_FRAMED).type('html').sendFile(file, (err) => err && next(err)),
       (err: unknown) => {
         if (!failed) logger.error({ err }, 'could not build the API reference');
         failed = true;

@@ -703,8 +703,11 @@ describe('a failed docs build', () => {
       expect(builds).toBe(1);
       // Built by hand meanwhile (`npm run docs`): served from then on.
       fs.writeFileSync(path.join(folder, 'index.html'), '<!doctype html><title>API</title>');
-      expect((await supertest(app).get('/docs').expect(200)).text).toContain('<title>API</title>');
+      const page = await supertest(app).get('/docs').expect(200);
+      expect(page.text).toContain('<title>API</title>');
       expect(builds).toBe(1);
+      // No other site may frame it.
+      expect(page.headers).toMatchObject({ 'x-frame-options': 'DENY', 'content-security-policy': "frame-ancestors 'none'" });
     } finally {
       fs.rmSync(folder, { recursive: true, force: true });
     }
