@@ -8,11 +8,18 @@ export class SafeHtml {
   }
 }
 
+/**
+ * The characters that reorder the text around them (embeddings, overrides, isolates): in a tenant's
+ * value, `\u202Egnp.exe` would show as `exe.png`. They are shown by name instead.
+ */
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+const named = (c: string) => `[U+${c.charCodeAt(0).toString(16).toUpperCase()}]`;
+
 function render(value: unknown): string {
   if (value instanceof SafeHtml) return value.value;
   if (Array.isArray(value)) return value.map(render).join('');
   if (value === undefined || value === null || value === false) return '';
-  return escapeHtml(String(value));
+  return escapeHtml(String(value).replace(BIDI_CONTROLS, named));
 }
 
 /**

@@ -7,7 +7,7 @@ const STYLE = `
 :root { --ink:#1c2030; --muted:#667085; --line:#e4e7ec; --bg:#f5f6fa; --card:#fff; --brand:#4f46e5;
   --brand-dark:#4338ca; --ok:#067647; --ok-bg:#ecfdf3; --bad:#b42318; --bad-bg:#fef3f2; --warn-bg:#fffaeb; }
 * { box-sizing: border-box; }
-body { margin:0; font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--ink); background:var(--bg); }
+body { margin:0; font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--ink); background:var(--bg); overflow-wrap:anywhere; }
 a { color:var(--brand); }
 code, .mono { font-family: ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:13px; }
 .topbar { display:flex; align-items:center; justify-content:space-between; padding:0 28px; height:60px;

@@ -221,4 +221,29 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('Activity in Chromium', 
     await page.close();
     console.info(`activity screenshots: ${screenshots}`);
   });
+
+  it('shows a value that would reorder its text with the controls named, and a very long one within the page', { timeout: 60_000 }, async () => {
+    // In an organization of its own, so the other tests' lists stay as they are. Shown as is,
+    // this id reads "…exe.png".
+    const reordering = `\u202Egnp.exe\u202C-${'x'.repeat(200)}`;
+    const tenant = await createTenant(t);
+    const { development: client } = tenant.clients;
+    await createSubscriber(client, { subscriberId: reordering });
+    await createWorkflow(client, { workflowId: 'welcome' });
+    await client.post('/v1/events/trigger', { name: 'welcome', to: reordering, payload: { name: 'x' } }).expect(201);
+    await createOwner(t, tenant.environmentIds.development, 'bidi@example.com');
+    const page = await chromium.browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${chromium.url}/dashboard/sign-in`);
+    await page.fill('#email', 'bidi@example.com');
+    await page.fill('#password', OWNER_PASSWORD);
+    await Promise.all([page.waitForURL(/settings\/api-keys/), page.click('button[type=submit]')]);
+    await page.goto(`${chromium.url}/dashboard/activity`);
+    const row = page.locator('tr[data-notification-id]');
+    expect(await row.count()).toBe(1);
+    const text = await row.innerText();
+    expect(text).toContain('[U+202E]gnp.exe[U+202C]');
+    expect(text).not.toContain('\u202E');
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1280);
+    await page.close();
+  });
 });
