@@ -18,6 +18,7 @@ import {
   revokeApiKey,
 } from '../src/db/repos/accounts.js';
 import { hashPassword, MIN_PASSWORD_LENGTH } from '../src/accounts/passwords.js';
+import { isKeyName, KEY_NAME_MAX } from '../src/api-keys.js';
 import { saveOwner } from '../src/db/repos/owners.js';
 import { runCli } from './cli.js';
 import { settleSecret } from '../src/accounts/secret.js';
@@ -78,7 +79,9 @@ async function run(argv: string[]): Promise<number> {
         } else {
           environmentId = (await defaultEnvironmentId(db))!;
         }
-        const { id, key } = await createApiKey(db, { environmentId, name: values.name ?? 'API key' });
+        const name = values.name ?? 'API key';
+        if (!isKeyName(name)) throw new Error(`--name must be 1 to ${KEY_NAME_MAX} characters`);
+        const { id, key } = await createApiKey(db, { environmentId, name: name.trim() });
         process.stdout.write(`Created key ${id} in environment ${environmentId}. It is shown only now:\n${key}\n`);
         return 0;
       }

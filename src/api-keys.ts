@@ -12,6 +12,12 @@ export function hashApiKey(key: string): string {
   return hash('sha256', key, 'hex');
 }
 
+/** A key's name, wherever it is made (the dashboard, `npm run keys`): 1 to this many characters. */
+export const KEY_NAME_MAX = 100;
+
+/** Whether `name`, trimmed, is a key's name. */
+export const isKeyName = (name: string) => name.trim().length > 0 && name.trim().length <= KEY_NAME_MAX;
+
 /** The start of a key, safe to show in listings. */
 export function keyPrefix(key: string): string {
   return key.slice(0, 10);

@@ -27,8 +27,8 @@ import { activityRoutes } from './activity.js';
 import { inboxSettingsRoutes } from './inbox-settings.js';
 import { webhookRoutes } from './webhooks.js';
 import { cappedBody } from '../http/request-body.js';
+import { isKeyName, KEY_NAME_MAX } from '../api-keys.js';
 
-const KEY_NAME_MAX = 100;
 /** The largest form body the dashboard reads. */
 const FORM_LIMIT = 16_384;
 
@@ -106,15 +106,15 @@ export function dashboard(deps: Deps): Router {
     const environmentId = String(req.body?.environmentId ?? '');
     const environment = (await listEnvironments(db, session.organizationId)).find((e) => e.id === environmentId);
     const draft = { name, environmentId };
-    if (!name || name.length > KEY_NAME_MAX) return keysPage(req, res, 422, { draft, error: `Give the key a name of 1 to ${KEY_NAME_MAX} characters.` });
+    if (!isKeyName(name)) return keysPage(req, res, 422, { draft, error: `Give the key a name of 1 to ${KEY_NAME_MAX} characters.` });
     if (!environment) return keysPage(req, res, 422, { draft, error: 'Choose one of your environments.' });
-    const { key } = await createApiKey(db, { environmentId: environment.id, name });
+    const { key } = await createApiKey(db, { environmentId: environment.id, name, now: clock.now() });
     // Answered here rather than redirected: the key is shown in this response and stored nowhere.
     await keysPage(req, res, 201, { newKey: { key, name, environmentName: environment.name } });
   });
 
   router.post('/settings/api-keys/:keyId/revoke', requireSession, requireCsrf, async (req, res) => {
-    const revoked = await revokeApiKey(db, String(req.params.keyId), { organizationId: sessionOf(res)!.organizationId });
+    const revoked = await revokeApiKey(db, String(req.params.keyId), { organizationId: sessionOf(res)!.organizationId }, clock.now());
     if (!revoked) return keysPage(req, res, 404, { error: 'There is no active key with that id in your organization.' });
     res.redirect(303, `${req.baseUrl}/settings/api-keys?revoked=1`);
   });

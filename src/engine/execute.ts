@@ -109,10 +109,10 @@ function recordJobEvent(trx: Transaction, job: JobRecord, event: EventRecord, ou
 }
 
 /** The event a step's delivered or skipped outcome tells the webhooks, with the message it rendered (`sent`). */
-function deliveredEvent(delivered: Delivered, sent: SentRequest | undefined): StepEvent {
+function deliveredEvent(delivered: Delivered, sent: SentRequest | undefined, now: Date): StepEvent {
   if (delivered.status === 'skipped') return { type: 'message.skipped', detail: delivered.detail };
   if (delivered.message) {
-    delivered.message.id ??= newId(Date.now());
+    delivered.message.id ??= newId(now.getTime());
     return { type: 'message.delivered', messageId: delivered.message.id, message: delivered.message };
   }
   return { type: 'message.sent', sent };
@@ -294,7 +294,7 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
       providerId: delivered.providerId,
       message: delivered.message,
       detail: { status: delivered.status === 'completed' ? 'success' : 'warning', text: delivered.detail, raw: delivered.raw },
-      webhook: deliveredEvent(delivered, sent),
+      webhook: deliveredEvent(delivered, sent, ctx.deps.clock.now()),
     };
   } catch (err) {
     if (!(err instanceof Undeliverable) && !(err instanceof ProviderError)) {

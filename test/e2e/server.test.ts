@@ -99,6 +99,14 @@ describe('npm run keys', () => {
     expect((await runScript('scripts/keys.ts', ['revoke', id], env)).code).toBe(1);
   });
 
+  it("refuses a key name the dashboard would refuse: empty, or over 100 characters", async () => {
+    for (const name of ['  ', 'k'.repeat(101)]) {
+      const refused = await runScript('scripts/keys.ts', ['create', '--name', name], env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('--name must be 1 to 100 characters');
+    }
+  });
+
   it('creates a new organization on a given plan, and refuses an unknown plan', async () => {
     const created = await runScript('scripts/keys.ts', ['create', '--plan', 'free'], env);
     expect(created.code).toBe(0);

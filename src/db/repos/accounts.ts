@@ -54,9 +54,9 @@ export function underBootstrapLock<T>(db: Db, work: (trx: Db) => Promise<T>): Pr
 
 export async function createOrganization(
   db: Db,
-  input: { name: string; plan: Plan; environments: string[] },
+  input: { name: string; plan: Plan; environments: string[]; now?: Date },
 ): Promise<{ organization: Organization; environmentIds: Record<string, string> }> {
-  const now = new Date().toISOString();
+  const now = (input.now ?? new Date()).toISOString();
   const organization: Organization = { id: newId(), name: input.name, plan: input.plan, ratePerMinute: null, burst: null };
   const environmentIds: Record<string, string> = {};
   await db.transaction(async (trx) => {
@@ -81,7 +81,7 @@ export async function defaultEnvironmentId(db: Db): Promise<string | undefined> 
 /** Stores a key (a given one, or a new random one) and returns it in clear: the only time it is. */
 export async function createApiKey(
   db: Db,
-  input: { environmentId: string; name: string; key?: string },
+  input: { environmentId: string; name: string; key?: string; now?: Date },
 ): Promise<{ id: string; key: string }> {
   const key = input.key ?? generateApiKey();
   const id = newId();
@@ -91,7 +91,7 @@ export async function createApiKey(
     name: input.name,
     key_hash: hashApiKey(key),
     key_prefix: keyPrefix(key),
-    created_at: new Date().toISOString(),
+    created_at: (input.now ?? new Date()).toISOString(),
   });
   // A key given by the caller may have been tried, and remembered as unknown, before it existed.
   forgetKeyOwners(db);
@@ -154,7 +154,7 @@ export async function listApiKeys(db: Db, scope: { organizationId?: string } = {
  * Revokes a key; false when there is no such key (in the organization, when one is given) or it
  * was already revoked.
  */
-export async function revokeApiKey(db: Db, id: string, scope: { organizationId?: string } = {}): Promise<boolean> {
+export async function revokeApiKey(db: Db, id: string, scope: { organizationId?: string } = {}, now = new Date()): Promise<boolean> {
   const changed = await db('api_keys')
     .where({ id })
     .whereNull('revoked_at')
@@ -163,7 +163,7 @@ export async function revokeApiKey(db: Db, id: string, scope: { organizationId?:
         query.whereIn('environment_id', db('environments').select('id').where('organization_id', scope.organizationId));
       }
     })
-    .update({ revoked_at: new Date().toISOString() });
+    .update({ revoked_at: now.toISOString() });
   forgetKeyOwners(db);
   return changed > 0;
 }
