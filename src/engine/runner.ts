@@ -452,12 +452,19 @@ export class JobRunner {
       deliveries = await this.claimDeliveries(n, full);
       found.deliveries = deliveries.length > 0;
     };
-    if (this.webhooksFirst && deliveriesMayBeDue) await takeDeliveries(limit);
-    if (jobsMayBeDue && deliveries.length < limit) {
-      jobs = await this.claim('send', limit - deliveries.length, full);
-      found.jobs = jobs.length > 0;
+    // Should the second claim fail, what the first took is this worker's now: it is started (or
+    // given back) below before the failure is thrown, not left to wait out its lease.
+    let failure: { err: unknown } | undefined;
+    try {
+      if (this.webhooksFirst && deliveriesMayBeDue) await takeDeliveries(limit);
+      if (jobsMayBeDue && deliveries.length < limit) {
+        jobs = await this.claim('send', limit - deliveries.length, full);
+        found.jobs = jobs.length > 0;
+      }
+      if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) await takeDeliveries(limit - jobs.length);
+    } catch (err) {
+      failure = { err };
     }
-    if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) await takeDeliveries(limit - jobs.length);
     const claimed = jobs.length + deliveries.length;
     if (leftOut) {
       const gapMs = Math.min(LEFT_OUT_GAP_MAX_MS, Math.max(EMPTY_CLAIM_GAP_MS, 10 * (Date.now() - started)));
@@ -466,10 +473,11 @@ export class JobRunner {
     if (this.stopping) {
       await releaseJobs(this.deps.db, jobs.map((job) => job.id), this.ctx.owner, this.deps.clock.now());
       await releaseDeliveries(this.deps.db, deliveries.map((delivery) => delivery.id), this.ctx.owner, this.deps.clock.now());
-      return { claimed, limit, leftOut };
+    } else {
+      for (const job of jobs) this.startSend(job.id, job.environmentId, () => this.execute(job, true));
+      for (const delivery of deliveries) this.startSend(WEBHOOK + delivery.id, delivery.environmentId, () => this.deliver(delivery, true));
     }
-    for (const job of jobs) this.startSend(job.id, job.environmentId, () => this.execute(job, true));
-    for (const delivery of deliveries) this.startSend(WEBHOOK + delivery.id, delivery.environmentId, () => this.deliver(delivery, true));
+    if (failure) throw failure.err;
     return { claimed, limit, leftOut };
   }
 

@@ -7,9 +7,10 @@ import { destinationOf } from '../../src/engine/destinations.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { forgetSubscriptions, subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
 import { claimDueDeliveries, deliveriesDue, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
-import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
+import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { recordQueries } from '../helpers/queries.js';
 import { runWithTimersStopped } from '../helpers/runner.js';
+import { testDatabaseUrl } from '../helpers/db.js';
 
 // How the job runner delivers webhooks, on a clock the tests move by hand: Svix's retry schedule,
 // Retry-After, 410 Gone, five days of failures, a destination the guard refuses, and the
@@ -384,5 +385,46 @@ describe('claims the send loop leaves out', () => {
     expect(leftOutAt.length).toBeGreaterThan(0);
     const gaps = leftOutAt.slice(1).map((at, i) => at - leftOutAt[i]);
     expect(gaps.filter((gap) => gap < 50)).toEqual([]);
+  });
+});
+
+describe('a send claim that fails halfway', () => {
+  /** Every claim of a webhook delivery fails (it updates the row), until the returned function is called. */
+  async function failDeliveryClaims(): Promise<() => Promise<void>> {
+    if (testDatabaseUrl() === undefined) {
+      await t.db.raw("CREATE TRIGGER claims_fail BEFORE UPDATE ON webhook_deliveries BEGIN SELECT RAISE(ABORT, 'claims fail'); END");
+      return async () => void (await t.db.raw('DROP TRIGGER claims_fail'));
+    }
+    await t.db.raw("CREATE OR REPLACE FUNCTION claims_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'claims fail'; END $$ LANGUAGE plpgsql");
+    await t.db.raw('CREATE TRIGGER claims_fail BEFORE UPDATE ON webhook_deliveries FOR EACH ROW EXECUTE FUNCTION claims_fail()');
+    return async () => {
+      await t.db.raw('DROP TRIGGER claims_fail ON webhook_deliveries');
+      await t.db.raw('DROP FUNCTION claims_fail()');
+    };
+  }
+
+  it('starts the send jobs it had claimed when the claim of webhook deliveries after them fails, rather than leaving them to their lease', async () => {
+    await worker.runUntilIdle();
+    const chat = await receiver();
+    await createIntegration(t.a, { providerId: 'slack' });
+    await createWorkflow(t.a, { workflowId: 'half-claim', steps: [step.chat({ content: 'Hello' })] });
+    await createSubscriber(t.a, { subscriberId: 'half-claim' });
+    await t.a.put('/v1/subscribers/half-claim/credentials', { providerId: 'slack', credentials: { webhookUrl: `${chat.url}/chat` } }).expect(200);
+    // A webhook delivery due, whose claims fail; then a send job due.
+    const endpoint = await endpointAt(`${chat.url}/h`);
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    const restore = await failDeliveryClaims();
+    const runner = new JobRunner(t.deps, { maxIdleMs: 20, random: () => 0.5 });
+    try {
+      await t.a.post('/v1/events/trigger', { name: 'half-claim', to: 'half-claim', payload: {} }).expect(201);
+      runner.start();
+      // The claims alternate which kind they take first: the second takes the job, then fails on
+      // the delivery. Before, the job stayed claimed and unsent until its lease ended (never, on
+      // this clock).
+      await expect.poll(() => chat.requests.filter((request) => request.path === '/chat').length, { timeout: 10_000 }).toBe(1);
+    } finally {
+      await runner.stop();
+      await restore();
+    }
   });
 });
