@@ -9,6 +9,7 @@ import { requestLog } from './http/request-log.js';
 import { authentication } from './http/security.js';
 import { rateLimits } from './http/rate-limit.js';
 import { docsPage } from './http/docs.js';
+import { sendFileFromMemory } from './http/files.js';
 import { httpMetricsRecorder, metricsEndpoint } from './http/metrics.js';
 import { Metrics } from './metrics.js';
 import { registerEngineMetrics } from './engine/metrics.js';
@@ -52,9 +53,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   app.use(requestLog(deps.logger, httpMetricsRecorder(metrics)));
   registerEngineMetrics(deps, metrics);
 
-  app.get('/v1/openapi.yaml', (_req, res) => {
-    res.type('application/yaml').sendFile(CONTRACT_PATH);
-  });
+  app.get('/v1/openapi.yaml', (_req, res, next) => sendFileFromMemory(res, CONTRACT_PATH, 'application/yaml', next));
   app.all('/v1/openapi.yaml', onlyGet);
   // The API comes before the other routes: it takes nearly every request, and express tries each
   // route in turn. Each /v1 request is matched to its operation once, here: the metrics (a 429 is

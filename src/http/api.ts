@@ -14,10 +14,7 @@ import type { InboxHub } from '../engine/inbox-hub.js';
 import { streamInboxEvents } from './inbox-stream.js';
 import { crossOriginOf } from './inbox-cors.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
-import { cappedBody } from './request-body.js';
-
-/** The largest JSON body the API reads. */
-export const BODY_LIMIT = 1_048_576;
+import { BODY_LIMIT, cappedBody } from './request-body.js';
 
 /** The methods whose requests carry a body in the contract; on any other the body is not read. */
 export const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);

@@ -8,6 +8,7 @@ import { ROOT } from '../paths.js';
 import { CONTRACT_PATH } from '../contract.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
+import { sendFileFromMemory } from './files.js';
 
 export const DOCS_HTML_PATH = path.join(ROOT, 'dist', 'docs', 'index.html');
 const DOCS_SCRIPT = path.join(ROOT, 'scripts', 'docs.ts');
@@ -59,7 +60,7 @@ export function docsPage(logger: Logger, file: string = DOCS_HTML_PATH, buildDoc
     built ??= build();
     built.then(
       // Not to be framed by another site (a page that overlays it to steer clicks).
-      () => res.set(NOT_FRAMED).type('html').sendFile(file, (err) => err && next(err)),
+      () => sendFileFromMemory(res.set(NOT_FRAMED), file, 'html', next),
       (err: unknown) => {
         if (!failed) logger.error({ err }, 'could not build the API reference');
         failed = true;

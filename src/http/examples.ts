@@ -8,6 +8,7 @@ import express, { type RequestHandler, type Router } from 'express';
 import { ROOT } from '../paths.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
+import { sendFileFromMemory } from './files.js';
 
 export const INBOX_EXAMPLE_DIR = path.join(ROOT, 'examples', 'inbox');
 export const CLIENT_BROWSER_MODULE = path.join(ROOT, 'dist', 'client', 'browser', 'herald-client.js');
@@ -34,8 +35,18 @@ export function inboxExample(clientModule = CLIENT_BROWSER_MODULE): Router {
   });
   router.get('/herald-client.js', (req, res, next) => {
     if (!fs.existsSync(clientModule)) return sendError(req, res, new ApiError(503, 'herald/client is not built; run `npm run build` (or `npm run build:client`) on the server'));
-    res.type('text/javascript').set('Cache-Control', 'no-cache').sendFile(clientModule, (err) => err && next(err));
+    sendFileFromMemory(res.set('Cache-Control', 'no-cache'), clientModule, 'text/javascript', next);
   });
-  router.use(express.static(INBOX_EXAMPLE_DIR, { index: 'index.html', redirect: true, fallthrough: true, setHeaders: (res) => res.set('Cache-Control', 'no-cache') }));
+  // The page's own files, as they are in the folder; anything else is the app's 404.
+  const files = new Map(fs.readdirSync(INBOX_EXAMPLE_DIR).filter((name) => TYPES[path.extname(name)]).map((name) => [`/${name}`, name]));
+  files.set('/', 'index.html');
+  router.get(/.*/, (req, res, next) => {
+    const name = files.get(req.path);
+    if (!name) return next();
+    sendFileFromMemory(res.set('Cache-Control', 'no-cache'), path.join(INBOX_EXAMPLE_DIR, name), TYPES[path.extname(name)], next);
+  });
   return router;
 }
+
+/** What the example's files are, by extension. */
+const TYPES: Record<string, string> = { '.html': 'html', '.css': 'css', '.js': 'text/javascript' };

@@ -1,13 +1,14 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Context } from 'openapi-backend';
-import { apiMiddleware, BODY_LIMIT, METHODS_WITH_BODY, sendJson, validationDetails } from './api.js';
+import { apiMiddleware, METHODS_WITH_BODY, sendJson, validationDetails } from './api.js';
 import { createBackend } from './backend.js';
 import { CONTRACT_PATH } from '../contract.js';
 import { badRequest, ApiError, notFound, unauthorized } from '../errors.js';
 import { errorHandler, sendError } from './errors.js';
 import type { Logger } from '../logger.js';
 import { requestLog } from './request-log.js';
-import { cappedBody } from './request-body.js';
+import { BODY_LIMIT, cappedBody } from './request-body.js';
+import { sendFileFromMemory } from './files.js';
 
 /**
  * `Prefer: code=409` or `Prefer: example=inactive` picks another documented response or example,
@@ -74,9 +75,7 @@ export async function createMockApp(logger: Logger): Promise<Express> {
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok', mock: true });
   });
-  app.get('/v1/openapi.yaml', (_req, res) => {
-    res.type('application/yaml').sendFile(CONTRACT_PATH);
-  });
+  app.get('/v1/openapi.yaml', (_req, res, next) => sendFileFromMemory(res, CONTRACT_PATH, 'application/yaml', next));
   const json = cappedBody(express.json({ limit: BODY_LIMIT }), BODY_LIMIT);
   const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());
   app.use('/v1', jsonBody, apiMiddleware(api));

@@ -4,6 +4,9 @@
 // request refused before its body) Node reads to its end after the answer. Both are bounded here.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+/** The largest JSON body the API reads. */
+export const BODY_LIMIT = 1_048_576;
+
 /** A body parser as express and body-parser write them. */
 type BodyParser = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
 

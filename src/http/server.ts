@@ -5,7 +5,7 @@ import http, { STATUS_CODES, type Server, type ServerResponse } from 'node:http'
 import net, { type Socket } from 'node:net';
 import type { Express } from 'express';
 import { errorBody } from './errors.js';
-import { closeAfterUnreadBody } from './request-body.js';
+import { BODY_LIMIT, closeAfterUnreadBody } from './request-body.js';
 
 /**
  * Node answers a request it cannot parse by itself, before the app sees it, with an empty body:
@@ -70,28 +70,61 @@ const pathOf = (req: http.IncomingMessage) => (req.url ?? '').split('?')[0];
 
 /** A JSON error answer through Node's response, closing the connection. */
 function answerError(req: http.IncomingMessage, res: ServerResponse, status: number, message: string): void {
+  res.once('prefinish', () => closeAfterUnreadBody(req));
   const body = JSON.stringify(errorBody(status, message, pathOf(req)));
   res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Content-Type-Options': 'nosniff', Connection: 'close' });
   res.end(body);
 }
 
+/**
+ * How long a request may take to arrive: its headers, and the whole of it (a body of 1 MiB at 17 KB/s).
+ * Node's defaults (60 s and 5 minutes) let a client without a key hold a connection for minutes
+ * with a byte every few seconds. Node looks for late requests every `check` ms.
+ */
+export const ARRIVAL_MS = { headers: 20_000, whole: 60_000, check: 5_000 };
+
+/**
+ * Requests one connection may have under way at once (sent one after another without waiting for
+ * the answers, which Node hands to the app as they are read): past this the connection is closed.
+ * Browsers and HTTP clients send one at a time; one write of thousands of requests would otherwise
+ * run them all at once.
+ */
+export const MAX_UNDER_WAY_PER_CONNECTION = 32;
+
 export function createServer(app: Express): HeraldServer {
   // Node's own answers to an HTTP/1.1 request without Host (400), to an Expect other than
   // 100-continue (417) and to CONNECT (the socket closed) have no body: these give the error body.
-  const server = http.createServer({ requireHostHeader: false }, (req, res) => {
-    if (req.httpVersion === '1.1' && req.headers.host === undefined) return answerError(req, res, 400, 'An HTTP/1.1 request must send a Host header');
-    app(req, res);
-  });
+  const server = http.createServer(
+    { requireHostHeader: false, headersTimeout: ARRIVAL_MS.headers, requestTimeout: ARRIVAL_MS.whole, connectionsCheckingInterval: ARRIVAL_MS.check },
+    (req, res) => {
+      // Closed for having too many requests under way: the rest of what it sent is not run.
+      if (req.socket.destroyed) return;
+      if (req.httpVersion === '1.1' && req.headers.host === undefined) return answerError(req, res, 400, 'An HTTP/1.1 request must send a Host header');
+      app(req, res);
+    },
+  );
   server.on('checkExpectation', (req: http.IncomingMessage, res: ServerResponse) =>
     answerError(req, res, 417, `Expect: ${String(req.headers.expect)} is not supported (only 100-continue is)`),
   );
+  // A body its Content-Length says is too large is refused before the client is asked to send it.
+  server.on('checkContinue', (req: http.IncomingMessage, res: ServerResponse) => {
+    if (Number(req.headers['content-length']) > BODY_LIMIT) return answerError(req, res, 413, 'The request body is larger than 1 MiB');
+    res.writeContinue();
+    server.emit('request', req, res);
+  });
   server.on('connect', (req: http.IncomingMessage, socket: Socket) => answerOnSocket(socket, 405, 'CONNECT is not allowed: Herald is not a proxy', pathOf(req)));
   server.on('clientError', clientErrorAnswer);
 
   let draining = false;
   // Responses not yet finished, so that those under way when the drain begins close their connection.
   const inFlight = new Set<ServerResponse>();
+  const underWay = new WeakMap<Socket, number>();
   server.prependListener('request', (req: http.IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    const count = (underWay.get(socket) ?? 0) + 1;
+    if (count > MAX_UNDER_WAY_PER_CONNECTION) return void socket.destroy();
+    underWay.set(socket, count);
+    res.once('close', () => underWay.set(socket, underWay.get(socket)! - 1));
     // Before Node's own 'finish' handler, which would read the rest of the body without a bound.
     res.once('prefinish', () => closeAfterUnreadBody(req));
     if (draining) {

@@ -663,6 +663,59 @@ describe("Node's own answers and headers", () => {
     expect(res.body).toMatch(/HTTP\/1\.1 200 OK/);
   });
 
+  /** Writes `bytes` at once, waits `quietMs` without reading, then reads until the server closes (or `waitMs`). */
+  function pipelined(bytes: string, quietMs: number, waitMs = 3_000): Promise<{ answers: number; closedByServer: boolean; text: string }> {
+    return new Promise((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write(bytes));
+      let text = '';
+      let closedByServer = false;
+      socket.pause();
+      setTimeout(() => socket.resume(), quietMs);
+      socket.setEncoding('latin1');
+      socket.on('data', (chunk: string) => (text += chunk));
+      socket.on('error', () => (closedByServer = true));
+      socket.on('end', () => (closedByServer = true));
+      const done = () => resolve({ answers: text.match(/HTTP\/1\.1 \d{3} /g)?.length ?? 0, closedByServer, text });
+      socket.on('close', done);
+      setTimeout(() => socket.destroy(), quietMs + waitMs);
+    });
+  }
+
+  it('closes a connection with more than 32 requests under way at once, and answers a few sent together', async () => {
+    // 200 requests in one write, the answers not read: before, all 200 ran and were answered.
+    const flood = await pipelined('GET /health HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(200), 300);
+    expect(flood.closedByServer).toBe(true);
+    expect(flood.answers).toBeLessThanOrEqual(32);
+    const few = await pipelined('GET /health HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(5) + 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 100);
+    expect(few.answers).toBe(6);
+  });
+
+  it('keeps no file open for answers queued on a connection its client closed (the contract, the example page)', async () => {
+    const open = () => fs.readdirSync('/proc/self/fd').length;
+    const before = open();
+    for (const path of ['/v1/openapi.yaml', '/examples/inbox/inbox.js']) {
+      // 30 at once, under the bound: each ran; the client leaves without reading.
+      await pipelined(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`.repeat(30), 0, 0);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Before: each answer still queued kept a file handle (and its first 64 KiB) for ever.
+    expect(open() - before).toBeLessThan(10);
+  });
+
+  it('refuses an Expect: 100-continue body its Content-Length says is over 1 MiB without asking for it', async () => {
+    const res = await pipelined(`POST /v1/events/trigger HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n`, 0);
+    expect(res.text.startsWith('HTTP/1.1 413')).toBe(true);
+    expect(res.text).not.toContain('100 Continue');
+    expect(JSON.parse(res.text.split('\r\n\r\n')[1])).toMatchObject({ statusCode: 413, message: 'The request body is larger than 1 MiB' });
+    // Under the cap it is asked for, and read.
+    const asked = await pipelined(`POST /v1/events/trigger HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`, 0);
+    expect(asked.text.startsWith('HTTP/1.1 100 Continue')).toBe(true);
+  });
+
+  it('gives a request 20 s for its headers and 60 s in all, looking every 5 s', () => {
+    expect({ headers: served.server.headersTimeout, whole: served.server.requestTimeout }).toEqual({ headers: 20_000, whole: 60_000 });
+  });
+
   it('sends X-Content-Type-Options: nosniff with API answers, errors included', async () => {
     for (const res of [await t.a.get('/v1/subscribers').expect(200), await t.http.get('/v1/subscribers').expect(401), await t.http.get('/nowhere').expect(404), await t.http.get('/health').expect(200)]) {
       expect(res.headers['x-content-type-options']).toBe('nosniff');
