@@ -128,8 +128,26 @@ export function createDb(url: string, options: DbOptions = {}): Db {
   return isPostgresUrl(url) ? createPostgresDb(url, options) : createSqliteDb(url, options);
 }
 
+/**
+ * Runs the migrations this version has not run yet, all in one transaction. A database a newer
+ * Herald migrated, or one an older process is still using on PostgreSQL (its locks against the
+ * migration's: a deadlock), is refused with what to do; nothing is changed either way.
+ */
 export async function migrate(db: Db): Promise<void> {
-  await db.migrate.latest({ migrationSource });
+  try {
+    await db.migrate.latest({ migrationSource });
+  } catch (err) {
+    const missing = /following files are missing: (.*)$/s.exec(err instanceof Error ? err.message : '')?.[1];
+    if (missing) {
+      throw new StartError(
+        `This database was migrated by a newer Herald (it ran ${missing.trim()}, which this version does not know): run that version or a newer one; a database is never migrated back`,
+      );
+    }
+    if ((err as { code?: unknown }).code === '40P01') {
+      throw new StartError('Migrating the database deadlocked against another process using it: stop every process of the older Herald, then start this one (README, "Upgrading")');
+    }
+    throw err;
+  }
 }
 
 /** How long /ready waits for the database before it answers not ready. */

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import net, { type AddressInfo } from 'node:net';
-import { createDb, isReady, type Db } from '../../src/db/knex.js';
+import { createDb, isReady, migrate, type Db } from '../../src/db/knex.js';
 import { bootstrap } from '../../src/accounts/bootstrap.js';
 import { settleSecret } from '../../src/accounts/secret.js';
 import { loadConfig, StartError } from '../../src/config.js';
@@ -26,6 +26,20 @@ afterEach(async () => {
 function anotherProcess(): Db {
   return testDb.schema ? createDb(testDb.url, { schema: testDb.schema }) : createDb(testDb.url);
 }
+
+describe('migrations', () => {
+  it('refuses a database a newer Herald migrated, naming what it ran, and changes nothing', async () => {
+    // createTestDb migrated it; a newer version then ran one more.
+    await testDb.db('knex_migrations').insert({ name: '20991231_01_from_the_future', batch: 99, migration_time: new Date() });
+    const before = await testDb.db('knex_migrations').count({ n: '*' }).first();
+    const refused = await migrate(testDb.db).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(StartError);
+    expect((refused as Error).message).toBe(
+      'This database was migrated by a newer Herald (it ran 20991231_01_from_the_future, which this version does not know): run that version or a newer one; a database is never migrated back',
+    );
+    expect(await testDb.db('knex_migrations').count({ n: '*' }).first()).toEqual(before);
+  });
+});
 
 describe('bootstrap', () => {
   it('makes one first organization and key when processes start together on an empty database', async () => {
