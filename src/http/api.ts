@@ -164,7 +164,7 @@ function scopedIdempotencyKey(c: Context): string | undefined {
  * body sent in another type is refused as such, not taken for a missing body.
  */
 function bodyReader(): (req: Request, res: Response) => Promise<void> {
-  const json = cappedBody(express.json({ limit: BODY_LIMIT }), BODY_LIMIT);
+  const json = cappedBody(express.json({ limit: BODY_LIMIT }), BODY_LIMIT, 'application/json');
   const read = (req: Request, res: Response) => new Promise<void>((resolve, reject) => json(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
   return async (req, res) => {
     await read(req, res);

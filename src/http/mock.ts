@@ -76,7 +76,7 @@ export async function createMockApp(logger: Logger): Promise<Express> {
     res.json({ status: 'ok', mock: true });
   });
   app.get('/v1/openapi.yaml', (_req, res, next) => sendFileFromMemory(res, CONTRACT_PATH, 'application/yaml', next));
-  const json = cappedBody(express.json({ limit: BODY_LIMIT }), BODY_LIMIT);
+  const json = cappedBody(express.json({ limit: BODY_LIMIT }), BODY_LIMIT, 'application/json');
   const jsonBody: RequestHandler = (req, res, next) => (METHODS_WITH_BODY.has(req.method) ? json(req, res, next) : next());
   app.use('/v1', jsonBody, apiMiddleware(api));
   app.use((req, res) => sendError(req, res, notFound(`No route matches ${req.method} ${req.path}`)));

@@ -2,13 +2,11 @@
 // only once it has read the whole request ("dump"), so a client that declares or sends gigabytes
 // keeps a connection reading them; and a body nobody reads (on an operation that takes none, or a
 // request refused before its body) Node reads to its end after the answer. Both are bounded here.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import type { RequestHandler } from 'express';
 
 /** The largest JSON body the API reads. */
 export const BODY_LIMIT = 1_048_576;
-
-/** A body parser as express and body-parser write them. */
-type BodyParser = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
 
 /** body-parser's own error for a body over its limit, which the error handler turns into a 413. */
 function tooLarge(limit: number): Error {
@@ -16,13 +14,15 @@ function tooLarge(limit: number): Error {
 }
 
 /**
- * `parse` (express.json or express.urlencoded with the same `limit`), answering 413 as soon as the
- * body is known to be over `limit` bytes: at once when its `Content-Length` says so, else when that
- * many bytes have come (counted as sent, compressed or not), instead of after the whole request.
- * The rest is then the server's to bound (`closeAfterUnreadBody`).
+ * `parse` (express.json or express.urlencoded with the same `limit`, reading bodies of `type`),
+ * answering 413 as soon as such a body is known to be over `limit` bytes: at once when its
+ * `Content-Length` says so, else when that many bytes have come (counted as sent, compressed or
+ * not), instead of after the whole request. The rest is then the server's to bound
+ * (`closeAfterUnreadBody`), as is a body of another type, which the parser leaves unread.
  */
-export function cappedBody(parse: BodyParser, limit: number): BodyParser {
+export function cappedBody(parse: RequestHandler, limit: number, type: string): RequestHandler {
   return (req, res, next) => {
+    if (!req.is(type)) return parse(req, res, next);
     if (Number(req.headers['content-length']) > limit) return next(tooLarge(limit));
     let received = 0;
     let settled = false;
@@ -47,10 +47,10 @@ export function cappedBody(parse: BodyParser, limit: number): BodyParser {
 export const UNREAD_BODY = { bytes: 1_048_576, ms: 2_000 };
 
 /**
- * Called as an answer ends ('prefinish'): a request whose body is still arriving is read on (and dropped)
- * for at most `UNREAD_BODY`, so that the client, still sending, gets to read the answer rather than
- * a reset, and then its connection is closed. A body that ends within the bound keeps the
- * connection open for the next request, as Node would.
+ * Called as an answer ends ('prefinish'): a request whose body is still arriving is read on (and
+ * dropped) for at most `UNREAD_BODY`, so that the client, still sending, gets to read the answer
+ * rather than a reset, and then its connection is closed. A body that ends within the bound keeps
+ * the connection open for the next request, as Node would.
  */
 export function closeAfterUnreadBody(req: IncomingMessage): void {
   if (req.complete || req.destroyed) return;

@@ -60,6 +60,8 @@ export interface HeraldServer {
    * every connection is gone.
    */
   drain(idleGraceMs?: number): Promise<void>;
+  /** How many answers the open connections have under way (for tests). */
+  answersUnderWay(): number;
 }
 
 /** Idle kept-alive connections get this long after SIGTERM to send one more request. */
@@ -68,18 +70,17 @@ export const IDLE_GRACE_MS = 2_000;
 /** The path of a request, for the error body. */
 const pathOf = (req: http.IncomingMessage) => (req.url ?? '').split('?')[0];
 
-/** A JSON error answer through Node's response, closing the connection. */
+/** A JSON error answer through Node's response, closing the connection (once it is sent, whatever else comes). */
 function answerError(req: http.IncomingMessage, res: ServerResponse, status: number, message: string): void {
-  res.once('prefinish', () => closeAfterUnreadBody(req));
   const body = JSON.stringify(errorBody(status, message, pathOf(req)));
   res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Content-Type-Options': 'nosniff', Connection: 'close' });
   res.end(body);
 }
 
 /**
- * How long a request may take to arrive: its headers, and the whole of it (a body of 1 MiB at 17 KB/s).
- * Node's defaults (60 s and 5 minutes) let a client without a key hold a connection for minutes
- * with a byte every few seconds. Node looks for late requests every `check` ms.
+ * How long a request may take to arrive: its headers, and the whole of it (a body of 1 MiB at
+ * 17 KB/s). Node's defaults (60 s and 5 minutes) let a client without a key hold a connection for
+ * minutes with a byte every few seconds. Node looks for late requests every `check` ms.
  */
 export const ARRIVAL_MS = { headers: 20_000, whole: 60_000, check: 5_000 };
 
@@ -116,30 +117,29 @@ export function createServer(app: Express): HeraldServer {
   server.on('clientError', clientErrorAnswer);
 
   let draining = false;
-  // Responses not yet finished, so that those under way when the drain begins close their connection.
-  const inFlight = new Set<ServerResponse>();
-  const underWay = new WeakMap<Socket, number>();
+  // Each connection's answers not yet finished: to bound them, and so that those under way when the
+  // drain begins close their connection. An answer queued behind another when its connection is
+  // lost never emits 'close', so a connection's are forgotten together when it closes.
+  const underWay = new Map<Socket, Set<ServerResponse>>();
+  server.on('connection', (socket: Socket) => socket.once('close', () => underWay.delete(socket)));
   server.prependListener('request', (req: http.IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
-    const count = (underWay.get(socket) ?? 0) + 1;
-    if (count > MAX_UNDER_WAY_PER_CONNECTION) return void socket.destroy();
-    underWay.set(socket, count);
-    res.once('close', () => underWay.set(socket, underWay.get(socket)! - 1));
+    let answers = underWay.get(socket);
+    if (!answers) underWay.set(socket, (answers = new Set()));
+    if (answers.size >= MAX_UNDER_WAY_PER_CONNECTION) return void socket.destroy();
+    answers.add(res);
+    res.once('close', () => answers.delete(res)); // emitted once the answer is sent, or the connection lost
     // Before Node's own 'finish' handler, which would read the rest of the body without a bound.
     res.once('prefinish', () => closeAfterUnreadBody(req));
-    if (draining) {
-      res.setHeader('Connection', 'close');
-      return;
-    }
-    inFlight.add(res);
-    res.once('close', () => inFlight.delete(res)); // emitted once the answer is sent, or the connection lost
+    if (draining) res.setHeader('Connection', 'close');
   });
 
   return {
     server,
+    answersUnderWay: () => [...underWay.values()].reduce((sum, answers) => sum + answers.size, 0),
     drain(idleGraceMs = IDLE_GRACE_MS) {
       draining = true;
-      for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+      for (const answers of underWay.values()) for (const res of answers) if (!res.headersSent) res.setHeader('Connection', 'close');
       return new Promise<void>((resolve) => {
         // net.Server's close: stop listening, and resolve once the last connection ends. (http.Server's
         // own close also closes the idle connections at once, racing a request the client is sending
