@@ -20,9 +20,9 @@ export const requireSession: RequestHandler = (req, res, next) => {
  * A form sent from another origin is refused before it is read, whatever token it carries: a
  * sibling origin (another port of the host, another subdomain) is "same-site" to the browser, so
  * SameSite cookies do not stop it, and it can plant cookies of its own. The browser's
- * `Sec-Fetch-Site` says where the form came from; without it (an older browser), `Origin`, when
- * sent, must be this host. (Under the pages' `no-referrer` policy a browser may send `Origin: null`
- * with its own forms, so that says nothing.)
+ * `Sec-Fetch-Site` says where the form came from; browsers send it only to HTTPS and to
+ * localhost, so without it `Origin`, when sent, must be this host (the pages' referrer policy has
+ * the browser send their own forms' origin; `null` is another page's doing).
  */
 export const refuseForeignForms: RequestHandler = (req, res, next) => {
   if (req.method !== 'POST' || !fromElsewhere(req)) return next();
@@ -40,9 +40,13 @@ function fromElsewhere(req: Request): boolean {
   const site = req.headers['sec-fetch-site'];
   if (site !== undefined) return site !== 'same-origin' && site !== 'none';
   const origin = req.headers.origin;
-  if (origin === undefined || origin === 'null') return false;
+  if (origin === undefined) return false;
   try {
-    return new URL(origin).host !== req.headers.host;
+    const from = new URL(origin);
+    // This host as the browser addressed it (through the proxies HERALD_TRUST_PROXY names), its
+    // scheme's port when it names none.
+    const here = new URL(`${req.protocol}://${req.host}`);
+    return from.protocol !== here.protocol || from.host !== here.host;
   } catch {
     return true;
   }

@@ -15,11 +15,25 @@ export class SafeHtml {
 const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
 const named = (c: string) => `[U+${c.charCodeAt(0).toString(16).toUpperCase()}]`;
 
-function render(value: unknown): string {
+/** `value` as markup; text (`inAttribute` false) has its reordering characters named. */
+function render(value: unknown, inAttribute: boolean): string {
   if (value instanceof SafeHtml) return value.value;
-  if (Array.isArray(value)) return value.map(render).join('');
+  if (Array.isArray(value)) return value.map((item) => render(item, inAttribute)).join('');
   if (value === undefined || value === null || value === false) return '';
-  return escapeHtml(String(value).replace(BIDI_CONTROLS, named));
+  const text = String(value);
+  return escapeHtml(inAttribute ? text : text.replace(BIDI_CONTROLS, named));
+}
+
+/**
+ * Whether what follows `markup` is inside a (double-quoted) attribute's value: an attribute keeps
+ * a value as it is (a form field sends it back, a link filters by it), text shows it.
+ */
+function insideAttribute(markup: string): boolean {
+  const tag = markup.lastIndexOf('<');
+  if (tag < markup.lastIndexOf('>')) return false;
+  let quotes = 0;
+  for (let i = markup.indexOf('"', tag); i !== -1; i = markup.indexOf('"', i + 1)) quotes++;
+  return quotes % 2 === 1;
 }
 
 /**
@@ -27,5 +41,8 @@ function render(value: unknown): string {
  * only contain markup someone wrote here. Arrays are joined; null, undefined and false vanish.
  */
 export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
-  return new SafeHtml(strings.reduce((out, text, i) => out + render(values[i - 1]) + text));
+  // Where each value goes is read from the template's own text: escaped values hold no < > or ".
+  let written = strings[0];
+  for (let i = 0; i < values.length; i++) written += render(values[i], insideAttribute(written)) + strings[i + 1];
+  return new SafeHtml(written);
 }

@@ -35,7 +35,7 @@ const FORM_LIMIT = 16_384;
 export function dashboard(deps: Deps): Router {
   const { db, clock } = deps;
   const router = express.Router();
-  router.use(pageHeaders, refuseForeignForms, cappedBody(express.urlencoded({ extended: false, limit: FORM_LIMIT }), FORM_LIMIT), loadSession(db, clock));
+  router.use(pageHeaders, refuseForeignForms, cappedBody(express.urlencoded({ extended: false, limit: FORM_LIMIT }), FORM_LIMIT, 'application/x-www-form-urlencoded'), loadSession(db, clock));
 
   /** The sign-in form, with a fresh double-submit CSRF token in a cookie and in the form. */
   const showSignIn = (req: Request, res: Response, status: number, form: { email?: string; error?: string } = {}) => {

@@ -65,7 +65,8 @@ export function loadSession(db: Db, clock: Clock): RequestHandler {
 
 /**
  * Pages for humans: a nonce for our one inline style and script and nothing else (CSP), no
- * framing, no caching (a page may show a new key), no referrer leaving the dashboard.
+ * framing, no caching (a page may show a new key), no referrer leaving the dashboard (`same-origin`
+ * rather than `no-referrer`, under which a browser sends its own forms with `Origin: null`).
  */
 export const pageHeaders: RequestHandler = (_req, res, next) => {
   const nonce = randomBytes(16).toString('base64');
@@ -74,7 +75,7 @@ export const pageHeaders: RequestHandler = (_req, res, next) => {
     'Content-Security-Policy': `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
     'X-Frame-Options': 'DENY',
     'X-Content-Type-Options': 'nosniff',
-    'Referrer-Policy': 'no-referrer',
+    'Referrer-Policy': 'same-origin',
     'Cache-Control': 'no-store',
   });
   next();

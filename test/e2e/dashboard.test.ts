@@ -117,17 +117,29 @@ describe('signing in to /dashboard', () => {
     const planted = 'tossed-token';
     const post = (headers: Record<string, string>) =>
       t.http.post('/dashboard/sign-in').set('Cookie', `herald_sign_in=${planted}`).set(headers).type('form').send({ _csrf: planted, email: 'ada@example.com', password: PASSWORD });
-    const foreign: Record<string, string>[] = [{ 'Sec-Fetch-Site': 'same-site' }, { 'Sec-Fetch-Site': 'cross-site' }, { Origin: 'http://127.0.0.1:4102' }];
+    // Without Sec-Fetch-Site (a plain-HTTP address that is not localhost), by Origin; `null` is
+    // what a page with no-referrer sends.
+    const foreign: Record<string, string>[] = [{ 'Sec-Fetch-Site': 'same-site' }, { 'Sec-Fetch-Site': 'cross-site' }, { Origin: 'http://127.0.0.1:4102' }, { Origin: 'null' }, { Origin: 'https://127.0.0.1' }];
     for (const headers of foreign) {
       const res = await post(headers);
       expect(res.status, JSON.stringify(headers)).toBe(403);
       expect(res.text).toContain('This form was sent from another site');
       expect(cookieHeader(res, 'herald_session')).toBeUndefined();
     }
-    // The dashboard's own forms, as browsers send them (under no-referrer, Origin may be null).
-    const own: Record<string, string>[] = [{ 'Sec-Fetch-Site': 'same-origin', Origin: 'null' }, { Origin: 'null' }, {}];
-    for (const headers of own) {
-      expect((await post(headers)).status, JSON.stringify(headers)).toBe(303);
+    // The dashboard's own forms, as browsers send them, and a client that sends no Origin.
+    const own = async (withOrigin: boolean, fetchSite?: string) => {
+      const page = await t.http.get('/dashboard/sign-in');
+      expect(page.headers['referrer-policy']).toBe('same-origin');
+      const cookie = ([] as string[]).concat(page.headers['set-cookie'])[0].split(';')[0];
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1];
+      // supertest serves each request on a port of its own: the host is named, as a browser names it.
+      const headers: Record<string, string> = { Cookie: cookie, Host: 'herald.example:3000' };
+      if (withOrigin) headers.Origin = 'http://herald.example:3000';
+      if (fetchSite) headers['Sec-Fetch-Site'] = fetchSite;
+      return t.http.post('/dashboard/sign-in').set(headers).type('form').send({ _csrf: csrf, email: 'ada@example.com', password: PASSWORD });
+    };
+    for (const [withOrigin, fetchSite] of [[true, 'same-origin'], [true, undefined], [false, undefined]] as const) {
+      expect((await own(withOrigin, fetchSite)).status, `${withOrigin} ${fetchSite}`).toBe(303);
     }
   });
 
