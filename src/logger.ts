@@ -43,7 +43,7 @@ export class FailureLog {
   failed(err: unknown): number {
     const at = this.now();
     // A minute without failures ended the last run, though nobody said it works again.
-    if (this.failures > 0 && at - this.lastAt >= SUMMED_UP_EVERY_MS) this.ended(this.lastAt, 'none since');
+    if (this.failures > 0 && at - this.lastAt >= SUMMED_UP_EVERY_MS) this.ended(this.lastAt, false);
     this.failures += 1;
     this.lastAt = at;
     if (this.failures === 1) {
@@ -60,12 +60,17 @@ export class FailureLog {
 
   /** The task worked: ends a run of failures, saying how many there were and how long it lasted. */
   succeeded(): void {
-    if (this.failures > 0) this.ended(this.now(), 'it works again');
+    if (this.failures > 0) this.ended(this.now(), true);
   }
 
-  /** The end of a run: its count and length, unless it was the one failure already logged in full. */
-  private ended(at: number, how: string): void {
-    if (this.failures > 1 || how === 'it works again') this.logger.info({ ...this.bindings, failures: this.failures, ms: at - this.since }, `${this.message} earlier; ${how}`);
+  /**
+   * The end of a run (the task working again, or a quiet minute): its count and length, unless it
+   * was the one failure already logged in full and nothing says it works again.
+   */
+  private ended(at: number, worksAgain: boolean): void {
+    if (this.failures > 1 || worksAgain) {
+      this.logger.info({ ...this.bindings, failures: this.failures, ms: at - this.since }, `${this.message} earlier; ${worksAgain ? 'it works again' : 'none since'}`);
+    }
     this.failures = 0;
   }
 }

@@ -76,12 +76,16 @@ const PROBE_WAIT_MS = 2_000;
 
 export class Destinations implements Gate {
   private readonly states = new Map<string, State>();
+  /** The places of a destination that is slow or has not answered lately (places). */
+  private readonly fewPlaces: number;
 
   constructor(
     private readonly options: DestinationOptions,
     private readonly now: () => number,
     private readonly random: () => number = Math.random,
-  ) {}
+  ) {
+    this.fewPlaces = Math.min(options.perDestination, options.slowPerDestination ?? Math.max(1, Math.floor(options.perDestination / 4)));
+  }
 
   async admit(destination: string): Promise<Admission> {
     const state = this.stateOf(destination);
@@ -166,8 +170,7 @@ export class Destinations implements Gate {
    * environment's hanging destinations leave it slots for the others until their breakers open.
    */
   private places(state: State, now: number): number {
-    const few = Math.min(this.options.perDestination, this.options.slowPerDestination ?? Math.max(1, Math.floor(this.options.perDestination / 4)));
-    return now - state.answeredAt < ANSWERS_TRUSTED_MS && !this.isSlow(state, now) ? this.options.perDestination : few;
+    return now - state.answeredAt < ANSWERS_TRUSTED_MS && !this.isSlow(state, now) ? this.options.perDestination : this.fewPlaces;
   }
 
   private isSlow(state: State, now: number): boolean {

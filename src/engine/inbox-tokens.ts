@@ -136,7 +136,7 @@ export async function verifySubscriberToken(
     const nowSeconds = now.getTime() / 1000;
     if (payload.exp! <= nowSeconds) return { ok: false, reason: 'The subscriber token has expired' };
     // jose reads iat only to bound a token's age: a token issued in the future is refused here.
-    if (typeof payload.iat === 'number' && payload.iat > nowSeconds + CLOCK_TOLERANCE_SECONDS) return { ok: false, reason: 'The subscriber token is not valid: its iat claim is in the future' };
+    if (payload.iat! > nowSeconds + CLOCK_TOLERANCE_SECONDS) return { ok: false, reason: 'The subscriber token is not valid: its iat claim is in the future' };
     // At most 24 hours from its iat, as the contract says, and from now: an old iat buys no time.
     if (payload.exp! > Math.min(payload.iat!, nowSeconds) + MAX_TOKEN_SECONDS + CLOCK_TOLERANCE_SECONDS) return { ok: false, reason: 'The subscriber token lives longer than 24 hours' };
     const { row } = secret;

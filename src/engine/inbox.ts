@@ -43,7 +43,7 @@ async function recordInboxChange(
   trx: Runner,
   changes: SubscriberChange[],
   now: Date,
-  whileHeld?: (newMessagesMs: ReadonlyMap<string, number>) => Promise<void>,
+  whileHeld?: (bumped: ReadonlyMap<string, repo.BumpedCounts>) => Promise<void>,
 ): Promise<Map<string, repo.InboxCounts>> {
   // In one order (by subscriber) in every transaction, so two that share subscribers cannot deadlock on their counts rows.
   changes.sort((a, b) => (a.subscriberKey < b.subscriberKey ? -1 : a.subscriberKey > b.subscriberKey ? 1 : 0));
@@ -52,11 +52,7 @@ async function recordInboxChange(
     changes.map((c) => ({ subscriberKey: c.subscriberKey, environmentId: c.environmentId, ...c.delta, events: c.events.length, newMessages: c.newMessages ?? 0 })),
     now,
   );
-  if (whileHeld) {
-    const newMessagesMs = new Map<string, number>();
-    for (const [subscriberKey, { newMessagesMs: ms }] of bumped) if (ms !== undefined) newMessagesMs.set(subscriberKey, ms);
-    await whileHeld(newMessagesMs);
-  }
+  if (whileHeld) await whileHeld(bumped);
   const events: repo.InboxEventRow[] = [];
   const counts = new Map<string, repo.InboxCounts>();
   for (const change of changes) {
@@ -132,9 +128,9 @@ export async function deliverInboxMessages(trx: Runner, messages: NewMessage[], 
     // A subscriber's messages take their time under its counts row, so in the order they commit,
     // whatever each worker's clock read: a feed followed with `after=` finds every one. Stored at
     // `now`, they move only when that is not later than the subscriber's newest (rarely).
-    async (newMessagesMs) => {
-      for (const [subscriberKey, ms] of newMessagesMs) {
-        if (ms === now.getTime()) continue;
+    async (bumped) => {
+      for (const [subscriberKey, { newMessagesMs: ms }] of bumped) {
+        if (ms === undefined || ms === now.getTime()) continue;
         const rows = bySubscriber.get(subscriberKey)!;
         const createdAt = new Date(ms).toISOString();
         await repo.restampMessages(trx, rows.map((row) => row.id as string), createdAt);

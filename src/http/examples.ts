@@ -12,6 +12,8 @@ import { sendFileFromMemory } from './files.js';
 
 export const INBOX_EXAMPLE_DIR = path.join(ROOT, 'examples', 'inbox');
 export const CLIENT_BROWSER_MODULE = path.join(ROOT, 'dist', 'client', 'browser', 'herald-client.js');
+/** What the example's files are, by extension. */
+const TYPES: Record<string, string> = { '.html': 'html', '.css': 'css', '.js': 'text/javascript' };
 
 /** Its own files and the API of its own origin, nothing else; no framing, no referrer. */
 const pageHeaders: RequestHandler = (_req, res, next) => {
@@ -47,6 +49,3 @@ export function inboxExample(clientModule = CLIENT_BROWSER_MODULE): Router {
   });
   return router;
 }
-
-/** What the example's files are, by extension. */
-const TYPES: Record<string, string> = { '.html': 'html', '.css': 'css', '.js': 'text/javascript' };

@@ -190,8 +190,9 @@ function describe(err: unknown): string {
  */
 export function providerUrl(configured: string | undefined, fallback: string, path: string): string {
   // Checked when the integration was saved; one stored before that check fails its sends for good.
-  if (!URL.canParse(configured ?? fallback)) throw new ProviderError('The integration\'s baseUrl is not a URL', true);
-  const url = new URL(configured ?? fallback);
+  const address = configured ?? fallback;
+  if (!URL.canParse(address)) throw new ProviderError('The integration\'s baseUrl is not a URL', true);
+  const url = new URL(address);
   url.pathname = `${url.pathname.replace(/\/+$/, '')}${path}`;
   url.hash = '';
   return url.toString();
