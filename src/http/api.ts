@@ -15,6 +15,7 @@ import { streamInboxEvents } from './inbox-stream.js';
 import { crossOriginOf } from './inbox-cors.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 import { BODY_LIMIT, cappedBody } from './request-body.js';
+import { sendJson } from './send-json.js';
 
 /** The methods whose requests carry a body in the contract; on any other the body is not read. */
 export const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
@@ -196,7 +197,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       ? await idempotent(deps, { environmentId: authOf(c).environmentId, key, method: req.method, path: req.originalUrl.split('?')[0], body: c.request.requestBody }, run)
       : await run(deps);
     if (reply.headers) res.set(reply.headers);
-    sendJson(res, reply.status, reply.body);
+    await sendJson(res, reply.status, reply.body);
   };
 
   const operations: Record<string, Handler> = {};
@@ -283,24 +284,6 @@ export function precompileValidators(api: OpenAPIBackend): void {
     setImmediate(next);
   };
   setImmediate(next);
-}
-
-/**
- * Writes an operation's answer as the contract gives it: this status and this JSON (or no body),
- * whatever the request's conditions. Express's `res.json` hashes every body into an ETag and turns
- * a 2xx into a bodiless 304 for a request whose If-None-Match matches it (or is `*`): a status no
- * operation lists.
- */
-export function sendJson(res: Response, status: number, body: unknown): void {
-  res.statusCode = status;
-  if (body === undefined) {
-    res.end();
-    return;
-  }
-  const text = JSON.stringify(body);
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(text));
-  res.end(text);
 }
 
 /**

@@ -1,6 +1,7 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Context } from 'openapi-backend';
-import { apiMiddleware, METHODS_WITH_BODY, sendJson, validationDetails } from './api.js';
+import { apiMiddleware, METHODS_WITH_BODY, validationDetails } from './api.js';
+import { sendJson } from './send-json.js';
 import { createBackend } from './backend.js';
 import { CONTRACT_PATH } from '../contract.js';
 import { badRequest, ApiError, notFound, unauthorized } from '../errors.js';
@@ -61,7 +62,7 @@ export async function createMockApp(logger: Logger): Promise<Express> {
     notImplemented: (c: Context, req: Request, res: Response) => {
       const { status, mock } = c.api.mockResponseForOperation(c.operation.operationId!, preferred(req));
       res.set(documentedHeaders(c.operation.responses?.[String(status)]));
-      sendJson(res, status, mock);
+      return sendJson(res, status, mock);
     },
   });
   api.registerSecurityHandler('bearerAuth', (_c: Context, req: Request) => hasScheme(req, 'Bearer'));

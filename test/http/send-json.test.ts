@@ -1,0 +1,143 @@
+// sendJson writes the same text JSON.stringify makes; a page of large items goes in pieces, the
+// event loop turning between them, held back by a client that does not read and stopped by one
+// that leaves. Real sockets on 127.0.0.1.
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PIECE_CHARS, sendJson } from '../../src/http/send-json.js';
+
+let server: http.Server | undefined;
+afterEach(async () => {
+  server?.closeAllConnections();
+  await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
+  server = undefined;
+});
+
+/** A server answering every request with `body` through sendJson; `written` settles when sendJson does. */
+async function serve(body: unknown) {
+  let responses: http.ServerResponse[] = [];
+  let written!: Promise<void>;
+  server = http.createServer((_req, res) => {
+    responses.push(res);
+    written = sendJson(res, 200, body);
+  });
+  await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { port, responses: () => responses, written: () => written, reset: () => (responses = []) };
+}
+
+async function get(port: number) {
+  const res = await fetch(`http://127.0.0.1:${port}/`);
+  return { text: await res.text(), headers: res.headers };
+}
+
+/** A page of `n` items of about `chars` characters each, shaped like every list's envelope. */
+function pageOf(n: number, chars: number) {
+  const data = Array.from({ length: n }, (_, i) => ({ id: `s${i}`, data: { text: 'x'.repeat(chars), list: [1, 'two', null] } }));
+  return { data, totalCount: 1000, page: 0, pageSize: n, hasMore: true };
+}
+
+describe('sendJson', () => {
+  it('sends a small answer at once, with its Content-Length', async () => {
+    const body = pageOf(3, 10);
+    const { port } = await serve(body);
+    const { text, headers } = await get(port);
+    expect(text).toBe(JSON.stringify(body));
+    expect(headers.get('content-length')).toBe(String(Buffer.byteLength(text)));
+    expect(headers.get('content-type')).toBe('application/json; charset=utf-8');
+  });
+
+  it('writes exactly what JSON.stringify writes, for pages and for anything else', async () => {
+    const bodies: unknown[] = [
+      pageOf(40, 5_000),
+      { data: [], totalCount: 0, page: 0, pageSize: 10, hasMore: false },
+      { data: [undefined, 'é€😀', { a: undefined, b: [undefined] }, 1e21, new Date(0)], rest: 'last' },
+      { data: Array.from({ length: 30 }, () => 'y'.repeat(10_000)) },
+      { data: { notAList: 'z'.repeat(200_000) }, after: 1 },
+      { first: 1, data: ['w'.repeat(200_000)] },
+      ['v'.repeat(200_000)],
+      'u'.repeat(200_000),
+    ];
+    for (const body of bodies) {
+      const { port } = await serve(body);
+      expect((await get(port)).text).toBe(JSON.stringify(body));
+      server!.closeAllConnections();
+      await new Promise((resolve) => server!.close(resolve));
+      server = undefined;
+    }
+  });
+
+  it('writes a page of large items in pieces, letting the event loop turn while it does', async () => {
+    const body = pageOf(30, 200_000);
+    const { port, written } = await serve(body);
+    let turns = 0;
+    let counting = true;
+    const turn = () => {
+      turns++;
+      if (counting) setImmediate(turn);
+    };
+    const answer = get(port);
+    // Counting starts once the answer is being written, and stops when sendJson has finished.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    setImmediate(turn);
+    const { text, headers } = await answer;
+    await written();
+    counting = false;
+    expect(text).toBe(JSON.stringify(body));
+    expect(headers.get('content-length')).toBeNull();
+    expect(headers.get('transfer-encoding')).toBe('chunked');
+    expect(turns).toBeGreaterThan(5);
+  });
+
+  it('holds back while the client does not read, and finishes when it does', async () => {
+    const body = pageOf(100, 200_000); // 20 MB
+    const { port, responses, written } = await serve(body);
+    const socket = net.connect(port, '127.0.0.1');
+    socket.pause();
+    socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const [res] = responses();
+    // What waits in the server's buffer is a few pieces, not the answer.
+    expect(res.writableLength).toBeLessThan(2 * 1024 * 1024);
+    expect(res.writableEnded).toBe(false);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk) => received.push(chunk));
+    socket.resume();
+    await written();
+    await new Promise((resolve) => (res.writableFinished ? resolve(undefined) : res.once('finish', resolve)));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.destroy();
+    const raw = Buffer.concat(received).toString('utf8');
+    const chunked = raw.slice(raw.indexOf('\r\n\r\n') + 4);
+    expect(dechunk(chunked)).toBe(JSON.stringify(body));
+  });
+
+  it('stops writing when the client leaves', async () => {
+    const body = pageOf(100, 200_000);
+    const { port, responses, written } = await serve(body);
+    const socket = net.connect(port, '127.0.0.1');
+    socket.pause();
+    socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    socket.destroy();
+    await written();
+    const [res] = responses();
+    expect(res.writableEnded).toBe(false);
+    expect(PIECE_CHARS).toBeLessThan(JSON.stringify(body).length);
+  });
+});
+
+/** The body of a chunked HTTP/1.1 answer. */
+function dechunk(text: string): string {
+  let body = '';
+  let at = 0;
+  for (;;) {
+    const end = text.indexOf('\r\n', at);
+    const size = parseInt(text.slice(at, end), 16);
+    if (size === 0) return body;
+    // Sizes count bytes; the test's text is ASCII, so characters are bytes.
+    body += text.slice(end + 2, end + 2 + size);
+    at = end + 2 + size + 2;
+  }
+}
