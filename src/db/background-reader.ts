@@ -10,6 +10,8 @@ type Binding = string | number | null;
 
 interface Pending {
   sql: string;
+  /** The slices received so far. */
+  rows: unknown[];
   resolve(rows: unknown[]): void;
   reject(error: Error): void;
 }
@@ -17,6 +19,8 @@ interface Pending {
 interface Reply {
   id: number;
   rows?: unknown[];
+  /** More slices of these rows follow, each sent when asked for. */
+  more?: boolean;
   error?: string;
 }
 
@@ -38,7 +42,7 @@ export class BackgroundReader {
     const { worker, pending } = (this.thread ??= this.start());
     const id = ++this.lastId;
     return new Promise<T[]>((resolve, reject) => {
-      pending.set(id, { sql, resolve: resolve as Pending['resolve'], reject });
+      pending.set(id, { sql, rows: [], resolve: resolve as Pending['resolve'], reject });
       // The thread keeps the process alive only while a read waits for it.
       if (pending.size === 1) worker.ref();
       worker.postMessage({ id, sql, bindings });
@@ -59,13 +63,21 @@ export class BackgroundReader {
     const worker = startThread(new URL('./background-reader-thread', import.meta.url), { workerData: { file: this.file } });
     const thread: Thread = { worker, pending: new Map() };
     worker.unref();
-    worker.on('message', ({ id, rows, error }: Reply) => {
+    worker.on('message', ({ id, rows, more, error }: Reply) => {
       const waiting = thread.pending.get(id);
       if (!waiting) return;
+      // A large answer comes a slice at a time, the next asked for once this one is taken: every
+      // message waiting for the event loop is taken in one go, and copying all of them at once
+      // would hold the loop as long as reading them there.
+      if (more) {
+        for (const row of rows!) waiting.rows.push(row);
+        worker.postMessage({ next: id });
+        return;
+      }
       thread.pending.delete(id);
       if (thread.pending.size === 0) worker.unref();
       if (error !== undefined) waiting.reject(new Error(`${waiting.sql} - ${error}`));
-      else waiting.resolve(rows!);
+      else waiting.resolve(waiting.rows.length === 0 ? rows! : [...waiting.rows, ...rows!]);
     });
     // A thread that failed (its connection would not open) or ended fails what waits for it; the next read starts another.
     const fail = (error: Error) => {

@@ -1,5 +1,7 @@
 import type { Knex } from 'knex';
-import { selectBuilt, selectBuiltInBackground } from './knex.js';
+import { selectBuiltInBackground } from './knex.js';
+import { pacer } from '../turns.js';
+import { slicesByText } from './chunks.js';
 
 export interface PageRequest {
   page: number;
@@ -16,12 +18,6 @@ export interface Page<T> {
 
 export const DEFAULT_PAGE_SIZE = 10;
 
-/**
- * Past this many rows skipped, a page is read off the event loop (selectBuiltInBackground): OFFSET
- * walks every row it skips, and a deep page of a large table would hold every other request.
- */
-export const DEEP_OFFSET = 5_000;
-
 /** Reads `page` and `limit` (or Novu's `pageSize`) from a validated query, with their defaults. */
 export function pageRequest(query: { page?: number; limit?: number; pageSize?: number } | undefined): PageRequest {
   return { page: query?.page ?? 0, limit: query?.limit ?? query?.pageSize ?? DEFAULT_PAGE_SIZE };
@@ -33,9 +29,12 @@ export async function countOf(query: Knex.QueryBuilder): Promise<number> {
   return Number(row.n);
 }
 
-/** A page's rows: a deep one off the event loop. */
-export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): Promise<Row[]> {
-  return offset >= DEEP_OFFSET ? selectBuiltInBackground<Row>(query) : selectBuilt<Row>(query);
+/**
+ * A page's rows, read off the event loop (selectBuiltInBackground): a deep page's OFFSET walks
+ * every row it skips, and a page of large rows (a hundred of 1 MiB) takes a while to read.
+ */
+export async function pageRows<Row>(query: Knex.QueryBuilder): Promise<Row[]> {
+  return selectBuiltInBackground<Row>(query);
 }
 
 /**
@@ -53,8 +52,25 @@ export async function paginate<Row, T>(
 ): Promise<Page<T>> {
   const totalCount = await countOf(counted);
   const offset = page * limit;
-  const rows = offset >= totalCount ? [] : await pageRows<Row>(query.clone().orderBy(orderBy).limit(limit).offset(offset), offset);
-  return pageOf(await toWire(rows), totalCount, { page, limit });
+  const rows = offset >= totalCount ? [] : await pageRows<Row>(query.clone().orderBy(orderBy).limit(limit).offset(offset));
+  return pageOf(await toWireInSlices(rows, toWire), totalCount, { page, limit });
+}
+
+/**
+ * `toWire(rows)`, a slice of rows at a time (`slicesByText`: parsing a page of large rows in one go
+ * would hold the event loop for seconds) with a turn of the event loop between slices when one
+ * has run long; a page of small rows is one slice, mapped in one call.
+ */
+export async function toWireInSlices<Row, T>(rows: Row[], toWire: (rows: Row[]) => T[] | Promise<T[]>): Promise<T[]> {
+  const slices = slicesByText(rows);
+  if (slices.length <= 1) return toWire(rows);
+  const pace = pacer();
+  const wire: T[] = [];
+  for (const slice of slices) {
+    for (const item of await toWire(slice)) wire.push(item);
+    await pace();
+  }
+  return wire;
 }
 
 /** The page's envelope around its rows. */

@@ -4,6 +4,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { selectRows, selectRowsInBackground, type Db } from '../../src/db/knex.js';
 import { BackgroundReader } from '../../src/db/background-reader.js';
+import { SLICE_CHARS } from '../../src/db/chunks.js';
 import { testDatabaseUrl, useTestDb } from '../helpers/db.js';
 
 let db: Db;
@@ -67,5 +68,22 @@ describe.runIf(!testDatabaseUrl())('BackgroundReader', () => {
 
     const missing = new BackgroundReader('/nonexistent/herald.db');
     await expect(missing.read('SELECT 1', [])).rejects.toThrow(/SELECT 1 - /);
+  });
+
+  it('answers a large read whole and in order, a slice at a time, answering a small read between its slices', async () => {
+    const reader = new BackgroundReader(database.testDb.url.replace(/^sqlite:/, ''));
+    // 40 rows of 120,000 characters: several slices of SLICE_CHARS.
+    const LARGE = 'WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) SELECT i, hex(zeroblob(60000)) AS text FROM n';
+    const answered: string[] = [];
+    const large = reader.read<{ i: number; text: string }>(LARGE, [40]).then((rows) => (answered.push('large'), rows));
+    const small = reader.read('SELECT count(*) AS n FROM br_items', []).then((rows) => (answered.push('small'), rows));
+    const [rows, counted] = await Promise.all([large, small]);
+    expect(rows.map((row) => row.i)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    expect(rows.every((row) => row.text.length === 120_000 && /^0+$/.test(row.text))).toBe(true);
+    expect(40 * 120_000).toBeGreaterThan(3 * SLICE_CHARS);
+    expect(counted).toEqual([{ n: 5 }]);
+    // Asked for after the large read, the small one is answered while the large one's slices are taken.
+    expect(answered).toEqual(['small', 'large']);
+    await reader.close();
   });
 });

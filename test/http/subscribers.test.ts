@@ -233,3 +233,19 @@ describe('GET /subscribers (listSubscribers)', () => {
     expect((await list.aProduction.get('/v1/subscribers').expect(200)).body.totalCount).toBe(0);
   });
 });
+
+describe('GET /subscribers (listSubscribers) of large subscribers', () => {
+  it('answers a page whose subscribers carry large data whole, in order, in pieces', async () => {
+    // Each about 700 KB: the page is read, made and written a slice at a time (db/chunks.ts SLICE_CHARS, http/send-json.ts).
+    const data = (i: number) => ({ index: i, items: Array.from({ length: 20_000 }, (_, j) => ({ j, text: 'abcdefghijklmnopqrstu' })) });
+    for (let i = 0; i < 4; i++) {
+      t.clock.advance(1000);
+      await t.a.post('/v1/subscribers', { subscriberId: `large-${i}`, data: data(i) }).expect(201);
+    }
+    const res = await t.a.get('/v1/subscribers?limit=100').expect(200);
+    expect(res.headers['transfer-encoding']).toBe('chunked');
+    expect(res.body).toMatchObject({ totalCount: 4, page: 0, pageSize: 100, hasMore: false });
+    expect(res.body.data.map((s: { subscriberId: string }) => s.subscriberId)).toEqual(['large-0', 'large-1', 'large-2', 'large-3']);
+    res.body.data.forEach((s: { data: unknown }, i: number) => expect(s.data).toEqual(data(i)));
+  });
+});

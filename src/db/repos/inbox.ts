@@ -4,11 +4,11 @@
 // the counts row (its update locks it, and so orders the subscriber's events), then the events.
 // Who may reach the inbox (secrets, origins, tickets) is in inbox-access.ts.
 import type { Db, Runner } from '../knex.js';
-import { inList, isPostgres, selectRows, changeRows } from '../knex.js';
+import { inList, isPostgres, selectRows, selectRowsInBackground, changeRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { readBool, readJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
-import type { Page } from '../paginate.js';
+import { toWireInSlices, type Page } from '../paginate.js';
 
 export type InboxItem = Schemas['InboxMessage'];
 export type InboxCounts = Schemas['InboxCounts'];
@@ -127,7 +127,8 @@ export async function listInbox(
   const order = cursor.after && !cursor.before ? 'ASC' : 'DESC';
   const offset = page.page * page.limit;
   // One more than asked says whether there is more, without counting what lies past the cursor.
-  const rows = await selectRows<Record<string, unknown>>(
+  // Off the event loop: a page of messages whose data is large takes a while to read.
+  const rows = await selectRowsInBackground<Record<string, unknown>>(
     db,
     `SELECT ${ITEM_COLUMNS} FROM messages WHERE ${sql} ORDER BY created_at ${order}, id ${order} LIMIT ? OFFSET ?`,
     [...bindings, page.limit + 1, offset] as never[],
@@ -135,7 +136,7 @@ export async function listInbox(
   const hasMore = rows.length > page.limit;
   const shown = rows.slice(0, page.limit);
   if (order === 'ASC') shown.reverse();
-  return { data: shown.map(toItem), totalCount, page: page.page, pageSize: page.limit, hasMore };
+  return { data: await toWireInSlices(shown, (slice) => slice.map(toItem)), totalCount, page: page.page, pageSize: page.limit, hasMore };
 }
 
 export async function findItem(db: Runner, subscriberKey: string, messageId: string): Promise<InboxItem | undefined> {
