@@ -1,8 +1,9 @@
 // Reads that scan a whole table (every job counted for /metrics, an environment's notifications
-// counted for their stats) take tens to hundreds of milliseconds a million rows on SQLite, and
-// better-sqlite3 runs a statement on the thread that calls it: the event loop, and every request
-// in flight with it, would wait that long. Such reads run here instead, on a thread of their own
-// with a read-only connection to the same file, and the event loop goes on meanwhile.
+// counted for their stats) take tens to hundreds of milliseconds a million rows on SQLite, and so
+// does a list's page of large rows (a hundred of 1 MiB); better-sqlite3 runs a statement on the
+// thread that calls it: the event loop, and every request in flight with it, would wait that long.
+// Such reads run here instead, on a thread of their own with a read-only connection to the same
+// file, and the event loop goes on meanwhile.
 import type { Worker } from 'node:worker_threads';
 import { startThread } from './threads.js';
 

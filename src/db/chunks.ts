@@ -40,6 +40,9 @@ export function slicesByText<Row>(rows: readonly Row[], chars = SLICE_CHARS): Ro
 /** The characters of a row's text columns (a string's length costs nothing to read). */
 function textOf(row: unknown): number {
   let chars = 0;
-  for (const value of Object.values(row as object)) if (typeof value === 'string') chars += value.length;
+  for (const key in row as object) {
+    const value = (row as Record<string, unknown>)[key];
+    if (typeof value === 'string') chars += value.length;
+  }
   return chars;
 }

@@ -98,6 +98,19 @@ export async function selectBuiltInBackground<T>(query: Knex.QueryBuilder): Prom
   return (await dialectOf(query as unknown as Runner).selectBuiltInBackground(query)) as T[];
 }
 
+/**
+ * selectRows for a list's page: its rows may be large (a subscriber's `data` or a payload may be
+ * 1 MiB, a hundred to a page), and a large page is read off the event loop.
+ */
+export async function selectPage<T>(db: Runner, sql: string, bindings: readonly Binding[]): Promise<T[]> {
+  return (await dialectOf(db).selectPage(db, sql, bindings)) as T[];
+}
+
+/** selectPage for a read built with knex's query builder. */
+export async function selectBuiltPage<T>(query: Knex.QueryBuilder): Promise<T[]> {
+  return (await dialectOf(query as unknown as Runner).selectBuiltPage(query)) as T[];
+}
+
 /** Whether a database URL is PostgreSQL's (`postgres://` or `postgresql://`, the scheme in any case). */
 export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//i.test(url);

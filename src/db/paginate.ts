@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { selectBuiltInBackground } from './knex.js';
+import { selectBuiltInBackground, selectBuiltPage } from './knex.js';
 import { pacer } from '../turns.js';
 import { slicesByText } from './chunks.js';
 
@@ -30,11 +30,14 @@ export async function countOf(query: Knex.QueryBuilder): Promise<number> {
 }
 
 /**
- * A page's rows, read off the event loop (selectBuiltInBackground): a deep page's OFFSET walks
- * every row it skips, and a page of large rows (a hundred of 1 MiB) takes a while to read.
+ * Past this many rows skipped, a page is read off the event loop (selectBuiltInBackground): OFFSET
+ * walks every row it skips, and a deep page of a large table would hold every other request.
  */
-export async function pageRows<Row>(query: Knex.QueryBuilder): Promise<Row[]> {
-  return selectBuiltInBackground<Row>(query);
+export const DEEP_OFFSET = 5_000;
+
+/** A page's rows: a deep one off the event loop, and any whose rows turn out large (selectBuiltPage). */
+export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): Promise<Row[]> {
+  return offset >= DEEP_OFFSET ? selectBuiltInBackground<Row>(query) : selectBuiltPage<Row>(query);
 }
 
 /**
@@ -52,7 +55,7 @@ export async function paginate<Row, T>(
 ): Promise<Page<T>> {
   const totalCount = await countOf(counted);
   const offset = page * limit;
-  const rows = offset >= totalCount ? [] : await pageRows<Row>(query.clone().orderBy(orderBy).limit(limit).offset(offset));
+  const rows = offset >= totalCount ? [] : await pageRows<Row>(query.clone().orderBy(orderBy).limit(limit).offset(offset), offset);
   return pageOf(await toWireInSlices(rows, toWire), totalCount, { page, limit });
 }
 

@@ -133,5 +133,8 @@ export const postgres: Dialect = {
   selectRowsInBackground: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rows,
   selectBuilt: async (query) => (await query) as unknown[],
   selectBuiltInBackground: async (query) => (await query) as unknown[],
+  // pg reads an answer as it arrives, between turns of the event loop, whatever its size.
+  selectPage: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rows,
+  selectBuiltPage: async (query) => (await query) as unknown[],
   changeRows: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rowCount ?? 0,
 };

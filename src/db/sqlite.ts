@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { StatementCache } from './statement-cache.js';
 import { BackgroundReader } from './background-reader.js';
+import { SLICE_CHARS } from './chunks.js';
 import type { Dialect, Runner } from './dialect.js';
 import { StartError } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -188,9 +189,32 @@ const EVERY_COLUMN = /(?:\bSELECT(?:\s+DISTINCT)?\s+|\bRETURNING\s+|,\s*)(?:[["`
  * are read once, which holds for a text that names its columns: a change of schema cannot rename
  * them, only make the statement fail. A statement that reads `*` is prepared again by SQLite when
  * a column is added, dropped or renamed, so its rows keep better-sqlite3's own names. Only
- * readRows runs the read connection's kept statements, so the raw mode it sets stays its own.
+ * readRows and readRowsWithin run the read connection's kept statements (prepareRead), so the raw
+ * mode it sets stays theirs.
  */
 function readRows<T>(read: ReadConnection, sql: string, bindings: readonly unknown[]): T[] {
+  const { statement, names } = prepareRead(read, sql);
+  return named(statement.all(...bindings), names);
+}
+
+/**
+ * readRows, unless the rows' text passes `maxChars`: then undefined, the read stopped there (a
+ * large page is read again on the background reader's thread, a slice at a time).
+ */
+function readRowsWithin<T>(read: ReadConnection, sql: string, bindings: readonly unknown[], maxChars: number): T[] | undefined {
+  const { statement, names } = prepareRead(read, sql);
+  const rows: unknown[] = [];
+  let chars = 0;
+  // Leaving the loop early ends the statement's run (the iterator's return()).
+  for (const row of statement.iterate(...bindings)) {
+    rows.push(row);
+    for (const value of names ? (row as unknown[]) : Object.values(row as object)) if (typeof value === 'string') chars += value.length;
+    if (chars > maxChars) return undefined;
+  }
+  return named(rows, names);
+}
+
+function prepareRead(read: ReadConnection, sql: string): { statement: Database.Statement; names: string[] | null } {
   read.connection ??= openReadConnection(read.file);
   const statement = read.connection.prepare(sql);
   let names = columnNames.get(statement);
@@ -198,7 +222,11 @@ function readRows<T>(read: ReadConnection, sql: string, bindings: readonly unkno
     names = EVERY_COLUMN.test(sql) ? null : namesOf(statement.raw(true));
     columnNames.set(statement, names);
   }
-  const rows = statement.all(...bindings);
+  return { statement, names };
+}
+
+/** Rows read as arrays, as objects by these column names (null: they are objects already). */
+function named<T>(rows: unknown[], names: string[] | null): T[] {
   if (!names) return rows as T[];
   const objects = new Array<Record<string, unknown>>(rows.length);
   for (let r = 0; r < rows.length; r++) {
@@ -291,6 +319,19 @@ export const sqlite: Dialect = {
     const { method, sql, bindings } = query.toSQL();
     if (method !== 'select') return (await query) as unknown[];
     return read.background.read(sql, bindings.map(sqliteValue) as never[]);
+  },
+  async selectPage(db, sql, bindings) {
+    const read = db.isTransaction ? undefined : readConnections.get(db.client);
+    if (!read) return selectRows(db, sql, bindings);
+    return readRowsWithin(read, sql, bindings, SLICE_CHARS) ?? read.background.read(sql, bindings);
+  },
+  async selectBuiltPage(query) {
+    const read = readConnections.get(query.client);
+    if (!read) return (await query) as unknown[];
+    const { method, sql, bindings } = query.toSQL();
+    if (method !== 'select') return (await query) as unknown[];
+    const values = bindings.map(sqliteValue);
+    return readRowsWithin(read, sql, values, SLICE_CHARS) ?? read.background.read(sql, values as never[]);
   },
   async changeRows(db, sql, bindings) {
     if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings)) as number;

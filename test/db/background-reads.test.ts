@@ -2,7 +2,7 @@
 // loop free: on a SQLite file they run on a thread of their own (background-reader.ts), and on
 // PostgreSQL the server scans. Either way they read what selectRows reads.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { selectRows, selectRowsInBackground, type Db } from '../../src/db/knex.js';
+import { selectBuiltPage, selectPage, selectRows, selectRowsInBackground, type Db } from '../../src/db/knex.js';
 import { BackgroundReader } from '../../src/db/background-reader.js';
 import { SLICE_CHARS } from '../../src/db/chunks.js';
 import { testDatabaseUrl, useTestDb } from '../helpers/db.js';
@@ -55,6 +55,41 @@ describe('selectRowsInBackground', () => {
     done = true;
     expect(rows).toEqual([{ n: 1_000_000 }]);
     expect(turns).toBeGreaterThan(0);
+  });
+});
+
+describe('selectPage and selectBuiltPage', () => {
+  // 40 rows of 120,000 characters: more than a slice, read on the background reader's thread on SQLite.
+  const LARGE = 'WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) SELECT i, kind, ? AS text FROM n JOIN br_items ON br_items.id = ? ORDER BY i';
+  const largeBindings = [40, 'y'.repeat(120_000), 'a'];
+
+  it('answers a small page as selectRows does', async () => {
+    const sql = 'SELECT id, kind FROM br_items WHERE id <> ? ORDER BY id LIMIT 3';
+    expect(await selectPage(db, sql, ['a'])).toEqual(await selectRows(db, sql, ['a']));
+    const built = db('br_items').select('id', 'kind').whereNot('id', 'a').orderBy('id').limit(3);
+    expect(await selectBuiltPage(built.clone())).toEqual(await built);
+  });
+
+  it('answers a large page as selectRows does, off the event loop on SQLite', async () => {
+    let turns = 0;
+    let counting = true;
+    const turn = () => {
+      turns++;
+      if (counting) setImmediate(turn);
+    };
+    setImmediate(turn);
+    const rows = await selectPage<{ i: number; kind: string; text: string }>(db, LARGE, largeBindings);
+    counting = false;
+    expect(rows).toEqual(await selectRows(db, LARGE, largeBindings));
+    expect(rows.map((row) => row.i)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    expect(40 * 120_000).toBeGreaterThan(SLICE_CHARS);
+    // Read where it was asked, the page would be over before the event loop's next turn.
+    if (!testDatabaseUrl()) expect(turns).toBeGreaterThan(0);
+  });
+
+  it('answers a large built page as the plain query does', async () => {
+    const built = () => db('br_items').select('id', db.raw('? AS text', ['z'.repeat(400_000)])).orderBy('id');
+    expect(await selectBuiltPage(built())).toEqual(await built());
   });
 });
 

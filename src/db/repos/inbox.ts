@@ -4,7 +4,7 @@
 // the counts row (its update locks it, and so orders the subscriber's events), then the events.
 // Who may reach the inbox (secrets, origins, tickets) is in inbox-access.ts.
 import type { Db, Runner } from '../knex.js';
-import { inList, isPostgres, selectRows, selectRowsInBackground, changeRows } from '../knex.js';
+import { inList, isPostgres, selectPage, selectRows, changeRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { readBool, readJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
@@ -127,8 +127,7 @@ export async function listInbox(
   const order = cursor.after && !cursor.before ? 'ASC' : 'DESC';
   const offset = page.page * page.limit;
   // One more than asked says whether there is more, without counting what lies past the cursor.
-  // Off the event loop: a page of messages whose data is large takes a while to read.
-  const rows = await selectRowsInBackground<Record<string, unknown>>(
+  const rows = await selectPage<Record<string, unknown>>(
     db,
     `SELECT ${ITEM_COLUMNS} FROM messages WHERE ${sql} ORDER BY created_at ${order}, id ${order} LIMIT ? OFFSET ?`,
     [...bindings, page.limit + 1, offset] as never[],

@@ -1,4 +1,4 @@
-import { changeRows, inList, isPostgres, selectRows, selectRowsInBackground, type Db, type Runner } from '../knex.js';
+import { changeRows, inList, isPostgres, selectBuiltPage, selectRows, selectRowsInBackground, type Db, type Runner } from '../knex.js';
 import { CHANNELS } from '../../contract.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
@@ -280,8 +280,8 @@ export async function dropEmptyHourTotals(db: Db, environmentId: string, before:
 /**
  * One page of notifications, newest first, with the exact total: the total kept for the whole
  * environment or for one status, channel or workflow, or for other filters counted from their
- * index; the page's ids from the same index, then only those rows read with their joins (both off
- * the event loop, pageRows).
+ * index; the page's ids from the same index (off the event loop once deep), then only those rows
+ * read with their joins (off the event loop if they are large).
  */
 export async function listNotifications(db: Db, environmentId: string, page: PageRequest, filters: NotificationFilters): Promise<Page<Notification>> {
   const totalCount = await totalOf(db, environmentId, filters);
@@ -291,9 +291,9 @@ export async function listNotifications(db: Db, environmentId: string, page: Pag
     { column: 'created_at', order: 'desc' },
     { column: 'id', order: 'desc' },
   ]);
-  const ids = (await pageRows<{ id: string }>(picked.limit(page.limit).offset(offset))).map((row) => row.id);
+  const ids = (await pageRows<{ id: string }>(picked.limit(page.limit).offset(offset), offset)).map((row) => row.id);
   if (ids.length === 0) return pageOf([], totalCount, page);
-  const rows = await pageRows<Record<string, unknown>>(scoped(db, environmentId).whereIn('n.id', ids));
+  const rows = await selectBuiltPage<Record<string, unknown>>(scoped(db, environmentId).whereIn('n.id', ids));
   const byId = new Map(rows.map((row) => [row.id as string, row]));
   const found = ids.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
   return pageOf(await toWireInSlices(found, (slice) => slice.map(toWire)), totalCount, page);
