@@ -8,6 +8,13 @@ import { pacer } from '../turns.js';
 export const PIECE_CHARS = 64 * 1024;
 
 /**
+ * How long a client may take to read what was written (a piece or an item, up to about 1 MiB)
+ * before the connection is closed: one that stops reading would otherwise keep the answer's page
+ * in memory for as long as it likes.
+ */
+export const DRAIN_MS = 30_000;
+
+/**
  * Writes an operation's answer as the contract gives it: this status and this JSON (or no body),
  * whatever the request's conditions. Express's `res.json` hashes every body into an ETag and turns
  * a 2xx into a bodiless 304 for a request whose If-None-Match matches it (or is `*`): a status no
@@ -15,10 +22,11 @@ export const PIECE_CHARS = 64 * 1024;
  *
  * A page of large items (a hundred subscribers of 1 MiB each is a 100 MB answer) is serialized one
  * item at a time and written in pieces (chunked): the event loop turns between items, a client that
- * reads slowly holds back the writing (the socket's buffer stays small), and a client that leaves
- * stops it. The text is the same as `JSON.stringify(body)`.
+ * reads slowly holds back the writing (the socket's buffer stays small), one that leaves stops it,
+ * and one that has not read what was written after `drainMs` is disconnected. The text is the same as
+ * `JSON.stringify(body)`.
  */
-export async function sendJson(res: ServerResponse, status: number, body: unknown): Promise<void> {
+export async function sendJson(res: ServerResponse, status: number, body: unknown, drainMs = DRAIN_MS): Promise<void> {
   res.statusCode = status;
   if (body === undefined) {
     res.end();
@@ -36,7 +44,10 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
       streaming = true;
       const room = res.write(waiting);
       waiting = '';
-      if (!room) await drained(res);
+      if (!room && !(await drained(res, drainMs))) {
+        res.destroy();
+        return;
+      }
     }
     await pace();
     if (gone) return;
@@ -68,15 +79,19 @@ function isPageLike(body: unknown): body is { data: unknown[] } {
   return false;
 }
 
-/** Until the socket has taken what was written (or is gone). */
-function drained(res: ServerResponse): Promise<void> {
+/** Whether the socket took what was written within `ms`; false if it did not or is gone. */
+function drained(res: ServerResponse, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
+    const done = (took: boolean) => {
+      clearTimeout(timer);
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(took);
     };
-    res.on('drain', done);
-    res.on('close', done);
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    const timer = setTimeout(onClose, ms);
+    res.on('drain', onDrain);
+    res.on('close', onClose);
   });
 }

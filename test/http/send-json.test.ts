@@ -113,6 +113,25 @@ describe('sendJson', () => {
     expect(dechunk(chunked)).toBe(JSON.stringify(body));
   });
 
+  it('disconnects a client that has not read what was written within the drain bound', async () => {
+    const body = pageOf(100, 200_000);
+    let res!: http.ServerResponse;
+    let written!: Promise<void>;
+    server = http.createServer((_req, response) => {
+      res = response;
+      written = sendJson(response, 200, body, 300);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const socket = net.connect((server.address() as AddressInfo).port, '127.0.0.1');
+    socket.pause();
+    socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await written;
+    expect(res.destroyed).toBe(true);
+    expect(res.writableEnded).toBe(false);
+    socket.destroy();
+  });
+
   it('stops writing when the client leaves', async () => {
     const body = pageOf(100, 200_000);
     const { port, responses, written } = await serve(body);
