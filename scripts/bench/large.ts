@@ -8,7 +8,8 @@
 //     steady rate meanwhile (their p99 and worst) and an unrelated trigger every half second
 //     (the slowest until its notification completed);
 //   - with --soak [minutes], steady load (triggers and lists) for that long, the API's RSS every
-//     30 s.
+//     30 s;
+//   - a page of 100 subscribers whose data is ~800 KB each, alone and four at once.
 // --quick writes 100,000 notifications and 10,000 subscribers instead.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -20,7 +21,7 @@ import { createLogger } from '../../src/logger.js';
 import { systemClock } from '../../src/clock.js';
 import { sweepExpired } from '../../src/engine/retention.js';
 import { createDb, type Db } from '../../src/db/knex.js';
-import { createApiKey } from '../../src/db/repos/accounts.js';
+import { createApiKey, createOrganization } from '../../src/db/repos/accounts.js';
 import { freePort, startNode, waitForHttp, type NodeChild } from './lib.js';
 import { seedLarge, type LargeData } from './large-data.js';
 
@@ -210,6 +211,57 @@ async function measureFanout(base: string, headers: Record<string, string>, db: 
   };
 }
 
+/** The items of a page of large subscribers: ~800 KB of `data` each, small nested values (what parses slowest a byte). */
+const LARGE_ITEMS = 100;
+const largeData = () => ({ items: Array.from({ length: 25_000 }, (_, i) => ({ i, b: 'x', c: [1, 2] })) });
+
+/**
+ * A page of 100 subscribers whose `data` is ~800 KB each (an 80 MB answer), in an organization of
+ * its own: one at a time (median, worst, /health worst meanwhile), then four at once (wall time,
+ * /health worst, the server's peak RSS so far).
+ */
+async function measureLargeItems(base: string, db: Db, pid: number) {
+  const { environmentIds } = await createOrganization(db, { name: 'Large items', plan: 'enterprise', environments: ['production'] });
+  const { key } = await createApiKey(db, { environmentId: environmentIds.production, name: 'bench' });
+  const headers = { Authorization: `Bearer ${key}` };
+  const data = largeData();
+  for (let i = 0; i < LARGE_ITEMS; i++) {
+    const res = await fetch(`${base}/v1/subscribers`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ subscriberId: `large-${i}`, data }) });
+    if (res.status !== 201) throw new Error(`creating a large subscriber answered ${res.status}: ${await res.text()}`);
+  }
+  const path = `/v1/subscribers?limit=${LARGE_ITEMS}`;
+  const read = async () => {
+    const res = await fetch(`${base}${path}`, { headers });
+    const bytes = (await res.arrayBuffer()).byteLength;
+    if (!res.ok) throw new Error(`${path} answered ${res.status}`);
+    return bytes;
+  };
+  const health = probe(base, 5);
+  try {
+    const latencies: number[] = [];
+    let bytes = 0;
+    const from = performance.now();
+    for (let i = 0; i < 5; i++) {
+      const at = performance.now();
+      bytes = await read();
+      latencies.push(performance.now() - at);
+    }
+    const one = { medianMs: percentile(latencies, 50), worstMs: Math.max(...latencies), healthWorstMs: health.worst(from, performance.now()), mb: bytes / 1e6 };
+    const fourFrom = performance.now();
+    await Promise.all([read(), read(), read(), read()]);
+    const fourTo = performance.now();
+    return { one, four: { wallMs: fourTo - fourFrom, healthWorstMs: health.worst(fourFrom, fourTo) }, peakRssMb: peakRssMb(pid) };
+  } finally {
+    await health.stop();
+  }
+}
+
+/** The process's largest RSS so far (VmHWM). */
+function peakRssMb(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN) / 1024;
+}
+
 function rssMb(pid: number): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN) / 1024;
@@ -353,6 +405,10 @@ export async function runLarge(opened: OpenedDb, options: LargeOptions): Promise
     const fanout = await measureFanout(base, headers, db, data, subscribers, workflowId);
     log(`fan-out: ${fanout.seconds.toFixed(1)} s, /health p99 ${ms(fanout.health.p99)}`);
     const soaked = options.soakMinutes ? await soak(api, base, headers, data, workflowId, options.soakMinutes, options.soakRate ?? 300) : undefined;
+    // Last: its answers grow the heap, which the fan-out's and the soak's figures should not see.
+    log('large items');
+    const large = await measureLargeItems(base, db, api.pid);
+    log(`large items: median ${ms(large.one.medianMs)}, /health worst ${ms(large.one.healthWorstMs)}`);
 
     await api.stop();
     log('retention');
@@ -369,6 +425,10 @@ export async function runLarge(opened: OpenedDb, options: LargeOptions): Promise
       '|---|---|---|---|---|',
       ...lists.rows.map((row) => `| ${row.name} | ${ms(row.medianMs)} | ${ms(row.worstMs)} | ${ms(row.healthWorstMs)} | ${row.totalCount?.toLocaleString('en-US') ?? ''} |`),
       `| four of these at once (a deep page, status, channel, workflow) | ${ms(lists.fourAtOnce.wallMs)} wall | | ${ms(lists.fourAtOnce.healthWorstMs)} | |`,
+      `| GET /subscribers?limit=${LARGE_ITEMS}, each with ~800 KB of data (${large.one.mb.toFixed(0)} MB; 5 samples) | ${ms(large.one.medianMs)} | ${ms(large.one.worstMs)} | ${ms(large.one.healthWorstMs)} | ${LARGE_ITEMS} |`,
+      `| four of that at once | ${ms(large.four.wallMs)} wall | | ${ms(large.four.healthWorstMs)} | |`,
+      '',
+      `The server's peak RSS by then: ${large.peakRssMb.toFixed(0)} MB.`,
       '',
       `Fan-out to ${subscribers.toLocaleString('en-US')} (in-app): ${fanout.seconds.toFixed(1)} s, ${Math.round(fanout.perSecond).toLocaleString('en-US')} deliveries/s. ` +
         `Meanwhile /health p99 ${ms(fanout.health.p99)} (worst ${ms(fanout.health.worst)}, ${fanout.health.count} requests, one at a time, up to 50/s), ` +
