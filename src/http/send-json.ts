@@ -2,8 +2,8 @@ import type { ServerResponse } from 'node:http';
 import { pacer } from '../turns.js';
 
 /**
- * An answer whose JSON reaches this many characters is written as it is made, in pieces of about
- * this size; a smaller one goes at once with its Content-Length.
+ * A page whose JSON reaches this many characters is written as it is made, in pieces of about this
+ * size; a smaller answer goes whole, with its Content-Length.
  */
 export const PIECE_CHARS = 64 * 1024;
 
@@ -21,10 +21,10 @@ export const DRAIN_MS = 30_000;
  * operation lists.
  *
  * A page of large items (a hundred subscribers of 1 MiB each is a 100 MB answer) is serialized one
- * item at a time and written in pieces (chunked): the event loop turns between items, a client that
- * reads slowly holds back the writing (the socket's buffer stays small), one that leaves stops it,
- * and one that has not read what was written after `drainMs` is disconnected. The text is the same as
- * `JSON.stringify(body)`.
+ * item at a time and, once past PIECE_CHARS, written in pieces (chunked): the event loop turns
+ * between items, a client that reads slowly holds back the writing (the socket's buffer stays
+ * small), one that leaves stops it, and one that has not read what was written after `drainMs` is
+ * disconnected. The text is the same as `JSON.stringify(body)`.
  */
 export async function sendJson(res: ServerResponse, status: number, body: unknown, drainMs = DRAIN_MS): Promise<void> {
   res.statusCode = status;
@@ -33,50 +33,50 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
     return;
   }
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  if (!isPage(body)) return sendWhole(res, JSON.stringify(body));
+  const { data, ...rest } = body;
+  const members = JSON.stringify(rest);
+  const close = members === '{}' ? ']}' : `],${members.slice(1)}`;
+  let text = '{"data":[';
+  let next = 0;
+  for (; next < data.length && text.length < PIECE_CHARS; next++) text += item(data, next);
+  if (next === data.length) return sendWhole(res, text + close);
+
   let gone = false;
   res.once('close', () => (gone = true));
   const pace = pacer();
-  let waiting = '';
-  let streaming = false;
-  for (const piece of jsonPieces(body)) {
-    waiting += piece;
-    if (waiting.length >= PIECE_CHARS) {
-      streaming = true;
-      const room = res.write(waiting);
-      waiting = '';
+  for (;;) {
+    if (text.length >= PIECE_CHARS || next === data.length) {
+      const room = res.write(next === data.length ? text + close : text);
+      text = '';
       if (!room && !(await drained(res, drainMs))) {
         res.destroy();
         return;
       }
+      if (next === data.length) break;
     }
     await pace();
     if (gone) return;
+    text += item(data, next++);
   }
-  if (!streaming) res.setHeader('Content-Length', Buffer.byteLength(waiting));
-  res.end(waiting);
+  res.end();
 }
 
-/**
- * `JSON.stringify(body)` in pieces: an object whose first member is the array `data` (every page of
- * a list) gives its opening, each item, and its close; anything else is one piece.
- */
-function* jsonPieces(body: unknown): Generator<string> {
-  if (!isPageLike(body)) {
-    yield JSON.stringify(body);
-    return;
-  }
-  const { data, ...rest } = body;
-  yield '{"data":[';
-  for (let i = 0; i < data.length; i++) yield (i > 0 ? ',' : '') + (JSON.stringify(data[i]) ?? 'null');
-  const members = JSON.stringify(rest);
-  yield members === '{}' ? ']}' : `],${members.slice(1)}`;
+function sendWhole(res: ServerResponse, text: string): void {
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
 }
 
-function isPageLike(body: unknown): body is { data: unknown[] } {
-  if (typeof body !== 'object' || body === null || Object.getPrototypeOf(body) !== Object.prototype) return false;
-  if ('toJSON' in body) return false;
-  for (const key in body) return key === 'data' && Array.isArray((body as { data: unknown }).data);
-  return false;
+/** The array's `i`th item as JSON.stringify writes it there, after a comma unless it is the first. */
+function item(data: unknown[], i: number): string {
+  return (i > 0 ? ',' : '') + (JSON.stringify(data[i]) ?? 'null');
+}
+
+/** A plain object whose first member is the array `data`: every list's page, among others. */
+function isPage(body: unknown): body is { data: unknown[] } {
+  if (typeof body !== 'object' || body === null || Object.getPrototypeOf(body) !== Object.prototype || 'toJSON' in body) return false;
+  const [first] = Object.keys(body);
+  return first === 'data' && Array.isArray((body as { data: unknown }).data);
 }
 
 /** Whether the socket took what was written within `ms`; false if it did not or is gone. */
