@@ -50,6 +50,17 @@ describe('GET /notifications (listNotifications)', () => {
     expect((await t.a.get(`/v1/notifications?createdBefore=${since}&subscriberId=ada`).expect(200)).body.totalCount).toBe(2);
   });
 
+  it('lists notifications whose payloads are large whole, and the same as one read alone', async () => {
+    // Over PARSED_WHEN_READ_CHARS: parsed as the page is written (db/json.ts setListedJson).
+    const payload = { n: 'large', items: Array.from({ length: 8_000 }, (_, i) => ({ i, text: 'abcdefghij' })) };
+    const large = (await t.a.post('/v1/events/trigger', { name: 'feed', to: 'grace', payload }).expect(201)).body.data.transactionId;
+    const res = await t.a.get('/v1/notifications?limit=2').expect(200);
+    expect(ids(res.body)).toEqual([large, tx.recent]);
+    expect(res.body.data[0].payload).toEqual(payload);
+    const alone = await t.a.get(`/v1/notifications/${res.body.data[0].notificationId}`).expect(200);
+    expect(alone.body.data.payload).toEqual(payload);
+  });
+
   it('rejects an unknown status or channel and a malformed time with 400', async () => {
     await t.a.get('/v1/notifications?status=lost').expect(400);
     await t.a.get('/v1/notifications?channel=fax').expect(400);

@@ -6,7 +6,7 @@
 import type { Db, Runner } from '../knex.js';
 import { inList, isPostgres, selectPage, selectRows, changeRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
-import { readBool, readJson } from '../json.js';
+import { readBool, readJson, setListedJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
 import { toWireInSlices, type Page } from '../paginate.js';
 
@@ -19,20 +19,21 @@ export const NO_COUNTS: InboxCounts = { unread: 0, unseen: 0, total: 0, archived
 const ITEM_COLUMNS = `id, workflow_key, transaction_id, subject, content, url, avatar, primary_action, secondary_action,
   tags, data, seen, read, archived, seen_at, read_at, archived_at, created_at, notification_id, subscriber_id`;
 
-/** A message row as the inbox answers it. */
-export function toItem(row: Record<string, unknown>): InboxItem {
+/** A message row as the inbox answers it; `listed`, one of a page (its `data` parsed when read if large: setListedJson). */
+export function toItem(row: Record<string, unknown>, listed = false): InboxItem {
   const item: InboxItem = {
     messageId: row.id as string,
     workflowId: row.workflow_key as string,
     transactionId: row.transaction_id as string,
     body: row.content as string,
     tags: readJson<string[]>(row.tags, []),
-    data: readJson<Record<string, unknown>>(row.data, {}),
+    data: listed ? {} : readJson<Record<string, unknown>>(row.data, {}),
     createdAt: row.created_at as string,
     seenAt: readBool(row.seen) ? ((row.seen_at as string | null) ?? (row.created_at as string)) : null,
     readAt: readBool(row.read) ? ((row.read_at as string | null) ?? (row.created_at as string)) : null,
     archivedAt: readBool(row.archived) ? ((row.archived_at as string | null) ?? (row.created_at as string)) : null,
   };
+  if (listed) setListedJson(item, 'data', row.data, {});
   if (row.subject !== null && row.subject !== undefined) item.subject = row.subject as string;
   if (row.avatar !== null && row.avatar !== undefined) item.avatar = row.avatar as string;
   if (row.url !== null && row.url !== undefined) item.redirect = { url: row.url as string };
@@ -135,7 +136,7 @@ export async function listInbox(
   const hasMore = rows.length > page.limit;
   const shown = rows.slice(0, page.limit);
   if (order === 'ASC') shown.reverse();
-  return { data: await toWireInSlices(shown, (slice) => slice.map(toItem)), totalCount, page: page.page, pageSize: page.limit, hasMore };
+  return { data: await toWireInSlices(shown, (slice) => slice.map((row) => toItem(row, true))), totalCount, page: page.page, pageSize: page.limit, hasMore };
 }
 
 export async function findItem(db: Runner, subscriberKey: string, messageId: string): Promise<InboxItem | undefined> {

@@ -2,7 +2,7 @@ import { changeRows, inList, isPostgres, selectBuiltPage, selectRows, selectRows
 import { CHANNELS } from '../../contract.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
-import { readJson, writeJson } from '../json.js';
+import { readJson, setListedJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
 import { countOf, pageOf, pageRows, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
 import { newId } from '../../ids.js';
@@ -102,8 +102,9 @@ export async function settleCanceledNotifications(trx: Runner, eventId: string, 
   );
 }
 
-function toWire(row: Record<string, unknown>): Notification {
-  return {
+/** A notification as the API answers it; `listed`, one of a page (its payload parsed when read if large: setListedJson). */
+function toWire(row: Record<string, unknown>, listed = false): Notification {
+  const notification: Notification = {
     notificationId: row.id as string,
     _id: row.id as string,
     transactionId: row.transaction_id as string,
@@ -112,12 +113,14 @@ function toWire(row: Record<string, unknown>): Notification {
     _subscriberId: row.subscriber_id as string,
     channels: readJson(row.channels, []),
     status: row.status as NotificationStatus,
-    payload: readJson(row.payload, {}),
+    payload: listed ? {} : readJson(row.payload, {}),
     _organizationId: row.organization_id as string,
     _environmentId: row.environment_id as string,
     createdAt: row.created_at as string,
     updatedAt: row.updated_at as string,
   };
+  if (listed) setListedJson(notification, 'payload', row.payload, {});
+  return notification;
 }
 
 // The columns toWire reads, by name: on SQLite a read of `*` has its rows named one by one (sqlite.ts, postgres.ts).
@@ -296,7 +299,7 @@ export async function listNotifications(db: Db, environmentId: string, page: Pag
   const rows = await selectBuiltPage<Record<string, unknown>>(scoped(db, environmentId).whereIn('n.id', ids));
   const byId = new Map(rows.map((row) => [row.id as string, row]));
   const found = ids.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
-  return pageOf(await toWireInSlices(found, (slice) => slice.map(toWire)), totalCount, page);
+  return pageOf(await toWireInSlices(found, (slice) => slice.map((row) => toWire(row, true))), totalCount, page);
 }
 
 export async function findNotification(db: Db, environmentId: string, notificationId: string): Promise<Notification | undefined> {

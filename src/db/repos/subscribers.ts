@@ -1,7 +1,7 @@
 import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
-import { readJson, writeJson } from '../json.js';
+import { readJson, setListedJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 import { chunks } from '../chunks.js';
 import { channelOf, channelsBySubscriber, type ChannelRow } from './subscriber-channels.js';
@@ -40,10 +40,11 @@ const PROFILE_COLUMNS = {
 type ProfileField = keyof typeof PROFILE_COLUMNS;
 const PROFILE_FIELDS = Object.keys(PROFILE_COLUMNS) as ProfileField[];
 
-function toWire(row: SubscriberRow, channels: Subscriber['channels']): Subscriber {
+/** A subscriber as the API answers it; `listed`, one of a page (its `data` parsed when read if large: setListedJson). */
+function toWire(row: SubscriberRow, channels: Subscriber['channels'], listed = false): Subscriber {
   const subscriber: Subscriber = {
     subscriberId: row.subscriber_id,
-    data: readJson(row.data, {}),
+    data: listed ? {} : readJson(row.data, {}),
     channels,
     deleted: false,
     _organizationId: row.organization_id,
@@ -51,6 +52,7 @@ function toWire(row: SubscriberRow, channels: Subscriber['channels']): Subscribe
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
+  if (listed) setListedJson(subscriber, 'data', row.data, {});
   // Absent fields are left out, never sent as null (Novu's clients reject null).
   for (const field of PROFILE_FIELDS) {
     const value = row[PROFILE_COLUMNS[field]];
@@ -59,9 +61,9 @@ function toWire(row: SubscriberRow, channels: Subscriber['channels']): Subscribe
   return subscriber;
 }
 
-async function withChannels(db: Runner, rows: SubscriberRow[]): Promise<Subscriber[]> {
+async function withChannels(db: Runner, rows: SubscriberRow[], listed = false): Promise<Subscriber[]> {
   const channels = await channelsBySubscriber(db, rows.map((row) => row.id));
-  return rows.map((row) => toWire(row, channels.get(row.id)!));
+  return rows.map((row) => toWire(row, channels.get(row.id)!, listed));
 }
 
 function profileColumns(input: Partial<Record<ProfileField, string | null>>): Record<string, string | null> {
@@ -87,7 +89,7 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
       { column: 's.created_at', order: 'asc' },
       { column: 's.id', order: 'asc' },
     ],
-    (rows) => withChannels(db, rows),
+    (rows) => withChannels(db, rows, true),
     db('subscribers').where('environment_id', environmentId),
   );
 }
