@@ -2,8 +2,8 @@ import type { ServerResponse } from 'node:http';
 import { pacer } from '../turns.js';
 
 /**
- * A page whose JSON reaches this many characters is written as it is made, in pieces of about this
- * size; a smaller answer goes whole, with its Content-Length.
+ * A page whose JSON passes this many characters before its last item is written as it is made, in
+ * pieces of at least this size (chunked); any other answer goes whole, with its Content-Length.
  */
 export const PIECE_CHARS = 64 * 1024;
 
@@ -21,10 +21,11 @@ export const DRAIN_MS = 30_000;
  * operation lists.
  *
  * A page of large items (a hundred subscribers of 1 MiB each is a 100 MB answer) is serialized one
- * item at a time and, once past PIECE_CHARS, written in pieces (chunked): the event loop turns
- * between items, a client that reads slowly holds back the writing (the socket's buffer stays
- * small), one that leaves stops it, and one that has not read what was written after `drainMs` is
- * disconnected. The text is the same as `JSON.stringify(body)`.
+ * item at a time and, once past PIECE_CHARS, written in pieces: the event loop turns between items,
+ * a client that reads slowly holds back the writing (the socket's buffer stays small), one that has
+ * left stops it, and one that has not read what was written after `drainMs` is disconnected. The
+ * text is the same as `JSON.stringify(body)` (an item's own `toJSON`, which no answer has, would be
+ * called without its index).
  */
 export async function sendJson(res: ServerResponse, status: number, body: unknown, drainMs = DRAIN_MS): Promise<void> {
   res.statusCode = status;
@@ -42,10 +43,10 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
   for (; next < data.length && text.length < PIECE_CHARS; next++) text += item(data, next);
   if (next === data.length) return sendWhole(res, text + close);
 
-  let gone = false;
-  res.once('close', () => (gone = true));
   const pace = pacer();
   for (;;) {
+    // A response whose client has left is destroyed: nothing more is made for it.
+    if (res.destroyed) return;
     if (text.length >= PIECE_CHARS || next === data.length) {
       const room = res.write(next === data.length ? text + close : text);
       text = '';
@@ -56,7 +57,6 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
       if (next === data.length) break;
     }
     await pace();
-    if (gone) return;
     text += item(data, next++);
   }
   res.end();
@@ -81,6 +81,7 @@ function isPage(body: unknown): body is { data: unknown[] } {
 
 /** Whether the socket took what was written within `ms`; false if it did not or is gone. */
 function drained(res: ServerResponse, ms: number): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
   return new Promise((resolve) => {
     const done = (took: boolean) => {
       clearTimeout(timer);

@@ -5,6 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { selectBuiltPage, selectPage, selectRows, selectRowsInBackground, type Db } from '../../src/db/knex.js';
 import { BackgroundReader } from '../../src/db/background-reader.js';
 import { SLICE_CHARS } from '../../src/db/chunks.js';
+import { countTurns } from '../helpers/turns.js';
 import { testDatabaseUrl, useTestDb } from '../helpers/db.js';
 
 let db: Db;
@@ -44,17 +45,10 @@ describe('selectRowsInBackground', () => {
     // better-sqlite3 reads on the thread that calls it: run there, a read would be over before
     // the next turn of the event loop. A million rows made by a recursive query, counted.
     const MILLION = 'WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) SELECT count(*) AS n FROM n';
-    let turns = 0;
-    const turn = () => {
-      turns++;
-      if (!done) setImmediate(turn);
-    };
-    let done = false;
-    setImmediate(turn);
+    const turns = countTurns();
     const rows = await selectRowsInBackground(db, MILLION, [1_000_000]);
-    done = true;
+    expect(turns.stop()).toBeGreaterThan(0);
     expect(rows).toEqual([{ n: 1_000_000 }]);
-    expect(turns).toBeGreaterThan(0);
   });
 });
 
@@ -71,20 +65,14 @@ describe('selectPage and selectBuiltPage', () => {
   });
 
   it('answers a large page as selectRows does, off the event loop on SQLite', async () => {
-    let turns = 0;
-    let counting = true;
-    const turn = () => {
-      turns++;
-      if (counting) setImmediate(turn);
-    };
-    setImmediate(turn);
+    const turns = countTurns();
     const rows = await selectPage<{ i: number; kind: string; text: string }>(db, LARGE, largeBindings);
-    counting = false;
+    const turned = turns.stop();
     expect(rows).toEqual(await selectRows(db, LARGE, largeBindings));
     expect(rows.map((row) => row.i)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
     expect(40 * 120_000).toBeGreaterThan(SLICE_CHARS);
     // Read where it was asked, the page would be over before the event loop's next turn.
-    if (!testDatabaseUrl()) expect(turns).toBeGreaterThan(0);
+    if (!testDatabaseUrl()) expect(turned).toBeGreaterThan(0);
   });
 
   it('answers a large built page as the plain query does', async () => {

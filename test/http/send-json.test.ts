@@ -6,6 +6,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PIECE_CHARS, sendJson } from '../../src/http/send-json.js';
+import { countTurns } from '../helpers/turns.js';
 
 let server: http.Server | undefined;
 afterEach(async () => {
@@ -71,23 +72,16 @@ describe('sendJson', () => {
   it('writes a page of large items in pieces, letting the event loop turn while it does', async () => {
     const body = pageOf(30, 200_000);
     const { port, written } = await serve(body);
-    let turns = 0;
-    let counting = true;
-    const turn = () => {
-      turns++;
-      if (counting) setImmediate(turn);
-    };
     const answer = get(port);
     // Counting starts once the answer is being written, and stops when sendJson has finished.
     await new Promise((resolve) => setTimeout(resolve, 0));
-    setImmediate(turn);
+    const turns = countTurns();
     const { text, headers } = await answer;
     await written();
-    counting = false;
+    expect(turns.stop()).toBeGreaterThan(5);
     expect(text).toBe(JSON.stringify(body));
     expect(headers.get('content-length')).toBeNull();
     expect(headers.get('transfer-encoding')).toBe('chunked');
-    expect(turns).toBeGreaterThan(5);
   });
 
   it('holds back while the client does not read, and finishes when it does', async () => {
@@ -130,6 +124,31 @@ describe('sendJson', () => {
     expect(res.destroyed).toBe(true);
     expect(res.writableEnded).toBe(false);
     socket.destroy();
+  });
+
+  it('makes nothing for a client that left before the answer was ready', async () => {
+    const body = pageOf(100, 200_000);
+    let res!: http.ServerResponse;
+    let written!: Promise<void>;
+    const left = new Promise<void>((resolve) => {
+      server = http.createServer((req, response) => {
+        res = response;
+        // The answer is ready only once the client has gone, as after a slow read.
+        req.socket.once('close', () => {
+          written = sendJson(response, 200, body, 60_000);
+          resolve();
+        });
+      });
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const socket = net.connect((server!.address() as AddressInfo).port, '127.0.0.1');
+    socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.destroy();
+    await left;
+    // Not the drain bound's 60 s: the test's own time limit would end it first.
+    await written;
+    expect(res.writableEnded).toBe(false);
   });
 
   it('stops writing when the client leaves', async () => {

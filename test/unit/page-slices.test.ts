@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { SLICE_CHARS, slicesByText } from '../../src/db/chunks.js';
 import { toWireInSlices } from '../../src/db/paginate.js';
+import { countTurns } from '../helpers/turns.js';
 
 const row = (id: number, chars: number) => ({ id: String(id), text: 'x'.repeat(chars), n: 1 });
 
@@ -26,13 +27,7 @@ describe('toWireInSlices', () => {
 
   it('maps large rows a slice at a time, in order, letting the event loop turn between slices that run long', async () => {
     const rows = Array.from({ length: 6 }, (_, i) => row(i, SLICE_CHARS));
-    let turns = 0;
-    let counting = true;
-    const turn = () => {
-      turns++;
-      if (counting) setImmediate(turn);
-    };
-    setImmediate(turn);
+    const turns = countTurns();
     const calls: number[] = [];
     const wire = await toWireInSlices(rows, (slice) => {
       calls.push(slice.length);
@@ -40,9 +35,8 @@ describe('toWireInSlices', () => {
       while (performance.now() < until);
       return slice.map((r) => r.id);
     });
-    counting = false;
+    expect(turns.stop()).toBeGreaterThanOrEqual(5);
     expect(wire).toEqual(['0', '1', '2', '3', '4', '5']);
     expect(calls).toEqual([1, 1, 1, 1, 1, 1]);
-    expect(turns).toBeGreaterThanOrEqual(5);
   });
 });
