@@ -11,7 +11,7 @@ type Binding = string | number | null;
 
 interface Pending {
   sql: string;
-  /** The slices received so far. */
+  /** The rows of the slices received so far. */
   rows: unknown[];
   resolve(rows: unknown[]): void;
   reject(error: Error): void;

@@ -37,8 +37,8 @@ export function slicesByText<Row>(rows: readonly Row[], chars = SLICE_CHARS): Ro
   return slices;
 }
 
-/** The characters of a row's text columns (a string's length costs nothing to read). */
-function textOf(row: unknown): number {
+/** The characters of a row's text columns, the row an object or an array (a string's length costs nothing to read). */
+export function textOf(row: unknown): number {
   let chars = 0;
   for (const key in row as object) {
     const value = (row as Record<string, unknown>)[key];

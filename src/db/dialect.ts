@@ -21,13 +21,11 @@ export interface Dialect {
   selectRowsPlannedAfresh(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
   /** selectRows for a read that scans a whole table, without holding the event loop. */
   selectRowsInBackground(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
-  /** The rows of a read built with knex's query builder. */
-  selectBuilt(query: Knex.QueryBuilder): Promise<unknown[]>;
-  /** selectBuilt for a read that may walk many index entries (a count, a deep page), without holding the event loop. */
+  /** The rows of a read built with knex's query builder that may walk many index entries (a count, a deep page), without holding the event loop. */
   selectBuiltInBackground(query: Knex.QueryBuilder): Promise<unknown[]>;
   /** selectRows for a list's page, whose rows may be large (a hundred of 1 MiB): without holding the event loop when they are. */
   selectPage(db: Runner, sql: string, bindings: readonly Binding[]): Promise<unknown[]>;
-  /** selectPage for a read built with knex's query builder. */
+  /** selectPage for a read built with knex's query builder, run as selectRows runs its statements where it can. */
   selectBuiltPage(query: Knex.QueryBuilder): Promise<unknown[]>;
   /** Runs an UPDATE or DELETE and answers how many rows it changed. */
   changeRows(db: Runner, sql: string, bindings: readonly Binding[]): Promise<number>;

@@ -83,17 +83,12 @@ export async function selectRowsInBackground<T>(db: Runner, sql: string, binding
   return (await dialectOf(db).selectRowsInBackground(db, sql, bindings)) as T[];
 }
 
-/** The rows of a read built with knex's query builder, run as selectRows runs its statements where it can. */
-export async function selectBuilt<T>(query: Knex.QueryBuilder): Promise<T[]> {
-  return (await dialectOf(query as unknown as Runner).selectBuilt(query)) as T[];
-}
-
 /** Runs an UPDATE or DELETE written in plain SQL with `?` placeholders and answers how many rows it changed. */
 export async function changeRows(db: Runner, sql: string, bindings: readonly Binding[]): Promise<number> {
   return dialectOf(db).changeRows(db, sql, bindings);
 }
 
-/** selectBuilt for a read that may walk many index entries (a filtered count, a deep page), off the event loop. */
+/** The rows of a read built with knex's query builder that may walk many index entries (a filtered count, a deep page), off the event loop. */
 export async function selectBuiltInBackground<T>(query: Knex.QueryBuilder): Promise<T[]> {
   return (await dialectOf(query as unknown as Runner).selectBuiltInBackground(query)) as T[];
 }
@@ -106,7 +101,7 @@ export async function selectPage<T>(db: Runner, sql: string, bindings: readonly 
   return (await dialectOf(db).selectPage(db, sql, bindings)) as T[];
 }
 
-/** selectPage for a read built with knex's query builder. */
+/** selectPage for a read built with knex's query builder, run as selectRows runs its statements where it can. */
 export async function selectBuiltPage<T>(query: Knex.QueryBuilder): Promise<T[]> {
   return (await dialectOf(query as unknown as Runner).selectBuiltPage(query)) as T[];
 }

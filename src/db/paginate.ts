@@ -42,8 +42,8 @@ export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): P
 
 /**
  * Runs a filtered query as one page plus an exact total. `orderBy` must end in a unique column so
- * that pages never overlap or skip rows. `toWire` maps a whole page, so it can load related rows in
- * one query. `counted` is the same filter without the page's joins, when it has any: the total
+ * that pages never overlap or skip rows. `toWire` maps a slice of rows at a time, so it can load
+ * their related rows in one query (a page of small rows is one slice: toWireInSlices). `counted` is the same filter without the page's joins, when it has any: the total
  * need not read what only the page shows.
  */
 export async function paginate<Row, T>(

@@ -131,7 +131,6 @@ export const postgres: Dialect = {
   selectRowsPlannedAfresh: async (db, sql, bindings) => ((await db.raw(sql, bindings as Knex.RawBinding[])) as { rows: unknown[] }).rows,
   // The server scans; the event loop only waits.
   selectRowsInBackground: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rows,
-  selectBuilt: async (query) => (await query) as unknown[],
   selectBuiltInBackground: async (query) => (await query) as unknown[],
   // pg reads an answer as it arrives, between turns of the event loop, whatever its size.
   selectPage: async (db, sql, bindings) => (await queryPostgres(db, sql, bindings)).rows,

@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { StatementCache } from './statement-cache.js';
 import { BackgroundReader } from './background-reader.js';
-import { SLICE_CHARS } from './chunks.js';
+import { SLICE_CHARS, textOf } from './chunks.js';
 import type { Dialect, Runner } from './dialect.js';
 import { StartError } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -208,7 +208,7 @@ function readRowsWithin<T>(read: ReadConnection, sql: string, bindings: readonly
   // Leaving the loop early ends the statement's run (the iterator's return()).
   for (const row of statement.iterate(...bindings)) {
     rows.push(row);
-    for (const value of names ? (row as unknown[]) : Object.values(row as object)) if (typeof value === 'string') chars += value.length;
+    chars += textOf(row);
     if (chars > maxChars) return undefined;
   }
   return named(rows, names);
@@ -293,6 +293,19 @@ async function selectRows(db: Runner, sql: string, bindings: readonly unknown[])
   return readRows(read, sql, bindings);
 }
 
+/**
+ * A builder's plain select, to run on its database's read connection; undefined where knex must run
+ * it: a builder made in a transaction or told `.transacting()` has a client of its own, and must see
+ * that transaction's writes; one whose answer knex shapes (`.first()`, `.pluck()`) is not a plain select.
+ */
+function plainSelect(query: Knex.QueryBuilder): { read: ReadConnection; sql: string; values: never[] } | undefined {
+  const read = readConnections.get(query.client);
+  if (!read) return undefined;
+  const { method, sql, bindings } = query.toSQL();
+  if (method !== 'select') return undefined;
+  return { read, sql, values: bindings.map(sqliteValue) as never[] };
+}
+
 /** SQLite behind the interface of dialect.ts. */
 export const sqlite: Dialect = {
   lower: 'unicode_lower',
@@ -304,21 +317,9 @@ export const sqlite: Dialect = {
     const read = db.isTransaction ? undefined : readConnections.get(db.client);
     return read ? read.background.read(sql, bindings) : selectRows(db, sql, bindings);
   },
-  // A builder made in a transaction or told `.transacting()` has a client of its own, and must see
-  // that transaction's writes; one whose answer knex shapes (`.first()`, `.pluck()`) is not a plain select.
-  async selectBuilt(query) {
-    const read = readConnections.get(query.client);
-    if (!read) return (await query) as unknown[];
-    const { method, sql, bindings } = query.toSQL();
-    if (method !== 'select') return (await query) as unknown[];
-    return readRows(read, sql, bindings.map(sqliteValue));
-  },
   async selectBuiltInBackground(query) {
-    const read = readConnections.get(query.client);
-    if (!read) return (await query) as unknown[];
-    const { method, sql, bindings } = query.toSQL();
-    if (method !== 'select') return (await query) as unknown[];
-    return read.background.read(sql, bindings.map(sqliteValue) as never[]);
+    const plain = plainSelect(query);
+    return plain ? plain.read.background.read(plain.sql, plain.values) : ((await query) as unknown[]);
   },
   async selectPage(db, sql, bindings) {
     const read = db.isTransaction ? undefined : readConnections.get(db.client);
@@ -326,12 +327,9 @@ export const sqlite: Dialect = {
     return readRowsWithin(read, sql, bindings, SLICE_CHARS) ?? read.background.read(sql, bindings);
   },
   async selectBuiltPage(query) {
-    const read = readConnections.get(query.client);
-    if (!read) return (await query) as unknown[];
-    const { method, sql, bindings } = query.toSQL();
-    if (method !== 'select') return (await query) as unknown[];
-    const values = bindings.map(sqliteValue);
-    return readRowsWithin(read, sql, values, SLICE_CHARS) ?? read.background.read(sql, values as never[]);
+    const plain = plainSelect(query);
+    if (!plain) return (await query) as unknown[];
+    return readRowsWithin(plain.read, plain.sql, plain.values, SLICE_CHARS) ?? plain.read.background.read(plain.sql, plain.values);
   },
   async changeRows(db, sql, bindings) {
     if (db.isTransaction) return (await runInSqliteTransaction(db as Knex.Transaction, sql, bindings)) as number;

@@ -3,7 +3,7 @@
 // ones plain knex reads from the same file.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import knexFactory, { type Knex } from 'knex';
-import { selectBuilt, type Db } from '../../src/db/knex.js';
+import { selectBuiltPage, type Db } from '../../src/db/knex.js';
 import { testDatabaseUrl, useTestDb } from '../helpers/db.js';
 
 let db: Db;
@@ -37,7 +37,7 @@ describe.skipIf(testDatabaseUrl())('inline LIMIT and OFFSET on SQLite', () => {
     const query = (k: Knex) => shape(k('il_ranked').select('id', 'rank').orderBy('id'));
     const expected = await query(plain);
     expect(await query(db)).toEqual(expected);
-    expect(await selectBuilt(query(db))).toEqual(expected);
+    expect(await selectBuiltPage(query(db))).toEqual(expected);
   });
 
   it('writes the numbers into the text, and binds every other value', () => {

@@ -1,8 +1,8 @@
-// selectRows and selectBuilt: the same rows as knex reads, on either database. On SQLite, outside a
+// selectRows and selectBuiltPage: the same rows as knex reads, on either database. On SQLite, outside a
 // transaction, they run on the read connection, whose statements are kept and whose rows are read
 // as arrays and named from each statement's columns (knex.ts, readRows).
 import { beforeAll, describe, expect, it } from 'vitest';
-import { selectBuilt, selectRows, type Db } from '../../src/db/knex.js';
+import { selectBuiltPage, selectRows, type Db } from '../../src/db/knex.js';
 import { testDatabaseUrl, useTestDb } from '../helpers/db.js';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { listSubscribers, insertSubscriber } from '../../src/db/repos/subscribers.js';
@@ -28,7 +28,7 @@ beforeAll(() => {
   db = database.db;
 });
 
-describe('selectRows and selectBuilt', () => {
+describe('selectRows and selectBuiltPage', () => {
   it('read the rows knex reads: every column by name, nulls, numbers, aliases', async () => {
     const columns = ['i.id', 'i.name', 'i.rank', 'i.score', 'i.active', 'i.at_ms'];
     const built = (select: unknown[]) => db('sr_items as i').select(select).whereIn('i.id', ['a', 'b']).orderBy('i.id');
@@ -43,19 +43,19 @@ describe('selectRows and selectBuilt', () => {
       expect(await selectRows(db, sql, ['a', 'b'])).toEqual(expected);
       expect(await selectRows(db, sql, ['none', 'nobody'])).toEqual([]);
     }
-    expect(await selectBuilt(built([...columns, db.raw('i.rank * 2 AS doubled')]))).toEqual(expected);
-    expect(await selectBuilt(built(['i.*', db.raw('i.rank * 2 AS doubled')]))).toEqual(expected);
+    expect(await selectBuiltPage(built([...columns, db.raw('i.rank * 2 AS doubled')]))).toEqual(expected);
+    expect(await selectBuiltPage(built(['i.*', db.raw('i.rank * 2 AS doubled')]))).toEqual(expected);
   });
 
   it('bind a boolean as knex does', async () => {
-    expect(await selectBuilt(db('sr_items').select('id').where('active', true))).toEqual([{ id: 'a' }]);
-    expect(await selectBuilt(db('sr_items').select('id').where('active', false))).toEqual([{ id: 'b' }]);
+    expect(await selectBuiltPage(db('sr_items').select('id').where('active', true))).toEqual([{ id: 'a' }]);
+    expect(await selectBuiltPage(db('sr_items').select('id').where('active', false))).toEqual([{ id: 'b' }]);
   });
 
   it.runIf(!testDatabaseUrl())('bind a date as knex does on SQLite: its milliseconds', async () => {
     const query = () => db('sr_items').select('id').where('at_ms', '<', new Date(1500));
     expect(await query()).toEqual([{ id: 'a' }]);
-    expect(await selectBuilt(query())).toEqual([{ id: 'a' }]);
+    expect(await selectBuiltPage(query())).toEqual([{ id: 'a' }]);
   });
 
   it.runIf(!testDatabaseUrl())('name two columns of one name as better-sqlite3 does: the last wins', async () => {
@@ -76,10 +76,10 @@ describe('selectRows and selectBuilt', () => {
     expect(await selectRows(db, sql, ['x'])).toEqual([{ id: 'x', a: 1, b: 2 }]);
     // A qualified star, as knex quotes it.
     const built = () => db('sr_changing as t').select('t.*').where('t.id', 'x');
-    expect(await selectBuilt(built())).toEqual([{ id: 'x', a: 1, b: 2 }]);
+    expect(await selectBuiltPage(built())).toEqual([{ id: 'x', a: 1, b: 2 }]);
     await db.raw('ALTER TABLE sr_changing RENAME COLUMN b TO c');
     expect(await selectRows(db, sql, ['x'])).toEqual([{ id: 'x', a: 1, c: 2 }]);
-    expect(await selectBuilt(built())).toEqual([{ id: 'x', a: 1, c: 2 }]);
+    expect(await selectBuiltPage(built())).toEqual([{ id: 'x', a: 1, c: 2 }]);
     await db.schema.dropTable('sr_changing');
   });
 
@@ -99,7 +99,7 @@ describe('selectRows and selectBuilt', () => {
   });
 
   it("leave to knex a builder made in a transaction, which sees the transaction's writes, and one whose answer knex shapes", async () => {
-    const ids = async (query: ReturnType<typeof db>) => (await selectBuilt<{ id: string }>(query)).map((row) => row.id);
+    const ids = async (query: ReturnType<typeof db>) => (await selectBuiltPage<{ id: string }>(query)).map((row) => row.id);
     let seenInTransaction: string[][] = [];
     await db.transaction(async (trx) => {
       await trx('sr_items').insert({ id: 'c', name: 'Uncommitted' });
@@ -108,8 +108,8 @@ describe('selectRows and selectBuilt', () => {
     }).catch(() => undefined);
     expect(seenInTransaction).toEqual([['a', 'b', 'c'], ['a', 'b', 'c']]);
     expect(await ids(db('sr_items').select('id').orderBy('id'))).toEqual(['a', 'b']);
-    expect(await selectBuilt(db('sr_items').where('id', 'a').first('name'))).toEqual({ name: 'Ann' });
-    expect(await selectBuilt(db('sr_items').orderBy('id').pluck('id'))).toEqual(['a', 'b']);
+    expect(await selectBuiltPage(db('sr_items').where('id', 'a').first('name'))).toEqual({ name: 'Ann' });
+    expect(await selectBuiltPage(db('sr_items').orderBy('id').pluck('id'))).toEqual(['a', 'b']);
   });
 
   it('fail, as knex would, once a column a statement names is renamed, rather than answer under the old name', async () => {
