@@ -13,6 +13,12 @@ import { BoundedMap } from '../bounded-map.js';
 
 /** The most characters one rendered field (a subject, a content, a URL) may have. */
 export const MAX_RENDERED_CHARS = 256 * 1024;
+/**
+ * The most characters one message's rendered fields may have together: an in-app message has some
+ * sixty (its buttons, its `data`), and at MAX_RENDERED_CHARS each one small trigger made a 15 MB
+ * message for every recipient, stored twice and sent to every inbox stream.
+ */
+export const MAX_MESSAGE_CHARS = 1024 * 1024;
 /** The loop iterations one message's render may run, all its fields' `{{#each}}` (and blocks over arrays) together. */
 export const MAX_ITERATIONS = 100_000;
 /** How long one message's loops may run: the render holds the event loop meanwhile. */
@@ -121,15 +127,20 @@ handlebars.registerHelper('log', () => '');
 handlebars.unregisterDecorator('inline');
 
 // The budget of the render under way: rendering is synchronous, so one render runs at a time.
-// Loops and time are a message's (every field of it together, in renderingMessage), output a field's.
+// Loops, time and the output of all fields together are a message's (every field of it, in
+// renderingMessage); a field's output has a cap of its own.
 let iterationsLeft = 0;
 let deadline = 0;
 let outputLeft = 0;
+let messageOutputLeft = 0;
+/** Whether the field under way is held by what its message has left rather than by its own cap. */
+let heldByMessage = false;
 let inMessage = false;
 
 function startBudget(): void {
   iterationsLeft = MAX_ITERATIONS;
   deadline = performance.now() + MAX_RENDER_MS;
+  messageOutputLeft = MAX_MESSAGE_CHARS;
 }
 
 /** Runs `build`, which renders one message's fields, under one budget of loops and time for them all. */
@@ -165,6 +176,7 @@ handlebars.registerHelper('lookup', function (this: unknown, ...args: unknown[])
 });
 
 function tooLarge(): TemplateOverBudget {
+  if (heldByMessage) return new TemplateOverBudget(`The message's fields render more than ${MAX_MESSAGE_CHARS.toLocaleString('en')} characters together, the most one message may have`);
   return new TemplateOverBudget(`The template renders more than ${MAX_RENDERED_CHARS.toLocaleString('en')} characters, the most one message field may have`);
 }
 
@@ -366,10 +378,12 @@ export function render(source: string, context: object, { escape }: { escape: bo
     compiled.set(key, template);
   }
   if (!inMessage) startBudget();
-  outputLeft = MAX_RENDERED_CHARS;
+  heldByMessage = messageOutputLeft < MAX_RENDERED_CHARS;
+  outputLeft = Math.min(MAX_RENDERED_CHARS, messageOutputLeft);
   let out: string;
   try {
     out = template(context, { allowProtoPropertiesByDefault: false, allowProtoMethodsByDefault: false });
+    messageOutputLeft -= out.length;
   } catch (err) {
     if (err instanceof Undeliverable) throw err;
     // Rendering is pure: what failed once fails again, so it is not retried.

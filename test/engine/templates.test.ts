@@ -1,7 +1,7 @@
 // The template engine on its own: the top-level view (payload fields beside Herald's names, as
 // Novu v1 templates read them) and the size budget, counted while the output is written.
 import { describe, expect, it } from 'vitest';
-import { MAX_RENDERED_CHARS, render, templateData } from '../../src/engine/templates.js';
+import { MAX_MESSAGE_CHARS, MAX_RENDERED_CHARS, render, renderingMessage, templateData } from '../../src/engine/templates.js';
 
 const text = { escape: false };
 const html = { escape: true };
@@ -39,6 +39,19 @@ describe('the size budget, counted as the output is written', () => {
     const half = 'z'.repeat(MAX_RENDERED_CHARS / 2);
     expect(render('{{big}}{{big}}', { big: half }, text)).toHaveLength(MAX_RENDERED_CHARS);
     expect(() => render('{{big}}{{big}}!', { big: half }, text)).toThrow(`more than ${MAX_RENDERED_CHARS.toLocaleString('en')} characters`);
+  });
+
+  it("holds one message's fields together to MAX_MESSAGE_CHARS, each still to its own cap", () => {
+    const field = 'f'.repeat(MAX_RENDERED_CHARS);
+    // Four full fields are the message's whole budget; a fifth character anywhere goes over it.
+    expect(renderingMessage(() => [1, 2, 3, 4].map(() => render('{{field}}', { field }, text).length))).toEqual([MAX_RENDERED_CHARS, MAX_RENDERED_CHARS, MAX_RENDERED_CHARS, MAX_RENDERED_CHARS]);
+    expect(4 * MAX_RENDERED_CHARS).toBe(MAX_MESSAGE_CHARS);
+    expect(() => renderingMessage(() => [1, 2, 3, 4, 5].map(() => render('{{field}}', { field }, text)))).toThrow(
+      `The message's fields render more than ${MAX_MESSAGE_CHARS.toLocaleString('en')} characters together`,
+    );
+    // A message's budget is its own: the next starts afresh, and a render alone has only the field cap.
+    expect(renderingMessage(() => render('{{field}}', { field }, text))).toHaveLength(MAX_RENDERED_CHARS);
+    for (let i = 0; i < 5; i++) expect(render('{{field}}', { field }, text)).toHaveLength(MAX_RENDERED_CHARS);
   });
 
   it('counts what escaping writes, not the value before it', () => {

@@ -303,6 +303,18 @@ describe('work budgets: rendering', () => {
     expect(feed).toEqual([]);
   });
 
+  it("fails the job of an in-app message whose fields render more than a message's cap together, each under a field's", async () => {
+    // Ten data entries of 200,000 characters each: every field is under its cap, the message is 2 MB.
+    const data = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`d${i}`, '{{payload.big}}']));
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'Hello', data })] });
+    const { notification, feed } = await deliverOnce(workflowId, { big: 'x'.repeat(200_000) });
+    expect(notification.jobs[0]).toMatchObject({
+      status: 'failed',
+      executionDetails: [{ status: 'failed', detail: expect.stringContaining("The message's fields render more than 1,048,576 characters together") }],
+    });
+    expect(feed).toEqual([]);
+  });
+
   it('fails, without building it, a template that repeats a large payload value outside any loop', async () => {
     // 1,000 copies of 600,000 characters would pass the longest string V8 can make: the output is
     // counted as it is written, so the render stops at the first copy over the cap.
