@@ -239,9 +239,14 @@ async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord
     ctx,
     job,
     event,
-    { status: 'completed', state: closed.state, detail: { status: 'success', text: `Digest closed with ${closed.count} event(s)` } },
+    { status: 'completed', state: closed.state, detail: { status: 'success', text: digestClosed(closed.count, closed.shown) } },
     (trx) => markRiders(trx, closed.riders, ctx.deps.clock.now()),
   );
+}
+
+function digestClosed(count: number, shown: number): string {
+  const closed = `Digest closed with ${count} event(s)`;
+  return shown === count ? closed : `${closed}; step.events has the first ${shown}, whose payloads fit in 1 MiB together`;
 }
 
 export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<void> {

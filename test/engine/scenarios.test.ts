@@ -8,6 +8,7 @@ import { fanoutShards } from '../../src/db/fanout-shards.js';
 import { FANOUT_BATCH_SIZE } from '../../src/db/repos/topics.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
+import { DIGEST_EVENTS_CHARS } from '../../src/engine/digests.js';
 import { claimDueJobs } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { executeInAppBatch } from '../../src/engine/in-app-batch.js';
@@ -594,6 +595,17 @@ describe('digest', () => {
     await later(10 * 60_000);
     const contents = (await contentsOf('digested')).sort();
     expect(contents).toEqual(['1 comments on p2: other post;', '3 comments on p1: a;b;c;']);
+  });
+
+  it('counts every event of a digest, and lists the payloads that fit in 1 MiB together, oldest first', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'large-digest' }).expect(201);
+    // Five payloads of ~300,000 characters: the first three fit in DIGEST_EVENTS_CHARS, the fourth would not.
+    const filler = 'f'.repeat(300_000);
+    for (const text of ['a', 'b', 'c', 'd', 'e']) await trigger({ name: 'comments-digest', to: 'large-digest', payload: { postId: 'big', text, filler } });
+    expect(3 * (300_000 + 40)).toBeLessThan(DIGEST_EVENTS_CHARS);
+    expect(4 * 300_000).toBeGreaterThan(DIGEST_EVENTS_CHARS);
+    await later(11 * 60_000);
+    expect(await contentsOf('large-digest')).toEqual(['5 comments on big: a;b;c;']);
   });
 
   it('leaves the other events to be sent when one of them is canceled, even the first', async () => {

@@ -4,6 +4,7 @@
 import type { Db, Runner } from '../knex.js';
 import { isPostgres, selectRows } from '../knex.js';
 import { readJson, writeJson } from '../json.js';
+import { chunks } from '../chunks.js';
 import { jobRow, toRecord, type JobRecord, type NewJob } from './jobs.js';
 
 /**
@@ -24,14 +25,33 @@ export async function findDigestLeader(trx: Runner, digestKey: string): Promise<
   return query;
 }
 
-/** Jobs merged into a digest, oldest first, with the payloads of their events. */
-export async function digestFollowers(trx: Runner, leaderId: string): Promise<Array<JobRecord & { payload: unknown }>> {
+/**
+ * Jobs merged into a digest, oldest first, each with its event's payload while the payloads so far
+ * fit in `payloadChars` (of their stored JSON) together, and none from the first that does not on:
+ * a digest may gather thousands of events of up to 1 MiB each, and reading them all would hold the
+ * event loop for seconds and carry gigabytes into its send. The sizes are read first, by the database.
+ */
+export async function digestFollowers(trx: Runner, leaderId: string, payloadChars: number): Promise<Array<JobRecord & { payload?: unknown }>> {
   const rows = await trx('jobs as j')
     .join('events as ev', 'ev.id', 'j.event_id')
     .where({ 'j.merged_into': leaderId, 'j.status': 'merged' })
     .orderBy([{ column: 'j.created_at' }, { column: 'j.id' }])
-    .select('j.*', 'ev.payload');
-  return rows.map((row: Record<string, unknown>) => ({ ...toRecord(row), payload: readJson(row.payload, {}) }));
+    .select('j.*', trx.raw('length(ev.payload) AS payload_chars'));
+  let left = payloadChars;
+  const shown: string[] = [];
+  for (const row of rows as Array<{ event_id: string; payload_chars: number | string }>) {
+    left -= Number(row.payload_chars);
+    if (left < 0) break;
+    shown.push(row.event_id);
+  }
+  const payloads = new Map<string, unknown>();
+  for (const part of chunks(shown)) {
+    for (const event of await trx('events').whereIn('id', part).select('id', 'payload')) payloads.set(event.id, readJson(event.payload, {}));
+  }
+  return rows.map((row: Record<string, unknown>) => {
+    const record = toRecord(row);
+    return payloads.has(record.eventId) ? { ...record, payload: payloads.get(record.eventId) } : record;
+  });
 }
 
 /**
