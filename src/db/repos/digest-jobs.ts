@@ -26,10 +26,11 @@ export async function findDigestLeader(trx: Runner, digestKey: string): Promise<
 }
 
 /**
- * Jobs merged into a digest, oldest first, each with its event's payload while the payloads so far
- * fit in `payloadChars` (of their stored JSON) together, and none from the first that does not on:
- * a digest may gather thousands of events of up to 1 MiB each, and reading them all would hold the
- * event loop for seconds and carry gigabytes into its send. The sizes are read first, by the database.
+ * Jobs merged into a digest, oldest first, each with its event's payload as long as the payloads so
+ * far fit in `payloadChars` (of their stored JSON) together; the first that does not, and every one
+ * after it, come without. A digest may gather thousands of events of up to 1 MiB each: reading
+ * them all would hold the event loop for seconds and carry gigabytes into its send. The database
+ * measures the payloads first.
  */
 export async function digestFollowers(trx: Runner, leaderId: string, payloadChars: number): Promise<Array<JobRecord & { payload?: unknown }>> {
   const rows = await trx('jobs as j')
