@@ -18,23 +18,31 @@ export function chunks<T>(items: readonly T[], size = ID_CHUNK): T[][] {
  */
 export const SLICE_CHARS = 1_000_000;
 
+/**
+ * `items` in consecutive groups whose weights add up to at most `budget` and that hold at most
+ * `most` items each; an item heavier than the budget is a group of its own.
+ */
+export function groupsOf<T>(items: readonly T[], weigh: (item: T) => number, budget: number, most = Infinity): T[][] {
+  const groups: T[][] = [];
+  let group: T[] = [];
+  let weight = 0;
+  for (const item of items) {
+    const itemWeight = weigh(item);
+    if (group.length > 0 && (group.length >= most || weight + itemWeight > budget)) {
+      groups.push(group);
+      group = [];
+      weight = 0;
+    }
+    group.push(item);
+    weight += itemWeight;
+  }
+  if (group.length > 0) groups.push(group);
+  return groups;
+}
+
 /** `rows` in consecutive slices of about `chars` characters of text each; a row larger than that is a slice of its own. */
 export function slicesByText<Row>(rows: readonly Row[], chars = SLICE_CHARS): Row[][] {
-  const slices: Row[][] = [];
-  let slice: Row[] = [];
-  let sliceChars = 0;
-  for (const row of rows) {
-    const size = textOf(row);
-    if (slice.length > 0 && sliceChars + size > chars) {
-      slices.push(slice);
-      slice = [];
-      sliceChars = 0;
-    }
-    slice.push(row);
-    sliceChars += size;
-  }
-  if (slice.length > 0) slices.push(slice);
-  return slices;
+  return groupsOf(rows, textOf, chars);
 }
 
 /** The characters of a row's text columns, the row an object or an array (a string's length costs nothing to read). */

@@ -4,6 +4,7 @@ import type { Auth, Schemas } from '../contract.js';
 import { ApiError } from '../errors.js';
 import { recipientsOf, trigger } from './trigger.js';
 import { bulkTriggerStore } from '../db/trigger-store.js';
+import { groupsOf } from '../db/chunks.js';
 import { newCheckBudget } from '../json-schema.js';
 import { yieldToEventLoop } from './worker-context.js';
 
@@ -25,21 +26,7 @@ const BULK_RECIPIENTS_AT_ONCE = 100;
 
 /** The events in parts of at most BULK_EVENTS_AT_ONCE events and BULK_RECIPIENTS_AT_ONCE recipients. */
 function partsOf(events: TriggerRequest[]): TriggerRequest[][] {
-  const parts: TriggerRequest[][] = [];
-  let part: TriggerRequest[] = [];
-  let recipients = 0;
-  for (const event of events) {
-    const count = Array.isArray(event.to) ? event.to.length : 1;
-    if (part.length > 0 && (part.length === BULK_EVENTS_AT_ONCE || recipients + count > BULK_RECIPIENTS_AT_ONCE)) {
-      parts.push(part);
-      part = [];
-      recipients = 0;
-    }
-    part.push(event);
-    recipients += count;
-  }
-  if (part.length > 0) parts.push(part);
-  return parts;
+  return groupsOf(events, (event) => (Array.isArray(event.to) ? event.to.length : 1), BULK_RECIPIENTS_AT_ONCE, BULK_EVENTS_AT_ONCE);
 }
 
 /**

@@ -1,7 +1,7 @@
 // A page's rows are made wire objects a slice of about SLICE_CHARS characters at a time, with a
 // turn of the event loop between slices that ran long; a page of small rows is one call.
 import { describe, expect, it } from 'vitest';
-import { SLICE_CHARS, slicesByText } from '../../src/db/chunks.js';
+import { groupsOf, SLICE_CHARS, slicesByText } from '../../src/db/chunks.js';
 import { toWireInSlices } from '../../src/db/paginate.js';
 import { countTurns } from '../helpers/turns.js';
 
@@ -14,6 +14,13 @@ describe('slicesByText', () => {
     const slices = slicesByText([row(1, half), row(2, half), row(3, half), row(4, 3 * SLICE_CHARS), row(5, 10)]);
     expect(slices.map((slice) => slice.map((r) => r.id))).toEqual([['1', '2'], ['3'], ['4'], ['5']]);
     expect(slicesByText([])).toEqual([]);
+  });
+});
+
+describe('groupsOf', () => {
+  it('closes a group at its weight budget or its most items, whichever comes first', () => {
+    const weights = [3, 3, 3, 1, 1, 1, 1, 9, 1];
+    expect(groupsOf(weights, (w) => w, 6, 3)).toEqual([[3, 3], [3, 1, 1], [1, 1], [9], [1]]);
   });
 });
 
