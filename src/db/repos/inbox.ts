@@ -6,7 +6,7 @@
 import type { Db, Runner } from '../knex.js';
 import { inList, isPostgres, selectPage, selectRows, changeRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
-import { readBool, readJson, setListedJson } from '../json.js';
+import { readBool, readJson, setStoredJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
 import { toWireInSlices, type Page } from '../paginate.js';
 
@@ -19,7 +19,7 @@ export const NO_COUNTS: InboxCounts = { unread: 0, unseen: 0, total: 0, archived
 const ITEM_COLUMNS = `id, workflow_key, transaction_id, subject, content, url, avatar, primary_action, secondary_action,
   tags, data, seen, read, archived, seen_at, read_at, archived_at, created_at, notification_id, subscriber_id`;
 
-/** A message row as the inbox answers it; `listed`, one of a page (its `data` parsed when read if large: setListedJson). */
+/** A message row as the inbox answers it; `listed`, one of a page (its `data` parsed when read if large: setStoredJson). */
 export function toItem(row: Record<string, unknown>, listed = false): InboxItem {
   const item: InboxItem = {
     messageId: row.id as string,
@@ -27,13 +27,13 @@ export function toItem(row: Record<string, unknown>, listed = false): InboxItem 
     transactionId: row.transaction_id as string,
     body: row.content as string,
     tags: readJson<string[]>(row.tags, []),
-    data: listed ? {} : readJson<Record<string, unknown>>(row.data, {}),
+    data: {},
     createdAt: row.created_at as string,
     seenAt: readBool(row.seen) ? ((row.seen_at as string | null) ?? (row.created_at as string)) : null,
     readAt: readBool(row.read) ? ((row.read_at as string | null) ?? (row.created_at as string)) : null,
     archivedAt: readBool(row.archived) ? ((row.archived_at as string | null) ?? (row.created_at as string)) : null,
   };
-  if (listed) setListedJson(item, 'data', row.data, {});
+  setStoredJson(item, 'data', row.data, {}, listed);
   if (row.subject !== null && row.subject !== undefined) item.subject = row.subject as string;
   if (row.avatar !== null && row.avatar !== undefined) item.avatar = row.avatar as string;
   if (row.url !== null && row.url !== undefined) item.redirect = { url: row.url as string };

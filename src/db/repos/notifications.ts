@@ -2,7 +2,7 @@ import { changeRows, inList, isPostgres, selectBuiltPage, selectRows, selectRows
 import { CHANNELS } from '../../contract.js';
 import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
-import { readJson, setListedJson, writeJson } from '../json.js';
+import { readJson, setStoredJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
 import { countOf, pageOf, pageRows, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
 import { newId } from '../../ids.js';
@@ -102,7 +102,7 @@ export async function settleCanceledNotifications(trx: Runner, eventId: string, 
   );
 }
 
-/** A notification as the API answers it; `listed`, one of a page (its payload parsed when read if large: setListedJson). */
+/** A notification as the API answers it; `listed`, one of a page (its payload parsed when read if large: setStoredJson). */
 function toWire(row: Record<string, unknown>, listed = false): Notification {
   const notification: Notification = {
     notificationId: row.id as string,
@@ -113,13 +113,13 @@ function toWire(row: Record<string, unknown>, listed = false): Notification {
     _subscriberId: row.subscriber_id as string,
     channels: readJson(row.channels, []),
     status: row.status as NotificationStatus,
-    payload: listed ? {} : readJson(row.payload, {}),
+    payload: {},
     _organizationId: row.organization_id as string,
     _environmentId: row.environment_id as string,
     createdAt: row.created_at as string,
     updatedAt: row.updated_at as string,
   };
-  if (listed) setListedJson(notification, 'payload', row.payload, {});
+  setStoredJson(notification, 'payload', row.payload, {}, listed);
   return notification;
 }
 

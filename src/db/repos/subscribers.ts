@@ -1,7 +1,7 @@
 import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
-import { readJson, setListedJson, writeJson } from '../json.js';
+import { setStoredJson, writeJson } from '../json.js';
 import { paginate, type Page, type PageRequest } from '../paginate.js';
 import { chunks } from '../chunks.js';
 import { channelOf, channelsBySubscriber, type ChannelRow } from './subscriber-channels.js';
@@ -40,11 +40,11 @@ const PROFILE_COLUMNS = {
 type ProfileField = keyof typeof PROFILE_COLUMNS;
 const PROFILE_FIELDS = Object.keys(PROFILE_COLUMNS) as ProfileField[];
 
-/** A subscriber as the API answers it; `listed`, one of a page (its `data` parsed when read if large: setListedJson). */
+/** A subscriber as the API answers it; `listed`, one of a page (its `data` parsed when read if large: setStoredJson). */
 function toWire(row: SubscriberRow, channels: Subscriber['channels'], listed = false): Subscriber {
   const subscriber: Subscriber = {
     subscriberId: row.subscriber_id,
-    data: listed ? {} : readJson(row.data, {}),
+    data: {},
     channels,
     deleted: false,
     _organizationId: row.organization_id,
@@ -52,7 +52,7 @@ function toWire(row: SubscriberRow, channels: Subscriber['channels'], listed = f
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
-  if (listed) setListedJson(subscriber, 'data', row.data, {});
+  setStoredJson(subscriber, 'data', row.data, {}, listed);
   // Absent fields are left out, never sent as null (Novu's clients reject null).
   for (const field of PROFILE_FIELDS) {
     const value = row[PROFILE_COLUMNS[field]];
