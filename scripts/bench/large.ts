@@ -250,21 +250,16 @@ async function measureLargeItems(base: string, db: Db, pid: number) {
     const fourFrom = performance.now();
     await Promise.all([read(), read(), read(), read()]);
     const fourTo = performance.now();
-    return { one, four: { wallMs: fourTo - fourFrom, healthWorstMs: health.worst(fourFrom, fourTo) }, peakRssMb: peakRssMb(pid) };
+    return { one, four: { wallMs: fourTo - fourFrom, healthWorstMs: health.worst(fourFrom, fourTo) }, peakRssMb: rssMb(pid, 'VmHWM') };
   } finally {
     await health.stop();
   }
 }
 
-/** The process's largest RSS so far (VmHWM). */
-function peakRssMb(pid: number): number {
+/** The process's RSS now (VmRSS), or the largest it has had (VmHWM), in MB. */
+function rssMb(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN) / 1024;
-}
-
-function rssMb(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN) / 1024;
+  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? Number.NaN) / 1024;
 }
 
 async function soak(api: NodeChild, base: string, headers: Record<string, string>, data: LargeData, workflowId: string, minutes: number, rate: number) {

@@ -18,6 +18,12 @@ export interface Page<T> {
 
 export const DEFAULT_PAGE_SIZE = 10;
 
+/**
+ * Past this many rows skipped, a page is read off the event loop (selectBuiltInBackground): OFFSET
+ * walks every row it skips, and a deep page of a large table would hold every other request.
+ */
+export const DEEP_OFFSET = 5_000;
+
 /** Reads `page` and `limit` (or Novu's `pageSize`) from a validated query, with their defaults. */
 export function pageRequest(query: { page?: number; limit?: number; pageSize?: number } | undefined): PageRequest {
   return { page: query?.page ?? 0, limit: query?.limit ?? query?.pageSize ?? DEFAULT_PAGE_SIZE };
@@ -29,12 +35,6 @@ export async function countOf(query: Knex.QueryBuilder): Promise<number> {
   return Number(row.n);
 }
 
-/**
- * Past this many rows skipped, a page is read off the event loop (selectBuiltInBackground): OFFSET
- * walks every row it skips, and a deep page of a large table would hold every other request.
- */
-export const DEEP_OFFSET = 5_000;
-
 /** A page's rows: a deep one off the event loop, and any whose rows turn out large (selectBuiltPage). */
 export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): Promise<Row[]> {
   return offset >= DEEP_OFFSET ? selectBuiltInBackground<Row>(query) : selectBuiltPage<Row>(query);
@@ -43,8 +43,9 @@ export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): P
 /**
  * Runs a filtered query as one page plus an exact total. `orderBy` must end in a unique column so
  * that pages never overlap or skip rows. `toWire` maps a slice of rows at a time, so it can load
- * their related rows in one query (a page of small rows is one slice: toWireInSlices). `counted` is the same filter without the page's joins, when it has any: the total
- * need not read what only the page shows.
+ * their related rows in one query (a page of small rows is one slice: toWireInSlices). `counted`
+ * is the same filter without the page's joins, when it has any: the total need not read what only
+ * the page shows.
  */
 export async function paginate<Row, T>(
   query: Knex.QueryBuilder,
