@@ -1,3 +1,5 @@
+import { dropRawMember, setRawMember } from '../raw-json.js';
+
 /** SQLite hands JSON columns back as text, PostgreSQL as values: read both the same way. */
 export function readJson<T>(value: unknown, fallback: T): T {
   if (value === null || value === undefined) return fallback;
@@ -5,29 +7,32 @@ export function readJson<T>(value: unknown, fallback: T): T {
   return value as T;
 }
 
-/** Stored JSON this long or longer is parsed when a listed item's field is read (setStoredJson). */
-export const PARSED_WHEN_READ_CHARS = 64 * 1024;
+/** Stored JSON this long or longer goes into an answer as it is stored (setStoredJson). */
+export const ANSWERED_AS_STORED_CHARS = 64 * 1024;
 
 /**
  * Sets `item[key]` to the JSON value `stored` holds (the item made with a placeholder there, so the
- * field keeps its place): parsed now, unless the item is `listed` (one of a page) and the value
- * long. Then it is parsed each time the field is read, and not kept. A page of a hundred 1 MiB
- * values parsed together and kept until written made the garbage collector copy every object of
- * them (pauses of 100 ms and more) and held about three times their text in memory; read as the
- * page is written (http/send-json.ts), each lives only while it is serialized. Single items parse
- * at once: a value read again and again (a template reading a subscriber's `data`) would be parsed
- * as often. Setting the field replaces it with the value set.
+ * field keeps its place): parsed now, unless the item is `answered` (made only to be written in an
+ * answer: one of a page, or one the API reads alone) and the value long. Then the stored text is
+ * what the answer's writer (http/send-json.ts) puts in, as it is (stringifyWithRaw), and the
+ * field, if read, is parsed each time and not kept. Parsing a 1 MiB value and serializing it again
+ * held the event loop 25–45 ms, a page of a hundred of them seconds, and made the garbage
+ * collector copy every object of them. Items the rules read parse at once: a value read again and
+ * again (a template reading a subscriber's `data`) would be parsed as often. Setting the field
+ * replaces it, and its text, with the value set.
  */
-export function setStoredJson<T extends object, K extends keyof T & string>(item: T, key: K, stored: unknown, fallback: T[K], listed: boolean): void {
-  if (!listed || typeof stored !== 'string' || stored.length < PARSED_WHEN_READ_CHARS) {
+export function setStoredJson<T extends object, K extends keyof T & string>(item: T, key: K, stored: unknown, fallback: T[K], answered: boolean): void {
+  if (!answered || typeof stored !== 'string' || stored.length < ANSWERED_AS_STORED_CHARS) {
     item[key] = readJson(stored, fallback);
     return;
   }
+  setRawMember(item, key, stored);
   Object.defineProperty(item, key, {
     enumerable: true,
     configurable: true,
     get: () => JSON.parse(stored) as T[K],
     set(value: T[K]) {
+      dropRawMember(item, key);
       Object.defineProperty(item, key, { value, enumerable: true, configurable: true, writable: true });
     },
   });

@@ -19,10 +19,11 @@ export async function notificationWithJobs(
   notificationId: string,
   shape: 'herald' | 'novu' = 'herald',
 ): Promise<NotificationWithJobs | NotificationWithNovuJobs> {
-  const notification = await findNotification(deps.db, environmentId, notificationId);
+  const notification = await findNotification(deps.db, environmentId, notificationId, true);
   if (!notification) throw notFound(`Notification ${notificationId} not found`);
   const jobs = await jobsOfNotification(deps.db, notification.notificationId);
-  return shape === 'novu' ? { ...notification, jobs: jobs.map(novuJob) } : { ...notification, jobs: jobs.map(heraldJob) };
+  // Added to the notification, not spread into a copy: a large payload stays the stored text.
+  return shape === 'novu' ? Object.assign(notification, { jobs: jobs.map(novuJob) }) : Object.assign(notification, { jobs: jobs.map(heraldJob) });
 }
 
 function heraldJob(job: StoredJob): Schemas['Job'] {

@@ -40,12 +40,12 @@ export async function createSubscriber(deps: Deps, environmentId: string, input:
     if (isUniqueViolation(err)) throw conflict(`Subscriber ${input.subscriberId} already exists`);
     throw err;
   }
-  return (await repo.findSubscriber(deps.db, environmentId, input.subscriberId))!;
+  return (await repo.findSubscriber(deps.db, environmentId, input.subscriberId, true))!;
 }
 
 /** The subscriber, with the keys of its topics when asked. */
 export async function getSubscriber(deps: Deps, environmentId: string, subscriberId: string, includeTopics?: boolean): Promise<repo.Subscriber> {
-  const subscriber = await repo.findSubscriber(deps.db, environmentId, subscriberId);
+  const subscriber = await repo.findSubscriber(deps.db, environmentId, subscriberId, true);
   if (!subscriber) throw subscriberNotFound(subscriberId);
   if (includeTopics) subscriber.topics = await repo.topicKeysOf(deps.db, environmentId, subscriberId);
   return subscriber;
@@ -59,7 +59,7 @@ export async function updateSubscriber(
 ): Promise<repo.Subscriber> {
   checkTimezone(patch.timezone);
   if (!(await repo.updateSubscriber(deps.db, environmentId, subscriberId, patch, deps.clock.now()))) throw subscriberNotFound(subscriberId);
-  return (await repo.findSubscriber(deps.db, environmentId, subscriberId))!;
+  return (await repo.findSubscriber(deps.db, environmentId, subscriberId, true))!;
 }
 
 export async function deleteSubscriber(deps: Deps, environmentId: string, subscriberId: string): Promise<void> {

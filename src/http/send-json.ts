@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { stringifyWithRaw } from '../raw-json.js';
 import { pacer } from '../turns.js';
 
 /**
@@ -23,9 +24,10 @@ export const DRAIN_MS = 30_000;
  * A page of large items (a hundred subscribers of 1 MiB each is a 100 MB answer) is serialized one
  * item at a time and, once past PIECE_CHARS, written in pieces: the event loop turns between items,
  * a client that reads slowly holds back the writing (the socket's buffer stays small), one that has
- * left stops it, and one that has not read what was written after `drainMs` is disconnected. The
- * text is the same as `JSON.stringify(body)` (an item's own `toJSON`, which no answer has, would be
- * called without its index).
+ * left stops it, and one that has not read what was written after `drainMs` is disconnected. An
+ * item's stored JSON (db/json.ts setStoredJson), in a page or alone in `data`, is written as it is
+ * stored. The text is the same as `JSON.stringify(body)` (an item's own `toJSON`, which no answer
+ * has, would be called without its index).
  */
 export async function sendJson(res: ServerResponse, status: number, body: unknown, drainMs = DRAIN_MS): Promise<void> {
   res.statusCode = status;
@@ -34,10 +36,16 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
     return;
   }
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  if (!isPage(body)) return sendWhole(res, JSON.stringify(body));
+  if (!hasDataFirst(body)) return sendWhole(res, JSON.stringify(body));
   const { data, ...rest } = body;
   const members = JSON.stringify(rest);
-  const close = members === '{}' ? ']}' : `],${members.slice(1)}`;
+  const after = members === '{}' ? '}' : `,${members.slice(1)}`;
+  if (!Array.isArray(data)) {
+    const item = stringifyWithRaw(data);
+    // JSON.stringify leaves out a member it cannot write (undefined, a function).
+    return sendWhole(res, item === undefined ? members : `{"data":${item}${after}`);
+  }
+  const close = `]${after}`;
   let text = '{"data":[';
   let next = 0;
   for (; next < data.length && text.length < PIECE_CHARS; next++) text += item(data, next);
@@ -67,16 +75,16 @@ function sendWhole(res: ServerResponse, text: string): void {
   res.end(text);
 }
 
-/** The array's `i`th item as JSON.stringify writes it there, after a comma unless it is the first. */
+/** The array's `i`th item as JSON.stringify writes it there (stored values spliced in), after a comma unless it is the first. */
 function item(data: unknown[], i: number): string {
-  return (i > 0 ? ',' : '') + (JSON.stringify(data[i]) ?? 'null');
+  return (i > 0 ? ',' : '') + (stringifyWithRaw(data[i]) ?? 'null');
 }
 
-/** A plain object whose first member is the array `data`: every list's page, among others. */
-function isPage(body: unknown): body is { data: unknown[] } {
+/** A plain object whose first member is `data`: every list's page (an array there) and every single item's answer. */
+function hasDataFirst(body: unknown): body is { data: unknown } {
   if (typeof body !== 'object' || body === null || Object.getPrototypeOf(body) !== Object.prototype || 'toJSON' in body) return false;
   const [first] = Object.keys(body);
-  return first === 'data' && Array.isArray((body as { data: unknown }).data);
+  return first === 'data';
 }
 
 /** Whether the socket took what was written within `ms`; false if it did not or is gone. */

@@ -5,6 +5,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { setStoredJson } from '../../src/db/json.js';
 import { PIECE_CHARS, sendJson } from '../../src/http/send-json.js';
 import { countTurns } from '../helpers/turns.js';
 
@@ -59,10 +60,41 @@ describe('sendJson', () => {
       { first: 1, data: ['w'.repeat(200_000)] },
       ['v'.repeat(200_000)],
       'u'.repeat(200_000),
+      { data: { one: 'item', nested: { list: [1, undefined] } }, after: true },
+      { data: undefined, after: 1 },
+      { data: undefined },
+      { data: null },
+      { data: 'text' },
     ];
     for (const body of bodies) {
       const { port } = await serve(body);
       expect((await get(port)).text).toBe(JSON.stringify(body));
+      server!.closeAllConnections();
+      await new Promise((resolve) => server!.close(resolve));
+      server = undefined;
+    }
+  });
+
+  it("writes an item's stored JSON as it is stored: alone, in a small page and in a large one", async () => {
+    // Spaces JSON.stringify would not write: in the answer only if the stored text is spliced in.
+    const stored = JSON.stringify({ text: 'x'.repeat(100_000), list: [1, 'two'] }, null, 1);
+    const itemOf = (id: string) => {
+      const item = { id, data: {} as unknown };
+      setStoredJson(item, 'data', stored, {}, true);
+      return item;
+    };
+    const expected = (id: string) => `{"id":"${id}","data":${stored}}`;
+    const answers: Array<[unknown, string]> = [
+      [{ data: itemOf('alone') }, `{"data":${expected('alone')}}`],
+      [{ data: itemOf('alone'), more: 1 }, `{"data":${expected('alone')},"more":1}`],
+      ...[1, 30].map((n): [unknown, string] => {
+        const ids = Array.from({ length: n }, (_, i) => `s${i}`);
+        return [{ data: ids.map(itemOf), hasMore: false }, `{"data":[${ids.map(expected).join(',')}],"hasMore":false}`];
+      }),
+    ];
+    for (const [body, text] of answers) {
+      const { port } = await serve(body);
+      expect((await get(port)).text).toBe(text);
       server!.closeAllConnections();
       await new Promise((resolve) => server!.close(resolve));
       server = undefined;

@@ -247,5 +247,12 @@ describe('GET /subscribers (listSubscribers) of large subscribers', () => {
     expect(res.body).toMatchObject({ totalCount: 4, page: 0, pageSize: 100, hasMore: false });
     expect(res.body.data.map((s: { subscriberId: string }) => s.subscriberId)).toEqual(['large-0', 'large-1', 'large-2', 'large-3']);
     res.body.data.forEach((s: { data: unknown }, i: number) => expect(s.data).toEqual(data(i)));
+    // Alone, with its topics after it, and as an update answers it: its stored text spliced in.
+    await t.a.post('/v1/topics', { key: 'large-topic', name: 'Large' }).expect(201);
+    await t.a.post('/v1/topics/large-topic/subscribers', { subscribers: ['large-2'] }).expect(200);
+    const alone = await t.a.get('/v1/subscribers/large-2?includeTopics=true').expect(200);
+    expect(alone.body.data).toMatchObject({ subscriberId: 'large-2', data: data(2), topics: ['large-topic'] });
+    const updated = await t.a.put('/v1/subscribers/large-2', { firstName: 'Ada' }).expect(200);
+    expect(updated.body.data).toMatchObject({ subscriberId: 'large-2', firstName: 'Ada', data: data(2) });
   });
 });

@@ -19,8 +19,8 @@ export const NO_COUNTS: InboxCounts = { unread: 0, unseen: 0, total: 0, archived
 const ITEM_COLUMNS = `id, workflow_key, transaction_id, subject, content, url, avatar, primary_action, secondary_action,
   tags, data, seen, read, archived, seen_at, read_at, archived_at, created_at, notification_id, subscriber_id`;
 
-/** A message row as the inbox answers it; `listed`, one of a page (its `data` parsed when read if large: setStoredJson). */
-export function toItem(row: Record<string, unknown>, listed = false): InboxItem {
+/** A message row as the inbox answers it; `answered`, made only for an answer (its `data` as stored if large: setStoredJson). */
+export function toItem(row: Record<string, unknown>, answered = false): InboxItem {
   const item: InboxItem = {
     messageId: row.id as string,
     workflowId: row.workflow_key as string,
@@ -33,7 +33,7 @@ export function toItem(row: Record<string, unknown>, listed = false): InboxItem 
     readAt: readBool(row.read) ? ((row.read_at as string | null) ?? (row.created_at as string)) : null,
     archivedAt: readBool(row.archived) ? ((row.archived_at as string | null) ?? (row.created_at as string)) : null,
   };
-  setStoredJson(item, 'data', row.data, {}, listed);
+  setStoredJson(item, 'data', row.data, {}, answered);
   if (row.subject !== null && row.subject !== undefined) item.subject = row.subject as string;
   if (row.avatar !== null && row.avatar !== undefined) item.avatar = row.avatar as string;
   if (row.url !== null && row.url !== undefined) item.redirect = { url: row.url as string };

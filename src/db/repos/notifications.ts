@@ -102,8 +102,8 @@ export async function settleCanceledNotifications(trx: Runner, eventId: string, 
   );
 }
 
-/** A notification as the API answers it; `listed`, one of a page (its payload parsed when read if large: setStoredJson). */
-function toWire(row: Record<string, unknown>, listed = false): Notification {
+/** A notification as the API answers it; `answered`, made only for an answer (its payload as stored if large: setStoredJson). */
+function toWire(row: Record<string, unknown>, answered = false): Notification {
   const notification: Notification = {
     notificationId: row.id as string,
     _id: row.id as string,
@@ -119,7 +119,7 @@ function toWire(row: Record<string, unknown>, listed = false): Notification {
     createdAt: row.created_at as string,
     updatedAt: row.updated_at as string,
   };
-  setStoredJson(notification, 'payload', row.payload, {}, listed);
+  setStoredJson(notification, 'payload', row.payload, {}, answered);
   return notification;
 }
 
@@ -302,9 +302,10 @@ export async function listNotifications(db: Db, environmentId: string, page: Pag
   return pageOf(await toWireInSlices(found, (slice) => slice.map((row) => toWire(row, true))), totalCount, page);
 }
 
-export async function findNotification(db: Db, environmentId: string, notificationId: string): Promise<Notification | undefined> {
+/** The notification; `answered` when it is read only to be answered (see toWire). */
+export async function findNotification(db: Db, environmentId: string, notificationId: string, answered = false): Promise<Notification | undefined> {
   const row = await scoped(db, environmentId).where('n.id', notificationId).first();
-  return row ? toWire(row) : undefined;
+  return row ? toWire(row, answered) : undefined;
 }
 
 const STAT_STATUSES = ['pending', 'processing', 'completed', 'failed', 'canceled'] as const;

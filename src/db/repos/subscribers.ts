@@ -40,8 +40,8 @@ const PROFILE_COLUMNS = {
 type ProfileField = keyof typeof PROFILE_COLUMNS;
 const PROFILE_FIELDS = Object.keys(PROFILE_COLUMNS) as ProfileField[];
 
-/** A subscriber as the API answers it; `listed`, one of a page (its `data` parsed when read if large: setStoredJson). */
-function toWire(row: SubscriberRow, channels: Subscriber['channels'], listed = false): Subscriber {
+/** A subscriber as the API answers it; `answered`, made only for an answer (its `data` as stored if large: setStoredJson). */
+function toWire(row: SubscriberRow, channels: Subscriber['channels'], answered = false): Subscriber {
   const subscriber: Subscriber = {
     subscriberId: row.subscriber_id,
     data: {},
@@ -52,7 +52,7 @@ function toWire(row: SubscriberRow, channels: Subscriber['channels'], listed = f
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
-  setStoredJson(subscriber, 'data', row.data, {}, listed);
+  setStoredJson(subscriber, 'data', row.data, {}, answered);
   // Absent fields are left out, never sent as null (Novu's clients reject null).
   for (const field of PROFILE_FIELDS) {
     const value = row[PROFILE_COLUMNS[field]];
@@ -61,9 +61,9 @@ function toWire(row: SubscriberRow, channels: Subscriber['channels'], listed = f
   return subscriber;
 }
 
-async function withChannels(db: Runner, rows: SubscriberRow[], listed = false): Promise<Subscriber[]> {
+async function withChannels(db: Runner, rows: SubscriberRow[], answered = false): Promise<Subscriber[]> {
   const channels = await channelsBySubscriber(db, rows.map((row) => row.id));
-  return rows.map((row) => toWire(row, channels.get(row.id)!, listed));
+  return rows.map((row) => toWire(row, channels.get(row.id)!, answered));
 }
 
 function profileColumns(input: Partial<Record<ProfileField, string | null>>): Record<string, string | null> {
@@ -119,15 +119,16 @@ export const SUBSCRIBER_BY_ID = `SELECT ${SUBSCRIBER_COLUMNS},
 export type SubscriberWithChannelRow = SubscriberRow & ChannelRow;
 
 /** The subscriber of rows shaped as SUBSCRIBER_BY_ID's (a row per channel, in order); undefined when they hold none. */
-export function subscriberOfRows(rows: SubscriberWithChannelRow[]): Subscriber | undefined {
+export function subscriberOfRows(rows: SubscriberWithChannelRow[], answered = false): Subscriber | undefined {
   if (rows.length === 0 || rows[0].id === null) return undefined;
   // A row without an integration is no channel, as channelsBySubscriber's inner join has it.
   const channels = rows.filter((row) => row.identifier !== null).map(channelOf);
-  return toWire(rows[0], channels);
+  return toWire(rows[0], channels, answered);
 }
 
-export async function findSubscriber(db: Runner, environmentId: string, subscriberId: string): Promise<Subscriber | undefined> {
-  return subscriberOfRows(await selectRows<SubscriberWithChannelRow>(db, SUBSCRIBER_BY_ID, [environmentId, subscriberId]));
+/** The subscriber; `answered` when it is read only to be answered (see toWire). */
+export async function findSubscriber(db: Runner, environmentId: string, subscriberId: string, answered = false): Promise<Subscriber | undefined> {
+  return subscriberOfRows(await selectRows<SubscriberWithChannelRow>(db, SUBSCRIBER_BY_ID, [environmentId, subscriberId]), answered);
 }
 
 /** The internal id of a subscriber, for rows that point at it. */
