@@ -19,14 +19,20 @@ export function dropRawMember(item: object, key: string): void {
   (item as WithRawMembers)[RAW_MEMBERS]?.delete(key);
 }
 
+/** Whether `value` is an object with a member whose raw text stringifyWithRaw would write. */
+export function hasRawMembers(value: unknown): boolean {
+  const raw = (value as WithRawMembers | null | undefined)?.[RAW_MEMBERS];
+  return raw !== undefined && raw.size > 0 && !('toJSON' in (value as object));
+}
+
 /**
  * `JSON.stringify(value)`, except that a member with a raw text is written as that text. Only the
  * object's own members are looked at (items of a page are flat objects), and a member's `toJSON`,
  * if it has one, is called without its key.
  */
 export function stringifyWithRaw(value: unknown): string | undefined {
-  const raw = (value as WithRawMembers | null | undefined)?.[RAW_MEMBERS];
-  if (!raw || raw.size === 0 || 'toJSON' in (value as object)) return JSON.stringify(value);
+  if (!hasRawMembers(value)) return JSON.stringify(value);
+  const raw = (value as WithRawMembers)[RAW_MEMBERS]!;
   const object = value as Record<string, unknown>;
   let text = '{';
   for (const key of Object.keys(object)) {

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { stringifyWithRaw } from '../raw-json.js';
+import { hasRawMembers, stringifyWithRaw } from '../raw-json.js';
 import { pacer } from '../turns.js';
 
 /**
@@ -38,14 +38,8 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   if (!hasDataFirst(body)) return sendWhole(res, JSON.stringify(body));
   const { data, ...rest } = body;
-  const members = JSON.stringify(rest);
-  const after = members === '{}' ? '}' : `,${members.slice(1)}`;
-  if (!Array.isArray(data)) {
-    const item = stringifyWithRaw(data);
-    // JSON.stringify leaves out a member it cannot write (undefined, a function).
-    return sendWhole(res, item === undefined ? members : `{"data":${item}${after}`);
-  }
-  const close = `]${after}`;
+  if (!Array.isArray(data)) return sendWhole(res, hasRawMembers(data) ? `{"data":${stringifyWithRaw(data)}${after(rest)}` : JSON.stringify(body));
+  const close = `]${after(rest)}`;
   let text = '{"data":[';
   let next = 0;
   for (; next < data.length && text.length < PIECE_CHARS; next++) text += item(data, next);
@@ -73,6 +67,12 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
 function sendWhole(res: ServerResponse, text: string): void {
   res.setHeader('Content-Length', Buffer.byteLength(text));
   res.end(text);
+}
+
+/** What follows `data`'s value in the answer: the other members, and the closing brace. */
+function after(rest: object): string {
+  const members = JSON.stringify(rest);
+  return members === '{}' ? '}' : `,${members.slice(1)}`;
 }
 
 /** The array's `i`th item as JSON.stringify writes it there (stored values spliced in), after a comma unless it is the first. */
