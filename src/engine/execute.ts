@@ -2,7 +2,7 @@
 // (the next step's job, the in-app message, the notification's status), and only while this worker
 // still holds the job's lease: a worker that lost it changes nothing.
 import { writeTransaction } from '../db/group-commit.js';
-import type { Transaction } from '../db/knex.js';
+import type { Runner, Transaction } from '../db/knex.js';
 import { findEvent, isCanceled, type EventRecord } from '../db/repos/events.js';
 import { continueClaimedJob, jobsDue, passSendGate, recordOutcome, updateClaimedJob, type JobRecord, type JobStatus, type JobUpdate } from '../db/repos/jobs.js';
 import { addExecutionDetail } from '../db/repos/execution-details.js';
@@ -23,6 +23,7 @@ import { closeHeldDigest, DIGEST_EVENTS_CHARS, handOverOpenDigest, markRiders } 
 import { newId } from '../ids.js';
 import { FANOUT_BATCH_SIZE, fanoutSlice, fanoutSliceSize, type FanoutPosition } from '../db/repos/topics.js';
 import { writersWaiting } from '../db/group-commit.js';
+import { SLICE_CHARS } from '../db/chunks.js';
 import { LeaseLost, yieldToEventLoop, type WorkerContext } from './worker-context.js';
 import { jobFacts, recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
@@ -200,25 +201,42 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
 }
 
 /**
+ * Characters of in-app messages a fan-out batch writes at most (a slice may go past it): a SQLite
+ * commit of 500 messages of 150 KB, each also an inbox event, held the event loop 460 ms.
+ */
+const FANOUT_BATCH_CHARS = 2 * SLICE_CHARS;
+
+/**
  * Notifies a batch's members, a slice at a time, giving the event loop back between two slices; a
- * writer waiting for the connection then (SQLite) ends the batch early, for its commit to come next.
+ * writer waiting for the connection then (SQLite) ends the batch early, for its commit to come next,
+ * and so does FANOUT_BATCH_CHARS written. Where the size of its members' messages is not yet known,
+ * the first slice is one member.
  */
 async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRecord, position: FanoutPosition, now: Date) {
   const startsWithInApp = event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app';
   let state = { ...position };
   let more = true;
-  for (let done = 0; more && done < FANOUT_BATCH_SIZE; done += fanoutSliceSize(trx)) {
+  let written = 0;
+  for (let done = 0; more && done < FANOUT_BATCH_SIZE && written < FANOUT_BATCH_CHARS; ) {
     if (done > 0) {
       await yieldToEventLoop();
       if (writersWaiting(ctx.deps.db)) break;
     }
-    const slice = await fanoutSlice(trx, state);
-    if (startsWithInApp) await startWithInApp(trx, event, slice.members, now);
-    else await startNotifications(trx, event, slice.members, now);
+    const slice = await fanoutSlice(trx, state, Math.min(FANOUT_BATCH_SIZE - done, sliceSizeOf(trx, startsWithInApp ? state.memberChars : 0)));
+    const chars = startsWithInApp ? await startWithInApp(trx, event, slice.members, now) : await startNotifications(trx, event, slice.members, now).then(() => 0);
+    done += slice.members.length;
+    written += chars;
     state = { ...state, cursor: slice.members.at(-1)?.key ?? state.cursor };
+    if (startsWithInApp && slice.members.length > 0) state.memberChars = Math.ceil(chars / slice.members.length);
     more = slice.more;
   }
   return { state, more };
+}
+
+/** How many members a slice takes: as many as fanoutSliceSize, or fewer when their messages would pass FANOUT_BATCH_CHARS. */
+function sliceSizeOf(db: Runner, memberChars: number | undefined): number {
+  if (memberChars === undefined) return 1;
+  return Math.max(1, Math.min(fanoutSliceSize(db), Math.floor(FANOUT_BATCH_CHARS / Math.max(1, memberChars))));
 }
 
 /** A throttle step's outcome: counted in, or throttled, when its job's outcome is recorded. */

@@ -8,7 +8,9 @@ import { fanoutShards } from '../../src/db/fanout-shards.js';
 import { FANOUT_BATCH_SIZE } from '../../src/db/repos/topics.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
+import { countTurns } from '../helpers/turns.js';
 import { DIGEST_EVENTS_CHARS } from '../../src/engine/digests.js';
+import { SLICE_CHARS } from '../../src/db/chunks.js';
 import { claimDueJobs } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
 import { executeInAppBatch } from '../../src/engine/in-app-batch.js';
@@ -755,6 +757,25 @@ describe('topic fan-out', () => {
     await later(5 * 60_000);
     expect((await contentsOf('fan-a')).sort()).toEqual(['first for FAN-A', 'second']);
     for (const id of ['fan-a', 'fan-b', 'fan-quiet']) expect((await notificationOf(tx, id)).status).toBe('completed');
+  });
+
+  it('writes large in-app messages of a fan-out a group at a time, the event loop turning between, each whole', async () => {
+    const ids = Array.from({ length: 20 }, (_, i) => `large-${String(i).padStart(2, '0')}`);
+    for (const id of ids) await t.a.post('/v1/subscribers', { subscriberId: id }).expect(201);
+    await t.a.post('/v1/topics', { topicKey: 'large', name: 'Large' }).expect(201);
+    await t.a.post('/v1/topics/large/subscribers', { subscribers: ids }).expect(200);
+    await createWorkflow(t.a, { name: 'Large note', steps: [{ type: 'in_app', template: { content: '{{subscriber.subscriberId}} {{payload.text}}' } }] });
+    // 20 messages of 200,009 characters (under a field's budget): 4 million, written in groups of
+    // at most SLICE_CHARS, with a turn of the event loop between two.
+    const text = 'x'.repeat(200_000);
+    await trigger({ name: 'large-note', to: [{ type: 'Topic', topicKey: 'large' }], payload: { text } });
+    const turns = countTurns();
+    await run();
+    expect(turns.stop()).toBeGreaterThanOrEqual(Math.ceil((20 * `large-00 ${text}`.length) / SLICE_CHARS) - 1);
+    for (const id of ids) expect(await contentsOf(id)).toEqual([`${id} ${text}`]);
+    await trigger({ name: 'large-note', to: [{ type: 'Topic', topicKey: 'large' }], payload: { text: 'small' } });
+    await run();
+    for (const id of ids) expect(await contentsOf(id)).toEqual([`${id} small`, `${id} ${text}`]);
   });
 
   it('stops creating notifications for a fan-out that is canceled midway', async () => {

@@ -1,5 +1,6 @@
 import type { Db, Runner } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
+import { textOf } from '../chunks.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
@@ -25,6 +26,11 @@ export interface NewMessage {
   secondaryAction?: { label: string; url?: string };
   data?: Record<string, string>;
   tags?: string[];
+}
+
+/** About how many characters a message stores: its text fields and its `data`'s values. */
+export function messageChars(message: NewMessage): number {
+  return textOf(message) + (message.data ? textOf(message.data) : 0);
 }
 
 /**

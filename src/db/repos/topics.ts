@@ -253,19 +253,21 @@ export interface FanoutPosition {
   exclude: string[];
   shard?: FanoutShard;
   cursor?: string;
+  /** The characters of in-app message its last slice wrote for each member, which sizes the next (engine/execute.ts). */
+  memberChars?: number;
 }
 
 /**
- * The next fanoutSliceSize members of a fan-out, in subscriber-id order after the cursor, and whether
- * more may follow (the slice is full). One topic's members come straight from its (topic,
+ * The next `size` members of a fan-out, in subscriber-id order after the cursor, and whether more
+ * may follow (the slice is full). One topic's members come straight from its (topic,
  * subscriber) key, in order, a slice at a time; members of several topics come once (DISTINCT),
  * which costs a sort of the members still to come.
  */
 export async function fanoutSlice(
   db: Runner,
   { topicIds, exclude, shard, cursor }: FanoutPosition,
+  size = fanoutSliceSize(db),
 ): Promise<{ members: Array<{ key: string; subscriberId: string }>; more: boolean }> {
-  const size = fanoutSliceSize(db);
   const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
   const query = db('topic_subscribers as ts')
     .join('subscribers as s', 's.id', 'ts.subscriber_id')
