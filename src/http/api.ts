@@ -11,7 +11,7 @@ import type { Authentication, Scheme } from './security.js';
 import type { Auth, OperationId } from '../contract.js';
 import type { HandlerContext, OperationHandlers } from './types.js';
 import type { InboxHub } from '../engine/inbox-hub.js';
-import { streamInboxEvents } from './inbox-stream.js';
+import { inboxStreams } from './inbox-stream.js';
 import { crossOriginOf } from './inbox-cors.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 import { BODY_LIMIT, cappedBody } from './request-body.js';
@@ -218,7 +218,10 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
 
   // The inbox's stream is written as server-sent events, not answered as JSON.
   const { inboxHub } = options;
-  if (inboxHub) operations.streamInboxEvents = (c: Context, req: Request, res: Response) => streamInboxEvents(inboxHub, deps, authOf(c), req, res, options.inboxPingMs);
+  if (inboxHub) {
+    const stream = inboxStreams(inboxHub, deps, options.inboxPingMs);
+    operations.streamInboxEvents = (c: Context, req: Request, res: Response) => stream(authOf(c), req, res);
+  }
 
   api.register({
     ...operations,

@@ -21,6 +21,26 @@ export const MAX_STREAM_BACKLOG_BYTES = 1 << 20;
 const MIN_STREAM_BACKLOG_BYTES = 16 << 10;
 const BACKLOG_BUDGET_BYTES = 64 << 20;
 
+/**
+ * What the streams of one app hold past their bounds, together: an event larger than a stream's
+ * bound (a message of up to 1 MiB, with 16 KiB bounds when thousands of streams are open) goes to
+ * a client that is keeping up while this has room, and is given back as the stream drains.
+ */
+class OverBound {
+  private bytes = 0;
+
+  /** Takes `n` bytes; false when that would pass BACKLOG_BUDGET_BYTES. */
+  take(n: number): boolean {
+    if (this.bytes + n > BACKLOG_BUDGET_BYTES) return false;
+    this.bytes += n;
+    return true;
+  }
+
+  give(n: number): void {
+    this.bytes -= n;
+  }
+}
+
 /** The backlog one of `streams` open streams may have before it is cut. */
 export function backlogBound(streams: number): number {
   return Math.min(MAX_STREAM_BACKLOG_BYTES, Math.max(MIN_STREAM_BACKLOG_BYTES, Math.floor(BACKLOG_BUDGET_BYTES / Math.max(1, streams))));
@@ -55,7 +75,13 @@ function streamsFull(full: StreamsFull, hub: InboxHub): ApiError {
   }
 }
 
-export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, req: Request, res: Response, pingMs = PING_MS): Promise<void> {
+/** Writes the inbox's stream of one app: its streams share what they may hold past their bounds (OverBound). */
+export function inboxStreams(hub: InboxHub, deps: Deps, pingMs = PING_MS) {
+  const overBound = new OverBound();
+  return (auth: Auth, req: Request, res: Response) => streamInboxEvents(hub, overBound, deps, auth, req, res, pingMs);
+}
+
+async function streamInboxEvents(hub: InboxHub, overBound: OverBound, deps: Deps, auth: Auth, req: Request, res: Response, pingMs: number): Promise<void> {
   // A request pipelined behind another on its connection has its answer queued, without a socket:
   // behind a stream it would never be answered, nor its connection's end be seen, so it is not one.
   if (!res.socket) throw badRequest('An inbox stream needs a connection of its own: do not pipeline it behind another request');
@@ -92,8 +118,20 @@ export async function streamInboxEvents(hub: InboxHub, deps: Deps, auth: Auth, r
     .open(auth.environmentId, key, lastEventIdOf(req), {
       event: (seq, type, payload) => {
         if (closed) return;
-        res.write(`id: ${seq}\nevent: ${type}\ndata: ${payload}\n\n`);
-        if (live && res.writableLength > backlogBound(hub.size)) res.destroy();
+        const text = `id: ${seq}\nevent: ${type}\ndata: ${payload}\n\n`;
+        const waiting = res.writableLength;
+        const bound = backlogBound(hub.size);
+        const size = Buffer.byteLength(text);
+        if (!live || waiting + size <= bound) return void res.write(text);
+        // Past its bound: a client already behind is cut; one keeping up takes the event on the
+        // allowance the streams share, given back once it is sent.
+        if (waiting > bound || !overBound.take(size)) return void res.destroy();
+        if (res.write(text)) return overBound.give(size);
+        const sent = () => {
+          res.off('drain', sent).off('close', sent);
+          overBound.give(size);
+        };
+        res.on('drain', sent).on('close', sent);
       },
       end: () => {
         done();

@@ -207,6 +207,32 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     socket.destroy();
   });
 
+  it('sends an event larger than its bound whole to a client that keeps reading, instead of cutting it', async () => {
+    // Four fields of 250,000 control characters (each within a field's budget, a million characters
+    // together), six bytes each in JSON: an event of 6 MB, past the 1 MiB bound of one stream and
+    // more than the kernel takes at once on 127.0.0.1.
+    const field = '{{#each payload.times}}{{../payload.text}}{{/each}}';
+    const fields = { subject: field, content: field, data: { a: field, b: field } };
+    await t.a.post('/v1/workflows', { workflowId: 'wide', name: 'Wide', steps: [{ type: 'in_app', template: fields }] }).expect(201);
+    const s = await stream();
+    expect((await s.next()).event).toBe('counts');
+    const payload = { text: '\u0001'.repeat(1000), times: Array(250).fill(1) };
+    const text = payload.text.repeat(250);
+    await t.a.post('/v1/events/trigger', { name: 'wide', to: 'ada', payload }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+    const created = await s.next(undefined, 10_000);
+    expect(created.event).toBe('notification.created');
+    expect(Buffer.byteLength(JSON.stringify(created.data))).toBeGreaterThan(MAX_STREAM_BACKLOG_BYTES);
+    expect(created.data.item).toMatchObject({ subject: text, body: text, data: { a: text, b: text } });
+    // Each change sends the item again: more than the 64 MiB the streams share past their bounds,
+    // which each event gives back once it is sent.
+    for (let i = 0; i < 12; i++) {
+      await patch(`/v1/inbox/messages/${created.data.item.messageId}`, { read: i % 2 === 0 }).expect(200);
+      expect(await s.next(undefined, 10_000)).toMatchObject({ event: 'notification.updated', data: { item: { readAt: i % 2 === 0 ? expect.any(String) : null } } });
+    }
+    expect(hub.size).toBe(1);
+  });
+
   it('shares a budget of 64 MiB between the streams open, from 1 MiB each down to 16 KiB each', () => {
     expect(backlogBound(1)).toBe(MAX_STREAM_BACKLOG_BYTES);
     expect(backlogBound(64)).toBe(1 << 20);
