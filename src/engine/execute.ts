@@ -222,18 +222,24 @@ async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRe
       await yieldToEventLoop();
       if (writersWaiting(ctx.deps.db)) break;
     }
-    const slice = await fanoutSlice(trx, state, Math.min(FANOUT_BATCH_SIZE - done, sliceSizeOf(trx, startsWithInApp ? state.memberChars : 0)));
-    const chars = startsWithInApp ? await startWithInApp(trx, event, slice.members, now) : await startNotifications(trx, event, slice.members, now).then(() => 0);
-    done += slice.members.length;
-    written += chars;
+    const size = Math.min(FANOUT_BATCH_SIZE - done, startsWithInApp ? sliceSizeOf(trx, state.memberChars) : fanoutSliceSize(trx));
+    const slice = await fanoutSlice(trx, state, size);
     state = { ...state, cursor: slice.members.at(-1)?.key ?? state.cursor };
-    if (startsWithInApp && slice.members.length > 0) state.memberChars = Math.ceil(chars / slice.members.length);
+    if (startsWithInApp) {
+      const chars = await startWithInApp(trx, event, slice.members, now);
+      written += chars;
+      if (slice.members.length > 0) state.memberChars = Math.ceil(chars / slice.members.length);
+    } else await startNotifications(trx, event, slice.members, now);
+    done += slice.members.length;
     more = slice.more;
   }
   return { state, more };
 }
 
-/** How many members a slice takes: as many as fanoutSliceSize, or fewer when their messages would pass FANOUT_BATCH_CHARS. */
+/**
+ * How many members a slice starting with in-app messages takes: one while their size is unknown,
+ * then as many as fanoutSliceSize, or fewer when their messages would pass FANOUT_BATCH_CHARS.
+ */
 function sliceSizeOf(db: Runner, memberChars: number | undefined): number {
   if (memberChars === undefined) return 1;
   return Math.max(1, Math.min(fanoutSliceSize(db), Math.floor(FANOUT_BATCH_CHARS / Math.max(1, memberChars))));

@@ -23,7 +23,8 @@ import { Undeliverable } from './undeliverable.js';
 import { TemplateOverBudget } from './templates.js';
 import { continueAfter, createNotifications, nextActiveStep, type SubscriberRef } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
-import { yieldEvery, yieldToEventLoop, type WorkerContext } from './worker-context.js';
+import { yieldToEventLoop, type WorkerContext } from './worker-context.js';
+import { pacer } from '../turns.js';
 
 
 type Decision =
@@ -48,9 +49,6 @@ async function audienceOf(db: Runner, keys: string[], workflowIds: string[]) {
     }),
   };
 }
-
-/** How long a batch decides before it lets the event loop run. */
-const DECIDING_HOLD_MS = 10;
 
 /**
  * Templates of a batch that went over their budget, by event and step: the same template and
@@ -144,7 +142,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
   // Decide every job in memory, letting the event loop run between holds.
   const decided: Decision[] = [];
   const overBudget: OverBudget = new Map();
-  const pause = yieldEvery(DECIDING_HOLD_MS);
+  const pause = pacer();
   for (const job of jobs) {
     const event = events.get(job.eventId);
     if (!event) continue;
@@ -217,7 +215,7 @@ export async function startWithInApp(trx: Runner, event: EventRecord, members: S
   const audience = await audienceOf(trx, members.map((member) => member.key), [event.workflow.id]);
   const decisions = new Map<string, Decision>();
   const overBudget: OverBudget = new Map();
-  const pause = yieldEvery(DECIDING_HOLD_MS);
+  const pause = pacer();
   for (const member of members) {
     const job: JobRecord = {
       id: newId(now.getTime()),

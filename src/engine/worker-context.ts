@@ -26,15 +26,5 @@ export interface WorkerContext {
  */
 export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** A pause to await between pieces of a long run: it yields to the event loop once `ms` have passed since it last did. */
-export function yieldEvery(ms: number): () => Promise<void> {
-  let since = performance.now();
-  return async () => {
-    if (performance.now() - since < ms) return;
-    await yieldToEventLoop();
-    since = performance.now();
-  };
-}
-
 /** Thrown inside an outcome's transaction when this worker no longer holds the claim: the change is rolled back and dropped, the new holder's to make. */
 export class LeaseLost extends Error {}
