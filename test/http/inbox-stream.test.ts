@@ -227,7 +227,7 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     // Each change sends the item again: more than the 64 MiB the streams share past their bounds,
     // which each event gives back once it is sent.
     for (let i = 0; i < 12; i++) {
-      await patch(`/v1/inbox/messages/${created.data.item.messageId}`, { read: i % 2 === 0 }).expect(200);
+      await patch(`/v1/inbox/messages/${(created.data.item as { messageId: string }).messageId}`, { read: i % 2 === 0 }).expect(200);
       expect(await s.next(undefined, 10_000)).toMatchObject({ event: 'notification.updated', data: { item: { readAt: i % 2 === 0 ? expect.any(String) : null } } });
     }
     expect(hub.size).toBe(1);
