@@ -18,12 +18,12 @@ import { isRateLimited, verdictOf, type Verdict } from './destinations.js';
 import { takeTurn } from './pacing.js';
 import { continueAfter, nextActiveStep, startNotifications, THROTTLED_STATE, UNMET_CONDITION } from './schedule.js';
 import { passThrottle, type ThrottleStep } from './throttle.js';
-import { startWithInApp } from './in-app-batch.js';
+import { BATCH_MESSAGE_CHARS, startWithInApp } from './in-app-batch.js';
 import { closeHeldDigest, DIGEST_EVENTS_CHARS, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
 import { FANOUT_BATCH_SIZE, fanoutSlice, fanoutSliceSize, type FanoutPosition } from '../db/repos/topics.js';
 import { writersWaiting } from '../db/group-commit.js';
-import { SLICE_CHARS } from '../db/chunks.js';
+import { groupsOf, SLICE_CHARS } from '../db/chunks.js';
 import { LeaseLost, yieldToEventLoop, type WorkerContext } from './worker-context.js';
 import { jobFacts, recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
@@ -201,48 +201,45 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
 }
 
 /**
- * Characters of in-app messages a fan-out batch writes at most (a slice may go past it): a SQLite
- * commit of 500 messages of 150 KB, each also an inbox event, held the event loop 460 ms.
- */
-const FANOUT_BATCH_CHARS = 2 * SLICE_CHARS;
-
-/**
  * Notifies a batch's members, a slice at a time, giving the event loop back between two slices; a
  * writer waiting for the connection then (SQLite) ends the batch early, for its commit to come next,
- * and so does FANOUT_BATCH_CHARS written. Where the size of its members' messages is not yet known,
- * the first slice is one member.
+ * and so does BATCH_MESSAGE_CHARS written. Where the size of its members' messages is not yet known,
+ * the first slice is one member. A slice whose first step is in-app reads its members' subscribers
+ * whole: it takes those whose `data` fits in SLICE_CHARS together (at least one), the rest waiting
+ * for the next (a hundred subscribers of 1 MiB read and parsed at once held the loop 370 ms).
  */
 async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRecord, position: FanoutPosition, now: Date) {
   const startsWithInApp = event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app';
   let state = { ...position };
   let more = true;
   let written = 0;
-  for (let done = 0; more && done < FANOUT_BATCH_SIZE && written < FANOUT_BATCH_CHARS; ) {
+  for (let done = 0; more && done < FANOUT_BATCH_SIZE && written < BATCH_MESSAGE_CHARS; ) {
     if (done > 0) {
       await yieldToEventLoop();
       if (writersWaiting(ctx.deps.db)) break;
     }
     const size = Math.min(FANOUT_BATCH_SIZE - done, startsWithInApp ? sliceSizeOf(trx, state.memberChars) : fanoutSliceSize(trx));
     const slice = await fanoutSlice(trx, state, size);
-    state = { ...state, cursor: slice.members.at(-1)?.key ?? state.cursor };
+    const members = startsWithInApp ? (groupsOf(slice.members, (member) => member.dataBytes, SLICE_CHARS)[0] ?? []) : slice.members;
+    state = { ...state, cursor: members.at(-1)?.key ?? state.cursor };
     if (startsWithInApp) {
-      const chars = await startWithInApp(trx, event, slice.members, now);
+      const chars = await startWithInApp(trx, event, members, now);
       written += chars;
-      if (slice.members.length > 0) state.memberChars = Math.ceil(chars / slice.members.length);
-    } else await startNotifications(trx, event, slice.members, now);
-    done += slice.members.length;
-    more = slice.more;
+      if (members.length > 0) state.memberChars = Math.ceil(chars / members.length);
+    } else await startNotifications(trx, event, members, now);
+    done += members.length;
+    more = slice.more || members.length < slice.members.length;
   }
   return { state, more };
 }
 
 /**
  * How many members a slice starting with in-app messages takes: one while their size is unknown,
- * then as many as fanoutSliceSize, or fewer when their messages would pass FANOUT_BATCH_CHARS.
+ * then as many as fanoutSliceSize, or fewer when their messages would pass BATCH_MESSAGE_CHARS.
  */
 function sliceSizeOf(db: Runner, memberChars: number | undefined): number {
   if (memberChars === undefined) return 1;
-  return Math.max(1, Math.min(fanoutSliceSize(db), Math.floor(FANOUT_BATCH_CHARS / Math.max(1, memberChars))));
+  return Math.max(1, Math.min(fanoutSliceSize(db), Math.floor(BATCH_MESSAGE_CHARS / Math.max(1, memberChars))));
 }
 
 /** A throttle step's outcome: counted in, or throttled, when its job's outcome is recorded. */

@@ -83,13 +83,17 @@ function decide(job: JobRecord, event: EventRecord, recipient: Recipient, overBu
  * 150 KB, each written to `messages` and to the inbox's events, held it 0.7 s as one.
  */
 async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promise<number> {
-  const charsOf = (d: Decision) => (d.status === 'completed' ? messageChars(d.message) : 0);
-  const groups = groupsOf(decided, charsOf, SLICE_CHARS);
+  const groups = groupsOf(decided, messageCharsOf, SLICE_CHARS);
   for (const [i, group] of groups.entries()) {
     if (i > 0) await yieldToEventLoop();
     await writeOutcomesTogether(trx, group, now);
   }
-  return decided.reduce((sum, d) => sum + charsOf(d), 0);
+  return decided.reduce((sum, d) => sum + messageCharsOf(d), 0);
+}
+
+/** The characters of a decision's message, if it has one. */
+function messageCharsOf(d: Decision): number {
+  return d.status === 'completed' ? messageChars(d.message) : 0;
 }
 
 async function writeOutcomesTogether(trx: Runner, decided: Decision[], now: Date): Promise<void> {
@@ -125,7 +129,18 @@ export function isInAppJob(job: JobRecord): boolean {
   return job.kind === 'step' && job.type === 'in_app';
 }
 
-/** Settles claimed in-app jobs in bulk. */
+/**
+ * Characters of in-app messages one transaction writes at most (the one that passes it is the
+ * last): a SQLite commit of 500 messages of 150 KB, each also an inbox event, held the event loop
+ * 460 ms, and a batch's messages are all in memory until it commits.
+ */
+export const BATCH_MESSAGE_CHARS = 2 * SLICE_CHARS;
+
+/**
+ * Settles claimed in-app jobs in bulk: in parts whose subscribers' `data` fits in SLICE_CHARS
+ * together (a part's subscribers are read and parsed at once), the event loop turning between two,
+ * each decided and settled in transactions of about BATCH_MESSAGE_CHARS of messages.
+ */
 export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): Promise<void> {
   const { db } = ctx.deps;
   const now = ctx.deps.clock.now();
@@ -136,26 +151,41 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     if (event) events.set(eventId, event);
   }
   const notifications = await notificationRecipients(db, jobs.map((job) => job.notificationId!));
-  const keys = [...new Set([...notifications.values()].map((n) => n.subscriber_key))];
-  const audience = await audienceOf(db, keys, [...events.values()].map((event) => event.workflow.id));
-
-  // Decide every job in memory, letting the event loop run between holds.
-  const decided: Decision[] = [];
-  const overBudget: OverBudget = new Map();
   const pause = pacer();
-  for (const job of jobs) {
-    const event = events.get(job.eventId);
-    if (!event) continue;
-    if (event.canceledAt) {
-      decided.push({ job, event, status: 'canceled' });
-      continue;
+  const overBudget: OverBudget = new Map();
+  for (const [i, part] of groupsOf(jobs, (job) => notifications.get(job.notificationId!)?.data_bytes ?? 0, SLICE_CHARS).entries()) {
+    if (i > 0) await yieldToEventLoop();
+    const keys = [...new Set(part.map((job) => notifications.get(job.notificationId!)?.subscriber_key).filter((key) => key !== undefined))];
+    const audience = await audienceOf(db, keys, [...events.values()].map((event) => event.workflow.id));
+    // Decide every job in memory, letting the event loop run between holds.
+    let decided: Decision[] = [];
+    let chars = 0;
+    for (const job of part) {
+      const event = events.get(job.eventId);
+      if (!event) continue;
+      if (event.canceledAt) {
+        decided.push({ job, event, status: 'canceled' });
+        continue;
+      }
+      const notification = notifications.get(job.notificationId!)!;
+      const decision = decide(job, event, audience.recipient(event, notification.subscriber_key, notification.subscriber_id), overBudget);
+      decided.push(decision);
+      chars += messageCharsOf(decision);
+      if (chars >= BATCH_MESSAGE_CHARS) {
+        await settleDecided(ctx, decided, now);
+        decided = [];
+        chars = 0;
+      }
+      await pause();
     }
-    const notification = notifications.get(job.notificationId!)!;
-    decided.push(decide(job, event, audience.recipient(event, notification.subscriber_key, notification.subscriber_id), overBudget));
-    await pause();
+    await settleDecided(ctx, decided, now);
   }
+}
 
-  await db.transaction(async (trx: Transaction) => {
+/** Records the outcomes of decided in-app jobs, and what comes after each, in one transaction. */
+async function settleDecided(ctx: WorkerContext, decided: Decision[], now: Date): Promise<void> {
+  if (decided.length === 0) return;
+  await ctx.deps.db.transaction(async (trx: Transaction) => {
     // Only the jobs this worker still holds: one whose lease ran out belongs to someone else now.
     const held = await heldJobIds(trx, decided.map((d) => d.job.id), ctx.owner);
     // Then their events, held against a cancel until this commits (jobs, then event: recordOutcome's

@@ -111,6 +111,18 @@ describe('an in-app step', () => {
     await run();
     expect((await feed('ada')).totalCount).toBe(1);
   });
+
+  it('settles a claimed batch whose subscribers have large data a part at a time, the event loop turning between', async () => {
+    // Ten subscribers of 300,000 characters of data: parts of three (within SLICE_CHARS), four parts.
+    const ids = Array.from({ length: 10 }, (_, i) => `heavy-${i}`);
+    for (const id of ids) await t.a.post('/v1/subscribers', { subscriberId: id, firstName: id, data: { blob: 'x'.repeat(300_000) } }).expect(201);
+    const tx = await trigger({ name: 'welcome', to: ids, payload: { what: 'news', id: 7 } });
+    const turns = countTurns();
+    await run();
+    expect(turns.stop()).toBeGreaterThanOrEqual(Math.ceil(10 / Math.floor(SLICE_CHARS / 300_020)) - 1);
+    for (const id of ids) expect(await contentsOf(id)).toEqual([`Welcome, ${id}: news`]);
+    expect((await t.a.get(`/v1/notifications?transactionId=${tx}&status=completed&limit=1`).expect(200)).body.totalCount).toBe(10);
+  });
 });
 
 describe('an email step', () => {
@@ -776,6 +788,21 @@ describe('topic fan-out', () => {
     await trigger({ name: 'large-note', to: [{ type: 'Topic', topicKey: 'large' }], payload: { text: 'small' } });
     await run();
     for (const id of ids) expect(await contentsOf(id)).toEqual([`${id} small`, `${id} ${text}`]);
+  });
+
+  it("reads a fan-out's members of large data a slice at a time, within SLICE_CHARS each", async () => {
+    // Ten members of 300,000 characters of data: slices of three, four of them, a turn between two.
+    const ids = Array.from({ length: 10 }, (_, i) => `heavy-${i}`);
+    for (const id of ids) await t.a.post('/v1/subscribers', { subscriberId: id, data: { blob: 'x'.repeat(300_000) } }).expect(201);
+    await t.a.post('/v1/topics', { topicKey: 'heavy', name: 'Heavy' }).expect(201);
+    await t.a.post('/v1/topics/heavy/subscribers', { subscribers: ids }).expect(200);
+    await createWorkflow(t.a, WORKFLOWS.broadcast);
+    const tx = await trigger({ name: 'broadcast', to: [{ type: 'Topic', topicKey: 'heavy' }] });
+    const turns = countTurns();
+    await run();
+    expect(turns.stop()).toBeGreaterThanOrEqual(Math.ceil(10 / Math.floor(SLICE_CHARS / 300_020)) - 1);
+    for (const id of ids) expect(await contentsOf(id)).toEqual(['hello']);
+    expect((await t.a.get(`/v1/notifications?transactionId=${tx}&status=completed&limit=1`).expect(200)).body.totalCount).toBe(10);
   });
 
   it('stops creating notifications for a fan-out that is canceled midway', async () => {

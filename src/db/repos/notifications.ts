@@ -363,12 +363,15 @@ export async function settleRiders(trx: Runner, leaderId: string, riders: string
   }
 }
 
-/** The subscribers of notifications, by notification id. */
-export async function notificationRecipients(db: Runner, ids: string[]): Promise<Map<string, { subscriber_id: string; subscriber_key: string }>> {
-  const recipients = new Map<string, { subscriber_id: string; subscriber_key: string }>();
+/** Whom each notification is for, by notification id, with the bytes of the subscriber's `data` (measured by the database without reading it). */
+export async function notificationRecipients(db: Runner, ids: string[]): Promise<Map<string, { subscriber_id: string; subscriber_key: string; data_bytes: number }>> {
+  const recipients = new Map<string, { subscriber_id: string; subscriber_key: string; data_bytes: number }>();
   for (const part of chunks(ids)) {
-    const rows: Array<{ id: string; subscriber_id: string; subscriber_key: string }> = await db('notifications').whereIn('id', part).select('id', 'subscriber_id', 'subscriber_key');
-    for (const row of rows) recipients.set(row.id, row);
+    const rows: Array<{ id: string; subscriber_id: string; subscriber_key: string; data_bytes: number | string | null }> = await db('notifications as n')
+      .leftJoin('subscribers as s', 's.id', 'n.subscriber_key')
+      .whereIn('n.id', part)
+      .select('n.id', 'n.subscriber_id', 'n.subscriber_key', db.raw('octet_length(s.data) as data_bytes'));
+    for (const row of rows) recipients.set(row.id, { ...row, data_bytes: Number(row.data_bytes ?? 0) });
   }
   return recipients;
 }

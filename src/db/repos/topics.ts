@@ -257,6 +257,13 @@ export interface FanoutPosition {
   memberChars?: number;
 }
 
+/** A member of a fan-out, with the bytes of its `data` (which the database measures without reading it). */
+export interface FanoutMember {
+  key: string;
+  subscriberId: string;
+  dataBytes: number;
+}
+
 /**
  * The next `size` members of a fan-out, in subscriber-id order after the cursor, and whether more
  * may follow (the slice is full). One topic's members come straight from its (topic,
@@ -267,8 +274,8 @@ export async function fanoutSlice(
   db: Runner,
   { topicIds, exclude, shard, cursor }: FanoutPosition,
   size = fanoutSliceSize(db),
-): Promise<{ members: Array<{ key: string; subscriberId: string }>; more: boolean }> {
-  const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId'];
+): Promise<{ members: FanoutMember[]; more: boolean }> {
+  const columns = ['ts.subscriber_id as key', 's.subscriber_id as subscriberId', db.raw('octet_length(s.data) as "dataBytes"')];
   const query = db('topic_subscribers as ts')
     .join('subscribers as s', 's.id', 'ts.subscriber_id')
     .whereIn('ts.topic_id', topicIds)
@@ -281,7 +288,8 @@ export async function fanoutSlice(
   if (cursor) query.where('ts.subscriber_id', '>', cursor).where('s.id', '>', cursor);
   if (exclude.length > 0) query.whereNotIn('ts.subscriber_id', exclude);
   whereInShard(query, 'ts.subscriber_id', shard);
-  const members: Array<{ key: string; subscriberId: string }> = await query;
+  const rows: FanoutMember[] = await query;
+  const members = rows.map((row) => ({ ...row, dataBytes: Number(row.dataBytes) }));
   return { members, more: members.length === size };
 }
 
