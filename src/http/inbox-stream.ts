@@ -7,6 +7,7 @@ import type { Auth } from '../contract.js';
 import { inboxSubscriberKey } from '../engine/inbox.js';
 import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub, type LastEventId, type StreamsFull } from '../engine/inbox-hub.js';
 import { ApiError, badRequest } from '../errors.js';
+import { DRAIN_MS, drained } from './send-json.js';
 
 /** A comment line this often keeps proxies (nginx waits 60 s by default) from closing an idle stream. */
 export const PING_MS = 25_000;
@@ -114,39 +115,38 @@ async function streamInboxEvents(hub: InboxHub, overBound: OverBound, deps: Deps
     close?.();
   };
   res.on('close', done);
+  // Bytes of this stream's backlog on the shared allowance: given back when it has all been sent,
+  // or when the stream closes (one whose client does not read it within DRAIN_MS is closed).
+  let lent = 0;
+  const giveBack = () => {
+    overBound.give(lent);
+    lent = 0;
+  };
+  res.on('close', giveBack);
   const opened = await hub
     .open(auth.environmentId, key, lastEventIdOf(req), {
       event: (seq, type, payload) => {
         if (closed) return;
         const text = `id: ${seq}\nevent: ${type}\ndata: ${payload}\n\n`;
-        const waiting = res.writableLength;
+        // What waits beyond what the allowance holds for this stream is the stream's own backlog.
+        const waiting = res.writableLength - lent;
         const bound = backlogBound(hub.size);
         const size = Buffer.byteLength(text);
         if (!live || waiting + size <= bound) return void res.write(text);
-        // Past its bound: a client already behind is cut; one keeping up takes the event on the
-        // allowance the streams share, given back once it is sent.
-        if (waiting > bound || !overBound.take(size)) return void res.destroy();
-        if (res.write(text)) return overBound.give(size);
-        const sent = () => {
-          res.off('drain', sent).off('close', sent);
-          overBound.give(size);
-        };
-        res.on('drain', sent).on('close', sent);
+        // Past its bound: a client behind is cut; one keeping up takes an event larger than the
+        // bound on the allowance the streams share, until all it was lent is sent.
+        if (size <= bound || waiting > bound || !overBound.take(size)) return void res.destroy();
+        lent += size;
+        if (res.write(text)) return giveBack();
+        if (lent === size) void drained(res, DRAIN_MS).then((took) => (took ? giveBack() : res.destroy()));
       },
       end: () => {
         done();
         res.end();
       },
-      drained: () =>
-        closed || res.writableLength <= backlogBound(hub.size)
-          ? Promise.resolve()
-          : new Promise<void>((resolve) => {
-              const settle = () => {
-                res.off('drain', settle).off('close', settle);
-                resolve();
-              };
-              res.on('drain', settle).on('close', settle);
-            }),
+      drained: async () => {
+        if (!closed && res.writableLength > backlogBound(hub.size)) await drained(res);
+      },
     })
     .catch((err: unknown) => {
       deps.logger.error({ err }, 'could not open an inbox stream');

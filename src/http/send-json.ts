@@ -87,8 +87,8 @@ function hasDataFirst(body: unknown): body is { data: unknown } {
   return first === 'data';
 }
 
-/** Whether the socket took what was written within `ms`; false if it did not or is gone. */
-function drained(res: ServerResponse, ms: number): Promise<boolean> {
+/** Whether the socket took what was written (within `ms`, if given); false if it did not or is gone. */
+export function drained(res: ServerResponse, ms?: number): Promise<boolean> {
   if (res.destroyed) return Promise.resolve(false);
   return new Promise((resolve) => {
     const done = (took: boolean) => {
@@ -99,7 +99,7 @@ function drained(res: ServerResponse, ms: number): Promise<boolean> {
     };
     const onDrain = () => done(true);
     const onClose = () => done(false);
-    const timer = setTimeout(onClose, ms);
+    const timer = ms === undefined ? undefined : setTimeout(onClose, ms);
     res.on('drain', onDrain);
     res.on('close', onClose);
   });

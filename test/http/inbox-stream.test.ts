@@ -230,6 +230,11 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
       await patch(`/v1/inbox/messages/${(created.data.item as { messageId: string }).messageId}`, { read: i % 2 === 0 }).expect(200);
       expect(await s.next(undefined, 10_000)).toMatchObject({ event: 'notification.updated', data: { item: { readAt: i % 2 === 0 ? expect.any(String) : null } } });
     }
+    // Two more in one batch, written to the stream one after the other: the second is not judged
+    // by the first still waiting on the allowance.
+    for (let i = 0; i < 2; i++) await t.a.post('/v1/events/trigger', { name: 'wide', to: 'ada', payload }).expect(201);
+    await new JobRunner(t.deps).runUntilIdle();
+    for (let i = 0; i < 2; i++) expect((await s.next(undefined, 10_000)).event).toBe('notification.created');
     expect(hub.size).toBe(1);
   });
 
