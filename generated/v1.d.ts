@@ -2524,8 +2524,8 @@ export interface components {
         /**
          * @description Collects the events for one subscriber (and `digestKey` value) during a window into one
          *     send. The steps after it see `step.total_count`, every event collected, and `step.events`,
-         *     their payloads oldest first, as many as fit in 1 MiB (1,048,576 characters of JSON) together
-         *     and at least the first.
+         *     their payloads oldest first, as many as fit in 1 MiB (1,048,576 bytes of their JSON, as stored)
+         *     together and at least the first.
          */
         DigestStep: {
             /**

@@ -42,14 +42,17 @@ export async function openOrJoinDigest(trx: Runner, event: EventRecord, job: New
   throw new Error(`Could not open or join the digest ${digestKey}`);
 }
 
-/** The most characters of stored JSON the payloads of a digest's `step.events` have together; `step.total_count` counts them all. */
-export const DIGEST_EVENTS_CHARS = 1024 * 1024;
+/**
+ * The most bytes of stored JSON the payloads of a digest's `step.events` have together;
+ * `step.total_count` counts them all. Bytes, which the database measures without reading them.
+ */
+export const DIGEST_EVENTS_BYTES = 1024 * 1024;
 
 /**
  * A digest's window is over: the digest a worker holds closes (its key dropped first, so a trigger
  * joining now waits for this, by row lock, and then opens a new one), and answers the state its
  * send goes on with (the events' payloads, the leader's first, as many as fit in
- * DIGEST_EVENTS_CHARS, and the count of them all) and the notifications riding in it; undefined
+ * DIGEST_EVENTS_BYTES, and the count of them all) and the notifications riding in it; undefined
  * when the worker no longer holds it.
  */
 export async function closeHeldDigest(
@@ -58,7 +61,7 @@ export async function closeHeldDigest(
   owner: string,
   payload: unknown,
 ): Promise<{ state: Record<string, unknown>; count: number; shown: number; riders: string[] } | undefined> {
-  const room = DIGEST_EVENTS_CHARS - JSON.stringify(payload ?? {}).length;
+  const room = DIGEST_EVENTS_BYTES - Buffer.byteLength(JSON.stringify(payload ?? {}));
   const followers = await db.transaction(async (trx) => ((await closeDigest(trx, job.id, owner)) ? digestFollowers(trx, job.id, room) : undefined));
   if (!followers) return undefined;
   const events = [payload, ...followers.filter((follower) => 'payload' in follower).map((follower) => follower.payload)];

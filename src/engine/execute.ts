@@ -19,7 +19,7 @@ import { takeTurn } from './pacing.js';
 import { continueAfter, nextActiveStep, startNotifications, THROTTLED_STATE, UNMET_CONDITION } from './schedule.js';
 import { passThrottle, type ThrottleStep } from './throttle.js';
 import { BATCH_MESSAGE_CHARS, startWithInApp } from './in-app-batch.js';
-import { closeHeldDigest, DIGEST_EVENTS_CHARS, handOverOpenDigest, markRiders } from './digests.js';
+import { closeHeldDigest, DIGEST_EVENTS_BYTES, handOverOpenDigest, markRiders } from './digests.js';
 import { newId } from '../ids.js';
 import { FANOUT_BATCH_SIZE, fanoutSlice, fanoutSliceSize, type FanoutPosition } from '../db/repos/topics.js';
 import { writersWaiting } from '../db/group-commit.js';
@@ -268,7 +268,7 @@ async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord
 /** The execution detail of a closed digest: how many events it gathered, and how many `step.events` holds when fewer. */
 function digestClosed(count: number, shown: number): string {
   const closed = `Digest closed with ${count} event(s)`;
-  return shown === count ? closed : `${closed}; step.events has the first ${shown}, whose payloads fit in ${DIGEST_EVENTS_CHARS.toLocaleString('en')} characters together`;
+  return shown === count ? closed : `${closed}; step.events has the first ${shown}, whose payloads fit in ${DIGEST_EVENTS_BYTES.toLocaleString('en')} bytes together`;
 }
 
 export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<void> {

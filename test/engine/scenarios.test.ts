@@ -9,7 +9,7 @@ import { FANOUT_BATCH_SIZE } from '../../src/db/repos/topics.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 import { countTurns } from '../helpers/turns.js';
-import { DIGEST_EVENTS_CHARS } from '../../src/engine/digests.js';
+import { DIGEST_EVENTS_BYTES } from '../../src/engine/digests.js';
 import { SLICE_CHARS } from '../../src/db/chunks.js';
 import { claimDueJobs } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
@@ -613,13 +613,18 @@ describe('digest', () => {
 
   it('counts every event of a digest, and lists the payloads that fit in 1 MiB together, oldest first', async () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'large-digest' }).expect(201);
-    // Five payloads of ~300,000 characters: the first three fit in DIGEST_EVENTS_CHARS, the fourth would not.
+    // Five payloads of ~300,000 bytes: the first three fit in DIGEST_EVENTS_BYTES, the fourth would not.
     const filler = 'f'.repeat(300_000);
     for (const text of ['a', 'b', 'c', 'd', 'e']) await trigger({ name: 'comments-digest', to: 'large-digest', payload: { postId: 'big', text, filler } });
-    expect(3 * (300_000 + 40)).toBeLessThan(DIGEST_EVENTS_CHARS);
-    expect(4 * 300_000).toBeGreaterThan(DIGEST_EVENTS_CHARS);
+    expect(3 * (300_000 + 40)).toBeLessThan(DIGEST_EVENTS_BYTES);
+    expect(4 * 300_000).toBeGreaterThan(DIGEST_EVENTS_BYTES);
     await later(11 * 60_000);
     expect(await contentsOf('large-digest')).toEqual(['5 comments on big: a;b;c;']);
+    // Bytes, not characters: 150,000 '€' are 450,000 bytes, two of them fit and not a third.
+    const euros = '€'.repeat(150_000);
+    for (const text of ['f', 'g', 'h']) await trigger({ name: 'comments-digest', to: 'large-digest', payload: { postId: 'euros', text, filler: euros } });
+    await later(11 * 60_000);
+    expect((await contentsOf('large-digest'))[0]).toBe('3 comments on euros: f;g;');
   });
 
   it('leaves the other events to be sent when one of them is canceled, even the first', async () => {

@@ -27,21 +27,22 @@ export async function findDigestLeader(trx: Runner, digestKey: string): Promise<
 
 /**
  * Jobs merged into a digest, oldest first, each with its event's payload as long as the payloads so
- * far fit in `payloadChars` (of their stored JSON) together; the first that does not, and every one
+ * far fit in `payloadBytes` (of their stored JSON) together; the first that does not, and every one
  * after it, come without. A digest may gather thousands of events of up to 1 MiB each: reading
  * them all would hold the event loop for seconds and carry gigabytes into its send. The database
- * measures the payloads first.
+ * measures the payloads first, without reading them (octet_length: `length`, which counts
+ * characters, read every payload on SQLite).
  */
-export async function digestFollowers(trx: Runner, leaderId: string, payloadChars: number): Promise<Array<JobRecord & { payload?: unknown }>> {
+export async function digestFollowers(trx: Runner, leaderId: string, payloadBytes: number): Promise<Array<JobRecord & { payload?: unknown }>> {
   const rows = await trx('jobs as j')
     .join('events as ev', 'ev.id', 'j.event_id')
     .where({ 'j.merged_into': leaderId, 'j.status': 'merged' })
     .orderBy([{ column: 'j.created_at' }, { column: 'j.id' }])
-    .select('j.*', trx.raw('length(ev.payload) AS payload_chars'));
-  let left = payloadChars;
+    .select('j.*', trx.raw('octet_length(ev.payload) AS payload_bytes'));
+  let left = payloadBytes;
   const shown: string[] = [];
-  for (const row of rows as Array<{ event_id: string; payload_chars: number | string }>) {
-    left -= Number(row.payload_chars);
+  for (const row of rows as Array<{ event_id: string; payload_bytes: number | string }>) {
+    left -= Number(row.payload_bytes);
     if (left < 0) break;
     shown.push(row.event_id);
   }
