@@ -213,12 +213,13 @@ async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRe
   let state = { ...position };
   let more = true;
   let written = 0;
+  let previous: number | undefined;
   for (let done = 0; more && done < FANOUT_BATCH_SIZE && written < BATCH_MESSAGE_CHARS; ) {
     if (done > 0) {
       await yieldToEventLoop();
       if (writersWaiting(ctx.deps.db)) break;
     }
-    const size = Math.min(FANOUT_BATCH_SIZE - done, startsWithInApp ? sliceSizeOf(trx, state.memberChars) : fanoutSliceSize(trx));
+    const size = Math.min(FANOUT_BATCH_SIZE - done, startsWithInApp ? sliceSizeOf(trx, state.memberChars, BATCH_MESSAGE_CHARS - written, previous) : fanoutSliceSize(trx));
     const slice = await fanoutSlice(trx, state, size);
     const members = startsWithInApp ? (groupsOf(slice.members, (member) => member.dataBytes, SLICE_CHARS)[0] ?? []) : slice.members;
     state = { ...state, cursor: members.at(-1)?.key ?? state.cursor };
@@ -228,18 +229,23 @@ async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRe
       if (members.length > 0) state.memberChars = Math.ceil(chars / members.length);
     } else await startNotifications(trx, event, members, now);
     done += members.length;
+    previous = members.length;
     more = slice.more || members.length < slice.members.length;
   }
   return { state, more };
 }
 
 /**
- * How many members a slice starting with in-app messages takes: one while their size is unknown,
- * then as many as fanoutSliceSize, or fewer when their messages would pass BATCH_MESSAGE_CHARS.
+ * How many members a slice starting with in-app messages takes: one while their size is unknown;
+ * then as many as fanoutSliceSize, or fewer when the last slice's messages say more would pass the
+ * `left` of the batch's BATCH_MESSAGE_CHARS; and at most twice the `previous` slice of the batch,
+ * so that a few members of short messages (or none written, a batch run again) do not open a
+ * slice of hundreds of long ones.
  */
-function sliceSizeOf(db: Runner, memberChars: number | undefined): number {
+function sliceSizeOf(db: Runner, memberChars: number | undefined, left: number, previous: number | undefined): number {
   if (memberChars === undefined) return 1;
-  return Math.max(1, Math.min(fanoutSliceSize(db), Math.floor(BATCH_MESSAGE_CHARS / Math.max(1, memberChars))));
+  const fits = Math.floor(left / Math.max(1, memberChars));
+  return Math.max(1, Math.min(fanoutSliceSize(db), fits, previous === undefined ? Infinity : 2 * previous));
 }
 
 /** A throttle step's outcome: counted in, or throttled, when its job's outcome is recorded. */

@@ -102,8 +102,8 @@ function minus(a: repo.InboxCounts, b: repo.InboxCounts): repo.InboxCounts {
 
 /**
  * Stores the messages in-app steps delivered (once per job), with each subscriber's counts and a
- * `notification.created` event per message. One statement per table however many subscribers a
- * fan-out batch reaches, and one NOTIFY.
+ * `notification.created` event per message: one statement per table, and one NOTIFY, however many
+ * subscribers they are for (a batch of large messages calls it a group at a time).
  */
 export async function deliverInboxMessages(trx: Runner, messages: NewMessage[], now: Date): Promise<void> {
   if (messages.length === 0) return;

@@ -13,7 +13,7 @@ import { DIGEST_EVENTS_BYTES } from '../../src/engine/digests.js';
 import { SLICE_CHARS } from '../../src/db/chunks.js';
 import { claimDueJobs } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
-import { executeInAppBatch } from '../../src/engine/in-app-batch.js';
+import { BATCH_MESSAGE_CHARS, executeInAppBatch } from '../../src/engine/in-app-batch.js';
 
 let t: TestApp;
 let worker: JobRunner;
@@ -793,6 +793,26 @@ describe('topic fan-out', () => {
     await trigger({ name: 'large-note', to: [{ type: 'Topic', topicKey: 'large' }], payload: { text: 'small' } });
     await run();
     for (const id of ids) expect(await contentsOf(id)).toEqual([`${id} small`, `${id} ${text}`]);
+  });
+
+  it('commits a fan-out of large messages about every BATCH_MESSAGE_CHARS, even after a first member of a short one', async () => {
+    // Forty members; the first one's message is short, the other 39 are 150,000 characters each.
+    const ids = Array.from({ length: 40 }, (_, i) => `long-${String(i).padStart(2, '0')}`);
+    for (const [i, id] of ids.entries()) await t.a.post('/v1/subscribers', { subscriberId: id, data: i === 0 ? {} : { long: true } }).expect(201);
+    await t.a.post('/v1/topics', { topicKey: 'long', name: 'Long' }).expect(201);
+    await t.a.post('/v1/topics/long/subscribers', { subscribers: ids }).expect(200);
+    await createWorkflow(t.a, { name: 'Long note', steps: [{ type: 'in_app', template: { content: 'c{{#if subscriber.data.long}}{{payload.text}}{{/if}}' } }] });
+    const commitsOf = async (text: string) => {
+      const commits = recordQueries(t.db, /^commit/i);
+      await trigger({ name: 'long-note', to: [{ type: 'Topic', topicKey: 'long' }], payload: { text } });
+      await run();
+      return commits.stop().length;
+    };
+    const short = await commitsOf('short');
+    const long = await commitsOf('x'.repeat(150_000));
+    // 39 × 150,000: at least three batches of at most BATCH_MESSAGE_CHARS and one message more.
+    expect(long - short).toBeGreaterThanOrEqual(Math.ceil((39 * 150_001) / (BATCH_MESSAGE_CHARS + 150_001)) - 1);
+    for (const id of ids.slice(1)) expect((await contentsOf(id))[0]).toHaveLength(150_001);
   });
 
   it("reads a fan-out's members of large data a slice at a time, within SLICE_CHARS each", async () => {

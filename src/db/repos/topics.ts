@@ -241,6 +241,7 @@ export const FANOUT_BATCH_SIZE = 500;
  * Members a fan-out reads and notifies at a time. SQLite runs a batch on the event loop, which it
  * gives back between two slices, so that other requests get through; another writer waiting ends
  * the batch there (engine/execute.ts). On PostgreSQL the loop is free meanwhile: one slice a batch.
+ * A fan-out whose first step is in-app takes fewer, sized by the members' data and messages.
  * (`npm run bench -- --large`, a 100,000-member fan-out; bench/README.md, "Fan-out batches", has the A/B.)
  */
 export function fanoutSliceSize(db: Runner): number {
