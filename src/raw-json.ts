@@ -1,22 +1,35 @@
 /**
  * Members of an object whose JSON text is already known (a stored value, written by
  * `JSON.stringify`), so that writing the object splices that text in rather than parsing and
- * serializing the value again: what `JSON.rawJSON` does in later Node versions than ours.
+ * serializing the value again.
  */
 const RAW_MEMBERS = Symbol('raw JSON members');
 
-type WithRawMembers = { [RAW_MEMBERS]?: Map<string, string> };
-
-/** Records `text` as the JSON of `item[key]`, which must be valid JSON for the value the member holds. */
-export function setRawMember(item: object, key: string, text: string): void {
-  const holder = item as WithRawMembers;
-  if (!holder[RAW_MEMBERS]) Object.defineProperty(holder, RAW_MEMBERS, { value: new Map(), enumerable: false });
-  holder[RAW_MEMBERS]!.set(key, text);
+/** A member's text, and the getter that reads it: the text stands for the member while that getter does. */
+interface RawMember {
+  text: string;
+  get: () => unknown;
 }
 
-/** Forgets the text of `item[key]`: the member was given another value. */
-export function dropRawMember(item: object, key: string): void {
-  (item as WithRawMembers)[RAW_MEMBERS]?.delete(key);
+type WithRawMembers = { [RAW_MEMBERS]?: Map<string, RawMember> };
+
+/**
+ * Makes `item[key]` the value whose JSON is `text` (which must be valid JSON): read, it is parsed
+ * each time and not kept; set, it becomes the value set. Written by stringifyWithRaw, it is `text`.
+ */
+export function defineRawMember(item: object, key: string, text: string): void {
+  const get = () => JSON.parse(text) as unknown;
+  Object.defineProperty(item, key, {
+    enumerable: true,
+    configurable: true,
+    get,
+    set(value: unknown) {
+      Object.defineProperty(item, key, { value, enumerable: true, configurable: true, writable: true });
+    },
+  });
+  const holder = item as WithRawMembers;
+  if (!holder[RAW_MEMBERS]) Object.defineProperty(holder, RAW_MEMBERS, { value: new Map(), enumerable: false });
+  holder[RAW_MEMBERS]!.set(key, { text, get });
 }
 
 /** Whether `value` is an object with a member whose raw text stringifyWithRaw would write. */
@@ -26,9 +39,9 @@ export function hasRawMembers(value: unknown): boolean {
 }
 
 /**
- * `JSON.stringify(value)`, except that a member with a raw text is written as that text. Only the
- * object's own members are looked at (items of a page are flat objects), and a member's `toJSON`,
- * if it has one, is called without its key.
+ * `JSON.stringify(value)`, except that a member defined by defineRawMember, and not changed since,
+ * is written as its text. Only the object's own members are looked at (items of a page are flat
+ * objects), and a member's `toJSON`, if it has one, is called without its key.
  */
 export function stringifyWithRaw(value: unknown): string | undefined {
   if (!hasRawMembers(value)) return JSON.stringify(value);
@@ -36,9 +49,10 @@ export function stringifyWithRaw(value: unknown): string | undefined {
   const object = value as Record<string, unknown>;
   let text = '{';
   for (const key of Object.keys(object)) {
-    const member = raw.get(key) ?? JSON.stringify(object[key]);
-    if (member === undefined) continue;
-    text += `${text.length > 1 ? ',' : ''}${JSON.stringify(key)}:${member}`;
+    const member = raw.get(key);
+    const written = member && Object.getOwnPropertyDescriptor(object, key)?.get === member.get ? member.text : JSON.stringify(object[key]);
+    if (written === undefined) continue;
+    text += `${text.length > 1 ? ',' : ''}${JSON.stringify(key)}:${written}`;
   }
   return `${text}}`;
 }

@@ -1,4 +1,4 @@
-import { dropRawMember, setRawMember } from '../raw-json.js';
+import { defineRawMember } from '../raw-json.js';
 
 /** SQLite hands JSON columns back as text, PostgreSQL as values: read both the same way. */
 export function readJson<T>(value: unknown, fallback: T): T {
@@ -26,16 +26,7 @@ export function setStoredJson<T extends object, K extends keyof T & string>(item
     item[key] = readJson(stored, fallback);
     return;
   }
-  setRawMember(item, key, stored);
-  Object.defineProperty(item, key, {
-    enumerable: true,
-    configurable: true,
-    get: () => JSON.parse(stored) as T[K],
-    set(value: T[K]) {
-      dropRawMember(item, key);
-      Object.defineProperty(item, key, { value, enumerable: true, configurable: true, writable: true });
-    },
-  });
+  defineRawMember(item, key, stored);
 }
 
 /** Written as text for both: pg would send a JS array as a PostgreSQL array, not as JSON. */

@@ -51,7 +51,7 @@ describe('GET /notifications (listNotifications)', () => {
   });
 
   it('lists notifications whose payloads are large whole, and the same as one read alone', async () => {
-    // Over ANSWERED_AS_STORED_CHARS: parsed as the page is written (db/json.ts setStoredJson).
+    // Over ANSWERED_AS_STORED_CHARS: written as stored, in the page and alone (db/json.ts setStoredJson).
     const payload = { n: 'large', items: Array.from({ length: 8_000 }, (_, i) => ({ i, text: 'abcdefghij' })) };
     const large = (await t.a.post('/v1/events/trigger', { name: 'feed', to: 'grace', payload }).expect(201)).body.data.transactionId;
     const res = await t.a.get('/v1/notifications?limit=2').expect(200);

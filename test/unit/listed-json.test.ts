@@ -1,6 +1,6 @@
-// A listed item's large JSON field is written into the answer as it is stored, and parsed each time
-// it is read and not kept (setStoredJson); a short one, or any of an item read alone, is parsed at
-// once. Either way the item reads and serializes as a plain one would.
+// The large JSON field of an item made for an answer is written into it as it is stored, and parsed
+// each time it is read and not kept (setStoredJson); a short one, or any of an item the rules read,
+// is parsed at once. Either way the item reads and serializes as a plain one would.
 import { describe, expect, it } from 'vitest';
 import { ANSWERED_AS_STORED_CHARS, setStoredJson } from '../../src/db/json.js';
 import { stringifyWithRaw } from '../../src/raw-json.js';
@@ -17,7 +17,7 @@ describe('setStoredJson', () => {
     expect(missing.data).toEqual({ fallback: true });
   });
 
-  it('parses a long value at once, as a plain field, for an item that is not listed', () => {
+  it('parses a long value at once, as a plain field, for an item the rules read', () => {
     const item = { id: 'a', data: {} as unknown };
     setStoredJson(item, 'data', JSON.stringify(large), {}, false);
     expect(Object.getOwnPropertyDescriptor(item, 'data')).toMatchObject({ value: large, writable: true, enumerable: true });
@@ -37,7 +37,7 @@ describe('setStoredJson', () => {
     expect(stringifyWithRaw(item)).toBe(JSON.stringify(item));
   });
 
-  it('writes a long listed value as its stored text, without parsing it', () => {
+  it('writes a long value of an answered item as its stored text, without parsing it', () => {
     // Stored with spaces JSON.stringify would not write: seen in the answer only if spliced in.
     const stored = JSON.stringify(large, null, 1);
     const item = { id: 'a', data: {} as unknown, after: undefined, last: [1] };
@@ -46,6 +46,19 @@ describe('setStoredJson', () => {
     const plain = { id: 'a', data: {} as unknown };
     setStoredJson(plain, 'data', stored, {}, false);
     expect(stringifyWithRaw(plain)).toBe(JSON.stringify(plain));
+  });
+
+  it('writes a field deleted and set again, or redefined, as its new value, not the stored text', () => {
+    const stored = JSON.stringify(large, null, 1);
+    const deleted = { data: {} as unknown };
+    setStoredJson(deleted, 'data', stored, {}, true);
+    delete (deleted as { data?: unknown }).data;
+    deleted.data = { replaced: true };
+    expect(stringifyWithRaw(deleted)).toBe('{"data":{"replaced":true}}');
+    const redefined = { data: {} as unknown };
+    setStoredJson(redefined, 'data', stored, {}, true);
+    Object.defineProperty(redefined, 'data', { value: 5, enumerable: true });
+    expect(stringifyWithRaw(redefined)).toBe('{"data":5}');
   });
 
   it('takes a value set on the field in place of the stored one', () => {
