@@ -36,6 +36,9 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
     return;
   }
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  // Node sends no body for a HEAD: a page would be made and dropped. A single answer's length is
+  // still given, as its GET gives it.
+  if (res.req?.method === 'HEAD' && hasDataFirst(body) && Array.isArray(body.data)) return void res.end();
   if (!hasDataFirst(body)) return sendWhole(res, JSON.stringify(body));
   const { data, ...rest } = body;
   if (!Array.isArray(data)) return sendWhole(res, hasRawMembers(data) ? `{"data":${stringifyWithRaw(data)}${after(rest)}` : JSON.stringify(body));

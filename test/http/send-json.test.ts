@@ -101,6 +101,24 @@ describe('sendJson', () => {
     }
   });
 
+  it('makes no body for a HEAD of a page, which Node would not send', async () => {
+    let made = 0;
+    const item = {
+      get data() {
+        made++;
+        return 'x'.repeat(100_000);
+      },
+    };
+    const { port } = await serve({ data: [item, item, item], hasMore: false });
+    const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'HEAD' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(await res.text()).toBe('');
+    expect(made).toBe(0);
+    expect(JSON.parse((await get(port)).text).data).toHaveLength(3);
+    expect(made).toBe(3);
+  });
+
   it('writes a page of large items in pieces, letting the event loop turn while it does', async () => {
     const body = pageOf(30, 200_000);
     const { port, written } = await serve(body);
