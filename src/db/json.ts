@@ -7,8 +7,12 @@ export function readJson<T>(value: unknown, fallback: T): T {
   return value as T;
 }
 
-/** Stored JSON this long or longer goes into an answer as it is stored (setStoredJson). */
-export const ANSWERED_AS_STORED_CHARS = 64 * 1024;
+/**
+ * Stored JSON this long or longer goes into an answer as it is stored (setStoredJson): past about
+ * 300 characters of small values, parsing and serializing them again costs more than the splice
+ * (18 µs against 7 µs at 1 KiB, 1 ms against 5 µs at 64 KiB).
+ */
+export const ANSWERED_AS_STORED_CHARS = 1024;
 
 /**
  * Sets `item[key]` to the JSON value `stored` holds (the item made with a placeholder there, so the

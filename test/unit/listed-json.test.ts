@@ -48,6 +48,19 @@ describe('setStoredJson', () => {
     expect(stringifyWithRaw(plain)).toBe(JSON.stringify(plain));
   });
 
+  it('splices from ANSWERED_AS_STORED_CHARS on, about a kilobyte, where it costs less than parsing', () => {
+    expect(ANSWERED_AS_STORED_CHARS).toBeLessThanOrEqual(1024);
+    // Stored with a space JSON.stringify would not write: in the answer only if spliced.
+    const storedOf = (chars: number) => `{"text": "${'x'.repeat(chars - 12)}"}`;
+    for (const [chars, spliced] of [[ANSWERED_AS_STORED_CHARS, true], [ANSWERED_AS_STORED_CHARS - 1, false]] as const) {
+      const stored = storedOf(chars);
+      expect(stored).toHaveLength(chars);
+      const item = { data: {} as unknown };
+      setStoredJson(item, 'data', stored, {}, true);
+      expect(stringifyWithRaw(item)).toBe(spliced ? `{"data":${stored}}` : JSON.stringify({ data: JSON.parse(stored) }));
+    }
+  });
+
   it('writes a field deleted and set again, or redefined, as its new value, not the stored text', () => {
     const stored = JSON.stringify(large, null, 1);
     const deleted = { data: {} as unknown };
