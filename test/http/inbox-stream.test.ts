@@ -6,7 +6,7 @@ import { createApp } from '../../src/app.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { pruneEvents } from '../../src/db/repos/inbox.js';
 import type { InboxHub } from '../../src/engine/inbox-hub.js';
-import { MAX_STREAM_BACKLOG_BYTES, backlogBound } from '../../src/http/inbox-stream.js';
+import { EncodedEvents, MAX_STREAM_BACKLOG_BYTES, backlogBound } from '../../src/http/inbox-stream.js';
 
 // The stream over a real HTTP connection, as a browser holds it: an app of its own on the test's
 // database (short pings; a catch-up so slow that only the wake after commit can deliver in time).
@@ -236,6 +236,17 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     await new JobRunner(t.deps).runUntilIdle();
     for (let i = 0; i < 2; i++) expect((await s.next(undefined, 10_000)).event).toBe('notification.created');
     expect(hub.size).toBe(1);
+  });
+
+  it("encodes an event once for all the streams it goes to in a turn, and again in a later turn", async () => {
+    const encoded = new EncodedEvents();
+    const payload = JSON.stringify({ type: 'notification.created', text: 'é'.repeat(1000) });
+    const first = encoded.of(7, 'notification.created', payload);
+    expect(first.toString()).toBe(`id: 7\nevent: notification.created\ndata: ${payload}\n\n`);
+    expect(encoded.of(7, 'notification.created', payload)).toBe(first);
+    expect(encoded.of(8, 'notification.created', payload)).not.toBe(first);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(encoded.of(7, 'notification.created', payload)).not.toBe(first);
   });
 
   it('shares a budget of 64 MiB between the streams open, from 1 MiB each down to 16 KiB each', () => {
