@@ -894,7 +894,8 @@ export interface paths {
          *     reconnect with `Last-Event-ID` to be replayed what it missed (a replay goes at the client's
          *     pace). An event larger than a stream's share still goes to a client that is keeping up, while
          *     the events all streams hold past their shares stay within another 64 MiB; a client that has not
-         *     read such an event 30 seconds later is disconnected.
+         *     read such an event 30 seconds later, or has read none of it when the next one comes, is
+         *     disconnected.
          *
          *     A subscriber may have at most 10 streams open on one server process (tabs and devices
          *     together); one more is answered `429` until another closes. One environment may hold at most

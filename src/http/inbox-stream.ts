@@ -145,6 +145,9 @@ async function streamInboxEvents(
   // Bytes of this stream's backlog on the shared allowance: given back when it has all been sent,
   // or when the stream closes (one whose client does not read it within DRAIN_MS is closed).
   let lent = 0;
+  // What was waiting right after the last event lent, and whether that was in this turn.
+  let lentUpTo = 0;
+  let lentThisTurn = false;
   const giveBack = () => {
     overBound.give(lent);
     lent = 0;
@@ -161,10 +164,18 @@ async function streamInboxEvents(
         const size = text.length;
         if (!live || waiting + size <= bound) return void res.write(text);
         // Past its bound: a client behind is cut; one keeping up takes an event larger than the
-        // bound on the allowance the streams share, until all it was lent is sent.
-        if (size <= bound || waiting > bound || !overBound.take(size)) return void res.destroy();
+        // bound on the allowance the streams share, until all it was lent is sent. Keeping up, with
+        // events already lent: they came in this same turn, or the socket has taken some of them since.
+        const keepingUp = lent === 0 || lentThisTurn || res.writableLength < lentUpTo;
+        if (size <= bound || waiting > bound || !keepingUp || !overBound.take(size)) return void res.destroy();
         lent += size;
-        if (res.write(text)) return giveBack();
+        const flushed = res.write(text);
+        lentUpTo = res.writableLength;
+        if (!lentThisTurn) {
+          lentThisTurn = true;
+          setImmediate(() => (lentThisTurn = false));
+        }
+        if (flushed) return giveBack();
         if (lent === size) void drained(res, DRAIN_MS).then((took) => (took ? giveBack() : res.destroy()));
       },
       end: () => {

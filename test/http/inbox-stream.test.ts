@@ -238,6 +238,24 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     expect(hub.size).toBe(1);
   });
 
+  it('cuts a client that stops reading after taking large events on the shared allowance, rather than lending it all', async () => {
+    const field = '{{#each payload.times}}{{../payload.text}}{{/each}}';
+    await t.a.post('/v1/workflows', { workflowId: 'wide', name: 'Wide', steps: [{ type: 'in_app', template: { subject: field, content: field } }] }).expect(201);
+    const socket = await rawConnection(server.url);
+    socket.pause();
+    socket.write(streamRequest(token));
+    await expect.poll(() => hub.size).toBe(1);
+    // Events of about 3 MB each, in turns of their own: once the socket takes nothing more of what
+    // was lent, the next one cuts the stream, rather than taking 64 MiB of the shared allowance.
+    const payload = { text: '\u0001'.repeat(1000), times: Array(250).fill(1) };
+    for (let i = 0; i < 4 && hub.size > 0; i++) {
+      await t.a.post('/v1/events/trigger', { name: 'wide', to: 'ada', payload }).expect(201);
+      await new JobRunner(t.deps).runUntilIdle();
+    }
+    await expect.poll(() => hub.size).toBe(0);
+    socket.destroy();
+  });
+
   it("encodes an event once for all the streams it goes to in a turn, and again in a later turn", async () => {
     const encoded = new EncodedEvents();
     const payload = JSON.stringify({ type: 'notification.created', text: 'é'.repeat(1000) });
