@@ -203,23 +203,22 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
 /**
  * Notifies a batch's members, a slice at a time, giving the event loop back between two slices; a
  * writer waiting for the connection then (SQLite) ends the batch early, for its commit to come next,
- * and so does BATCH_MESSAGE_CHARS written. Where the size of its members' messages is not yet known,
- * the first slice is one member. A slice whose first step is in-app reads its members' subscribers
- * whole: it takes those whose `data` fits in SLICE_CHARS together (at least one), the rest waiting
- * for the next (a hundred subscribers of 1 MiB read and parsed at once held the loop 370 ms).
+ * and so does BATCH_MESSAGE_CHARS written. A slice whose first step is in-app reads its members'
+ * subscribers whole: it takes those whose `data` fits in SLICE_CHARS together (at least one), the
+ * rest waiting for the next (a hundred subscribers of 1 MiB read and parsed at once held the loop
+ * 370 ms).
  */
 async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRecord, position: FanoutPosition, now: Date) {
   const startsWithInApp = event.workflow.steps[nextActiveStep(event, -1)]?.type === 'in_app';
   let state = { ...position };
   let more = true;
   let written = 0;
-  let previous: number | undefined;
   for (let done = 0; more && done < FANOUT_BATCH_SIZE && written < BATCH_MESSAGE_CHARS; ) {
     if (done > 0) {
       await yieldToEventLoop();
       if (writersWaiting(ctx.deps.db)) break;
     }
-    const size = Math.min(FANOUT_BATCH_SIZE - done, startsWithInApp ? sliceSizeOf(trx, state.memberChars, BATCH_MESSAGE_CHARS - written, previous) : fanoutSliceSize(trx));
+    const size = Math.min(FANOUT_BATCH_SIZE - done, startsWithInApp ? sliceSizeOf(trx, state.memberChars, BATCH_MESSAGE_CHARS - written) : fanoutSliceSize(trx));
     const slice = await fanoutSlice(trx, state, size);
     const members = startsWithInApp ? (groupsOf(slice.members, (member) => member.dataBytes, SLICE_CHARS)[0] ?? []) : slice.members;
     state = { ...state, cursor: members.at(-1)?.key ?? state.cursor };
@@ -229,23 +228,20 @@ async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRe
       if (members.length > 0) state.memberChars = Math.ceil(chars / members.length);
     } else await startNotifications(trx, event, members, now);
     done += members.length;
-    previous = members.length;
     more = slice.more || members.length < slice.members.length;
   }
   return { state, more };
 }
 
 /**
- * How many members a slice starting with in-app messages takes: one while their size is unknown;
- * then as many as fanoutSliceSize, or fewer when the last slice's messages say more would pass the
- * `left` of the batch's BATCH_MESSAGE_CHARS; and at most twice the `previous` slice of the batch,
- * so that a few members of short messages (or none written, a batch run again) do not open a
- * slice of hundreds of long ones.
+ * How many members a slice starting with in-app messages takes: as many as fanoutSliceSize, or
+ * fewer when the last slice's messages say more would pass the `left` of the batch's
+ * BATCH_MESSAGE_CHARS. (Growing from one member made PostgreSQL settle on plans for small lists
+ * and run the whole fan-out at a quarter of its speed.)
  */
-function sliceSizeOf(db: Runner, memberChars: number | undefined, left: number, previous: number | undefined): number {
-  if (memberChars === undefined) return 1;
-  const fits = Math.floor(left / Math.max(1, memberChars));
-  return Math.max(1, Math.min(fanoutSliceSize(db), fits, previous === undefined ? Infinity : 2 * previous));
+function sliceSizeOf(db: Runner, memberChars: number | undefined, left: number): number {
+  if (memberChars === undefined) return fanoutSliceSize(db);
+  return Math.max(1, Math.min(fanoutSliceSize(db), Math.floor(left / Math.max(1, memberChars))));
 }
 
 /** A throttle step's outcome: counted in, or throttled, when its job's outcome is recorded. */
