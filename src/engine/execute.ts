@@ -236,8 +236,8 @@ async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRe
 /**
  * How many members a slice starting with in-app messages takes: as many as fanoutSliceSize, or
  * fewer when the last slice's messages say more would pass the `left` of the batch's
- * BATCH_MESSAGE_CHARS. (Growing from one member made PostgreSQL settle on plans for small lists
- * and run the whole fan-out at a quarter of its speed.)
+ * BATCH_MESSAGE_CHARS. (Slices growing from one member ran PostgreSQL's whole fan-out at a quarter
+ * of its speed, most likely with plans settled on small lists.)
  */
 function sliceSizeOf(db: Runner, memberChars: number | undefined, left: number): number {
   if (memberChars === undefined) return fanoutSliceSize(db);
