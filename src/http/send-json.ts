@@ -36,12 +36,12 @@ export async function sendJson(res: ServerResponse, status: number, body: unknow
     return;
   }
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  // Node sends no body for a HEAD: a page would be made and dropped. A single answer's length is
-  // still given, as its GET gives it.
-  if (res.req?.method === 'HEAD' && hasDataFirst(body) && Array.isArray(body.data)) return void res.end();
   if (!hasDataFirst(body)) return sendWhole(res, JSON.stringify(body));
   const { data, ...rest } = body;
   if (!Array.isArray(data)) return sendWhole(res, hasRawMembers(data) ? `{"data":${stringifyWithRaw(data)}${after(rest)}` : JSON.stringify(body));
+  // Node sends no body for a HEAD: the page would be made and dropped. (A single answer, above,
+  // still gives its length, as its GET does.)
+  if (res.req?.method === 'HEAD') return void res.end();
   const close = `]${after(rest)}`;
   let text = '{"data":[';
   let next = 0;
