@@ -4459,7 +4459,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body is larger than 1 MiB. */
+        /** @description The request body is larger than 1 MiB, holds more than 100,000 JSON values, or uses more than 20,000 distinct key names. */
         PayloadTooLarge: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
