@@ -14,7 +14,8 @@ import type { InboxHub } from '../engine/inbox-hub.js';
 import { inboxStreams } from './inbox-stream.js';
 import { crossOriginOf } from './inbox-cors.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
-import { BODY_LIMIT, cappedBody } from './request-body.js';
+import { BODY_LIMIT, cappedBody, scanWithinLimits } from './request-body.js';
+import type { BodyScan } from './body-scan.js';
 import { sendJson } from './send-json.js';
 
 /** The methods whose requests carry a body in the contract; on any other the body is not read. */
@@ -72,8 +73,11 @@ const NOT_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])
  * key) is Unicode text without NUL, and nothing nests deeper than MAX_NESTING (JSON.stringify
  * would overflow the stack). Iterative, so a hostile depth cannot overflow it either.
  */
-function unstorableInput(input: Record<string, unknown>): ErrorDetail | undefined {
-  return storable(input) ? undefined : whereUnstorable(input);
+function unstorableInput(input: Record<string, unknown>, bodyScan: BodyScan | undefined): ErrorDetail | undefined {
+  // A body whose bytes hold no escape that could spell NUL or a surrogate, and nest no deeper than
+  // the walk allows (its containers at depth d are the walk's d - 1), is storable without a walk.
+  const walked = bodyScan && !bodyScan.mayHoldNonText && bodyScan.deepest <= MAX_NESTING ? { ...input, body: undefined } : input;
+  return storable(walked) ? undefined : whereUnstorable(walked);
 }
 
 /**
@@ -165,7 +169,11 @@ function scopedIdempotencyKey(c: Context): string | undefined {
  * body sent in another type is refused as such, not taken for a missing body.
  */
 function bodyReader(): (req: Request, res: Response) => Promise<void> {
-  const json = cappedBody(express.json({ limit: BODY_LIMIT }), BODY_LIMIT, 'application/json');
+  const verify = (_req: unknown, res: Response, bytes: Buffer, encoding: string) => {
+    const scan = scanWithinLimits(bytes);
+    res.locals.bodyScan = encoding === 'utf-8' ? scan : { ...scan, mayHoldNonText: true };
+  };
+  const json = cappedBody(express.json({ limit: BODY_LIMIT, verify }), BODY_LIMIT, 'application/json');
   const read = (req: Request, res: Response) => new Promise<void>((resolve, reject) => json(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
   return async (req, res) => {
     await read(req, res);
@@ -207,7 +215,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       // The router has already decoded each parameter once; decoding again would turn the id
       // "a%2Fb" (sent as a%252Fb) into "a/b", another resource, and make any id with a % unreachable.
       const params = c.request.params as never;
-      const unstorable = unstorableInput({ path: c.request.params, query: c.request.query, body: c.request.requestBody });
+      const unstorable = unstorableInput({ path: c.request.params, query: c.request.query, body: c.request.requestBody }, res.locals.bodyScan);
       if (unstorable) throw badRequest(`${unstorable.field} ${unstorable.message}`, [unstorable]);
       const auth = authOf(c);
       const origin = crossOriginOf(req);
@@ -260,7 +268,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       // Recorded under the request's Idempotency-Key like any rejection, when the key itself is
       // valid and the request could be stored (its fingerprint reads the whole body).
       const key = idempotencyKeyOf(c);
-      const recordable = key !== undefined && key.length <= MAX_IDEMPOTENCY_KEY && !unstorableInput({ body: c.request.requestBody });
+      const recordable = key !== undefined && key.length <= MAX_IDEMPOTENCY_KEY && !unstorableInput({ body: c.request.requestBody }, res.locals.bodyScan);
       if (!recordable) throw error;
       await answer(c, req, res, async () => {
         throw error;

@@ -43,6 +43,10 @@ function fromBodyParser(err: { type?: string; status?: number; code?: unknown; l
     case 'entity.too.large':
       // The parser's own limit: 1 MiB for the API, 16 KiB for the dashboard's forms.
       return new ApiError(413, `The request body is larger than ${typeof err.limit === 'number' ? sizeOf(err.limit) : 'allowed'}`);
+    case 'entity.too.many.values':
+      return new ApiError(413, `The request body holds more than ${Number(err.limit).toLocaleString('en-US')} JSON values (objects, arrays, strings, numbers, booleans and nulls; keys not counted)`);
+    case 'entity.too.many.keys':
+      return new ApiError(413, `The request body's objects use more than ${Number(err.limit).toLocaleString('en-US')} distinct key names together`);
     case 'entity.parse.failed':
       // Only objects and arrays pass the parser's strict mode; `null` or `"ada"` are JSON all the same.
       return badRequest(isJson(err.body) ? 'The request body must be a JSON object, not a string, number, boolean or null' : 'The request body is not valid JSON');

@@ -106,6 +106,49 @@ describe('errors from every layer carry the same body', () => {
     await t.a.post('/v1/subscribers', body).expect(201);
   });
 
+  it('413 for a body of more than 100,000 JSON values, before anything is stored; 100,000 are read', async () => {
+    // The object, subscriberId's string, data's array: three values besides the items.
+    const atLimit = { subscriberId: 'many-values', data: { items: Array(99_996).fill(0) } };
+    await t.a.post('/v1/subscribers', atLimit).expect(201);
+    const over = { subscriberId: 'too-many-values', data: { items: [...Array(99_996).fill(0), 0] } };
+    const res = await t.a.post('/v1/subscribers', over).expect(413);
+    expect(res.body).toMatchObject({
+      statusCode: 413,
+      error: 'Payload Too Large',
+      message: 'The request body holds more than 100,000 JSON values (objects, arrays, strings, numbers, booleans and nulls; keys not counted)',
+    });
+    await t.a.get('/v1/subscribers/too-many-values').expect(404);
+    // Keys are not values, and strings are one value however long.
+    await t.a.post('/v1/subscribers', { subscriberId: 'long-values', data: { text: 'x,1,[],{}'.repeat(50_000) } }).expect(201);
+  });
+
+  it('413 for objects that use more than 20,000 distinct key names together; repeated names are not counted again', async () => {
+    const named = (from: number, count: number) => Object.fromEntries(Array.from({ length: count }, (_, i) => [`k${from + i}`, 0]));
+    // subscriberId, data, a and b are names too.
+    await t.a.post('/v1/subscribers', { subscriberId: 'many-names', data: { a: named(0, 9_998), b: named(9_998, 9_998) } }).expect(201);
+    const res = await t.a.post('/v1/subscribers', { subscriberId: 'too-many-names', data: { a: named(0, 9_998), b: named(9_998, 9_999) } }).expect(413);
+    expect(res.body.message).toBe("The request body's objects use more than 20,000 distinct key names together");
+    await t.a.get('/v1/subscribers/too-many-names').expect(404);
+    const repeated = Array.from({ length: 300 }, () => named(0, 100));
+    await t.a.post('/v1/subscribers', { subscriberId: 'repeated-names', data: { repeated } }).expect(201);
+  });
+
+  it('400 naming the field for a body nested deeper than 64 levels, or holding NUL or half a surrogate pair, escaped anywhere', async () => {
+    // Containers 64 deep (the body's own object the first) are stored; 65 are not.
+    const nested = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    const post = (body: string) => t.a.post('/v1/subscribers').set('Content-Type', 'application/json').send(body);
+    await post(`{"subscriberId":"deep-64","data":${nested(63)}}`).expect(201);
+    expect(JSON.stringify((await t.a.get('/v1/subscribers/deep-64').expect(200)).body.data.data)).toBe(nested(63));
+    const deep = await post(`{"subscriberId":"deep-65","data":${nested(64)}}`).expect(400);
+    expect(deep.body.details).toEqual([{ field: `body/data${'/a'.repeat(63)}`, message: 'nests deeper than 64 levels' }]);
+    const nul = await post('{"subscriberId":"nul","data":{"list":[1,{"k\\u0000":2}]}}').expect(400);
+    expect(nul.body.details).toEqual([{ field: 'body/data/list/1', message: 'has a key that contains NUL or an unpaired UTF-16 surrogate' }]);
+    const half = await post('{"subscriberId":"half","data":{"x":"\\ud83d"}}').expect(400);
+    expect(half.body.details).toEqual([{ field: 'body/data/x', message: 'must not contain NUL or an unpaired UTF-16 surrogate' }]);
+    await post('{"subscriberId":"pair","data":{"x":"\\ud83d\\ude00 \\\\u0000"}}').expect(201);
+    expect((await t.a.get('/v1/subscribers/pair').expect(200)).body.data.data).toEqual({ x: '😀 \\u0000' });
+  });
+
   it('500 with nothing internal in the body when the database fails', async () => {
     await t.db.schema.renameTable('subscribers', 'subscribers_gone');
     try {

@@ -192,8 +192,8 @@ describe('work budgets: what a payload schema may hold', () => {
     await createSubscriber(t.a, { subscriberId: 'unique-items' });
     const item = (i: number) => Object.fromEntries(Array.from({ length: 20 }, (_, k) => [`k${k}`, k === 0 ? i : k]));
     const started = performance.now();
-    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'unique-items', payload: { a: Array.from({ length: 5_000 }, (_, i) => item(i)) } }).expect(201);
-    // A liveness bound with a wide margin: compared pairwise, these 12,500,000 pairs took seconds.
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'unique-items', payload: { a: Array.from({ length: 4_500 }, (_, i) => item(i)) } }).expect(201);
+    // A liveness bound with a wide margin: compared pairwise, these 10,000,000 pairs took seconds.
     expect(performance.now() - started).toBeLessThan(2_000);
     // Equal whatever the order of their keys, as JSON Schema says; 1 and 1.0 are one number.
     const res = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'unique-items', payload: { a: [{ x: 1, y: [1, { z: 2 }] }, 'b', { y: [1.0, { z: 2 }], x: 1 }] } }).expect(422);
@@ -511,18 +511,18 @@ describe('no 5xx from many ill-typed items', () => {
     const small = await t.a.post('/v1/events/trigger', { name: 'x', to: [{}, {}] }).expect(400);
     expect(small.body.details).toEqual(expect.arrayContaining([{ field: 'body/to/0/subscriberId', message: 'is required' }, { field: 'body/to/1/subscriberId', message: 'is required' }]));
     const started = performance.now();
-    const large = await t.a.post('/v1/events/trigger', { name: 'x', to: Array.from({ length: 300_000 }, () => ({})) }).expect(400);
-    // A liveness bound with a wide margin: with every error of every item collected, this held the event loop for 10 s.
+    const large = await t.a.post('/v1/events/trigger', { name: 'x', to: Array.from({ length: 99_000 }, () => ({})) }).expect(400);
+    // A liveness bound with a wide margin: with every error of every item collected, 300,000 of them held the event loop for 10 s.
     expect(performance.now() - started).toBeLessThan(2_000);
     expect(large.body).toMatchObject({ statusCode: 400, error: 'Bad Request' });
     expect(large.body.details).toContainEqual({ field: 'body/to', message: 'must NOT have more than 100 items' });
     expect(large.body.details.length).toBeLessThan(5);
   });
 
-  it('answers a 400 with a short error body to a body whose every one of 500,000 items is ill-typed', async () => {
+  it('answers a 400 with a short error body to a body whose every one of 99,000 items is ill-typed', async () => {
     await t.a.post('/v1/topics', { topicKey: 'many', name: 'Many' }).expect(201);
-    // Numbers where strings go, one validation error each, as many as the 1 MB body limit lets in.
-    const res = await t.a.post('/v1/topics/many/subscribers', { subscribers: Array(500_000).fill(1) }).expect(400);
+    // Numbers where strings go, one validation error each, as many as the body's 100,000 values let in.
+    const res = await t.a.post('/v1/topics/many/subscribers', { subscribers: Array(99_000).fill(1) }).expect(400);
     expect(res.body).toMatchObject({ statusCode: 400, error: 'Bad Request' });
     expect(JSON.stringify(res.body).length).toBeLessThan(20_000);
   });
