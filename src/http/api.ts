@@ -169,9 +169,10 @@ function scopedIdempotencyKey(c: Context): string | undefined {
  * body sent in another type is refused as such, not taken for a missing body.
  */
 function bodyReader(): (req: Request, res: Response) => Promise<void> {
+  // JSON is UTF-8 (RFC 8259), and the scan reads UTF-8: body-parser would take UTF-16 too.
   const verify = (_req: unknown, res: Response, bytes: Buffer, encoding: string) => {
-    const scan = scanWithinLimits(bytes);
-    res.locals.bodyScan = encoding === 'utf-8' ? scan : { ...scan, mayHoldNonText: true };
+    if (encoding !== 'utf-8') throw Object.assign(new Error(`unsupported charset "${encoding}"`), { type: 'charset.unsupported', status: 400, expose: true });
+    res.locals.bodyScan = scanWithinLimits(bytes);
   };
   const json = cappedBody(express.json({ limit: BODY_LIMIT, verify }), BODY_LIMIT, 'application/json');
   const read = (req: Request, res: Response) => new Promise<void>((resolve, reject) => json(req, res, (err?: unknown) => (err ? reject(err) : resolve())));

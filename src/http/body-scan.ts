@@ -20,7 +20,7 @@ export interface BodyScan {
   /**
    * Whether the body may hold a string that is not storable text: an escaped NUL (`\u0000`) or
    * UTF-16 surrogate (`\ud800`–`\udfff`, paired or not). Escapes are the only way JSON in UTF-8
-   * can spell those (the caller judges a body in another encoding).
+   * can spell those.
    */
   mayHoldNonText: boolean;
 }

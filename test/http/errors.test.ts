@@ -133,6 +133,16 @@ describe('errors from every layer carry the same body', () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'repeated-names', data: { repeated } }).expect(201);
   });
 
+  it('400 for a JSON body in another charset than UTF-8 (RFC 8259), UTF-16 included', async () => {
+    const text = '{"subscriberId":"utf16"}';
+    for (const [charset, bytes] of [['utf-16le', Buffer.from(text, 'utf16le')], ['latin1', Buffer.from(text, 'latin1')]] as const) {
+      const res = await t.a.post('/v1/subscribers').set('Content-Type', `application/json; charset=${charset}`).send(bytes).expect(400);
+      expect(res.body).toMatchObject({ statusCode: 400, message: 'The request body must be encoded as UTF-8' });
+    }
+    await t.a.get('/v1/subscribers/utf16').expect(404);
+    await t.a.post('/v1/subscribers').set('Content-Type', 'application/json; charset=UTF-8').send(text).expect(201);
+  });
+
   it('400 naming the field for a body nested deeper than 64 levels, or holding NUL or half a surrogate pair, escaped anywhere', async () => {
     // Containers 64 deep (the body's own object the first) are stored; 65 are not.
     const nested = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
