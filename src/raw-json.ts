@@ -40,17 +40,19 @@ export function hasRawMembers(value: unknown): boolean {
 
 /**
  * `JSON.stringify(value)`, except that a member defined by defineRawMember, and not changed since,
- * is written as its text. Only the object's own members are looked at (items of a page are flat
- * objects), and a member's `toJSON`, if it has one, is called without its key.
+ * is written as its text. The object's own members are looked at, and the members of those that
+ * have such members in turn; with `inMembers`, its members' too though it has none itself (an
+ * inbox event, whose item may have). A member's `toJSON`, if it has one, is called without its key.
  */
-export function stringifyWithRaw(value: unknown): string | undefined {
-  if (!hasRawMembers(value)) return JSON.stringify(value);
-  const raw = (value as WithRawMembers)[RAW_MEMBERS]!;
+export function stringifyWithRaw(value: unknown, inMembers = false): string | undefined {
+  const holds = hasRawMembers(value);
+  if (!holds && !(inMembers && value !== null && typeof value === 'object' && !Array.isArray(value) && !('toJSON' in value))) return JSON.stringify(value);
+  const raw = holds ? (value as WithRawMembers)[RAW_MEMBERS]! : undefined;
   const object = value as Record<string, unknown>;
   let text = '{';
   for (const key of Object.keys(object)) {
-    const member = raw.get(key);
-    const written = member && Object.getOwnPropertyDescriptor(object, key)?.get === member.get ? member.text : JSON.stringify(object[key]);
+    const member = raw?.get(key);
+    const written = member && Object.getOwnPropertyDescriptor(object, key)?.get === member.get ? member.text : stringifyWithRaw(object[key]);
     if (written === undefined) continue;
     text += `${text.length > 1 ? ',' : ''}${JSON.stringify(key)}:${written}`;
   }

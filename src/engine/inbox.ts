@@ -10,6 +10,7 @@ import type { Deps } from '../deps.js';
 import type { Runner } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
 import * as repo from '../db/repos/inbox.js';
+import { stringifyWithRaw } from '../raw-json.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { originOf, tellInboxAfterCommit } from '../db/inbox-bus.js';
 import { notFound, unprocessable } from '../errors.js';
@@ -61,7 +62,7 @@ async function recordInboxChange(
     counts.set(change.subscriberKey, current);
     change.events.forEach((event, i) => {
       const body = event(current);
-      events.push({ subscriberKey: change.subscriberKey, environmentId: change.environmentId, seq: seq - change.events.length + 1 + i, type: body.type, payload: JSON.stringify(body) });
+      events.push({ subscriberKey: change.subscriberKey, environmentId: change.environmentId, seq: seq - change.events.length + 1 + i, type: body.type, payload: stringifyWithRaw(body, true)! });
     });
   }
   await repo.insertEvents(trx, events, now);
@@ -122,7 +123,7 @@ export async function deliverInboxMessages(trx: Runner, messages: NewMessage[], 
       environmentId: rows[0].environment_id as string,
       delta: { unread: rows.length, unseen: rows.length, total: rows.length, archived: 0 },
       newMessages: rows.length,
-      events: rows.map((row) => (counts: repo.InboxCounts) => ({ type: 'notification.created' as const, item: repo.toItem(row), counts })),
+      events: rows.map((row) => (counts: repo.InboxCounts) => ({ type: 'notification.created' as const, item: repo.toItem(row, true), counts })),
     })),
     now,
     // A subscriber's messages take their time under its counts row, so in the order they commit,
@@ -181,7 +182,8 @@ export async function changeInboxMessage(
   }
   const stateChanged = after.seen !== before.seen || after.read !== before.read || after.archived !== before.archived;
   if (stateChanged) await repo.writeMessageState(trx, messageId, { id: messageId, ...after }, now);
-  const item = (await repo.findItem(trx, subscriberKey, messageId))!;
+  // Read only to be written, into the answer and the event: a large `data` as stored, not parsed.
+  const item = (await repo.findItem(trx, subscriberKey, messageId, true))!;
   if (stateChanged) {
     const seenAt = item.seenAt ?? undefined;
     const readAt = item.readAt ?? undefined;

@@ -64,7 +64,8 @@ export async function setSubscriberCredentials(deps: Deps, environmentId: string
     if (isForeignKeyViolation(err)) throw subscriberNotFound(subscriberId);
     throw err;
   }
-  const subscriber = await findSubscriber(deps.db, environmentId, subscriberId);
+  // Read only to be answered: a large `data` as stored, not parsed (db/json.ts setStoredJson).
+  const subscriber = await findSubscriber(deps.db, environmentId, subscriberId, true);
   if (!subscriber) throw subscriberNotFound(subscriberId);
   return subscriber;
 }

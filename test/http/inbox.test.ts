@@ -245,6 +245,22 @@ describe('GET /inbox/messages (listInboxMessages) and GET /inbox/counts (getInbo
 });
 
 describe('PATCH /inbox/messages/{messageId} (updateInboxMessage)', () => {
+  it('writes a large data into its answer and its event as stored, not parsed and serialized again', async () => {
+    await deliver(1);
+    const token = await tokenFor('ada');
+    const [message] = (await as(token).get('/v1/inbox/messages').expect(200)).body.data;
+    // Over ANSWERED_AS_STORED_CHARS (db/json.ts), with spaces JSON.stringify never writes: found
+    // as it is only where it was spliced in.
+    const stored = `{ "n" : "0", "text" : "${'x'.repeat(2_000)}" }`;
+    await t.db('messages').where('id', message.messageId).update({ data: stored });
+    const res = await as(token).patch(`/v1/inbox/messages/${message.messageId}`, { read: true }).expect(200);
+    expect(res.text).toContain(`"data":${stored}`);
+    expect(res.body.data).toMatchObject({ messageId: message.messageId, data: JSON.parse(stored), readAt: expect.any(String) });
+    const [event] = await t.db('inbox_events').where('type', 'notification.updated').where('payload', 'like', `%${message.messageId}%`);
+    expect(event.payload).toContain(`"data":${stored}`);
+    expect(JSON.parse(event.payload)).toMatchObject({ type: 'notification.updated', item: { messageId: message.messageId, data: JSON.parse(stored) } });
+  });
+
   it('marks read (and so seen), archives and unarchives, keeping the counts exact and the first times', async () => {
     await deliver(2);
     const token = await tokenFor('ada');

@@ -41,6 +41,16 @@ describe('PUT /subscribers/{subscriberId}/credentials (updateSubscriberCredentia
     expect((await t.a.get('/v1/subscribers/ada').expect(200)).body.data.channels).toEqual(res.body.data.channels);
   });
 
+  it("answers a subscriber's large data as stored, not parsed and serialized again", async () => {
+    await integration({ providerId: 'slack', identifier: 'company-slack' });
+    // Over ANSWERED_AS_STORED_CHARS (db/json.ts), with spaces JSON.stringify never writes: found as it is only if spliced in.
+    const stored = `{ "text" : "${'x'.repeat(2_000)}" }`;
+    await t.db('subscribers').where('subscriber_id', 'ada').update({ data: stored });
+    const res = await put({ providerId: 'slack', credentials: { webhookUrl: SLACK_URL } }).expect(200);
+    expect(res.text).toContain(`"data":${stored}`);
+    expect(res.body.data).toMatchObject({ subscriberId: 'ada', data: JSON.parse(stored), channels: [expect.objectContaining({ providerId: 'slack' })] });
+  });
+
   it("changes the subscriber's updatedAt, as any change of what GET /subscribers/{subscriberId} shows does", async () => {
     await integration({ providerId: 'slack', identifier: 'company-slack' });
     const before = (await t.a.get('/v1/subscribers/ada').expect(200)).body.data;

@@ -139,9 +139,10 @@ export async function listInbox(
   return { data: await toWireInSlices(shown, (slice) => slice.map((row) => toItem(row, true))), totalCount, page: page.page, pageSize: page.limit, hasMore };
 }
 
-export async function findItem(db: Runner, subscriberKey: string, messageId: string): Promise<InboxItem | undefined> {
+/** The message as the inbox answers it; `answered` when it is read only to be written (see toItem). */
+export async function findItem(db: Runner, subscriberKey: string, messageId: string, answered = false): Promise<InboxItem | undefined> {
   const [row] = await selectRows<Record<string, unknown>>(db, `SELECT ${ITEM_COLUMNS} FROM messages WHERE subscriber_key = ? AND id = ?`, [subscriberKey, messageId]);
-  return row && toItem(row);
+  return row && toItem(row, answered);
 }
 
 
