@@ -203,7 +203,8 @@ async function runFanoutBatch(ctx: WorkerContext, job: JobRecord, position: Fano
 /**
  * Notifies a batch's members, a slice at a time, giving the event loop back between two slices; a
  * writer waiting for the connection then (SQLite) ends the batch early, for its commit to come next,
- * and so does BATCH_MESSAGE_CHARS written. A slice whose first step is in-app reads its members'
+ * and so does BATCH_MESSAGE_CHARS written, within a slice too (startWithInApp takes its members
+ * only until their messages pass it). A slice whose first step is in-app reads its members'
  * subscribers whole: it takes those whose `data` fits in SLICE_CHARS together (at least one), the
  * rest waiting for the next (a hundred subscribers of 1 MiB read and parsed at once held the loop
  * 370 ms).
@@ -220,13 +221,14 @@ async function notifySlices(ctx: WorkerContext, trx: Transaction, event: EventRe
     }
     const size = Math.min(FANOUT_BATCH_SIZE - done, startsWithInApp ? sliceSizeOf(trx, state.memberChars, BATCH_MESSAGE_CHARS - written) : fanoutSliceSize(trx));
     const slice = await fanoutSlice(trx, state, size);
-    const members = startsWithInApp ? (groupsOf(slice.members, (member) => member.dataBytes, SLICE_CHARS)[0] ?? []) : slice.members;
-    state = { ...state, cursor: members.at(-1)?.key ?? state.cursor };
+    let members = startsWithInApp ? (groupsOf(slice.members, (member) => member.dataBytes, SLICE_CHARS)[0] ?? []) : slice.members;
     if (startsWithInApp) {
-      const chars = await startWithInApp(trx, event, members, now);
+      const { taken, chars } = await startWithInApp(trx, event, members, now, BATCH_MESSAGE_CHARS - written);
+      members = members.slice(0, taken);
       written += chars;
-      if (members.length > 0) state.memberChars = Math.ceil(chars / members.length);
+      if (taken > 0) state.memberChars = Math.ceil(chars / taken);
     } else await startNotifications(trx, event, members, now);
+    state = { ...state, cursor: members.at(-1)?.key ?? state.cursor };
     done += members.length;
     more = slice.more || members.length < slice.members.length;
   }

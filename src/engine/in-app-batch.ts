@@ -82,13 +82,12 @@ function decide(job: JobRecord, event: EventRecord, recipient: Recipient, overBu
  * messages add up to about SLICE_CHARS with the event loop turning between: a hundred messages of
  * 150 KB, each written to `messages` and to the inbox's events, held it 0.7 s as one.
  */
-async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promise<number> {
+async function writeOutcomes(trx: Runner, decided: Decision[], now: Date): Promise<void> {
   const groups = groupsOf(decided, messageCharsOf, SLICE_CHARS);
   for (const [i, group] of groups.entries()) {
     if (i > 0) await yieldToEventLoop();
     await writeOutcomesTogether(trx, group, now);
   }
-  return decided.reduce((sum, d) => sum + messageCharsOf(d), 0);
 }
 
 /** The characters of a decision's message, if it has one. */
@@ -234,19 +233,25 @@ async function settleDecided(ctx: WorkerContext, decided: Decision[], now: Date)
  * its message and its execution detail (and settled, when nothing follows), instead of being
  * queued, claimed and settled by a later batch. The decisions are the ones a claimed job gets; a
  * batch run twice creates nothing twice, since an event has one notification per subscriber.
- * Answers the characters of the messages it wrote (messageChars).
+ *
+ * Members are taken in order until their messages pass `charsLeft` (the first always): a slice of
+ * a hundred (five hundred on PostgreSQL) messages of up to 1 MiB each is in memory until it is
+ * written. Answers how many members it took, and the characters of their messages (messageChars).
  */
-export async function startWithInApp(trx: Runner, event: EventRecord, members: SubscriberRef[], now: Date): Promise<number> {
-  if (members.length === 0) return 0;
+export async function startWithInApp(trx: Runner, event: EventRecord, slice: SubscriberRef[], now: Date, charsLeft = Infinity): Promise<{ taken: number; chars: number }> {
+  if (slice.length === 0) return { taken: 0, chars: 0 };
   const index = nextActiveStep(event, -1);
   const step = event.workflow.steps[index];
   const last = nextActiveStep(event, index) === -1;
   const at = now.toISOString();
-  const audience = await audienceOf(trx, members.map((member) => member.key), [event.workflow.id]);
+  const audience = await audienceOf(trx, slice.map((member) => member.key), [event.workflow.id]);
   const decisions = new Map<string, Decision>();
   const overBudget: OverBudget = new Map();
   const pause = pacer();
-  for (const member of members) {
+  let chars = 0;
+  const members: SubscriberRef[] = [];
+  for (const member of slice) {
+    if (chars >= charsLeft) break;
     const job: JobRecord = {
       id: newId(now.getTime()),
       environmentId: event.environmentId,
@@ -265,7 +270,10 @@ export async function startWithInApp(trx: Runner, event: EventRecord, members: S
       state: {},
       createdAt: at,
     };
-    decisions.set(member.key, decide(job, event, audience.recipient(event, member.key, member.subscriberId), overBudget));
+    const decision = decide(job, event, audience.recipient(event, member.key, member.subscriberId), overBudget);
+    decisions.set(member.key, decision);
+    members.push(member);
+    chars += messageCharsOf(decision);
     await pause();
   }
   const created = await createNotifications(trx, event, members, now, (member) => ({
@@ -291,7 +299,7 @@ export async function startWithInApp(trx: Runner, event: EventRecord, members: S
     })),
     now,
   );
-  const written = await writeOutcomes(trx, decided, now);
+  await writeOutcomes(trx, decided, now);
   if (!last) for (const d of decided) await continueAfter(trx, event, d.job, d.job.state, now);
-  return written;
+  return { taken: members.length, chars };
 }

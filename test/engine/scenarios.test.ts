@@ -815,6 +815,26 @@ describe('topic fan-out', () => {
     for (const id of ids) expect((await contentsOf(id))[0]).toHaveLength(21_001);
   });
 
+  it("takes a first slice's members only until their messages pass BATCH_MESSAGE_CHARS, not the whole slice", async () => {
+    // 12 members of messages of about 500,000 characters (two fields of 250,000): 6 million. A
+    // first batch knows nothing of its messages' size until it renders them: it stops at the
+    // member that passes 2 million, where it had taken a slice of 100 (500 on PostgreSQL) whole.
+    const ids = Array.from({ length: 12 }, (_, i) => `wide-${String(i).padStart(2, '0')}`);
+    for (const id of ids) await insertSubscriber(t.db, t.environments.a, { subscriberId: id }, t.clock.now());
+    await t.a.post('/v1/topics', { topicKey: 'wide', name: 'Wide' }).expect(201);
+    await t.a.post('/v1/topics/wide/subscribers', { subscribers: ids }).expect(200);
+    await createWorkflow(t.a, { name: 'Wide note', steps: [{ type: 'in_app', template: { subject: '{{payload.text}}', content: '{{payload.text}}' } }] });
+    const text = 'x'.repeat(250_000);
+    const tx = await trigger({ name: 'wide-note', to: [{ type: 'Topic', topicKey: 'wide' }], payload: { text } });
+    await worker.runBatch(); // the first batch of each of the fan-out's jobs
+    const firstBatches = (await t.db('messages').where({ transaction_id: tx }).count({ n: '*' }).first()) as { n: number | string };
+    const perBatch = Math.ceil(BATCH_MESSAGE_CHARS / (2 * text.length));
+    expect(Number(firstBatches.n)).toBeGreaterThan(0);
+    expect(Number(firstBatches.n)).toBeLessThanOrEqual(perBatch * fanoutShards(t.db).length);
+    await run();
+    for (const id of ids) expect(await contentsOf(id)).toEqual([text]);
+  });
+
   it("reads a fan-out's members of large data a slice at a time, within SLICE_CHARS each", async () => {
     // Ten members of 300,000 characters of data: slices of three, four of them, a turn between two.
     const ids = Array.from({ length: 10 }, (_, i) => `heavy-${i}`);
