@@ -9,18 +9,15 @@ export interface BodyScan {
   values: number;
   /** Objects' members (key and value pairs), all objects together. */
   members: number;
-  /**
-   * How many distinct key names the members use, when asked (`countKeyNames`), up to one past
-   * that many (by their hashes: names that collide, about one pair in 2^64, count once; a name
-   * spelled once with escapes and once without counts twice).
-   */
+  /** How many distinct key names the members use, when asked (`countKeyNames`), up to one past that many. */
   keyNames?: number;
   /** How deep containers nest: 1 for `{}`, 2 for `{"a":[]}`. */
   deepest: number;
   /**
    * Whether the body may hold a string that is not storable text: an escaped NUL (`\u0000`) or
    * UTF-16 surrogate (`\ud800`–`\udfff`, paired or not). Escapes are the only way JSON in UTF-8
-   * can spell those.
+   * can spell those: the bytes of a surrogate (ED A0 80) or an overlong NUL (C0 80) are not UTF-8,
+   * and the body's decoder makes each U+FFFD (test/http/errors.test.ts pins it).
    */
   mayHoldNonText: boolean;
 }
@@ -28,31 +25,30 @@ export interface BodyScan {
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
-/** Slots of the table of key-name hashes, four times the most it counts, so that probes stay short. */
-const NAME_SLOTS = 1 << 17;
-
 /**
  * Counts the values of a JSON text, its objects' members and how deep it nests, in one pass over
- * its bytes (UTF-8); with `countKeyNames`, also the distinct key names, up to about that many (a
- * parser interns each new name: a megabyte of distinct ones cost five times what the same members
- * with repeated names did). It assumes valid JSON, which the parser checks next: for anything else
- * its answer is only an estimate, and the parser refuses the body anyway.
+ * its bytes (UTF-8); with `countKeyNames`, also the distinct key names, up to one past that many
+ * (a parser makes each new name once: a megabyte of distinct ones cost five times what the same
+ * members with repeated names did). It assumes valid JSON, which the parser checks next: for
+ * anything else its answer is only an estimate, and the parser refuses the body anyway.
  */
 export function scanJsonBody(bytes: Buffer, countKeyNames?: number): BodyScan {
-  if (countKeyNames !== undefined && countKeyNames > NAME_SLOTS / 4) throw new RangeError(`Counts at most ${NAME_SLOTS / 4} key names`);
-  const names = countKeyNames === undefined ? undefined : new Int32Array(2 * NAME_SLOTS);
-  let keyNames = 0;
+  // Names as the parser makes them: decoded, escapes and all, so that one name spelled two ways is one.
+  const names = countKeyNames === undefined ? undefined : new Set<string>();
   let members = 0;
   let values = 0;
   let depth = 0;
   let deepest = 0;
   let mayHoldNonText = false;
+  const scanned = (): BodyScan => ({ values, members, deepest, mayHoldNonText, ...(names && { keyNames: names.size }) });
   // For each open container, whether it is an object (whose next string after `{` or `,` is a key).
   const inObject: boolean[] = [];
   let keyNext = false;
   let inScalar = false;
-  // The next backslash at or after where strings are searched, found again only once passed: the
-  // searches together read the body once, however many strings it has.
+  // The next quote and the next backslash at or after where strings are searched, each found again
+  // only once passed: the searches together read the body once, however many strings and escapes
+  // it has (searching again after each escape made a string of escapes quadratic).
+  let quote = -1;
   let backslash = -1;
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i];
@@ -67,15 +63,17 @@ export function scanJsonBody(bytes: Buffer, countKeyNames?: number): BodyScan {
       case QUOTE: {
         if (keyNext) members++;
         else values++;
-        // The string's end, found with the buffer's own search (a body is mostly strings):
-        // the next quote that no backslash escapes.
+        // The string's end, found with the buffer's own search (a body is mostly strings): the
+        // next quote that no backslash escapes.
         const opened = i;
+        let escaped = false;
         for (let from = i + 1; ; ) {
-          const quote = bytes.indexOf(QUOTE, from);
-          if (quote === -1) return { values, members, deepest, mayHoldNonText, ...(names && { keyNames }) }; // not JSON: the parser says so
+          if (quote < from) quote = bytes.indexOf(QUOTE, from);
+          if (quote === -1) return scanned(); // not JSON: the parser says so
           if (backslash < from) backslash = bytes.indexOf(BACKSLASH, from);
           if (backslash === -1) backslash = bytes.length;
           if (backslash < quote) {
+            escaped = true;
             if (bytes[backslash + 1] === 0x75 /* u */ && escapesNonText(bytes, backslash + 2)) mayHoldNonText = true;
             from = backslash + 2; // past the escaped character: an escaped quote does not end the string
             continue;
@@ -83,7 +81,7 @@ export function scanJsonBody(bytes: Buffer, countKeyNames?: number): BodyScan {
           i = quote;
           break;
         }
-        if (keyNext && names && keyNames <= countKeyNames!) keyNames += addName(names, hashOf(bytes, opened + 1, i));
+        if (keyNext && names && names.size <= countKeyNames!) names.add(nameOf(bytes, opened, i, escaped));
         keyNext = false;
         break;
       }
@@ -108,35 +106,17 @@ export function scanJsonBody(bytes: Buffer, countKeyNames?: number): BodyScan {
         break;
     }
   }
-  return { values, members, deepest, mayHoldNonText, ...(names && { keyNames }) };
+  return scanned();
 }
 
-/**
- * Two 32-bit hashes of bytes[from, to), a key name as it is spelled (FNV-1a, and a multiply-xorshift
- * of its own): two names collide in both about once in 2^64, not once in 2^32 (which, among 20,000
- * names, happens to one body in twenty).
- */
-function hashOf(bytes: Buffer, from: number, to: number): [number, number] {
-  let first = 0x811c9dc5 | 0;
-  let second = 0x9e3779b9 | 0;
-  for (let i = from; i < to; i++) {
-    first = Math.imul(first ^ bytes[i], 16777619);
-    second = Math.imul(second + bytes[i], 0x85ebca6b);
-    second ^= second >>> 13;
-  }
-  return [first, second];
-}
-
-/** Adds a key name's two hashes to the table (open addressing; 0 marks an empty slot): 1 if it was new. */
-function addName(names: Int32Array, [first, second]: [number, number]): number {
-  const h = first === 0 ? 1 : first;
-  for (let slot = h & (NAME_SLOTS - 1); ; slot = (slot + 1) & (NAME_SLOTS - 1)) {
-    if (names[2 * slot] === h && names[2 * slot + 1] === second) return 0;
-    if (names[2 * slot] === 0) {
-      names[2 * slot] = h;
-      names[2 * slot + 1] = second;
-      return 1;
-    }
+/** The key between the quotes at `opened` and `closed`, decoded as the parser will (a broken escape left as it is: the parser refuses it). */
+function nameOf(bytes: Buffer, opened: number, closed: number, escaped: boolean): string {
+  if (!escaped) return bytes.toString('utf8', opened + 1, closed);
+  const quoted = bytes.toString('utf8', opened, closed + 1);
+  try {
+    return JSON.parse(quoted) as string;
+  } catch {
+    return quoted;
   }
 }
 

@@ -23,14 +23,14 @@ export const BODY_VALUE_LIMIT = 100_000;
 export const BODY_KEY_NAME_LIMIT = 20_000;
 
 /**
- * Refuses a JSON body (as body-parser's `verify`, which passes the error on as it is: a 413) that
+ * Refuses a JSON body (as body-parser's `verify`, whose error keeps its own status: a 413) that
  * holds more values than BODY_VALUE_LIMIT or more distinct key names than BODY_KEY_NAME_LIMIT;
  * answers what the scan found otherwise.
  */
 export function scanWithinLimits(bytes: Buffer): BodyScan {
   const scan = scanJsonBody(bytes);
   if (scan.values > BODY_VALUE_LIMIT) throw overLimit('entity.too.many.values', BODY_VALUE_LIMIT);
-  // Names are counted only when there are that many members, in a second pass.
+  // Names are counted only when there are that many members, in a second pass that decodes each.
   if (scan.members > BODY_KEY_NAME_LIMIT && scanJsonBody(bytes, BODY_KEY_NAME_LIMIT).keyNames! > BODY_KEY_NAME_LIMIT) throw overLimit('entity.too.many.keys', BODY_KEY_NAME_LIMIT);
   return scan;
 }

@@ -136,11 +136,24 @@ describe('errors from every layer carry the same body', () => {
   it('400 for a JSON body in another charset than UTF-8 (RFC 8259), UTF-16 included', async () => {
     const text = '{"subscriberId":"utf16"}';
     for (const [charset, bytes] of [['utf-16le', Buffer.from(text, 'utf16le')], ['latin1', Buffer.from(text, 'latin1')]] as const) {
-      const res = await t.a.post('/v1/subscribers').set('Content-Type', `application/json; charset=${charset}`).send(bytes).expect(400);
+      const res = await t.a.post('/v1/subscribers').set('Content-Type', `application/json; charset=${charset}`).serialize((body: unknown) => body as string).send(bytes).expect(400);
       expect(res.body).toMatchObject({ statusCode: 400, message: 'The request body must be encoded as UTF-8' });
     }
     await t.a.get('/v1/subscribers/utf16').expect(404);
     await t.a.post('/v1/subscribers').set('Content-Type', 'application/json; charset=UTF-8').send(text).expect(201);
+  });
+
+  it('answers at once a body of 500,000 values or of a megabyte of escapes, and stores the bytes of a surrogate or an overlong NUL as U+FFFD', async () => {
+    const started = performance.now();
+    await t.a.post('/v1/subscribers', { subscriberId: 'many', data: { items: Array(500_000).fill(0) } }).expect(413);
+    const escapes = `{"subscriberId":"escapes","data":{"text":"${'\\n'.repeat(500_000)}"}}`;
+    await t.a.post('/v1/subscribers').set('Content-Type', 'application/json').send(escapes).expect(201);
+    // A liveness bound with a wide margin: the scan of the escapes alone once took 2.5 s.
+    expect(performance.now() - started).toBeLessThan(3_000);
+    // Not UTF-8, so never a surrogate or NUL once decoded: the scan finds neither without an escape.
+    const raw = Buffer.concat([Buffer.from('{"subscriberId":"raw","data":{"x":"'), Buffer.from([0xed, 0xa0, 0x80, 0x2d, 0xc0, 0x80]), Buffer.from('"}}')]);
+    await t.a.post('/v1/subscribers').set('Content-Type', 'application/json').serialize((body: unknown) => body as string).send(raw).expect(201);
+    expect((await t.a.get('/v1/subscribers/raw').expect(200)).body.data.data.x).toMatch(/^\ufffd+-\ufffd+$/);
   });
 
   it('400 naming the field for a body nested deeper than 64 levels, or holding NUL or half a surrogate pair, escaped anywhere', async () => {
