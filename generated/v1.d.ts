@@ -4525,6 +4525,18 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description This page's items are large (8 MiB or more together), and the large pages this server process is already answering hold all the memory it allows them (`HERALD_LARGE_ANSWERS_MB`, 256 MiB by default) for longer than 30 seconds. Retry after `Retry-After` seconds, or ask for fewer items with `limit`. */
+        LargeAnswersBusy: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The credential is valid but does not open this operation (an API key on the inbox). */
         Forbidden: {
             headers: {
@@ -4785,6 +4797,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["LargeAnswersBusy"];
         };
     };
     createSubscriber: {
@@ -5142,6 +5155,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["LargeAnswersBusy"];
         };
     };
     updateSubscriberMessage: {
@@ -5763,6 +5777,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["LargeAnswersBusy"];
         };
     };
     getNotificationStats: {
@@ -6123,6 +6138,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["LargeAnswersBusy"];
         };
     };
     updateInboxMessages: {
