@@ -56,6 +56,11 @@ export interface Config {
   /** Inbox streams one process holds open at most, and of those one environment (each is a socket). */
   inboxStreams: { max: number; perEnvironment: number };
   /**
+   * The memory the large pages a process is answering may hold together (HERALD_LARGE_ANSWERS_MB),
+   * and how long one waits for it before it is refused with a 503 (answer-memory.ts).
+   */
+  largeAnswers: { bytes: number; waitMs: number };
+  /**
    * HERALD_TRUST_PROXY: the reverse proxies in front of Herald, whose `X-Forwarded-For` and
    * `X-Forwarded-Proto` it believes (Express's `trust proxy`): how many hops, or their addresses.
    * Unset, none: the client is the connection's address.
@@ -201,6 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sqliteSynchronous: oneOf(env.HERALD_SQLITE_SYNCHRONOUS, 'full', 'HERALD_SQLITE_SYNCHRONOUS', ['full', 'normal']),
     delivery: loadDeliveryConfig(env),
     inboxStreams: loadInboxStreams(env),
+    largeAnswers: { bytes: wholeNumber(env.HERALD_LARGE_ANSWERS_MB, 256, 'HERALD_LARGE_ANSWERS_MB') * 1024 * 1024, waitMs: 30_000 },
     trustProxy: trustProxy(env.HERALD_TRUST_PROXY),
   };
 }

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { selectBuiltInBackground, selectBuiltPage } from './knex.js';
 import { pacer } from '../turns.js';
 import { slicesByText } from './chunks.js';
+import { reserveForAnswer } from '../answer-memory.js';
 
 export interface PageRequest {
   page: number;
@@ -45,7 +46,8 @@ export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): P
  * that pages never overlap or skip rows. `toWire` maps a slice of rows at a time, so it can load
  * their related rows in one query (a page of small rows is one slice: toWireInSlices). `counted`
  * is the same filter without the page's joins, when it has any: the total need not read what only
- * the page shows.
+ * the page shows. `large` names the columns that can hold large stored values: the page reserves
+ * what they hold before it is read (pageBytes).
  */
 export async function paginate<Row, T>(
   query: Knex.QueryBuilder,
@@ -53,11 +55,26 @@ export async function paginate<Row, T>(
   orderBy: Array<{ column: string; order: 'asc' | 'desc' }>,
   toWire: (rows: Row[]) => T[] | Promise<T[]>,
   counted: Knex.QueryBuilder = query,
+  large: string[] = [],
 ): Promise<Page<T>> {
   const totalCount = await countOf(counted);
   const offset = page * limit;
-  const rows = offset >= totalCount ? [] : await pageRows<Row>(query.clone().orderBy(orderBy).limit(limit).offset(offset), offset);
+  if (offset >= totalCount) return pageOf([], totalCount, { page, limit });
+  const paged = query.clone().orderBy(orderBy).limit(limit).offset(offset);
+  if (large.length > 0) await reserveForAnswer(await pageBytes(paged, large, offset));
+  const rows = await pageRows<Row>(paged, offset);
   return pageOf(await toWireInSlices(rows, toWire), totalCount, { page, limit });
+}
+
+/**
+ * The bytes the `columns` of a page's rows hold together, measured by the database without
+ * reading them (`octet_length`), for the answer's memory (answer-memory.ts) before the page is read.
+ */
+export async function pageBytes(paged: Knex.QueryBuilder, columns: string[], offset: number): Promise<number> {
+  const { client } = paged;
+  const sized = paged.clone().clearSelect().select(client.raw(`${columns.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b`));
+  const [row] = await pageRows<{ n: number | string | null }>(client.queryBuilder().sum({ n: 'b' }).from(sized.as('p')), offset);
+  return Number(row?.n ?? 0);
 }
 
 /**

@@ -17,6 +17,7 @@ import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } 
 import { BODY_LIMIT, cappedBody, scanWithinLimits } from './request-body.js';
 import type { BodyScan } from './body-scan.js';
 import { sendJson } from './send-json.js';
+import { AnswerMemory, makingAnswer } from '../answer-memory.js';
 
 /** The methods whose requests carry a body in the contract; on any other the body is not read. */
 export const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
@@ -196,6 +197,8 @@ function bodyReader(): (req: Request, res: Response) => Promise<void> {
 export async function createApi(handlers: OperationHandlers, deps: Deps, options: { inboxHub?: InboxHub; inboxPingMs?: number } = {}): Promise<OpenAPIBackend> {
   const api = await createBackend();
   const readBody = bodyReader();
+  // What the large pages this process is answering may hold together (answer-memory.ts).
+  const largeAnswers = new AnswerMemory(deps.config.largeAnswers.bytes, deps.config.largeAnswers.waitMs);
   /**
    * Sends what `run` answers. With an Idempotency-Key it runs in a transaction that also records
    * its answer, a 4xx it throws included, or a repeat replays the recorded one (idempotency.ts).
@@ -221,7 +224,8 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       const auth = authOf(c);
       const origin = crossOriginOf(req);
       const novuScheme = Boolean(c.security.apiKeyAuth);
-      await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin, novuScheme }));
+      const make = () => answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin, novuScheme }));
+      await makingAnswer(largeAnswers, make, (release) => res.once('close', release));
     };
   }
 

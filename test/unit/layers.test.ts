@@ -50,7 +50,7 @@ function readModules(): Module[] {
 const modules = readModules();
 const room = (name: string) => (name.includes('/') ? name.split('/')[0] : name);
 /** The files at the top of src/ that every room may use: they import no room themselves. */
-const FOUNDATION = ['contract.ts', 'errors.ts', 'json-schema.ts', 'ids.ts', 'clock.ts', 'config.ts', 'logger.ts', 'crypto.ts', 'api-keys.ts', 'paths.ts', 'metrics.ts', 'outbound-guard.ts', 'bounded-map.ts', 'escape-html.ts', 'turns.ts', 'raw-json.ts'];
+const FOUNDATION = ['contract.ts', 'errors.ts', 'answer-memory.ts', 'json-schema.ts', 'ids.ts', 'clock.ts', 'config.ts', 'logger.ts', 'crypto.ts', 'api-keys.ts', 'paths.ts', 'metrics.ts', 'outbound-guard.ts', 'bounded-map.ts', 'escape-html.ts', 'turns.ts', 'raw-json.ts'];
 
 /**
  * What each room may import besides itself, the foundation and `deps.ts`: ARCHITECTURE.md's table.

@@ -9,6 +9,7 @@ import type { Schemas } from '../../contract.js';
 import { readBool, readJson, setStoredJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
 import { toWireInSlices, type Page } from '../paginate.js';
+import { reserveForAnswer } from '../../answer-memory.js';
 
 export type InboxItem = Schemas['InboxMessage'];
 export type InboxCounts = Schemas['InboxCounts'];
@@ -18,6 +19,8 @@ export const NO_COUNTS: InboxCounts = { unread: 0, unseen: 0, total: 0, archived
 
 const ITEM_COLUMNS = `id, workflow_key, transaction_id, subject, content, url, avatar, primary_action, secondary_action,
   tags, data, seen, read, archived, seen_at, read_at, archived_at, created_at, notification_id, subscriber_id`;
+/** The columns of an item that can be large: a message's fields render up to 1 MiB together. */
+const LARGE_ITEM_COLUMNS = ['subject', 'content', 'data'];
 
 /** A message row as the inbox answers it; `answered`, made only for an answer (its `data` as stored if large: setStoredJson). */
 export function toItem(row: Record<string, unknown>, answered = false): InboxItem {
@@ -128,11 +131,16 @@ export async function listInbox(
   const order = cursor.after && !cursor.before ? 'ASC' : 'DESC';
   const offset = page.page * page.limit;
   // One more than asked says whether there is more, without counting what lies past the cursor.
-  const rows = await selectPage<Record<string, unknown>>(
+  const paged = `FROM messages WHERE ${sql} ORDER BY created_at ${order}, id ${order} LIMIT ? OFFSET ?`;
+  const pageBindings = [...bindings, page.limit + 1, offset] as never[];
+  // Its large fields' bytes, measured without reading them, reserved before the page is (answer-memory.ts).
+  const [{ n: bytes }] = await selectRows<{ n: number | string | null }>(
     db,
-    `SELECT ${ITEM_COLUMNS} FROM messages WHERE ${sql} ORDER BY created_at ${order}, id ${order} LIMIT ? OFFSET ?`,
-    [...bindings, page.limit + 1, offset] as never[],
+    `SELECT sum(b) AS n FROM (SELECT ${LARGE_ITEM_COLUMNS.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b ${paged}) p`,
+    pageBindings,
   );
+  await reserveForAnswer(Number(bytes ?? 0));
+  const rows = await selectPage<Record<string, unknown>>(db, `SELECT ${ITEM_COLUMNS} ${paged}`, pageBindings);
   const hasMore = rows.length > page.limit;
   const shown = rows.slice(0, page.limit);
   if (order === 'ASC') shown.reverse();

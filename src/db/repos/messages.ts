@@ -105,6 +105,8 @@ export async function listMessages(
       { column: 'id', order: 'desc' },
     ],
     (rows) => rows.map(toWire),
+    query,
+    ['subject', 'content'],
   );
 }
 

@@ -5,6 +5,7 @@ import type { Schemas } from '../../contract.js';
 import { readJson, setStoredJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
 import { countOf, pageOf, pageRows, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
+import { reserveForAnswer } from '../../answer-memory.js';
 import { newId } from '../../ids.js';
 
 export type Notification = Schemas['Notification'];
@@ -296,6 +297,11 @@ export async function listNotifications(db: Db, environmentId: string, page: Pag
   ]);
   const ids = (await pageRows<{ id: string }>(picked.limit(page.limit).offset(offset), offset)).map((row) => row.id);
   if (ids.length === 0) return pageOf([], totalCount, page);
+  // Each row carries its event's payload: their bytes, measured without reading them, are reserved before they are read (answer-memory.ts).
+  const [{ n: bytes }] = await selectBuiltPage<{ n: number | string | null }>(
+    db('notifications as n').join('events as ev', 'ev.id', 'n.event_id').whereIn('n.id', ids).sum({ n: db.raw('octet_length(ev.payload)') }),
+  );
+  await reserveForAnswer(Number(bytes ?? 0));
   const rows = await selectBuiltPage<Record<string, unknown>>(scoped(db, environmentId).whereIn('n.id', ids));
   const byId = new Map(rows.map((row) => [row.id as string, row]));
   const found = ids.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));

@@ -91,6 +91,7 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
     ],
     (rows) => withChannels(db, rows, true),
     db('subscribers').where('environment_id', environmentId),
+    ['s.data'],
   );
 }
 
