@@ -112,6 +112,8 @@ export async function reserveForAnswer(bytes: number): Promise<void> {
   const scope = current.getStore();
   if (!scope || bytes < LARGE_PAGE_BYTES) return;
   const release = await scope.memory.reserve(bytes);
-  if (scope.ended) release();
-  else scope.releases.push(release);
+  if (!scope.ended) return void scope.releases.push(release);
+  // Its client left while it waited: the page is not read for no one.
+  release();
+  throw busy(bytes);
 }

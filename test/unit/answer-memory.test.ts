@@ -1,7 +1,7 @@
 // The memory large answers share: given out in order, more than the whole only to one alone,
 // given back once, and refused with a 503 after the wait.
 import { describe, expect, it } from 'vitest';
-import { AnswerMemory } from '../../src/answer-memory.js';
+import { AnswerMemory, LARGE_PAGE_BYTES, makingAnswer, reserveForAnswer } from '../../src/answer-memory.js';
 import { ApiError } from '../../src/errors.js';
 
 /** Whether a promise has settled by the next turn of the event loop. */
@@ -55,6 +55,33 @@ describe('AnswerMemory', () => {
     expect((refused as Error).message).toContain('50 bytes');
     (await small)();
     held();
+    expect(memory.inUse).toBe(0);
+  });
+});
+
+describe('reserveForAnswer', () => {
+  it("holds a large page's bytes until its answer ends, and nothing for a small page or a read outside a request", async () => {
+    const memory = new AnswerMemory(100 * LARGE_PAGE_BYTES, 60_000);
+    await reserveForAnswer(50 * LARGE_PAGE_BYTES); // no request: nothing to hold
+    let end!: () => void;
+    await makingAnswer(memory, async () => {
+      await reserveForAnswer(LARGE_PAGE_BYTES - 1);
+      expect(memory.inUse).toBe(0);
+      await reserveForAnswer(2 * LARGE_PAGE_BYTES);
+    }, (release) => (end = release));
+    expect(memory.inUse).toBe(2 * LARGE_PAGE_BYTES);
+    end();
+    expect(memory.inUse).toBe(0);
+  });
+
+  it('gives back at once, and refuses, what is granted to an answer whose client left while it waited', async () => {
+    const memory = new AnswerMemory(LARGE_PAGE_BYTES, 60_000);
+    const held = await memory.reserve(LARGE_PAGE_BYTES);
+    let end!: () => void;
+    const made = makingAnswer(memory, () => reserveForAnswer(LARGE_PAGE_BYTES), (release) => (end = release));
+    end();
+    held();
+    await expect(made).rejects.toMatchObject({ status: 503 });
     expect(memory.inUse).toBe(0);
   });
 });
