@@ -4,8 +4,9 @@
 // 1.8 GB. A page whose stored values are large reserves their bytes before it is read (measured by
 // the database without reading them), waiting while other large answers hold the memory, and
 // gives them back once its answer has ended; past a wait of `waitMs`, the request is refused with a
-// 503. Small pages and every other answer never wait.
-import { AsyncLocalStorage } from 'node:async_hooks';
+// 503. Small pages and every other answer never wait. The reservations travel with the page's
+// request (PageRequest.reserve), not in an AsyncLocalStorage: on Node 20 that one cost every
+// request 6-10% of its CPU (the bench's GET row), every promise being tracked.
 import { ApiError } from './errors.js';
 
 /** A page whose large columns hold this many bytes or more reserves them. */
@@ -81,39 +82,27 @@ function busy(bytes: number): ApiError {
   );
 }
 
-/** The answer a request is making: its server's memory, and what it reserved. */
-interface AnswerScope {
-  memory: AnswerMemory;
-  releases: Array<() => void>;
-  /** Whether the answer has ended: what is granted after that is given back at once. */
-  ended: boolean;
-}
-
-const current = new AsyncLocalStorage<AnswerScope>();
+/** Reserves memory for an answer's large pages (PageRequest.reserve), the page's bytes measured before it is read. */
+export type ReserveForAnswer = (bytes: number) => Promise<void>;
 
 /**
- * Runs `make` (a request's operation) with `memory` for its large pages; what it reserves is held
- * until the release `ended` is given is called (once the answer has ended, however it did).
+ * One answer's reservations of `memory`: a page of LARGE_PAGE_BYTES or more reserves its bytes
+ * (smaller ones nothing), held until `ended`'s release is called, once the answer has ended however
+ * it did. Granted after that (its client left while it waited), a reservation is given back and
+ * refused: the page is not read for no one.
  */
-export async function makingAnswer<T>(memory: AnswerMemory, make: () => Promise<T>, ended: (release: () => void) => void): Promise<T> {
-  const scope: AnswerScope = { memory, releases: [], ended: false };
+export function answerReservations(memory: AnswerMemory, ended: (release: () => void) => void): ReserveForAnswer {
+  const releases: Array<() => void> = [];
+  let over = false;
   ended(() => {
-    scope.ended = true;
-    for (const release of scope.releases.splice(0)) release();
+    over = true;
+    for (const release of releases.splice(0)) release();
   });
-  return current.run(scope, make);
-}
-
-/**
- * Reserves `bytes` for the page about to be read, when they are LARGE_PAGE_BYTES or more and a
- * request is making its answer (a read made for anything else holds nothing).
- */
-export async function reserveForAnswer(bytes: number): Promise<void> {
-  const scope = current.getStore();
-  if (!scope || bytes < LARGE_PAGE_BYTES) return;
-  const release = await scope.memory.reserve(bytes);
-  if (!scope.ended) return void scope.releases.push(release);
-  // Its client left while it waited: the page is not read for no one.
-  release();
-  throw busy(bytes);
+  return async (bytes) => {
+    if (bytes < LARGE_PAGE_BYTES) return;
+    const release = await memory.reserve(bytes);
+    if (!over) return void releases.push(release);
+    release();
+    throw busy(bytes);
+  };
 }

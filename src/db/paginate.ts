@@ -2,11 +2,13 @@ import type { Knex } from 'knex';
 import { selectBuiltInBackground, selectBuiltPage } from './knex.js';
 import { pacer } from '../turns.js';
 import { slicesByText } from './chunks.js';
-import { reserveForAnswer } from '../answer-memory.js';
+import type { ReserveForAnswer } from '../answer-memory.js';
 
 export interface PageRequest {
   page: number;
   limit: number;
+  /** For a page answered to a request: reserves the memory of its large stored values before they are read (answer-memory.ts). */
+  reserve?: ReserveForAnswer;
 }
 
 export interface Page<T> {
@@ -25,9 +27,9 @@ export const DEFAULT_PAGE_SIZE = 10;
  */
 export const DEEP_OFFSET = 5_000;
 
-/** Reads `page` and `limit` (or Novu's `pageSize`) from a validated query, with their defaults. */
-export function pageRequest(query: { page?: number; limit?: number; pageSize?: number } | undefined): PageRequest {
-  return { page: query?.page ?? 0, limit: query?.limit ?? query?.pageSize ?? DEFAULT_PAGE_SIZE };
+/** Reads `page` and `limit` (or Novu's `pageSize`) from a validated query, with their defaults; `reserve`, the answer's (PageRequest). */
+export function pageRequest(query: { page?: number; limit?: number; pageSize?: number } | undefined, reserve?: ReserveForAnswer): PageRequest {
+  return { page: query?.page ?? 0, limit: query?.limit ?? query?.pageSize ?? DEFAULT_PAGE_SIZE, reserve };
 }
 
 /** The exact number of rows a filtered query answers, counted off the event loop. */
@@ -51,30 +53,40 @@ export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): P
  */
 export async function paginate<Row, T>(
   query: Knex.QueryBuilder,
-  { page, limit }: PageRequest,
+  { page, limit, reserve }: PageRequest,
   orderBy: Array<{ column: string; order: 'asc' | 'desc' }>,
   toWire: (rows: Row[]) => T[] | Promise<T[]>,
   counted: Knex.QueryBuilder = query,
   large: string[] = [],
 ): Promise<Page<T>> {
-  const totalCount = await countOf(counted);
   const offset = page * limit;
-  if (offset >= totalCount) return pageOf([], totalCount, { page, limit });
   const paged = query.clone().orderBy(orderBy).limit(limit).offset(offset);
-  if (large.length > 0) await reserveForAnswer(await pageBytes(paged, large, offset));
+  const sized = reserve && large.length > 0 ? sizesOf(paged, large) : undefined;
+  const { totalCount, bytes } = await countAndSize(counted, sized);
+  if (offset >= totalCount) return pageOf([], totalCount, { page, limit });
+  if (sized) await reserve!(bytes);
   const rows = await pageRows<Row>(paged, offset);
   return pageOf(await toWireInSlices(rows, toWire), totalCount, { page, limit });
 }
 
 /**
- * The bytes the `columns` of a page's rows hold together, measured by the database without
- * reading them (`octet_length`), for the answer's memory (answer-memory.ts) before the page is read.
+ * The page's rows with only `b`: the bytes their `columns` hold together, which the database
+ * measures without reading them (`octet_length`).
  */
-export async function pageBytes(paged: Knex.QueryBuilder, columns: string[], offset: number): Promise<number> {
-  const { client } = paged;
-  const sized = paged.clone().clearSelect().select(client.raw(`${columns.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b`));
-  const [row] = await pageRows<{ n: number | string | null }>(client.queryBuilder().sum({ n: 'b' }).from(sized.as('p')), offset);
-  return Number(row?.n ?? 0);
+export function sizesOf(paged: Knex.QueryBuilder, columns: string[]): Knex.QueryBuilder {
+  return paged.clone().clearSelect().select(paged.client.raw(`${columns.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b`));
+}
+
+/** countOf, and in the same statement (off the event loop too) the bytes a page's `sized` rows hold together. */
+async function countAndSize(counted: Knex.QueryBuilder, sized: Knex.QueryBuilder | undefined): Promise<{ totalCount: number; bytes: number }> {
+  if (!sized) return { totalCount: await countOf(counted), bytes: 0 };
+  const { client } = counted;
+  const both = client
+    .queryBuilder()
+    .select(counted.clone().clearSelect().clearOrder().count('*').as('n'))
+    .select(client.queryBuilder().sum('b').from(sized.as('p')).as('b'));
+  const [row] = await selectBuiltInBackground<{ n: number | string; b: number | string | null }>(both);
+  return { totalCount: Number(row.n), bytes: Number(row.b ?? 0) };
 }
 
 /**

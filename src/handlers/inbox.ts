@@ -18,9 +18,9 @@ export const createInboxToken: OperationHandler<'createInboxToken'> = async ({ p
   body: { data: await mintSubscriberToken(deps, auth.environmentId, params.subscriberId, body?.expiresIn) },
 });
 
-export const listInboxMessages: OperationHandler<'listInboxMessages'> = async ({ query, auth, deps }) => ({
+export const listInboxMessages: OperationHandler<'listInboxMessages'> = async ({ query, auth, deps, reserve }) => ({
   status: 200,
-  body: await listInbox(deps, ownerOf(auth), pageRequest(query), query),
+  body: await listInbox(deps, ownerOf(auth), pageRequest(query, reserve), query),
 });
 
 export const getInboxCounts: OperationHandler<'getInboxCounts'> = async ({ auth, deps }) => ({

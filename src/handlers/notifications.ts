@@ -3,9 +3,9 @@ import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/notifications.js';
 import { notificationWithJobs } from '../engine/notifications.js';
 
-export const listNotifications: OperationHandler<'listNotifications'> = async ({ query, auth, deps }) => ({
+export const listNotifications: OperationHandler<'listNotifications'> = async ({ query, auth, deps, reserve }) => ({
   status: 200,
-  body: await repo.listNotifications(deps.db, auth.environmentId, pageRequest(query), query),
+  body: await repo.listNotifications(deps.db, auth.environmentId, pageRequest(query, reserve), query),
 });
 
 export const getNotificationStats: OperationHandler<'getNotificationStats'> = async ({ auth, deps }) => ({

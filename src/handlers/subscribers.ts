@@ -3,9 +3,9 @@ import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/subscribers.js';
 import * as subscribers from '../engine/subscribers.js';
 
-export const listSubscribers: OperationHandler<'listSubscribers'> = async ({ query, auth, deps }) => ({
+export const listSubscribers: OperationHandler<'listSubscribers'> = async ({ query, auth, deps, reserve }) => ({
   status: 200,
-  body: await repo.listSubscribers(deps.db, auth.environmentId, pageRequest(query)),
+  body: await repo.listSubscribers(deps.db, auth.environmentId, pageRequest(query, reserve)),
 });
 
 export const createSubscriber: OperationHandler<'createSubscriber'> = async ({ body, auth, deps }) => ({

@@ -17,7 +17,7 @@ import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } 
 import { BODY_LIMIT, cappedBody, scanWithinLimits } from './request-body.js';
 import type { BodyScan } from './body-scan.js';
 import { sendJson } from './send-json.js';
-import { AnswerMemory, makingAnswer } from '../answer-memory.js';
+import { AnswerMemory, answerReservations } from '../answer-memory.js';
 
 /** The methods whose requests carry a body in the contract; on any other the body is not read. */
 export const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
@@ -224,8 +224,8 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       const auth = authOf(c);
       const origin = crossOriginOf(req);
       const novuScheme = Boolean(c.security.apiKeyAuth);
-      const make = () => answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin, novuScheme }));
-      await makingAnswer(largeAnswers, make, (release) => res.once('close', release));
+      const reserve = answerReservations(largeAnswers, (release) => res.once('close', release));
+      await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin, novuScheme, reserve }));
     };
   }
 

@@ -1,7 +1,7 @@
 // The memory large answers share: given out in order, more than the whole only to one alone,
 // given back once, and refused with a 503 after the wait.
 import { describe, expect, it } from 'vitest';
-import { AnswerMemory, LARGE_PAGE_BYTES, makingAnswer, reserveForAnswer } from '../../src/answer-memory.js';
+import { AnswerMemory, answerReservations, LARGE_PAGE_BYTES } from '../../src/answer-memory.js';
 import { ApiError } from '../../src/errors.js';
 
 /** Whether a promise has settled by the next turn of the event loop. */
@@ -59,17 +59,17 @@ describe('AnswerMemory', () => {
   });
 });
 
-describe('reserveForAnswer', () => {
-  it("holds a large page's bytes until its answer ends, and nothing for a small page or a read outside a request", async () => {
+describe('answerReservations', () => {
+  it("holds a large page's bytes until its answer ends, and nothing for a small page", async () => {
     const memory = new AnswerMemory(100 * LARGE_PAGE_BYTES, 60_000);
-    await reserveForAnswer(50 * LARGE_PAGE_BYTES); // no request: nothing to hold
     let end!: () => void;
-    await makingAnswer(memory, async () => {
-      await reserveForAnswer(LARGE_PAGE_BYTES - 1);
-      expect(memory.inUse).toBe(0);
-      await reserveForAnswer(2 * LARGE_PAGE_BYTES);
-    }, (release) => (end = release));
-    expect(memory.inUse).toBe(2 * LARGE_PAGE_BYTES);
+    const reserve = answerReservations(memory, (release) => (end = release));
+    await reserve(LARGE_PAGE_BYTES - 1);
+    expect(memory.inUse).toBe(0);
+    await reserve(2 * LARGE_PAGE_BYTES);
+    await reserve(LARGE_PAGE_BYTES);
+    expect(memory.inUse).toBe(3 * LARGE_PAGE_BYTES);
+    end();
     end();
     expect(memory.inUse).toBe(0);
   });
@@ -78,10 +78,10 @@ describe('reserveForAnswer', () => {
     const memory = new AnswerMemory(LARGE_PAGE_BYTES, 60_000);
     const held = await memory.reserve(LARGE_PAGE_BYTES);
     let end!: () => void;
-    const made = makingAnswer(memory, () => reserveForAnswer(LARGE_PAGE_BYTES), (release) => (end = release));
+    const reserved = answerReservations(memory, (release) => (end = release))(LARGE_PAGE_BYTES);
     end();
     held();
-    await expect(made).rejects.toMatchObject({ status: 503 });
+    await expect(reserved).rejects.toMatchObject({ status: 503 });
     expect(memory.inUse).toBe(0);
   });
 });

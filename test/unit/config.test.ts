@@ -43,6 +43,15 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_INBOX_MAX_STREAM
   });
 });
 
+describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_LARGE_ANSWERS_MB', () => {
+  it('lets large pages hold 256 MiB together unless set, waiting 30 s for it, and refuses what is no positive whole number', () => {
+    expect(loadConfig({}).largeAnswers).toEqual({ bytes: 256 * 1024 * 1024, waitMs: 30_000 });
+    expect(loadConfig({ HERALD_LARGE_ANSWERS_MB: '64' }).largeAnswers.bytes).toBe(64 * 1024 * 1024);
+    expect(() => loadConfig({ HERALD_LARGE_ANSWERS_MB: '0' })).toThrow('HERALD_LARGE_ANSWERS_MB must be a positive whole number, not "0"');
+    expect(() => loadConfig({ HERALD_LARGE_ANSWERS_MB: '1.5' })).toThrow('HERALD_LARGE_ANSWERS_MB');
+  });
+});
+
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_RETENTION_DAYS', () => {
   it('keeps 30 days unless set, 0 for ever, and refuses what the CLI refuses an environment', () => {
     expect(loadConfig({}).retentionDays).toBe(30);

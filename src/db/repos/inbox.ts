@@ -8,8 +8,7 @@ import { inList, isPostgres, selectPage, selectRows, changeRows } from '../knex.
 import type { Schemas } from '../../contract.js';
 import { readBool, readJson, setStoredJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
-import { toWireInSlices, type Page } from '../paginate.js';
-import { reserveForAnswer } from '../../answer-memory.js';
+import { toWireInSlices, type Page, type PageRequest } from '../paginate.js';
 
 export type InboxItem = Schemas['InboxMessage'];
 export type InboxCounts = Schemas['InboxCounts'];
@@ -112,12 +111,10 @@ export async function listInbox(
   db: Runner,
   subscriberKey: string,
   filters: InboxFilters,
-  page: { page: number; limit: number },
+  page: PageRequest,
   cursor: { before?: Cursor; after?: Cursor },
 ): Promise<Page<InboxItem>> {
   const filter = filterSql(db, subscriberKey, filters);
-  const [{ n }] = await selectRows<{ n: number | string }>(db, `SELECT COUNT(*) AS n FROM messages WHERE ${filter.sql}`, filter.bindings as never[]);
-  const totalCount = Number(n);
   let sql = filter.sql;
   const bindings = [...filter.bindings];
   if (cursor.before) {
@@ -133,13 +130,17 @@ export async function listInbox(
   // One more than asked says whether there is more, without counting what lies past the cursor.
   const paged = `FROM messages WHERE ${sql} ORDER BY created_at ${order}, id ${order} LIMIT ? OFFSET ?`;
   const pageBindings = [...bindings, page.limit + 1, offset] as never[];
-  // Its large fields' bytes, measured without reading them, reserved before the page is (answer-memory.ts).
-  const [{ n: bytes }] = await selectRows<{ n: number | string | null }>(
+  // With the count, the bytes of the page's large fields, measured without reading them, reserved
+  // before the page is read (answer-memory.ts).
+  const counted = `(SELECT COUNT(*) FROM messages WHERE ${filter.sql}) AS n`;
+  const sized = `(SELECT sum(b) FROM (SELECT ${LARGE_ITEM_COLUMNS.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b ${paged}) p) AS b`;
+  const [{ n, b }] = await selectRows<{ n: number | string; b?: number | string | null }>(
     db,
-    `SELECT sum(b) AS n FROM (SELECT ${LARGE_ITEM_COLUMNS.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b ${paged}) p`,
-    pageBindings,
+    page.reserve ? `SELECT ${counted}, ${sized}` : `SELECT ${counted}`,
+    (page.reserve ? [...filter.bindings, ...pageBindings] : filter.bindings) as never[],
   );
-  await reserveForAnswer(Number(bytes ?? 0));
+  const totalCount = Number(n);
+  await page.reserve?.(Number(b ?? 0));
   const rows = await selectPage<Record<string, unknown>>(db, `SELECT ${ITEM_COLUMNS} ${paged}`, pageBindings);
   const hasMore = rows.length > page.limit;
   const shown = rows.slice(0, page.limit);

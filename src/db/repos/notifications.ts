@@ -5,7 +5,8 @@ import type { Schemas } from '../../contract.js';
 import { readJson, setStoredJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
 import { countOf, pageOf, pageRows, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
-import { reserveForAnswer } from '../../answer-memory.js';
+import type { ReserveForAnswer } from '../../answer-memory.js';
+import type { Knex } from 'knex';
 import { newId } from '../../ids.js';
 
 export type Notification = Schemas['Notification'];
@@ -282,6 +283,24 @@ export async function dropEmptyHourTotals(db: Db, environmentId: string, before:
 }
 
 /**
+ * The page's ids, each with the bytes of the payload its row will carry (its event's, measured
+ * without reading it, for the page's rows only), reserved before the rows are read (answer-memory.ts).
+ */
+async function idsReserved(db: Db, paged: Knex.QueryBuilder, offset: number, reserve: ReserveForAnswer): Promise<string[]> {
+  const sized = db
+    .queryBuilder()
+    .select('p.id', db.raw('(SELECT octet_length(ev.payload) FROM notifications n2 JOIN events ev ON ev.id = n2.event_id WHERE n2.id = p.id) AS b'))
+    .from(paged.clone().select('created_at').as('p'))
+    .orderBy([
+      { column: 'p.created_at', order: 'desc' },
+      { column: 'p.id', order: 'desc' },
+    ]);
+  const rows = await pageRows<{ id: string; b: number | string | null }>(sized, offset);
+  await reserve(rows.reduce((sum, row) => sum + Number(row.b ?? 0), 0));
+  return rows.map((row) => row.id);
+}
+
+/**
  * One page of notifications, newest first, with the exact total: the total kept for the whole
  * environment or for one status, channel or workflow, or for other filters counted from their
  * index; the page's ids from the same index (off the event loop once deep), then only those rows
@@ -295,13 +314,9 @@ export async function listNotifications(db: Db, environmentId: string, page: Pag
     { column: 'created_at', order: 'desc' },
     { column: 'id', order: 'desc' },
   ]);
-  const ids = (await pageRows<{ id: string }>(picked.limit(page.limit).offset(offset), offset)).map((row) => row.id);
+  const paged = picked.limit(page.limit).offset(offset);
+  const ids = page.reserve ? await idsReserved(db, paged, offset, page.reserve) : (await pageRows<{ id: string }>(paged, offset)).map((row) => row.id);
   if (ids.length === 0) return pageOf([], totalCount, page);
-  // Each row carries its event's payload: their bytes, measured without reading them, are reserved before they are read (answer-memory.ts).
-  const [{ n: bytes }] = await selectBuiltPage<{ n: number | string | null }>(
-    db('notifications as n').join('events as ev', 'ev.id', 'n.event_id').whereIn('n.id', ids).sum({ n: db.raw('octet_length(ev.payload)') }),
-  );
-  await reserveForAnswer(Number(bytes ?? 0));
   const rows = await selectBuiltPage<Record<string, unknown>>(scoped(db, environmentId).whereIn('n.id', ids));
   const byId = new Map(rows.map((row) => [row.id as string, row]));
   const found = ids.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
