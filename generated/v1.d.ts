@@ -5241,6 +5241,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["LargeAnswersBusy"];
         };
     };
     createWorkflow: {

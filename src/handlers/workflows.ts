@@ -3,9 +3,9 @@ import { pageRequest } from '../db/paginate.js';
 import * as repo from '../db/repos/workflows.js';
 import * as workflows from '../engine/workflows.js';
 
-export const listWorkflows: OperationHandler<'listWorkflows'> = async ({ query, auth, deps }) => ({
+export const listWorkflows: OperationHandler<'listWorkflows'> = async ({ query, auth, deps, reserve }) => ({
   status: 200,
-  body: await repo.listWorkflows(deps.db, auth.environmentId, pageRequest(query), { query: query.query, tag: query.tag }),
+  body: await repo.listWorkflows(deps.db, auth.environmentId, pageRequest(query, reserve), { query: query.query, tag: query.tag }),
 });
 
 export const createWorkflow: OperationHandler<'createWorkflow'> = async ({ body, auth, deps }) => ({

@@ -224,8 +224,13 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       const auth = authOf(c);
       const origin = crossOriginOf(req);
       const novuScheme = Boolean(c.security.apiKeyAuth);
-      const reserve = answerReservations(largeAnswers, (release) => res.once('close', release));
-      await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin, novuScheme, reserve }));
+      // Large pages' memory is held until the operation ends, its answer written or given up.
+      const { reserve, release } = answerReservations(largeAnswers, auth.environmentId, () => res.destroyed);
+      try {
+        await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin, novuScheme, reserve }));
+      } finally {
+        release();
+      }
     };
   }
 

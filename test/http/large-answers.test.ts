@@ -10,7 +10,7 @@ import { createServer, type HeraldServer } from '../../src/http/server.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { LARGE_PAGE_BYTES } from '../../src/answer-memory.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { createSubscriber, createWorkflow } from '../helpers/factories.js';
+import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 
 const MiB = 1024 * 1024;
 const t = useTestApp({ config: { largeAnswers: { bytes: 12 * MiB, waitMs: 400 } } });
@@ -43,6 +43,9 @@ describe('large pages and the memory they hold', () => {
     // two such pages do not fit in the 12 MiB this app allows.
     for (let i = 0; i < 9; i++) await insertSubscriber(t.db, t.environments.a, { subscriberId: `large-${i}`, data: { blob: 'x'.repeat(MiB) } }, t.clock.now());
     expect(9 * MiB).toBeGreaterThan(LARGE_PAGE_BYTES);
+    // And nine small ones after them: the second page of nine is small.
+    t.clock.advance(1000);
+    for (let i = 0; i < 9; i++) await insertSubscriber(t.db, t.environments.a, { subscriberId: `small-${i}` }, t.clock.now());
 
     const first = await unread('/v1/subscribers?limit=100');
     expect(first.status).toBe(200);
@@ -54,6 +57,9 @@ describe('large pages and the memory they hold', () => {
     const small = await fetch(`${base}/v1/subscribers?limit=5`, { headers: headers() });
     expect(small.status).toBe(200);
     expect((await small.json()).data).toHaveLength(5);
+    const second = await fetch(`${base}/v1/subscribers?limit=9&page=1`, { headers: headers() });
+    expect(second.status).toBe(200);
+    expect((await second.json()).data.map((s: { subscriberId: string }) => s.subscriberId)).toEqual(Array.from({ length: 9 }, (_, i) => `small-${i}`));
 
     // Waiting, a page is answered as soon as the first answer ends (its client gone).
     const waiting = fetch(`${base}/v1/subscribers?limit=100`, { headers: headers() });
@@ -61,7 +67,53 @@ describe('large pages and the memory they hold', () => {
     first.stop();
     const answered = await waiting;
     expect(answered.status).toBe(200);
-    expect((await answered.json()).data.map((s: { subscriberId: string }) => s.subscriberId)).toHaveLength(9);
+    expect((await answered.json()).data.map((s: { subscriberId: string }) => s.subscriberId)).toHaveLength(18);
+  });
+
+  it('gives the memory back whenever the client leaves: before the operation starts, or while its page waits', async () => {
+    for (let i = 0; i < 9; i++) await insertSubscriber(t.db, t.environments.a, { subscriberId: `gone-${i}`, data: { blob: 'x'.repeat(MiB) } }, t.clock.now());
+    // A server that hands each request over 50 ms late (as a slow key lookup would): the client
+    // leaves before the operation has started, so before anything could listen for its leaving.
+    const late = http.createServer((req, res) => setTimeout(() => t.app(req, res), 50));
+    await new Promise<void>((resolve) => late.listen(0, '127.0.0.1', resolve));
+    const lateUrl = `http://127.0.0.1:${(late.address() as AddressInfo).port}`;
+    for (let i = 0; i < 4; i++) {
+      const req = http.get(`${lateUrl}/v1/subscribers?limit=100`, { headers: headers() });
+      req.on('error', () => undefined);
+      setTimeout(() => req.destroy(), 10);
+    }
+    // And one that leaves while its page waits behind another's.
+    const first = await unread('/v1/subscribers?limit=100');
+    const waiter = http.get(`${base}/v1/subscribers?limit=100`, { headers: headers() });
+    waiter.on('error', () => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    waiter.destroy();
+    first.stop();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    late.close();
+    // Nothing is held now: two large pages fit, one after the other, at once.
+    for (let i = 0; i < 2; i++) {
+      const page = await fetch(`${base}/v1/subscribers?limit=100`, { headers: headers() });
+      expect(page.status).toBe(200);
+      expect((await page.json()).data).toHaveLength(9);
+    }
+    const second = await unread('/v1/subscribers?limit=100');
+    expect(second.status).toBe(200);
+    second.stop();
+  });
+
+  it("holds a workflows page's steps the same way", async () => {
+    // Nine workflows of four email steps whose bodies are 250,000 characters: about 9 MB a page.
+    const body = `<p>${'x'.repeat(250_000)}</p>`;
+    for (let i = 0; i < 9; i++) await createWorkflow(t.a, { name: `Long ${i}`, steps: Array.from({ length: 4 }, () => step.email({ content: body })) });
+    const first = await unread('/v1/workflows?limit=100');
+    expect(first.status).toBe(200);
+    expect((await fetch(`${base}/v1/workflows?limit=100`, { headers: headers() })).status).toBe(503);
+    first.stop();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const answered = await fetch(`${base}/v1/workflows?limit=100`, { headers: headers() });
+    expect(answered.status).toBe(200);
+    expect((await answered.json()).data).toHaveLength(9);
   });
 
   it("holds a notifications page's payloads, a feed's and an inbox page's messages the same way", async () => {

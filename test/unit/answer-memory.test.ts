@@ -18,9 +18,9 @@ async function settled(promise: Promise<unknown>): Promise<boolean> {
 describe('AnswerMemory', () => {
   it('grants what fits at once, and the rest in order as memory is given back', async () => {
     const memory = new AnswerMemory(100, 60_000);
-    const first = await memory.reserve(60);
-    const second = memory.reserve(50);
-    const third = memory.reserve(10); // would fit, but waits its turn behind the second
+    const first = await memory.reserve(60, 'a');
+    const second = memory.reserve(50, 'b');
+    const third = memory.reserve(10, 'c'); // would fit, but waits its turn behind the second
     expect(await settled(second)).toBe(false);
     expect(await settled(third)).toBe(false);
     first();
@@ -35,8 +35,8 @@ describe('AnswerMemory', () => {
 
   it('grants more than the whole to one answer alone, once nothing else is held', async () => {
     const memory = new AnswerMemory(100, 60_000);
-    const small = await memory.reserve(10);
-    const huge = memory.reserve(500);
+    const small = await memory.reserve(10, 'a');
+    const huge = memory.reserve(500, 'b');
     expect(await settled(huge)).toBe(false);
     small();
     const release = await huge;
@@ -44,11 +44,25 @@ describe('AnswerMemory', () => {
     release();
   });
 
+  it("lets one owner hold at most half, and others go past a waiter held back by its owner's share", async () => {
+    const memory = new AnswerMemory(100, 60_000);
+    const a = await memory.reserve(60, 'a'); // more than half, but all it holds
+    const aAgain = memory.reserve(10, 'a');
+    const b = memory.reserve(30, 'b');
+    expect(await settled(b)).toBe(true);
+    expect(await settled(aAgain)).toBe(false);
+    a();
+    expect(await settled(aAgain)).toBe(true);
+    (await aAgain)();
+    (await b)();
+    expect(memory.inUse).toBe(0);
+  });
+
   it('refuses with a 503 and Retry-After after the wait, and lets those behind it through', async () => {
     const memory = new AnswerMemory(100, 50);
-    const held = await memory.reserve(90);
-    const large = memory.reserve(50);
-    const small = memory.reserve(10);
+    const held = await memory.reserve(90, 'a');
+    const large = memory.reserve(50, 'b');
+    const small = memory.reserve(10, 'c');
     const refused = await large.catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(ApiError);
     expect(refused).toMatchObject({ status: 503, headers: { 'Retry-After': '5' } });
@@ -60,28 +74,29 @@ describe('AnswerMemory', () => {
 });
 
 describe('answerReservations', () => {
-  it("holds a large page's bytes until its answer ends, and nothing for a small page", async () => {
+  it("holds a large page's bytes until the operation releases them, and nothing for a small page", async () => {
     const memory = new AnswerMemory(100 * LARGE_PAGE_BYTES, 60_000);
-    let end!: () => void;
-    const reserve = answerReservations(memory, (release) => (end = release));
+    const { reserve, release } = answerReservations(memory, 'env', () => false);
     await reserve(LARGE_PAGE_BYTES - 1);
     expect(memory.inUse).toBe(0);
     await reserve(2 * LARGE_PAGE_BYTES);
     await reserve(LARGE_PAGE_BYTES);
     expect(memory.inUse).toBe(3 * LARGE_PAGE_BYTES);
-    end();
-    end();
+    release();
+    release();
     expect(memory.inUse).toBe(0);
   });
 
-  it('gives back at once, and refuses, what is granted to an answer whose client left while it waited', async () => {
+  it('refuses what is granted once the client has left, holding it until the operation releases it', async () => {
     const memory = new AnswerMemory(LARGE_PAGE_BYTES, 60_000);
-    const held = await memory.reserve(LARGE_PAGE_BYTES);
-    let end!: () => void;
-    const reserved = answerReservations(memory, (release) => (end = release))(LARGE_PAGE_BYTES);
-    end();
+    const held = await memory.reserve(LARGE_PAGE_BYTES, 'other');
+    let left = false;
+    const { reserve, release } = answerReservations(memory, 'env', () => left);
+    const reserved = reserve(LARGE_PAGE_BYTES);
+    left = true;
     held();
     await expect(reserved).rejects.toMatchObject({ status: 503 });
+    release();
     expect(memory.inUse).toBe(0);
   });
 });

@@ -18,8 +18,8 @@ export const NO_COUNTS: InboxCounts = { unread: 0, unseen: 0, total: 0, archived
 
 const ITEM_COLUMNS = `id, workflow_key, transaction_id, subject, content, url, avatar, primary_action, secondary_action,
   tags, data, seen, read, archived, seen_at, read_at, archived_at, created_at, notification_id, subscriber_id`;
-/** The columns of an item that can be large: a message's fields render up to 1 MiB together. */
-const LARGE_ITEM_COLUMNS = ['subject', 'content', 'data'];
+/** The columns of an item that can be large: a message's fields render up to 1 MiB together, each up to 256 KiB. */
+const LARGE_ITEM_COLUMNS = ['subject', 'content', 'url', 'avatar', 'primary_action', 'secondary_action', 'tags', 'data'];
 
 /** A message row as the inbox answers it; `answered`, made only for an answer (its `data` as stored if large: setStoredJson). */
 export function toItem(row: Record<string, unknown>, answered = false): InboxItem {

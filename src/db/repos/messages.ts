@@ -106,7 +106,7 @@ export async function listMessages(
     ],
     (rows) => rows.map(toWire),
     query,
-    ['subject', 'content'],
+    ['subject', 'content', 'url'],
   );
 }
 

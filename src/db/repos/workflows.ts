@@ -100,6 +100,8 @@ export async function listWorkflows(
       { column: 'w.id', order: 'asc' },
     ],
     (rows) => rows.map((row) => toWire(toStored(row))),
+    query,
+    ['w.steps', 'w.payload_schema'],
   );
 }
 
