@@ -123,9 +123,9 @@ export interface AnswerReservations {
 
 /**
  * One answer's reservations of `memory` for `owner` (its environment): a page of LARGE_PAGE_BYTES
- * or more reserves its bytes (smaller ones nothing), held until `release`, which the caller makes once the operation has ended
- * (its answer written, or given up: a client gone mid-page no longer frees memory that the page's
- * read still holds). A reservation granted once `gone` says the client has left is given back and
+ * or more reserves its bytes (smaller ones nothing), held until `release`, which the caller makes
+ * once the operation has ended, its answer written or given up (a client gone mid-read does not
+ * free what the read still holds). A reservation granted once `gone` says the client has left is
  * refused: the page is not read for no one.
  */
 export function answerReservations(memory: AnswerMemory, owner: string, gone: () => boolean): AnswerReservations {

@@ -48,8 +48,8 @@ export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): P
  * that pages never overlap or skip rows. `toWire` maps a slice of rows at a time, so it can load
  * their related rows in one query (a page of small rows is one slice: toWireInSlices). `counted`
  * is the same filter without the page's joins, when it has any: the total need not read what only
- * the page shows. `large` names the columns that can hold large stored values: the page reserves
- * what they hold before it is read (pageBytes).
+ * the page shows. `large` names the columns that can hold large stored values: a page asked with
+ * `reserve` reserves what they hold (measured with its total) before it is read.
  */
 export async function paginate<Row, T>(
   query: Knex.QueryBuilder,
@@ -73,7 +73,7 @@ export async function paginate<Row, T>(
  * The page's rows with only `b`: the bytes their `columns` hold together, which the database
  * measures without reading them (`octet_length`).
  */
-export function sizesOf(paged: Knex.QueryBuilder, columns: string[]): Knex.QueryBuilder {
+function sizesOf(paged: Knex.QueryBuilder, columns: string[]): Knex.QueryBuilder {
   return paged.clone().clearSelect().select(paged.client.raw(`${columns.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b`));
 }
 
