@@ -14,7 +14,7 @@ import type { InboxHub } from '../engine/inbox-hub.js';
 import { inboxStreams } from './inbox-stream.js';
 import { crossOriginOf } from './inbox-cors.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
-import { BODY_LIMIT, cappedBody, scanWithinLimits } from './request-body.js';
+import { BODY_LIMIT, cappedBody, checkedJsonBody } from './request-body.js';
 import type { BodyScan } from './body-scan.js';
 import { sendJson } from './send-json.js';
 import { AnswerMemory, answerReservations } from '../answer-memory.js';
@@ -170,10 +170,8 @@ function scopedIdempotencyKey(c: Context): string | undefined {
  * body sent in another type is refused as such, not taken for a missing body.
  */
 function bodyReader(): (req: Request, res: Response) => Promise<void> {
-  // JSON is UTF-8 (RFC 8259), and the scan reads UTF-8: body-parser would take UTF-16 too.
   const verify = (_req: unknown, res: Response, bytes: Buffer, encoding: string) => {
-    if (encoding !== 'utf-8') throw Object.assign(new Error(`unsupported charset "${encoding}"`), { type: 'charset.unsupported', status: 400, expose: true });
-    res.locals.bodyScan = scanWithinLimits(bytes);
+    res.locals.bodyScan = checkedJsonBody(bytes, encoding);
   };
   const json = cappedBody(express.json({ limit: BODY_LIMIT, verify }), BODY_LIMIT, 'application/json');
   const read = (req: Request, res: Response) => new Promise<void>((resolve, reject) => json(req, res, (err?: unknown) => (err ? reject(err) : resolve())));

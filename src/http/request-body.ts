@@ -1,7 +1,8 @@
 // How much of a request body Herald reads. body-parser refuses a body over its limit, but answers
 // only once it has read the whole request ("dump"), so a client that declares or sends gigabytes
 // keeps a connection reading them; and a body nobody reads (on an operation that takes none, or a
-// request refused before its body) Node reads to its end after the answer. Both are bounded here.
+// request refused before its body) Node reads to its end after the answer. Both are bounded here,
+// and so is what a JSON body may hold, checked on its bytes before it is parsed.
 import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
 import { scanJsonBody, type BodyScan } from './body-scan.js';
@@ -23,25 +24,30 @@ export const BODY_VALUE_LIMIT = 100_000;
 export const BODY_KEY_NAME_LIMIT = 20_000;
 
 /**
- * Refuses a JSON body (as body-parser's `verify`, whose error keeps its own status: a 413) that
- * holds more values than BODY_VALUE_LIMIT or more distinct key names than BODY_KEY_NAME_LIMIT;
- * answers what the scan found otherwise.
+ * What a JSON body holds (body-scan.ts), as body-parser's `verify` checks it before the parse (its
+ * error keeps its own status): refused when it is not UTF-8 (RFC 8259; body-parser would take
+ * UTF-16, whose bytes the scan would misread), or holds more values than BODY_VALUE_LIMIT or more
+ * distinct key names than BODY_KEY_NAME_LIMIT (413).
  */
-export function scanWithinLimits(bytes: Buffer): BodyScan {
+export function checkedJsonBody(bytes: Buffer, encoding: string): BodyScan {
+  if (encoding !== 'utf-8') throw bodyError('charset.unsupported', 400, `unsupported charset "${encoding}"`);
   const scan = scanJsonBody(bytes);
-  if (scan.values > BODY_VALUE_LIMIT) throw overLimit('entity.too.many.values', BODY_VALUE_LIMIT);
+  if (scan.values > BODY_VALUE_LIMIT) throw bodyError('entity.too.many.values', 413, 'request entity holds too many values', BODY_VALUE_LIMIT);
   // Names are counted only when there are that many members, in a second pass that decodes each.
-  if (scan.members > BODY_KEY_NAME_LIMIT && scanJsonBody(bytes, BODY_KEY_NAME_LIMIT).keyNames! > BODY_KEY_NAME_LIMIT) throw overLimit('entity.too.many.keys', BODY_KEY_NAME_LIMIT);
+  if (scan.members > BODY_KEY_NAME_LIMIT && scanJsonBody(bytes, BODY_KEY_NAME_LIMIT).keyNames! > BODY_KEY_NAME_LIMIT) {
+    throw bodyError('entity.too.many.keys', 413, 'request entity uses too many key names', BODY_KEY_NAME_LIMIT);
+  }
   return scan;
 }
 
-function overLimit(type: string, limit: number): Error {
-  return Object.assign(new Error(`request entity is over its limit (${type})`), { type, status: 413, expose: true, limit });
+/** body-parser's own error for a body over its limit. */
+function tooLarge(limit: number): Error {
+  return bodyError('entity.too.large', 413, 'request entity too large', limit);
 }
 
-/** body-parser's own error for a body over its limit, which the error handler turns into a 413. */
-function tooLarge(limit: number): Error {
-  return Object.assign(new Error('request entity too large'), { type: 'entity.too.large', status: 413, expose: true, limit });
+/** An error shaped as body-parser's own (its `type`, and `limit` when it has one), which the error handler turns into the error body. */
+function bodyError(type: string, status: number, message: string, limit?: number): Error {
+  return Object.assign(new Error(message), { type, status, expose: true, limit });
 }
 
 /**
