@@ -64,17 +64,22 @@ export async function paginate<Row, T>(
   const sized = reserve && large.length > 0 ? sizesOf(paged, large) : undefined;
   const { totalCount, bytes } = await countAndSize(counted, sized);
   if (offset >= totalCount) return pageOf([], totalCount, { page, limit });
-  if (sized) await reserve!(bytes);
+  if (reserve && sized) await reserve(bytes);
   const rows = await pageRows<Row>(paged, offset);
   return pageOf(await toWireInSlices(rows, toWire), totalCount, { page, limit });
 }
 
 /**
- * The page's rows with only `b`: the bytes their `columns` hold together, which the database
- * measures without reading them (`octet_length`).
+ * SQL for the bytes a row's text `columns` hold together, which the database measures without
+ * reading them (`octet_length`, from the row's header), for a page's reservation (answer-memory.ts).
  */
+export function bytesOf(columns: string[]): string {
+  return columns.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ');
+}
+
+/** The page's rows with only `b`, the bytes of their `columns` (bytesOf). */
 function sizesOf(paged: Knex.QueryBuilder, columns: string[]): Knex.QueryBuilder {
-  return paged.clone().clearSelect().select(paged.client.raw(`${columns.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b`));
+  return paged.clone().clearSelect().select(paged.client.raw(`${bytesOf(columns)} AS b`));
 }
 
 /** countOf, and in the same statement (off the event loop too) the bytes a page's `sized` rows hold together. */

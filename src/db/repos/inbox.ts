@@ -8,7 +8,7 @@ import { inList, isPostgres, selectPage, selectRows, changeRows } from '../knex.
 import type { Schemas } from '../../contract.js';
 import { readBool, readJson, setStoredJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
-import { toWireInSlices, type Page, type PageRequest } from '../paginate.js';
+import { bytesOf, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
 
 export type InboxItem = Schemas['InboxMessage'];
 export type InboxCounts = Schemas['InboxCounts'];
@@ -133,7 +133,7 @@ export async function listInbox(
   // With the count, the bytes of the page's large fields, measured without reading them, reserved
   // before the page is read (answer-memory.ts).
   const counted = `(SELECT COUNT(*) FROM messages WHERE ${filter.sql}) AS n`;
-  const sized = `(SELECT sum(b) FROM (SELECT ${LARGE_ITEM_COLUMNS.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ')} AS b ${paged}) p) AS b`;
+  const sized = `(SELECT sum(b) FROM (SELECT ${bytesOf(LARGE_ITEM_COLUMNS)} AS b ${paged}) p) AS b`;
   const [{ n, b }] = await selectRows<{ n: number | string; b?: number | string | null }>(
     db,
     page.reserve ? `SELECT ${counted}, ${sized}` : `SELECT ${counted}`,

@@ -4,7 +4,7 @@ import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { readJson, setStoredJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
-import { countOf, pageOf, pageRows, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
+import { bytesOf, countOf, pageOf, pageRows, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
 import type { ReserveForAnswer } from '../../answer-memory.js';
 import type { Knex } from 'knex';
 import { newId } from '../../ids.js';
@@ -289,7 +289,7 @@ export async function dropEmptyHourTotals(db: Db, environmentId: string, before:
 async function idsReserved(db: Db, paged: Knex.QueryBuilder, offset: number, reserve: ReserveForAnswer): Promise<string[]> {
   const sized = db
     .queryBuilder()
-    .select('p.id', db.raw('(SELECT octet_length(ev.payload) FROM notifications n2 JOIN events ev ON ev.id = n2.event_id WHERE n2.id = p.id) AS b'))
+    .select('p.id', db.raw(`(SELECT ${bytesOf(['ev.payload'])} FROM notifications n2 JOIN events ev ON ev.id = n2.event_id WHERE n2.id = p.id) AS b`))
     .from(paged.clone().select('created_at').as('p'))
     .orderBy([
       { column: 'p.created_at', order: 'desc' },
