@@ -19,7 +19,7 @@ export interface ActivityPageData extends ShellData {
   filters: ActivityFilters;
   statuses: readonly string[];
   channels: readonly string[];
-  page: { data: Notification[]; totalCount: number; page: number; pageSize: number; hasMore: boolean };
+  page: { data: Array<Omit<Notification, 'payload'>>; totalCount: number; page: number; pageSize: number; hasMore: boolean };
   /** Filter values that were not understood and so not applied. */
   ignored: string[];
 }

@@ -4,7 +4,7 @@
 import type { Request, Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { CHANNELS, type Schemas } from '../contract.js';
-import { listNotifications } from '../db/repos/notifications.js';
+import { listNotificationSummaries } from '../db/repos/notifications.js';
 import { notificationWithJobs } from '../engine/notifications.js';
 import { sessionOf } from './session.js';
 import { chosenEnvironment, pageContext, requireSession, sendPage, unlessNotFound } from './guards.js';
@@ -51,7 +51,7 @@ export function activityRoutes(router: Router, deps: Deps): void {
     if (!found) return;
     const session = sessionOf(res)!;
     const { filters, ignored, page } = readFilters(req);
-    const notifications = await listNotifications(db, found.environment.id, { page, limit: PAGE_SIZE }, filters);
+    const notifications = await listNotificationSummaries(db, found.environment.id, { page, limit: PAGE_SIZE }, filters);
     sendPage(
       res,
       200,

@@ -87,6 +87,20 @@ describe('Monitor → Activity', () => {
     expect(rowsOf(production.text)).toEqual([ids.production]);
   });
 
+  it('reads no payload for the list, which shows none: a page of large payloads is not read for nothing', async () => {
+    // A payload the list cannot have read: it is not JSON.
+    const { event_id: eventId } = await t.db('notifications').where('id', ids.welcomeAda).first('event_id');
+    const { payload } = await t.db('events').where('id', eventId).first('payload');
+    await t.db('events').where('id', eventId).update({ payload: 'not JSON' });
+    try {
+      const page = await visitor.get('/dashboard/activity');
+      expect(page.status).toBe(200);
+      expect(rowsOf(page.text)).toEqual([ids.chatAda, ids.chatGrace, ids.welcomeHostile, ids.welcomeAda]);
+    } finally {
+      await t.db('events').where('id', eventId).update({ payload });
+    }
+  });
+
   it('filters by workflow, subscriber, status, channel and transactionId, each as the API does', async () => {
     const env = `environment=${t.environments.a}`;
     const cases: Array<[string, string[]]> = [

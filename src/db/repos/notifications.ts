@@ -104,9 +104,11 @@ export async function settleCanceledNotifications(trx: Runner, eventId: string, 
   );
 }
 
-/** A notification as the API answers it; `answered`, made only for an answer (its payload as stored if large: setStoredJson). */
-function toWire(row: Record<string, unknown>, answered = false): Notification {
-  const notification: Notification = {
+/** A notification without its payload, for a list that shows none (the dashboard's Activity). */
+export type NotificationSummary = Omit<Notification, 'payload'>;
+
+function summaryOf(row: Record<string, unknown>): NotificationSummary {
+  return {
     notificationId: row.id as string,
     _id: row.id as string,
     transactionId: row.transaction_id as string,
@@ -115,26 +117,28 @@ function toWire(row: Record<string, unknown>, answered = false): Notification {
     _subscriberId: row.subscriber_id as string,
     channels: readJson(row.channels, []),
     status: row.status as NotificationStatus,
-    payload: {},
     _organizationId: row.organization_id as string,
     _environmentId: row.environment_id as string,
     createdAt: row.created_at as string,
     updatedAt: row.updated_at as string,
   };
+}
+
+/** A notification as the API answers it; `answered`, made only for an answer (its payload as stored if large: setStoredJson). */
+function toWire(row: Record<string, unknown>, answered = false): Notification {
+  const notification: Notification = Object.assign(summaryOf(row), { payload: {} });
   setStoredJson(notification, 'payload', row.payload, {}, answered);
   return notification;
 }
 
-// The columns toWire reads, by name: on SQLite a read of `*` has its rows named one by one (sqlite.ts, postgres.ts).
-const NOTIFICATION_COLUMNS = `n.id, n.environment_id, e.organization_id, n.transaction_id, n.workflow_key, n.subscriber_id,
-  n.channels, n.status, ev.payload, n.created_at, n.updated_at`;
+// The columns summaryOf and toWire read, by name: on SQLite a read of `*` has its rows named one by one (sqlite.ts, postgres.ts).
+const SUMMARY_COLUMNS = `n.id, n.environment_id, e.organization_id, n.transaction_id, n.workflow_key, n.subscriber_id,
+  n.channels, n.status, n.created_at, n.updated_at`;
 
-function scoped(db: Db, environmentId: string) {
-  return db('notifications as n')
-    .join('events as ev', 'ev.id', 'n.event_id')
-    .join('environments as e', 'e.id', 'n.environment_id')
-    .where('n.environment_id', environmentId)
-    .select(db.raw(NOTIFICATION_COLUMNS));
+/** The environment's notifications with their columns; with `payload`, their event's payload too. */
+function scoped(db: Db, environmentId: string, payload = true) {
+  const query = db('notifications as n').join('environments as e', 'e.id', 'n.environment_id').where('n.environment_id', environmentId);
+  return payload ? query.join('events as ev', 'ev.id', 'n.event_id').select(db.raw(`${SUMMARY_COLUMNS}, ev.payload`)) : query.select(db.raw(SUMMARY_COLUMNS));
 }
 
 export interface NotificationFilters {
@@ -307,20 +311,31 @@ async function idsReserved(db: Db, paged: Knex.QueryBuilder, offset: number, res
  * read with their joins (off the event loop if they are large).
  */
 export async function listNotifications(db: Db, environmentId: string, page: PageRequest, filters: NotificationFilters): Promise<Page<Notification>> {
+  const { totalCount, rows } = await pageOfRows(db, environmentId, page, filters, true);
+  return pageOf(await toWireInSlices(rows, (slice) => slice.map((row) => toWire(row, true))), totalCount, page);
+}
+
+/** listNotifications without the payloads, which are neither read nor reserved for. */
+export async function listNotificationSummaries(db: Db, environmentId: string, page: PageRequest, filters: NotificationFilters): Promise<Page<NotificationSummary>> {
+  const { totalCount, rows } = await pageOfRows(db, environmentId, page, filters, false);
+  return pageOf(rows.map(summaryOf), totalCount, page);
+}
+
+async function pageOfRows(db: Db, environmentId: string, page: PageRequest, filters: NotificationFilters, payload: boolean) {
   const totalCount = await totalOf(db, environmentId, filters);
   const offset = page.page * page.limit;
-  if (offset >= totalCount) return pageOf([], totalCount, page);
+  if (offset >= totalCount) return { totalCount, rows: [] };
   const picked = filtered(db, environmentId, filters).select('id').orderBy([
     { column: 'created_at', order: 'desc' },
     { column: 'id', order: 'desc' },
   ]);
   const paged = picked.limit(page.limit).offset(offset);
-  const ids = page.reserve ? await idsReserved(db, paged, offset, page.reserve) : (await pageRows<{ id: string }>(paged, offset)).map((row) => row.id);
-  if (ids.length === 0) return pageOf([], totalCount, page);
-  const rows = await selectBuiltPage<Record<string, unknown>>(scoped(db, environmentId).whereIn('n.id', ids));
+  const ids =
+    payload && page.reserve ? await idsReserved(db, paged, offset, page.reserve) : (await pageRows<{ id: string }>(paged, offset)).map((row) => row.id);
+  if (ids.length === 0) return { totalCount, rows: [] };
+  const rows = await selectBuiltPage<Record<string, unknown>>(scoped(db, environmentId, payload).whereIn('n.id', ids));
   const byId = new Map(rows.map((row) => [row.id as string, row]));
-  const found = ids.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
-  return pageOf(await toWireInSlices(found, (slice) => slice.map((row) => toWire(row, true))), totalCount, page);
+  return { totalCount, rows: ids.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : [])) };
 }
 
 /** The notification; `answered` when it is read only to be answered (see toWire). */
