@@ -48,8 +48,8 @@ export async function pageRows<Row>(query: Knex.QueryBuilder, offset: number): P
  * that pages never overlap or skip rows. `toWire` maps a slice of rows at a time, so it can load
  * their related rows in one query (a page of small rows is one slice: toWireInSlices). `counted`
  * is the same filter without the page's joins, when it has any: the total need not read what only
- * the page shows. `large` names the columns that can hold large stored values: a page asked with
- * `reserve` reserves what they hold (measured with its total) before it is read.
+ * the page shows. `largeBytes` is SQL for the bytes of a row's large stored values (bytesOf): a
+ * page asked with `reserve` reserves what its rows hold (measured with its total) before it is read.
  */
 export async function paginate<Row, T>(
   query: Knex.QueryBuilder,
@@ -57,11 +57,11 @@ export async function paginate<Row, T>(
   orderBy: Array<{ column: string; order: 'asc' | 'desc' }>,
   toWire: (rows: Row[]) => T[] | Promise<T[]>,
   counted: Knex.QueryBuilder = query,
-  large: string[] = [],
+  largeBytes?: string,
 ): Promise<Page<T>> {
   const offset = page * limit;
   const paged = query.clone().orderBy(orderBy).limit(limit).offset(offset);
-  const sized = reserve && large.length > 0 ? sizesOf(paged, large) : undefined;
+  const sized = reserve && largeBytes ? sizesOf(paged, largeBytes) : undefined;
   const { totalCount, bytes } = await countAndSize(counted, sized);
   if (offset >= totalCount) return pageOf([], totalCount, { page, limit });
   if (reserve && sized) await reserve(bytes);
@@ -77,9 +77,9 @@ export function bytesOf(columns: string[]): string {
   return columns.map((column) => `coalesce(octet_length(${column}), 0)`).join(' + ');
 }
 
-/** The page's rows with only `b`, the bytes of their `columns` (bytesOf). */
-function sizesOf(paged: Knex.QueryBuilder, columns: string[]): Knex.QueryBuilder {
-  return paged.clone().clearSelect().select(paged.client.raw(`${bytesOf(columns)} AS b`));
+/** The page's rows with only `b`, their `largeBytes`. */
+function sizesOf(paged: Knex.QueryBuilder, largeBytes: string): Knex.QueryBuilder {
+  return paged.clone().clearSelect().select(paged.client.raw(`${largeBytes} AS b`));
 }
 
 /** countOf, and in the same statement (off the event loop too) the bytes a page's `sized` rows hold together. */

@@ -10,7 +10,7 @@ import { createServer, type HeraldServer } from '../../src/http/server.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { LARGE_PAGE_BYTES } from '../../src/answer-memory.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
+import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 
 const MiB = 1024 * 1024;
 const t = useTestApp({ config: { largeAnswers: { bytes: 12 * MiB, waitMs: 400 } } });
@@ -100,6 +100,29 @@ describe('large pages and the memory they hold', () => {
     const second = await unread('/v1/subscribers?limit=100');
     expect(second.status).toBe(200);
     second.stop();
+  });
+
+  it("counts a subscribers page's channel credentials with its data", async () => {
+    // Nine subscribers with little data, each with three push channels of 100 device tokens of
+    // 4,000 characters: 1.2 MB a subscriber, about 10.8 MB a page.
+    const integrations = [];
+    for (let i = 0; i < 3; i++) integrations.push(await createIntegration(t.a, { providerId: 'expo', name: `Expo ${i}`, identifier: `expo-${i}` }));
+    for (let i = 0; i < 9; i++) {
+      await createSubscriber(t.a, { subscriberId: `devices-${i}` });
+      for (const { identifier } of integrations) {
+        const deviceTokens = Array.from({ length: 100 }, (_, j) => `${identifier}-${i}-${j}-${'x'.repeat(4_000)}`);
+        await t.a.put(`/v1/subscribers/devices-${i}/credentials`, { providerId: 'expo', integrationIdentifier: identifier, credentials: { deviceTokens } }).expect(200);
+      }
+    }
+    const first = await unread('/v1/subscribers?limit=100');
+    expect(first.status).toBe(200);
+    expect((await fetch(`${base}/v1/subscribers?limit=100`, { headers: headers() })).status).toBe(503);
+    first.stop();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const answered = await fetch(`${base}/v1/subscribers?limit=100`, { headers: headers() });
+    expect(answered.status).toBe(200);
+    const { data } = await answered.json();
+    expect(data.map((s: { channels: unknown[] }) => s.channels.length)).toEqual(Array(9).fill(3));
   });
 
   it("holds a workflows page's steps the same way", async () => {

@@ -4,7 +4,7 @@ import { textOf } from '../chunks.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool } from '../json.js';
-import { paginate, type Page, type PageRequest } from '../paginate.js';
+import { bytesOf, paginate, type Page, type PageRequest } from '../paginate.js';
 
 export type InAppMessage = Schemas['InAppMessage'];
 
@@ -106,7 +106,7 @@ export async function listMessages(
     ],
     (rows) => rows.map(toWire),
     query,
-    ['subject', 'content', 'url'],
+    bytesOf(['subject', 'content', 'url']),
   );
 }
 

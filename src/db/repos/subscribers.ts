@@ -2,7 +2,7 @@ import { inList, selectRows, type Db, type Runner } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { setStoredJson, writeJson } from '../json.js';
-import { paginate, type Page, type PageRequest } from '../paginate.js';
+import { bytesOf, paginate, type Page, type PageRequest } from '../paginate.js';
 import { chunks } from '../chunks.js';
 import { channelOf, channelsBySubscriber, type ChannelRow } from './subscriber-channels.js';
 
@@ -81,6 +81,9 @@ function scoped(db: Db, environmentId: string) {
     .select(db.raw(SUBSCRIBER_COLUMNS));
 }
 
+/** SQL for the bytes a subscriber's (`s`) channel credentials hold, which its page answers too. */
+const CHANNEL_BYTES = `coalesce((SELECT sum(octet_length(c.credentials)) FROM subscriber_channels c WHERE c.subscriber_id = s.id), 0)`;
+
 export async function listSubscribers(db: Db, environmentId: string, page: PageRequest): Promise<Page<Subscriber>> {
   return paginate<SubscriberRow, Subscriber>(
     scoped(db, environmentId),
@@ -91,7 +94,7 @@ export async function listSubscribers(db: Db, environmentId: string, page: PageR
     ],
     (rows) => withChannels(db, rows, true),
     db('subscribers').where('environment_id', environmentId),
-    ['s.data'],
+    `${bytesOf(['s.data'])} + ${CHANNEL_BYTES}`,
   );
 }
 

@@ -2,7 +2,7 @@ import { isPostgres, lowerFunction, selectRows, type Db } from '../knex.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
-import { paginate, type Page, type PageRequest } from '../paginate.js';
+import { bytesOf, paginate, type Page, type PageRequest } from '../paginate.js';
 
 export type Workflow = Schemas['Workflow'];
 export type Step = Schemas['Step'];
@@ -101,7 +101,7 @@ export async function listWorkflows(
     ],
     (rows) => rows.map((row) => toWire(toStored(row))),
     query,
-    ['w.steps', 'w.payload_schema'],
+    bytesOf(['w.steps', 'w.payload_schema']),
   );
 }
 
