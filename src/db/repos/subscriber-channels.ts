@@ -1,24 +1,35 @@
 import type { Knex } from 'knex';
-import { inList, selectRows, type Db, type Runner } from '../knex.js';
+import { inList, selectPage, selectRows, type Db, type Runner } from '../knex.js';
+import { pacer } from '../../turns.js';
 import type { Schemas } from '../../contract.js';
 import { readJson } from '../json.js';
 import { isSealed, maskUrl, open, seal } from '../../crypto.js';
 
 export type SubscriberChannel = Schemas['SubscriberChannel'];
 
-/** The chat and push credentials of several subscribers (by internal id), in one query. */
-export async function channelsBySubscriber(db: Runner, subscriberIds: string[]): Promise<Map<string, SubscriberChannel[]>> {
+/**
+ * The chat and push credentials of several subscribers (by internal id), in one query. `paged`, for
+ * a list's page: its credentials may be large (100 device tokens of 4 KiB a channel), so they are
+ * read as a page is (off the event loop when large: selectPage) and parsed with the loop turning
+ * between rows.
+ */
+export async function channelsBySubscriber(db: Runner, subscriberIds: string[], paged = false): Promise<Map<string, SubscriberChannel[]>> {
   const channels = new Map<string, SubscriberChannel[]>(subscriberIds.map((id) => [id, []]));
   if (subscriberIds.length === 0) return channels;
   const ids = inList(db, 'c.subscriber_id', subscriberIds);
-  const rows = await selectRows<ChannelRow & { subscriber_id: string }>(
-    db,
-    `SELECT c.subscriber_id, c.provider_id, c.credentials, i.id AS integration_id, i.identifier
+  // Put in order here, not by the statement: SQLite sorts every row before it answers the first, so
+  // a page's large credentials would all be read on the event loop before selectPage could tell.
+  const sql = `SELECT c.subscriber_id, c.provider_id, c.credentials, i.id AS integration_id, i.identifier, c.created_at
      FROM subscriber_channels c JOIN integrations i ON i.id = c.integration_id
-     WHERE ${ids.sql} ORDER BY c.created_at, c.integration_id`,
-    ids.bindings,
-  );
-  for (const row of rows) channels.get(row.subscriber_id)!.push(channelOf(row));
+     WHERE ${ids.sql}`;
+  const rows = await (paged ? selectPage : selectRows)<ChannelRow & { subscriber_id: string; created_at: string }>(db, sql, ids.bindings);
+  // Both ASCII (an ISO time, a hex id): compared as the statement's ORDER BY compared them.
+  rows.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.integration_id < b.integration_id ? -1 : a.integration_id > b.integration_id ? 1 : 0));
+  const pace = paged ? pacer() : undefined;
+  for (const row of rows) {
+    channels.get(row.subscriber_id)!.push(channelOf(row));
+    if (pace) await pace();
+  }
   return channels;
 }
 

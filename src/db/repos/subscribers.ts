@@ -62,7 +62,7 @@ function toWire(row: SubscriberRow, channels: Subscriber['channels'], answered =
 }
 
 async function withChannels(db: Runner, rows: SubscriberRow[], answered = false): Promise<Subscriber[]> {
-  const channels = await channelsBySubscriber(db, rows.map((row) => row.id));
+  const channels = await channelsBySubscriber(db, rows.map((row) => row.id), answered);
   return rows.map((row) => toWire(row, channels.get(row.id)!, answered));
 }
 
