@@ -898,9 +898,10 @@ export interface paths {
          *     disconnected.
          *
          *     A subscriber may have at most 10 streams open on one server process (tabs and devices
-         *     together); one more is answered `429` until another closes. One environment may hold at most
-         *     `HERALD_INBOX_STREAMS_PER_ENVIRONMENT` of a process's streams (by default half), so that one
-         *     environment's subscribers cannot take every connection: past that, `429` too. A process
+         *     together); one more is answered `429` until another closes. One organization, all its
+         *     environments together, may hold at most `HERALD_INBOX_STREAMS_PER_ORGANIZATION` of a process's
+         *     streams (by default half), so that one tenant's subscribers cannot take every connection: past
+         *     that, `429` too. A process
          *     holding all the streams it allows (`HERALD_INBOX_MAX_STREAMS`, 10,000 by default) answers
          *     `503`; behind a load balancer, the retry may reach another process. Each refusal carries
          *     `Retry-After`. A ticket is spent by the refused request too: retry with a new one. A stream
@@ -6455,7 +6456,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["InboxSubscriberGone"];
             405: components["responses"]["MethodNotAllowed"];
-            /** @description The plan's rate limit is exhausted, or this subscriber already has 10 streams open on this server, or its environment already holds as many streams as one environment may on this server (until one closes). Retry after `Retry-After` seconds. */
+            /** @description The plan's rate limit is exhausted, or this subscriber already has 10 streams open on this server, or its organization's environments already hold as many streams as one organization may on this server (until one closes). Retry after `Retry-After` seconds. */
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             /** @description This server process holds all the inbox streams it allows. Retry after `Retry-After` seconds. */

@@ -4,7 +4,7 @@
 // to 1.5 GB. A page whose stored values are large reserves their bytes before it is read (measured by
 // the database without reading them), waiting while other large answers hold the memory, and
 // gives them back once its operation has ended (its answer written, or given up); past a wait of
-// `waitMs`, the request is refused with a 503. One environment holds at most half of it. Small
+// `waitMs`, the request is refused with a 503. One organization (all its environments) holds at most half of it. Small
 // pages and every other answer never wait. The reservations travel with the page's request
 // (PageRequest.reserve), not in an AsyncLocalStorage, which on Node 20 has every promise tracked.
 import { ApiError } from './errors.js';
@@ -20,8 +20,8 @@ interface Waiter {
 
 /**
  * The memory large answers may hold together, given out first come, first served, of which one
- * owner (an environment) holds at most half: its slow readers cannot keep every other
- * environment's large pages waiting.
+ * owner (an organization) holds at most half: its slow readers cannot keep every other
+ * tenant's large pages waiting.
  */
 export class AnswerMemory {
   private held = 0;
@@ -122,7 +122,7 @@ export interface AnswerReservations {
 }
 
 /**
- * One answer's reservations of `memory` for `owner` (its environment): a page of LARGE_PAGE_BYTES
+ * One answer's reservations of `memory` for `owner` (its organization): a page of LARGE_PAGE_BYTES
  * or more reserves its bytes (smaller ones nothing), held until `release`, which the caller makes
  * once the operation has ended, its answer written or given up (a client gone mid-read does not
  * free what the read still holds). A reservation granted once `gone` says the client has left is

@@ -53,8 +53,8 @@ export interface Config {
   sqliteSynchronous: 'full' | 'normal';
   /** How the job runner delivers: see README, "How delivery works". */
   delivery: DeliveryConfig;
-  /** Inbox streams one process holds open at most, and of those one environment (each is a socket). */
-  inboxStreams: { max: number; perEnvironment: number };
+  /** Inbox streams one process holds open at most, and of those one organization's environments together (each is a socket). */
+  inboxStreams: { max: number; perOrganization: number };
   /**
    * The memory the large pages a process is answering may hold together (HERALD_LARGE_ANSWERS_MB),
    * and how long one waits for it before it is refused with a 503 (answer-memory.ts).
@@ -72,8 +72,8 @@ export interface Config {
 export interface DeliveryConfig {
   /** HERALD_SEND_SLOTS: sends in flight at once, per process. */
   sendSlots: number;
-  /** HERALD_SEND_SLOTS_PER_ENVIRONMENT: of those, the most one environment holds (default: half). */
-  sendSlotsPerEnvironment: number;
+  /** HERALD_SEND_SLOTS_PER_ORGANIZATION: of those, the most one organization's environments hold together (default: half). */
+  sendSlotsPerOrganization: number;
   /** HERALD_SENDS_PER_DESTINATION: sends in flight at once to one destination, per process. */
   sendsPerDestination: number;
   /** HERALD_BREAKER_FAILURES: timeouts or 5xx in a row that open a destination's circuit breaker. */
@@ -88,8 +88,8 @@ export interface DeliveryConfig {
   localBatch: number;
 }
 
-/** The defaults; an environment's share of the send slots, half of them, is worked out from `sendSlots`. */
-export const DEFAULT_DELIVERY: Omit<DeliveryConfig, 'sendSlotsPerEnvironment'> = {
+/** The defaults; an organization's share of the send slots, half of them, is worked out from `sendSlots`. */
+export const DEFAULT_DELIVERY: Omit<DeliveryConfig, 'sendSlotsPerOrganization'> = {
   sendSlots: 64,
   sendsPerDestination: 16,
   breakerFailures: 5,
@@ -211,10 +211,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
+/**
+ * The whole number `<prefix>_PER_ORGANIZATION` sets, or, unset, its older name
+ * `<prefix>_PER_ENVIRONMENT` (from when the share was an environment's, and one tenant's two
+ * environments could hold everything), or `fallback`.
+ */
+function perOrganization(env: NodeJS.ProcessEnv, prefix: string, fallback: number): number {
+  const name = `${prefix}_PER_ORGANIZATION`;
+  const older = `${prefix}_PER_ENVIRONMENT`;
+  return env[name] === undefined || env[name] === '' ? wholeNumber(env[older], fallback, older) : wholeNumber(env[name], fallback, name);
+}
+
 function loadInboxStreams(env: NodeJS.ProcessEnv): Config['inboxStreams'] {
   const max = wholeNumber(env.HERALD_INBOX_MAX_STREAMS, DEFAULT_INBOX_MAX_STREAMS, 'HERALD_INBOX_MAX_STREAMS');
-  // An environment can hold no more than the process: a larger setting means all of them.
-  return { max, perEnvironment: Math.min(max, wholeNumber(env.HERALD_INBOX_STREAMS_PER_ENVIRONMENT, Math.ceil(max / 2), 'HERALD_INBOX_STREAMS_PER_ENVIRONMENT')) };
+  // An organization can hold no more than the process: a larger setting means all of them.
+  return { max, perOrganization: Math.min(max, perOrganization(env, 'HERALD_INBOX_STREAMS', Math.ceil(max / 2))) };
 }
 
 function loadDeliveryConfig(env: NodeJS.ProcessEnv): DeliveryConfig {
@@ -222,10 +233,7 @@ function loadDeliveryConfig(env: NodeJS.ProcessEnv): DeliveryConfig {
   const sendSlots = wholeNumber(env.HERALD_SEND_SLOTS, d.sendSlots, 'HERALD_SEND_SLOTS');
   return {
     sendSlots,
-    sendSlotsPerEnvironment: Math.min(
-      sendSlots,
-      wholeNumber(env.HERALD_SEND_SLOTS_PER_ENVIRONMENT, Math.max(1, Math.ceil(sendSlots / 2)), 'HERALD_SEND_SLOTS_PER_ENVIRONMENT'),
-    ),
+    sendSlotsPerOrganization: Math.min(sendSlots, perOrganization(env, 'HERALD_SEND_SLOTS', Math.max(1, Math.ceil(sendSlots / 2)))),
     sendsPerDestination: wholeNumber(env.HERALD_SENDS_PER_DESTINATION, d.sendsPerDestination, 'HERALD_SENDS_PER_DESTINATION'),
     breakerFailures: wholeNumber(env.HERALD_BREAKER_FAILURES, d.breakerFailures, 'HERALD_BREAKER_FAILURES'),
     breakerCooldownMs: milliseconds(env.HERALD_BREAKER_COOLDOWN_MS, d.breakerCooldownMs, 'HERALD_BREAKER_COOLDOWN_MS'),

@@ -27,7 +27,8 @@ export interface HubOptions {
 }
 
 interface Stream {
-  environmentId: string;
+  /** Whose share of this process's streams it takes. */
+  organizationId: string;
   subscriberKey: string;
   sink: InboxSink;
   /** The last `seq` sent. */
@@ -39,8 +40,8 @@ interface Stream {
 /** Streams one subscriber may hold open on this process (its tabs and devices), so that one token cannot take every socket. */
 export const MAX_STREAMS_PER_SUBSCRIBER = 10;
 
-/** Why a stream may not open here: its subscriber, its environment or this process holds all it may. */
-export type StreamsFull = 'subscriber' | 'environment' | 'process';
+/** Why a stream may not open here: its subscriber, its organization (all its environments) or this process holds all it may. */
+export type StreamsFull = 'subscriber' | 'organization' | 'process';
 
 /** Where a reconnecting stream resumes: after an event's number, or `unknown` for an id Herald never sent. */
 export type LastEventId = number | 'unknown';
@@ -50,10 +51,10 @@ const REPLAY_PAGE = 500;
 
 export class InboxHub {
   private readonly streams = new Map<string, Set<Stream>>();
-  /** Open streams in all, and by environment. */
+  /** Open streams in all, and by organization. */
   private total = 0;
-  private readonly ofEnvironment = new Map<string, number>();
-  /** Streams this process holds at most, and one environment of them. */
+  private readonly ofOrganization = new Map<string, number>();
+  /** Streams this process holds at most, and one organization of them. */
   readonly limits: Config['inboxStreams'];
   private readonly woken = new Set<string>();
   private wakeAll = false;
@@ -77,10 +78,10 @@ export class InboxHub {
     return this.total;
   }
 
-  /** Why a subscriber of an environment may not open another stream here, if it may not. */
-  fullFor(environmentId: string, subscriberKey: string): StreamsFull | undefined {
+  /** Why a subscriber of an organization may not open another stream here, if it may not. */
+  fullFor(organizationId: string, subscriberKey: string): StreamsFull | undefined {
     if ((this.streams.get(subscriberKey)?.size ?? 0) >= MAX_STREAMS_PER_SUBSCRIBER) return 'subscriber';
-    if ((this.ofEnvironment.get(environmentId) ?? 0) >= this.limits.perEnvironment) return 'environment';
+    if ((this.ofOrganization.get(organizationId) ?? 0) >= this.limits.perOrganization) return 'organization';
     if (this.total >= this.limits.max) return 'process';
     return undefined;
   }
@@ -91,14 +92,14 @@ export class InboxHub {
    * after, or sends `reset` when that is no longer kept (or the id is not one this subscriber
    * reached). Answers the function that closes it.
    */
-  async open(environmentId: string, subscriberKey: string, lastEventId: LastEventId | undefined, sink: InboxSink): Promise<() => void> {
+  async open(organizationId: string, subscriberKey: string, lastEventId: LastEventId | undefined, sink: InboxSink): Promise<() => void> {
     this.start();
-    const stream: Stream = { environmentId, subscriberKey, sink, delivered: 0, ready: false };
+    const stream: Stream = { organizationId, subscriberKey, sink, delivered: 0, ready: false };
     let set = this.streams.get(subscriberKey);
     if (!set) this.streams.set(subscriberKey, (set = new Set()));
     set.add(stream);
     this.total += 1;
-    this.ofEnvironment.set(environmentId, (this.ofEnvironment.get(environmentId) ?? 0) + 1);
+    this.ofOrganization.set(organizationId, (this.ofOrganization.get(organizationId) ?? 0) + 1);
     const close = () => this.remove(stream);
     try {
       await this.begin(stream, lastEventId);
@@ -157,9 +158,9 @@ export class InboxHub {
     if (!set?.delete(stream)) return;
     if (set.size === 0) this.streams.delete(stream.subscriberKey);
     this.total -= 1;
-    const left = this.ofEnvironment.get(stream.environmentId)! - 1;
-    if (left === 0) this.ofEnvironment.delete(stream.environmentId);
-    else this.ofEnvironment.set(stream.environmentId, left);
+    const left = this.ofOrganization.get(stream.organizationId)! - 1;
+    if (left === 0) this.ofOrganization.delete(stream.organizationId);
+    else this.ofOrganization.set(stream.organizationId, left);
     if (this.streams.size === 0) this.stop();
   }
 
@@ -233,7 +234,7 @@ export class InboxHub {
     for (const set of this.streams.values()) for (const stream of set) stream.sink.end();
     this.streams.clear();
     this.total = 0;
-    this.ofEnvironment.clear();
+    this.ofOrganization.clear();
     this.stop();
     await this.flushing;
   }

@@ -12,6 +12,7 @@ import { Destinations } from './destinations.js';
 import { forgetFullTurns } from './pacing.js';
 import { writeStatement } from '../db/group-commit.js';
 import { markNotificationsProcessing } from '../db/repos/notifications.js';
+import { environmentsOf, organizationsOf } from '../db/repos/accounts.js';
 import { EVERY_KIND_OF_WORK, listenWorkQueued, type QueuedWork } from '../db/work-queued.js';
 import { claimDueDeliveries, deliveriesDue, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
 import { deliverWebhook, EndpointPace, SuccessLog, type WebhookRun } from './webhook-sender.js';
@@ -23,8 +24,8 @@ export interface RunnerOptions {
   concurrency?: number;
   /** Sends in flight at once. */
   slots?: number;
-  /** Of those, the most one environment holds. */
-  slotsPerEnvironment?: number;
+  /** Of those, the most one organization's environments hold together. */
+  slotsPerOrganization?: number;
   /** Sends in flight at once to one destination. */
   perDestination?: number;
   /** Timeouts or 5xx in a row that open a destination's breaker, and how long it then waits. */
@@ -97,11 +98,13 @@ export class JobRunner {
   private readonly sendsQueued = new Wakeup();
   private readonly localWakes: Record<LocalLane, Wakeup> = { in_app: new Wakeup(), control: new Wakeup() };
   private readonly sendWake = new Wakeup();
-  /** A send of an environment at its share ended: that environment may claim again. */
+  /** A send of an organization at its share ended: its environments may claim again. */
   private readonly slotFreed = new Wakeup();
-  /** Sends in flight: each job's run, by job id, and how many slots each environment holds. */
+  /** Sends in flight: each job's run, by job id, and how many slots each organization holds. */
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly slotsOf = new Map<string, number>();
+  /** The organization of each environment whose sends this worker has run (shareOwner). */
+  private readonly organizationOf = new Map<string, string>();
   /** Webhook deliveries share the send slots; which of the two a claim asks first alternates, so neither starves the other. */
   private webhooksFirst = false;
   /**
@@ -112,7 +115,7 @@ export class JobRunner {
    */
   private readonly sendsFound = { jobs: false, deliveries: false };
   /**
-   * After a claim that left environments out and found nothing: which it left out, and the
+   * After a claim that left organizations out and found nothing: which it left out, and the
    * earliest time to claim again while all of those still are. Such a claim seeks from one
    * environment with sends waiting to the next (dueElsewhere), so it grows with their number: the
    * next waits EMPTY_CLAIM_GAP_MS or ten times as long as this one took, whichever is longer, up to
@@ -129,7 +132,7 @@ export class JobRunner {
       batchSize: d.localBatch,
       concurrency: 16,
       slots: d.sendSlots,
-      slotsPerEnvironment: d.sendSlotsPerEnvironment,
+      slotsPerOrganization: d.sendSlotsPerOrganization,
       perDestination: d.sendsPerDestination,
       breakerFailures: d.breakerFailures,
       breakerCooldownMs: d.breakerCooldownMs,
@@ -418,23 +421,24 @@ export class JobRunner {
   }
 
   /**
-   * Claims sends for the free slots and starts each. Environments whose share of the slots is taken
-   * are left out, and a claim takes no more than the smallest share left of those holding slots, so
-   * that whichever environment its jobs are of, none goes over its share. A kind of send (jobs,
-   * webhook deliveries) whose last claim found nothing is first looked for, and claimed only when
-   * some is due (`sendsFound`): a send ending wakes this loop whatever is due. With environments
-   * left out there is no look (it would count their sends too), and after such a claim that found
-   * nothing the next waits a while (`leftOutEmpty`).
+   * Claims sends for the free slots and starts each. Organizations whose share of the slots is
+   * taken have their environments left out, and a claim takes no more than the smallest share left
+   * of those holding slots, so that whichever organization its jobs are of, none goes over its
+   * share: one tenant's slow destinations, in however many environments, leave the others theirs.
+   * A kind of send (jobs, webhook deliveries) whose last claim found nothing is first looked for,
+   * and claimed only when some is due (`sendsFound`): a send ending wakes this loop whatever is due.
+   * With environments left out there is no look (it would count their sends too), and after such a
+   * claim that found nothing the next waits a while (`leftOutEmpty`).
    */
   private async claimSends(free: number): Promise<{ claimed: number; limit: number; leftOut: boolean }> {
-    const share = this.options.slotsPerEnvironment;
-    // A send of a left-out environment that ends from here on is a reason to claim again.
+    const share = this.options.slotsPerOrganization;
+    // A send of a left-out organization that ends from here on is a reason to claim again.
     this.slotFreed.clear();
-    const full = [...this.slotsOf].filter(([, n]) => n >= share).map(([environmentId]) => environmentId);
+    const full = [...this.slotsOf].filter(([, n]) => n >= share).map(([organizationId]) => organizationId);
     const leftOut = full.length > 0;
     const left = [...this.slotsOf.values()].filter((n) => n < share).map((n) => share - n);
     const limit = Math.min(free, share, ...left);
-    // Nothing was found leaving out these environments, or fewer, a moment ago: no other can be claimed yet.
+    // Nothing was found leaving out these organizations, or fewer, a moment ago: no other can be claimed yet.
     const empty = this.leftOutEmpty;
     if (leftOut && empty && Date.now() < empty.after && empty.excluded.every((id) => full.includes(id))) return { claimed: 0, limit, leftOut };
     const started = Date.now();
@@ -442,14 +446,15 @@ export class JobRunner {
     const now = this.deps.clock.now();
     // With environments left out the look cannot tell (it counts theirs too): claim.
     const found = this.sendsFound;
-    const [jobsMayBeDue, deliveriesMayBeDue] = await Promise.all([
+    const [jobsMayBeDue, deliveriesMayBeDue, excluded] = await Promise.all([
       found.jobs || leftOut || jobsDue(this.deps.db, 'send', now),
       found.deliveries || leftOut || deliveriesDue(this.deps.db, now),
+      leftOut ? environmentsOf(this.deps.db, full) : [],
     ]);
     let deliveries: DeliveryRecord[] = [];
     let jobs: JobRecord[] = [];
     const takeDeliveries = async (n: number) => {
-      deliveries = await this.claimDeliveries(n, full);
+      deliveries = await this.claimDeliveries(n, excluded);
       found.deliveries = deliveries.length > 0;
     };
     // Should the second claim fail, what the first took is this worker's now: it is started (or
@@ -458,10 +463,11 @@ export class JobRunner {
     try {
       if (this.webhooksFirst && deliveriesMayBeDue) await takeDeliveries(limit);
       if (jobsMayBeDue && deliveries.length < limit) {
-        jobs = await this.claim('send', limit - deliveries.length, full);
+        jobs = await this.claim('send', limit - deliveries.length, excluded);
         found.jobs = jobs.length > 0;
       }
       if (!this.webhooksFirst && deliveriesMayBeDue && jobs.length < limit) await takeDeliveries(limit - jobs.length);
+      await this.learnOrganizations([...jobs, ...deliveries].map((send) => send.environmentId));
     } catch (err) {
       failure = { err };
     }
@@ -481,14 +487,32 @@ export class JobRunner {
     return { claimed, limit, leftOut };
   }
 
+  /** Reads the organizations of environments whose sends this worker has not run before. */
+  private async learnOrganizations(environmentIds: string[]): Promise<void> {
+    const unknown = [...new Set(environmentIds)].filter((id) => !this.organizationOf.has(id));
+    if (unknown.length === 0) return;
+    // Environments deleted over a long run would otherwise stay: forgetting all costs one read each.
+    if (this.organizationOf.size > 10_000) this.organizationOf.clear();
+    for (const [environmentId, organizationId] of await organizationsOf(this.deps.db, unknown)) this.organizationOf.set(environmentId, organizationId);
+  }
+
+  /**
+   * Whose share of the slots a send of this environment takes: its organization's. Should reading
+   * it have failed (learnOrganizations), the environment's own, a share as large, until it is known.
+   */
+  private shareOwner(environmentId: string): string {
+    return this.organizationOf.get(environmentId) ?? environmentId;
+  }
+
   private startSend(id: string, environmentId: string, send: () => Promise<void>): void {
-    this.slotsOf.set(environmentId, (this.slotsOf.get(environmentId) ?? 0) + 1);
+    const owner = this.shareOwner(environmentId);
+    this.slotsOf.set(owner, (this.slotsOf.get(owner) ?? 0) + 1);
     const run = send().finally(() => {
       this.inFlight.delete(id);
-      const left = this.slotsOf.get(environmentId)! - 1;
-      if (left > 0) this.slotsOf.set(environmentId, left);
-      else this.slotsOf.delete(environmentId);
-      if (left + 1 >= this.options.slotsPerEnvironment) this.slotFreed.notify();
+      const left = this.slotsOf.get(owner)! - 1;
+      if (left > 0) this.slotsOf.set(owner, left);
+      else this.slotsOf.delete(owner);
+      if (left + 1 >= this.options.slotsPerOrganization) this.slotFreed.notify();
       this.sendWake.notify();
     });
     this.inFlight.set(id, run);

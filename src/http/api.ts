@@ -223,8 +223,9 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
       const origin = crossOriginOf(req);
       const novuScheme = Boolean(c.security.apiKeyAuth);
       // Large pages' memory is held until the operation ends, its answer written or given up.
-      // (A public operation, the inbox session, has no environment before it runs.)
-      const { reserve, release } = answerReservations(largeAnswers, auth?.environmentId ?? '', () => res.destroyed);
+      // Each organization's share is its environments' together. (A public operation, the inbox
+      // session, has no organization before it runs.)
+      const { reserve, release } = answerReservations(largeAnswers, auth?.organizationId ?? '', () => res.destroyed);
       try {
         await answer(c, req, res, (runDeps) => handler({ params, query: (c.request.query ?? {}) as never, body: c.request.requestBody as never, auth, deps: runDeps, origin, novuScheme, reserve }));
       } finally {

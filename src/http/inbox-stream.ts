@@ -69,8 +69,8 @@ function streamsFull(full: StreamsFull, hub: InboxHub): ApiError {
   switch (full) {
     case 'subscriber':
       return new ApiError(429, `This subscriber has ${MAX_STREAMS_PER_SUBSCRIBER} inbox streams open, the most it may have; close one first`, undefined, FULL_RETRY_AFTER);
-    case 'environment':
-      return new ApiError(429, `This environment has ${hub.limits.perEnvironment} inbox streams open on this server, the most one environment may have; close one first`, undefined, FULL_RETRY_AFTER);
+    case 'organization':
+      return new ApiError(429, `This organization's environments have ${hub.limits.perOrganization} inbox streams open on this server, the most one organization may have; close one first`, undefined, FULL_RETRY_AFTER);
     case 'process':
       return new ApiError(503, `This server holds all the inbox streams it allows (${hub.limits.max}); retry shortly`, undefined, FULL_RETRY_AFTER);
   }
@@ -117,7 +117,7 @@ async function streamInboxEvents(
   // A client gone meanwhile will send no 'close' for the listener below: its stream would stay counted.
   if (res.destroyed || req.socket.destroyed) return;
   // Checked and taken in one turn of the event loop: hub.open counts the stream before it awaits.
-  const full = hub.fullFor(auth.environmentId, key);
+  const full = hub.fullFor(auth.organizationId, key);
   if (full) throw streamsFull(full, hub);
   const headers = {
     'Content-Type': 'text/event-stream; charset=utf-8',
@@ -154,7 +154,7 @@ async function streamInboxEvents(
   };
   res.on('close', giveBack);
   const opened = await hub
-    .open(auth.environmentId, key, lastEventIdOf(req), {
+    .open(auth.organizationId, key, lastEventIdOf(req), {
       event: (seq, type, payload) => {
         if (closed) return;
         const text = encoded.of(seq, type, payload);

@@ -94,16 +94,19 @@ describe('the continuous runner', () => {
     }
   });
 
-  it("shares the slots between environments: one tenant's hanging sends cannot take them all", async () => {
+  it("shares the slots between organizations: one tenant's hanging sends, in all its environments, cannot take them all", async () => {
     const hanging = await startHangingWebhook();
     const healthy = await startHttpPeer();
-    // Four slots, two per environment at most: one environment's slow sends leave the other two.
-    const runner = liveRunner({ slots: 4, slotsPerEnvironment: 2, perDestination: 8 });
+    // Four slots, two per organization at most: one organization's slow sends, in both its
+    // environments, leave the other organization two.
+    const runner = liveRunner({ slots: 4, slotsPerOrganization: 2, perDestination: 8 });
     try {
       await chatAudience(t.a, 'greedy-chat', hanging.url, range('greedy', 10));
+      await chatAudience(t.aProduction, 'greedy-chat', hanging.url, range('greedy', 10));
       await chatAudience(t.b, 'modest-chat', healthy.url, range('modest', 5));
       runner.start();
       await t.a.post('/v1/events/trigger', { name: 'greedy-chat', to: range('greedy', 10) }).expect(201);
+      await t.aProduction.post('/v1/events/trigger', { name: 'greedy-chat', to: range('greedy', 10) }).expect(201);
       await vi.waitFor(() => expect(hanging.open()).toBe(2), { timeout: 5000, interval: 20 });
       await t.b.post('/v1/events/trigger', { name: 'modest-chat', to: range('modest', 5) }).expect(201);
       await vi.waitFor(async () => expect((await chatJobs(t.environments.b)).map((job) => job.status)).toEqual(Array(5).fill('completed')), {

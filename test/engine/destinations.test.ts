@@ -131,9 +131,13 @@ describe('destinations', () => {
 
 describe('delivery settings', () => {
   it('has documented defaults, and takes each from its environment variable', () => {
-    expect(loadConfig({}).delivery).toEqual({ ...DEFAULT_DELIVERY, sendSlotsPerEnvironment: 32 });
+    expect(loadConfig({}).delivery).toEqual({ ...DEFAULT_DELIVERY, sendSlotsPerOrganization: 32 });
     const delivery = loadConfig({ HERALD_SEND_SLOTS: '10', HERALD_SENDS_PER_DESTINATION: '3', HERALD_BREAKER_FAILURES: '2', HERALD_RUNNER_COALESCE_MS: '0' }).delivery;
-    expect(delivery).toMatchObject({ sendSlots: 10, sendSlotsPerEnvironment: 5, sendsPerDestination: 3, breakerFailures: 2, coalesceMs: 0 });
+    expect(delivery).toMatchObject({ sendSlots: 10, sendSlotsPerOrganization: 5, sendsPerDestination: 3, breakerFailures: 2, coalesceMs: 0 });
+    expect(loadConfig({ HERALD_SEND_SLOTS: '10', HERALD_SEND_SLOTS_PER_ORGANIZATION: '7' }).delivery.sendSlotsPerOrganization).toBe(7);
+    // Its older name still sets it; neither more than the slots.
+    expect(loadConfig({ HERALD_SEND_SLOTS: '10', HERALD_SEND_SLOTS_PER_ENVIRONMENT: '4' }).delivery.sendSlotsPerOrganization).toBe(4);
+    expect(loadConfig({ HERALD_SEND_SLOTS: '10', HERALD_SEND_SLOTS_PER_ORGANIZATION: '40' }).delivery.sendSlotsPerOrganization).toBe(10);
     expect(() => loadConfig({ HERALD_SEND_SLOTS: '0' })).toThrow(/HERALD_SEND_SLOTS must be a positive whole number/);
   });
 });

@@ -295,7 +295,7 @@ describe('an environment at its share of the send slots', () => {
     for (let i = 0; i < 3; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
     // No coalescing wait: with timers stopped, a runner that sleeps between claims never wakes, and
     // only the end of a send can move it on.
-    const runner = new JobRunner(t.deps, { slotsPerEnvironment: 1, coalesceMs: 0, random: () => 0.5 });
+    const runner = new JobRunner(t.deps, { slotsPerOrganization: 1, coalesceMs: 0, random: () => 0.5 });
     await runWithTimersStopped(runner, () => peer.requests.length >= 3);
     expect(peer.requests).toHaveLength(3);
   });
@@ -378,7 +378,7 @@ describe('claims the send loop leaves out', () => {
     try {
       // Its one environment is at its share after every claim: each claim after that leaves it
       // out and finds nothing, and so waits out the gap after the last.
-      await drain(new JobRunner(t.deps, { slotsPerEnvironment: 1, coalesceMs: 0, random: () => 0.5 }), peer, 30);
+      await drain(new JobRunner(t.deps, { slotsPerOrganization: 1, coalesceMs: 0, random: () => 0.5 }), peer, 30);
     } finally {
       t.db.off('query', record);
     }

@@ -1,3 +1,4 @@
+import http from 'node:http';
 import type { Operation, Request } from 'openapi-backend';
 
 export interface RequestVariants {
@@ -23,4 +24,15 @@ export function* requestsFor(operations: Operation[], { ids, queries, headers, b
       }
     }
   }
+}
+
+/** GETs `url` and reads none of the answer: it stays under way, holding what it holds, until `stop` closes the connection. */
+export function unreadAnswer(url: string, headers: Record<string, string>): Promise<{ status: number; stop: () => void }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { headers }, (res) => {
+      res.pause();
+      resolve({ status: res.statusCode!, stop: () => req.destroy() });
+    });
+    req.on('error', (err) => (String(err).includes('socket hang up') ? undefined : reject(err)));
+  });
 }

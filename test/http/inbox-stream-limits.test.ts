@@ -6,13 +6,13 @@ import { openSse, rawConnection, streamRequest, type SseStream } from '../helper
 import type { InboxHub } from '../../src/engine/inbox-hub.js';
 
 // How many inbox streams one process holds, with the limits lowered: 3 in all, 2 for one
-// environment. Over a real HTTP connection, through the contract recorder (t.app).
+// organization's environments together. Over a real HTTP connection, through the contract recorder (t.app).
 let t: TestApp;
 let server: { url: string; close(): Promise<void> };
 const open: SseStream[] = [];
 
 beforeAll(async () => {
-  t = await startTestApp({ config: { inboxStreams: { max: 3, perEnvironment: 2 } } });
+  t = await startTestApp({ config: { inboxStreams: { max: 3, perOrganization: 2 } } });
   server = await listen(t.app);
 });
 afterEach(async () => {
@@ -41,15 +41,18 @@ async function stream(token: string): Promise<SseStream> {
 }
 
 describe('inbox streams a process holds', () => {
-  it('lets one environment hold at most its share, whatever its subscribers, while another still opens', async () => {
-    const [ada, grace] = [await tokenIn(t.a, 'ada'), await tokenIn(t.a, 'grace')];
+  it('lets one organization hold at most its share, whatever its environments and subscribers, while another still opens', async () => {
+    // Organization A's two environments: one stream each fills its share.
+    const [ada, grace] = [await tokenIn(t.a, 'ada'), await tokenIn(t.aProduction, 'grace')];
     expect((await stream(ada)).status).toBe(200);
     expect((await stream(grace)).status).toBe(200);
-    const refused = await stream(await tokenIn(t.a, 'linus'));
-    expect(refused.status).toBe(429);
-    expect(refused.headers.get('retry-after')).toBe('5');
-    expect(refused.body).toMatchObject({ statusCode: 429, error: 'Too Many Requests', message: expect.stringContaining('This environment has 2 inbox streams open') });
-    // Another organization's subscriber is not held back by this environment's streams.
+    for (const client of [t.a, t.aProduction]) {
+      const refused = await stream(await tokenIn(client, 'linus'));
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('5');
+      expect(refused.body).toMatchObject({ statusCode: 429, error: 'Too Many Requests', message: expect.stringContaining("This organization's environments have 2 inbox streams open") });
+    }
+    // Another organization's subscriber is not held back by this organization's streams.
     expect((await stream(await tokenIn(t.b, 'ada'))).status).toBe(200);
   });
 
@@ -70,13 +73,13 @@ describe('inbox streams a process holds', () => {
     }).toBe(200);
   });
 
-  it('refuses an environment at its share with 429 even when the process is full too', async () => {
+  it('refuses an organization at its share with 429 even when the process is full too', async () => {
     await stream(await tokenIn(t.a, 'ada'));
     await stream(await tokenIn(t.a, 'grace'));
     await stream(await tokenIn(t.b, 'ada'));
     const refused = await stream(await tokenIn(t.a, 'linus'));
     expect(refused.status).toBe(429);
-    expect(refused.body).toMatchObject({ message: expect.stringContaining('This environment has 2 inbox streams open') });
+    expect(refused.body).toMatchObject({ message: expect.stringContaining("This organization's environments have 2 inbox streams open") });
   });
 
   it('counts streams asked for at once: one past the limit is refused, whichever it is', async () => {

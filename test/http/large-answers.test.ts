@@ -4,6 +4,7 @@
 // answer by not reading it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
+import { unreadAnswer } from '../helpers/requests.js';
 import type { AddressInfo } from 'node:net';
 import { useTestApp } from '../helpers/app.js';
 import { createServer, type HeraldServer } from '../../src/http/server.js';
@@ -27,15 +28,7 @@ afterAll(async () => served?.drain(0));
 const headers = () => ({ Authorization: `Bearer ${t.a.key}` });
 
 /** Asks for `path` and reads none of the answer: it stays under way until `stop` closes the connection. */
-function unread(path: string, asked: Record<string, string> = headers()): Promise<{ status: number; stop: () => void }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(`${base}${path}`, { headers: asked }, (res) => {
-      res.pause();
-      resolve({ status: res.statusCode!, stop: () => req.destroy() });
-    });
-    req.on('error', (err) => (String(err).includes('socket hang up') ? undefined : reject(err)));
-  });
-}
+const unread = (path: string, asked: Record<string, string> = headers()) => unreadAnswer(`${base}${path}`, asked);
 
 describe('large pages and the memory they hold', () => {
   it('makes a second large page wait for the first to end, refuses it with a 503 past the wait, and never holds back a small one', async () => {

@@ -32,13 +32,17 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_PG_PREPARED_STAT
 });
 
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('HERALD_INBOX_MAX_STREAMS', () => {
-  it('holds 10,000 streams a process, half of them for one environment, each settable', () => {
-    expect(loadConfig({}).inboxStreams).toEqual({ max: DEFAULT_INBOX_MAX_STREAMS, perEnvironment: 5_000 });
+  it('holds 10,000 streams a process, half of them for one organization, each settable', () => {
+    expect(loadConfig({}).inboxStreams).toEqual({ max: DEFAULT_INBOX_MAX_STREAMS, perOrganization: 5_000 });
     expect(DEFAULT_INBOX_MAX_STREAMS).toBe(10_000);
-    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '301' }).inboxStreams).toEqual({ max: 301, perEnvironment: 151 });
-    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ENVIRONMENT: '300' }).inboxStreams).toEqual({ max: 300, perEnvironment: 300 });
-    // An environment cannot hold more than the process.
-    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ENVIRONMENT: '900' }).inboxStreams.perEnvironment).toBe(300);
+    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '301' }).inboxStreams).toEqual({ max: 301, perOrganization: 151 });
+    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ORGANIZATION: '300' }).inboxStreams).toEqual({ max: 300, perOrganization: 300 });
+    // Its older name still sets it, unless the new one is set too.
+    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ENVIRONMENT: '200' }).inboxStreams.perOrganization).toBe(200);
+    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ENVIRONMENT: '200', HERALD_INBOX_STREAMS_PER_ORGANIZATION: '100' }).inboxStreams.perOrganization).toBe(100);
+    expect(() => loadConfig({ HERALD_INBOX_STREAMS_PER_ENVIRONMENT: 'x' })).toThrow('HERALD_INBOX_STREAMS_PER_ENVIRONMENT must be a positive whole number, not "x"');
+    // An organization cannot hold more than the process.
+    expect(loadConfig({ HERALD_INBOX_MAX_STREAMS: '300', HERALD_INBOX_STREAMS_PER_ORGANIZATION: '900' }).inboxStreams.perOrganization).toBe(300);
     expect(() => loadConfig({ HERALD_INBOX_MAX_STREAMS: '0' })).toThrow('HERALD_INBOX_MAX_STREAMS must be a positive whole number, not "0"');
   });
 });

@@ -176,6 +176,19 @@ export async function listEnvironments(db: Db, organizationId: string): Promise<
     .select('id', 'name', 'created_at as createdAt');
 }
 
+/** The organization of each of these environments (an environment never changes organization). */
+export async function organizationsOf(db: Db, environmentIds: string[]): Promise<Map<string, string>> {
+  const rows: Array<{ id: string; organization_id: string }> = environmentIds.length === 0 ? [] : await db('environments').whereIn('id', environmentIds).select('id', 'organization_id');
+  return new Map(rows.map((row) => [row.id, row.organization_id]));
+}
+
+/** Every environment of these organizations. */
+export async function environmentsOf(db: Db, organizationIds: string[]): Promise<string[]> {
+  if (organizationIds.length === 0) return [];
+  const rows: Array<{ id: string }> = await db('environments').whereIn('organization_id', organizationIds).select('id');
+  return rows.map((row) => row.id);
+}
+
 export async function findOrganization(db: Db, id: string): Promise<Organization | undefined> {
   const row = await db('organizations')
     .where({ id })
