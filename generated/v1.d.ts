@@ -4460,7 +4460,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body is larger than 1 MiB, holds more than 100,000 JSON values, or uses more than 20,000 distinct key names. */
+        /** @description The request body is larger than 1 MiB, holds more than 100,000 JSON values, uses more than 20,000 distinct key names, or came in more than 16,384 pieces (chunks of a chunked body; clients send far fewer). */
         PayloadTooLarge: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];

@@ -45,6 +45,8 @@ function fromBodyParser(err: { type?: string; status?: number; code?: unknown; l
       return new ApiError(413, `The request body is larger than ${typeof err.limit === 'number' ? sizeOf(err.limit) : 'allowed'}`);
     case 'entity.too.many.values':
       return new ApiError(413, `The request body holds more than ${Number(err.limit).toLocaleString('en-US')} JSON values (objects, arrays, strings, numbers, booleans and nulls; keys not counted)`);
+    case 'entity.too.many.pieces':
+      return new ApiError(413, `The request body came in more than ${Number(err.limit).toLocaleString('en-US')} pieces (chunks); send it in fewer, larger ones`);
     case 'entity.too.many.keys':
       return new ApiError(413, `The request body's objects use more than ${Number(err.limit).toLocaleString('en-US')} distinct key names together`);
     case 'entity.parse.failed':

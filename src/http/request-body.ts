@@ -3,6 +3,7 @@
 // keeps a connection reading them; and a body nobody reads (on an operation that takes none, or a
 // request refused before its body) Node reads to its end after the answer. Both are bounded here,
 // and so is what a JSON body may hold, checked on its bytes before it is parsed.
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
 import { scanJsonBody, type BodyScan } from './body-scan.js';
@@ -24,13 +25,23 @@ export const BODY_VALUE_LIMIT = 100_000;
 export const BODY_KEY_NAME_LIMIT = 20_000;
 
 /**
+ * The most pieces a body may arrive in (a chunk of a chunked body, or what one read of the socket
+ * brings): each is an object the parser keeps until the body is whole, and a megabyte sent a byte
+ * a chunk, a million of them, held the event loop for a second, mostly in the garbage collector.
+ * Clients send chunks of kilobytes; a body of 1 MiB may still come in pieces of 64 bytes.
+ */
+export const BODY_PIECE_LIMIT = 16_384;
+
+/**
  * What a JSON body holds (body-scan.ts), as body-parser's `verify` checks it before the parse (its
  * error keeps its own status): refused when it is not UTF-8 (RFC 8259; body-parser would take
- * UTF-16, whose bytes the scan would misread), or holds more values than BODY_VALUE_LIMIT or more
- * distinct key names than BODY_KEY_NAME_LIMIT (413).
+ * UTF-16, whose bytes the scan would misread, and would read invalid bytes as U+FFFD, storing
+ * what was not sent), or holds more values than BODY_VALUE_LIMIT or more distinct key names than
+ * BODY_KEY_NAME_LIMIT (413).
  */
 export function checkedJsonBody(bytes: Buffer, encoding: string): BodyScan {
   if (encoding !== 'utf-8') throw bodyError('charset.unsupported', 400, `unsupported charset "${encoding}"`);
+  if (!isUtf8(bytes)) throw bodyError('charset.unsupported', 400, 'invalid UTF-8');
   const scan = scanJsonBody(bytes);
   if (scan.values > BODY_VALUE_LIMIT) throw bodyError('entity.too.many.values', 413, 'request entity holds too many values', BODY_VALUE_LIMIT);
   // Names are counted only when there are that many members, in a second pass that decodes each.
@@ -45,6 +56,10 @@ function tooLarge(limit: number): Error {
   return bodyError('entity.too.large', 413, 'request entity too large', limit);
 }
 
+function tooManyPieces(): Error {
+  return bodyError('entity.too.many.pieces', 413, 'request entity came in too many pieces', BODY_PIECE_LIMIT);
+}
+
 /** An error shaped as body-parser's own (its `type`, and `limit` when it has one), which the error handler turns into the error body. */
 function bodyError(type: string, status: number, message: string, limit?: number): Error {
   return Object.assign(new Error(message), { type, status, expose: true, limit });
@@ -54,7 +69,7 @@ function bodyError(type: string, status: number, message: string, limit?: number
  * `parse` (express.json or express.urlencoded with the same `limit`, reading bodies of `type`),
  * answering 413 as soon as such a body is known to be over `limit` bytes: at once when its
  * `Content-Length` says so, else when that many bytes have come (counted as sent, compressed or
- * not), instead of after the whole request. The rest is then the server's to bound
+ * not), or more than BODY_PIECE_LIMIT pieces, instead of after the whole request. The rest is then the server's to bound
  * (`closeAfterUnreadBody`), as is a body of another type, which the parser leaves unread.
  */
 export function cappedBody(parse: RequestHandler, limit: number, type: string): RequestHandler {
@@ -62,10 +77,17 @@ export function cappedBody(parse: RequestHandler, limit: number, type: string): 
     if (!req.is(type)) return parse(req, res, next);
     if (Number(req.headers['content-length']) > limit) return next(tooLarge(limit));
     let received = 0;
+    let pieces = 0;
     let settled = false;
     const count = (chunk: Buffer) => {
       received += chunk.length;
+      pieces += 1;
       if (received > limit) settle(tooLarge(limit));
+      else if (pieces > BODY_PIECE_LIMIT) {
+        // No more of them read, nor kept by the parser: the connection closes after the answer (closeAfterUnreadBody).
+        req.pause();
+        settle(tooManyPieces());
+      }
     };
     const settle = (err?: unknown) => {
       if (settled) return;

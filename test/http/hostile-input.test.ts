@@ -653,6 +653,28 @@ describe("Node's own answers and headers", () => {
     expect(res.written).toBeLessThan(64 * 1_048_576);
   });
 
+  it('answers 413 to a body that comes in more than 16,384 pieces (a byte a chunk), and reads one in 16,000', async () => {
+    const text = `{"subscriberId":"pieces","data":{"x":"${'y'.repeat(20_000)}"}}`;
+    /** The body as `count` chunks: a byte each, the last the rest. (A read of the socket may split one in two.) */
+    const inPieces = (count: number) => {
+      const pieces = Array.from({ length: count - 1 }, (_, i) => chunked(Buffer.from(text[i])));
+      pieces.push(chunked(Buffer.from(text.slice(count - 1))));
+      return Buffer.concat([...pieces, Buffer.from('0\r\n\r\n')]);
+    };
+    const post = (body: Buffer) =>
+      sendUntilClosed(
+        `POST /v1/subscribers HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`,
+        body,
+        body.length,
+      );
+    const refused = await post(inPieces(text.length));
+    expect(refused.status).toBe(413);
+    expect(JSON.parse(refused.body)).toMatchObject({ statusCode: 413, message: 'The request body came in more than 16,384 pieces (chunks); send it in fewer, larger ones', path: '/v1/subscribers' });
+    await t.a.get('/v1/subscribers/pieces').expect(404);
+    expect((await post(inPieces(16_000))).status).toBe(201);
+    await t.a.get('/v1/subscribers/pieces').expect(200);
+  });
+
   it('reads at most about 1 MiB of a body nothing reads (a GET, a refused request) after answering, then closes', async () => {
     for (const [head, status] of [
       [`GET /v1/subscribers/nobody HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nContent-Length: 4000000000\r\n\r\n`, 404],
