@@ -86,9 +86,10 @@ export const ARRIVAL_MS = { headers: 20_000, whole: 60_000, check: 5_000 };
 
 /**
  * Requests one connection may have under way at once (sent one after another without waiting for
- * the answers, which Node hands to the app as they are read): past this the connection is closed.
- * Browsers and HTTP clients send one at a time; one write of thousands of requests would otherwise
- * run them all at once.
+ * the answers, which Node hands to the app as they are read). The next is answered 429, after the
+ * answers before it, and closes the connection; what came after it is not run. Browsers and HTTP
+ * clients send one at a time; one write of thousands of requests would otherwise run them all at
+ * once.
  */
 export const MAX_UNDER_WAY_PER_CONNECTION = 32;
 
@@ -98,8 +99,8 @@ export function createServer(app: Express): HeraldServer {
   const server = http.createServer(
     { requireHostHeader: false, headersTimeout: ARRIVAL_MS.headers, requestTimeout: ARRIVAL_MS.whole, connectionsCheckingInterval: ARRIVAL_MS.check },
     (req, res) => {
-      // Closed for having too many requests under way: the rest of what it sent is not run.
-      if (req.socket.destroyed) return;
+      // Refused for having too many requests under way before it, or sent after such a one.
+      if (notRun.has(req) || req.socket.destroyed) return;
       if (req.httpVersion === '1.1' && req.headers.host === undefined) return answerError(req, res, 400, 'An HTTP/1.1 request must send a Host header');
       app(req, res);
     },
@@ -114,21 +115,47 @@ export function createServer(app: Express): HeraldServer {
     server.emit('request', req, res);
   });
   server.on('connect', (req: http.IncomingMessage, socket: Socket) => answerOnSocket(socket, 405, 'CONNECT is not allowed: Herald is not a proxy', pathOf(req)));
-  server.on('clientError', clientErrorAnswer);
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    const answers = underWay.get(socket);
+    if (!answers || answers.size === 0) return clientErrorAnswer(err, socket);
+    // Requests before the bad bytes are under way: their answers go first. Bytes after a request
+    // that said `Connection: close` are not a request at all: its answer closes the connection.
+    if (err.code !== 'HPE_CLOSED_CONNECTION') afterAnswers.set(socket, () => clientErrorAnswer(err, socket));
+  });
 
   let draining = false;
+  const notRun = new WeakSet<http.IncomingMessage>();
+  // Connections that were refused a request for having too many under way: they close after its answer.
+  const refused = new WeakSet<Socket>();
   // Each connection's answers not yet finished: to bound them, and so that those under way when the
   // drain begins close their connection. An answer queued behind another when its connection is
   // lost never emits 'close', so a connection's are forgotten together when it closes.
   const underWay = new Map<Socket, Set<ServerResponse>>();
-  server.on('connection', (socket: Socket) => socket.once('close', () => underWay.delete(socket)));
+  // A connection's error answer waiting for the answers under way before it (clientError).
+  const afterAnswers = new Map<Socket, () => void>();
+  server.on('connection', (socket: Socket) =>
+    socket.once('close', () => {
+      underWay.delete(socket);
+      afterAnswers.delete(socket);
+    }),
+  );
   server.prependListener('request', (req: http.IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
     let answers = underWay.get(socket);
     if (!answers) underWay.set(socket, (answers = new Set()));
-    if (answers.size >= MAX_UNDER_WAY_PER_CONNECTION) return void socket.destroy();
+    if (refused.has(socket) || answers.size >= MAX_UNDER_WAY_PER_CONNECTION) {
+      notRun.add(req);
+      if (refused.has(socket)) return;
+      refused.add(socket);
+      // Queued behind the answers under way, as every answer on the connection is.
+      return answerError(req, res, 429, `This connection has ${MAX_UNDER_WAY_PER_CONNECTION} requests under way, the most one may have: send the next once an answer has come`);
+    }
     answers.add(res);
-    res.once('close', () => answers.delete(res)); // emitted once the answer is sent, or the connection lost
+    // Emitted once the answer is sent, or the connection lost.
+    res.once('close', () => {
+      answers.delete(res);
+      if (answers.size === 0) afterAnswers.get(socket)?.();
+    });
     // Before Node's own 'finish' handler, which would read the rest of the body without a bound.
     res.once('prefinish', () => closeAfterUnreadBody(req));
     if (draining) res.setHeader('Connection', 'close');
