@@ -2,6 +2,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import { RE2JS } from 're2js';
 import type { ErrorObject } from 'ajv';
+import { pacer } from './turns.js';
 
 const addFormats = ajvFormats.default;
 
@@ -101,36 +102,75 @@ export function validateWithin<T>(budget: CheckBudget, validation: () => T): T {
 }
 
 /**
+ * The RE2 programs of a schema's patterns, compiled ahead with the event loop turning between them
+ * (compilePatterns), so that compiling the schema, which ajv does in one go, finds them made: a
+ * schema of 900 patterns took half a second to compile, each pattern compiled twice.
+ */
+export type CompiledPatterns = ReadonlyMap<string, RE2JS | Error>;
+
+/** `pattern`'s RE2 program, from `patterns` when it is there; throws when RE2 cannot run it. */
+function re2Of(pattern: string, patterns: CompiledPatterns | undefined): RE2JS {
+  const compiled = patterns?.get(pattern) ?? compileOrError(pattern);
+  if (compiled instanceof Error) throw compiled;
+  return compiled;
+}
+
+function compileOrError(pattern: string): RE2JS | Error {
+  try {
+    return RE2JS.compile(pattern);
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
+}
+
+/** Compiles each of `patterns` (once each), letting the event loop turn between them when they run long. */
+export async function compilePatterns(patterns: Iterable<string>): Promise<CompiledPatterns> {
+  const compiled = new Map<string, RE2JS | Error>();
+  const pace = pacer();
+  for (const pattern of patterns) {
+    if (compiled.has(pattern)) continue;
+    compiled.set(pattern, compileOrError(pattern));
+    await pace();
+  }
+  return compiled;
+}
+
+/**
  * ajv's `code.regExp` for schemas tenants write: RE2 (re2js) matches in time linear in the value,
  * so no pattern can stall the process on a crafted payload, whatever its nesting; each value it
  * checks is charged to the request's budget first. The contract's own patterns keep V8's engine
- * (they are ours, and it is faster).
+ * (they are ours, and it is faster). Programs in `patterns` are not compiled again.
  */
-const linearRegExp = Object.assign(
-  (pattern: string) => {
-    const compiled = RE2JS.compile(pattern);
-    return {
-      test(value: string): boolean {
-        if (spending) {
-          spending.patternChars -= value.length;
-          if (spending.patternChars < 0) throw new PatternBudgetSpent();
-        }
-        return compiled.test(value);
-      },
-      // ajv keeps one compiled pattern per distinct toString().
-      toString: () => `/${pattern}/`,
-    };
-  },
-  { code: 'RE2JS.compile' },
-);
+function linearRegExp(patterns: CompiledPatterns | undefined) {
+  return Object.assign(
+    (pattern: string) => {
+      const compiled = re2Of(pattern, patterns);
+      return {
+        test(value: string): boolean {
+          if (spending) {
+            spending.patternChars -= value.length;
+            if (spending.patternChars < 0) throw new PatternBudgetSpent();
+          }
+          return compiled.test(value);
+        },
+        // ajv keeps one compiled pattern per distinct toString().
+        toString: () => `/${pattern}/`,
+      };
+    },
+    { code: 'RE2JS.compile' },
+  );
+}
 
-/** The validator setup for a tenant's schema (a workflow's payloadSchema); see firstThenAll for `allErrors: false`. */
-export function createTenantAjv(options: { allErrors?: boolean } = {}): Ajv2020 {
+/**
+ * The validator setup for a tenant's schema (a workflow's payloadSchema); see firstThenAll for
+ * `allErrors: false`. `patterns`, its patterns compiled ahead (compilePatterns).
+ */
+export function createTenantAjv({ patterns, ...options }: { allErrors?: boolean; patterns?: CompiledPatterns } = {}): Ajv2020 {
   // ajv's optimizing passes over the generated code cost more than linear time in a wide `oneOf` or
   // `anyOf` (bench/README.md, "Tenant schemas"); a tenant's schema is compiled without them.
   // Own properties only: a payload `{}` has no `toString` to satisfy `required`. No logger: ajv warns
   // of an unknown format (which JSON Schema says to ignore) by writing the tenant's text to the console.
-  const ajv = createAjv({ ...options, ownProperties: true, logger: false, code: { regExp: linearRegExp, optimize: false } });
+  const ajv = createAjv({ ...options, ownProperties: true, logger: false, code: { regExp: linearRegExp(patterns), optimize: false } });
   ajv.removeKeyword('enum');
   ajv.addKeyword({ keyword: 'enum', schemaType: 'array', errors: true, compile: compileEnum });
   ajv.removeKeyword('uniqueItems');
@@ -195,13 +235,9 @@ function compileEnum(entries: unknown[]) {
  * Why RE2 cannot run a pattern (a backreference, lookahead or lookbehind, which cannot match in
  * linear time), in one line; undefined when it can.
  */
-export function linearPatternProblem(pattern: string): string | undefined {
-  try {
-    RE2JS.compile(pattern);
-    return undefined;
-  } catch (err) {
-    return err instanceof Error ? err.message : String(err);
-  }
+export function linearPatternProblem(pattern: string, patterns?: CompiledPatterns): string | undefined {
+  const compiled = patterns?.get(pattern) ?? compileOrError(pattern);
+  return compiled instanceof Error ? compiled.message : undefined;
 }
 
 /** What building a class costs in instructions' worth (about 1.7 µs each), besides its ranges. */

@@ -8,8 +8,8 @@ import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
-import { createTenantAjv, firstThenAll, newCheckBudget, PatternBudgetSpent, SCHEMA_CHECK_BUDGET, validateWithin, type CheckBudget } from '../json-schema.js';
-import { compilePayloadSchema, schemaChecksOf, type SchemaSizes } from './workflow-rules.js';
+import { createTenantAjv, firstThenAll, newCheckBudget, PatternBudgetSpent, SCHEMA_CHECK_BUDGET, validateWithin, type CheckBudget, type CompiledPatterns } from '../json-schema.js';
+import { compilePayloadSchema, precompiledPatterns, schemaChecksOf, type SchemaSizes } from './workflow-rules.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
@@ -44,30 +44,38 @@ const payloadValidators = new BoundedMap<string, PayloadValidator | ErrorDetail>
 interface PayloadValidator {
   schema: object;
   sizes: SchemaSizes;
+  patterns: CompiledPatterns;
   first: ValidateFunction;
   all?: ValidateFunction;
 }
 
-function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unknown>, budget: CheckBudget): ErrorDetail[] {
-  const problems: ErrorDetail[] = [];
-  if (workflow.payloadSchema) {
-    const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
-    let validate = payloadValidators.get(cacheKey);
-    if (!validate) {
-      // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
-      const checked = compilePayloadSchema(workflow.payloadSchema, (schema) => createTenantAjv({ allErrors: false }).compile(schema));
-      if ('compiled' in checked) {
-        validate = { schema: workflow.payloadSchema, sizes: checked.sizes, first: checked.compiled };
-      } else {
-        const [problem] = checked.problems;
-        const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
-        validate = { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
-      }
-      payloadValidators.set(cacheKey, validate);
+/** The workflow's payloadSchema compiled, or why it cannot be used; undefined when it has none. */
+async function payloadValidatorOf(workflow: StoredWorkflow): Promise<PayloadValidator | ErrorDetail | undefined> {
+  if (!workflow.payloadSchema) return undefined;
+  const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
+  let validate = payloadValidators.get(cacheKey);
+  if (!validate) {
+    const patterns = await precompiledPatterns(workflow.payloadSchema);
+    // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
+    const checked = compilePayloadSchema(workflow.payloadSchema, (schema) => createTenantAjv({ allErrors: false, patterns }).compile(schema), patterns);
+    if ('compiled' in checked) {
+      validate = { schema: workflow.payloadSchema, sizes: checked.sizes, patterns, first: checked.compiled };
+    } else {
+      const [problem] = checked.problems;
+      const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
+      validate = { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
     }
+    payloadValidators.set(cacheKey, validate);
+  }
+  return validate;
+}
+
+function payloadProblems(workflow: StoredWorkflow, validate: PayloadValidator | ErrorDetail | undefined, payload: Record<string, unknown>, budget: CheckBudget): ErrorDetail[] {
+  const problems: ErrorDetail[] = [];
+  if (validate) {
     if (!('first' in validate)) return [validate];
     const validator = validate;
-    const { schema } = validator;
+    const { schema, patterns } = validator;
     const checks = schemaChecksOf(schema, validator.sizes, payload, budget.schemaChecks);
     if (checks > budget.schemaChecks) {
       const message = `would need more than ${SCHEMA_CHECK_BUDGET.toLocaleString('en')} checks against the payloadSchema (each value counts every schema that may apply to it), their budget for one request (a bulk request's events share it)`;
@@ -76,7 +84,7 @@ function payloadProblems(workflow: StoredWorkflow, payload: Record<string, unkno
     budget.schemaChecks -= checks;
     let errors: ErrorObject[] | undefined;
     try {
-      errors = validateWithin(budget, () => firstThenAll(validator.first, () => (validator.all ??= createTenantAjv().compile(schema)), payload));
+      errors = validateWithin(budget, () => firstThenAll(validator.first, () => (validator.all ??= createTenantAjv({ patterns }).compile(schema)), payload));
     } catch (err) {
       if (!(err instanceof PatternBudgetSpent)) throw err;
       return [{ field: 'body/payload', message: err.message }];
@@ -147,7 +155,7 @@ export async function trigger(
   if (!workflow.steps.some((step) => step.active !== false)) return { acknowledged: true, status: 'no_workflow_active_steps_defined' };
 
   const payload = (request.payload ?? {}) as Record<string, unknown>;
-  const problems = payloadProblems(workflow, payload, budget);
+  const problems = payloadProblems(workflow, await payloadValidatorOf(workflow), payload, budget);
 
   for (const { subscriber, field } of given) {
     const problem = timezoneProblem(subscriber.timezone, field);

@@ -1,7 +1,7 @@
 // The rules a workflow must satisfy beyond its schema, checked when it is saved so that a broken
 // workflow is a 422 on save rather than a failed send later.
 import type { ErrorDetail } from '../contract.js';
-import { createTenantAjv, linearPatternProblem, patternSize } from '../json-schema.js';
+import { compilePatterns, createTenantAjv, linearPatternProblem, patternSize, type CompiledPatterns } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
 import { expressionCount, MAX_EXPRESSIONS, templateProblem } from './templates.js';
 
@@ -87,36 +87,55 @@ export const MAX_PATTERN_SIZE = 100_000;
  * createTenantAjv), so every other pattern, nested repetition included, matches in time linear in
  * the value. A pattern past the bound is not compiled, here or later.
  */
-function unsupportedPatterns(schema: object, at: string): ErrorDetail[] {
+function unsupportedPatterns(schema: object, at: string, patterns?: CompiledPatterns): ErrorDetail[] {
   const found: ErrorDetail[] = [];
   let size = 0;
-  const problemOf = (pattern: string): string | undefined => {
+  for (const { pattern, field, named } of patternsIn(schema, at)) {
     size += patternSize(pattern);
     if (size > MAX_PATTERN_SIZE) {
-      return `takes the schema's patterns past ${MAX_PATTERN_SIZE.toLocaleString('en')} instructions compiled, more than they may take together (a counted repetition such as a{1000} counts 1,000)`;
-    }
-    const problem = linearPatternProblem(pattern);
-    return problem && `cannot be matched in linear time (backreferences and lookaround are not supported): ${problem}`;
-  };
-  const walk = (node: unknown, where: string): void => {
-    if (!node || typeof node !== 'object') return;
-    for (const [key, value] of Object.entries(node)) {
       // Past the bound, the first pattern over it is the one problem named.
+      const over = `takes the schema's patterns past ${MAX_PATTERN_SIZE.toLocaleString('en')} instructions compiled, more than they may take together (a counted repetition such as a{1000} counts 1,000)`;
+      found.push({ field, message: named ? `${pattern.slice(0, 100)} ${over}` : over });
+      break;
+    }
+    const problem = linearPatternProblem(pattern, patterns);
+    if (problem) {
+      const message = `cannot be matched in linear time (backreferences and lookaround are not supported): ${problem}`;
+      found.push({ field, message: named ? `${pattern.slice(0, 100)} ${message}` : message });
+    }
+  }
+  return found;
+}
+
+/**
+ * The patterns of a payloadSchema, in the order of its text: each `pattern`, and each name of a
+ * `patternProperties` (`named`), with the field that holds it.
+ */
+function* patternsIn(node: unknown, where: string): Generator<{ pattern: string; field: string; named: boolean }> {
+  if (!node || typeof node !== 'object') return;
+  for (const [key, value] of Object.entries(node)) {
+    if (key === 'pattern' && typeof value === 'string') yield { pattern: value, field: `${where}/pattern`, named: false };
+    else if (key === 'patternProperties' && value && typeof value === 'object') {
+      for (const pattern of Object.keys(value)) yield { pattern, field: `${where}/patternProperties`, named: true };
+    }
+    if (value && typeof value === 'object') yield* patternsIn(value, `${where}/${key}`);
+  }
+}
+
+/**
+ * A payloadSchema's patterns compiled ahead, with the event loop turning between them, as far as
+ * they may compile to together (MAX_PATTERN_SIZE): give them to compilePayloadSchema.
+ */
+export async function precompiledPatterns(schema: object): Promise<CompiledPatterns> {
+  let size = 0;
+  const within = function* () {
+    for (const { pattern } of patternsIn(schema, '')) {
+      size += patternSize(pattern);
       if (size > MAX_PATTERN_SIZE) return;
-      if (key === 'pattern' && typeof value === 'string') {
-        const problem = problemOf(value);
-        if (problem) found.push({ field: `${where}/pattern`, message: problem });
-      } else if (key === 'patternProperties' && value && typeof value === 'object') {
-        for (const pattern of Object.keys(value)) {
-          const problem = problemOf(pattern);
-          if (problem) found.push({ field: `${where}/patternProperties`, message: `${pattern.slice(0, 100)} ${problem}` });
-        }
-      }
-      if (value && typeof value === 'object') walk(value, `${where}/${key}`);
+      yield pattern;
     }
   };
-  walk(schema, at);
-  return found;
+  return compilePatterns(within());
 }
 
 /** Each schema node of a payloadSchema, by the number of schemas it holds once its `$ref`s are followed. */
@@ -299,10 +318,15 @@ export function schemaChecksOf(root: object, sizes: SchemaSizes, payload: unknow
 
 /**
  * A payloadSchema compiled by `compile`, or why it cannot be used: not a valid JSON Schema, too
- * costly to check, or a pattern RE2 cannot run (then it is not compiled at all).
+ * costly to check, or a pattern RE2 cannot run (then it is not compiled at all). `patterns`, its
+ * patterns compiled ahead (precompiledPatterns), for `compile` to use too.
  */
-export function compilePayloadSchema<T>(schema: object, compile: (schema: object) => T): { compiled: T; sizes: SchemaSizes } | { problems: ErrorDetail[] } {
-  const unsupported = unsupportedPatterns(schema, 'body/payloadSchema');
+export function compilePayloadSchema<T>(
+  schema: object,
+  compile: (schema: object) => T,
+  patterns?: CompiledPatterns,
+): { compiled: T; sizes: SchemaSizes } | { problems: ErrorDetail[] } {
+  const unsupported = unsupportedPatterns(schema, 'body/payloadSchema', patterns);
   if (unsupported.length > 0) return { problems: unsupported };
   const expanded = expandedSizes(schema, 'body/payloadSchema');
   if ('problems' in expanded) return expanded;
@@ -314,7 +338,8 @@ export function compilePayloadSchema<T>(schema: object, compile: (schema: object
 }
 
 /** Why a payloadSchema cannot be used (compilePayloadSchema), when a workflow is saved. */
-export function payloadSchemaProblems(schema: object): ErrorDetail[] {
-  const result = compilePayloadSchema(schema, (valid) => createTenantAjv().compile(valid));
+export async function payloadSchemaProblems(schema: object): Promise<ErrorDetail[]> {
+  const patterns = await precompiledPatterns(schema);
+  const result = compilePayloadSchema(schema, (valid) => createTenantAjv({ patterns }).compile(valid), patterns);
   return 'problems' in result ? result.problems : [];
 }

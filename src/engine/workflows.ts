@@ -23,9 +23,9 @@ function rejectIfAny(problems: ErrorDetail[]): void {
 }
 
 /** Checks steps and payloadSchema together, so one answer lists every problem. */
-function checkedContent(body: { steps?: repo.Step[]; payloadSchema?: object | null }) {
+async function checkedContent(body: { steps?: repo.Step[]; payloadSchema?: object | null }) {
   const { steps, problems } = normalizeSteps(body.steps ?? []);
-  if (body.payloadSchema) problems.push(...payloadSchemaProblems(body.payloadSchema));
+  if (body.payloadSchema) problems.push(...(await payloadSchemaProblems(body.payloadSchema)));
   rejectIfAny(problems);
   return steps;
 }
@@ -42,7 +42,7 @@ export async function createWorkflow(deps: Deps, environmentId: string, body: Bo
       { field: 'body/workflowId', message: 'is required when name has no letters a to z or digits' },
     ]);
   }
-  const steps = checkedContent(body);
+  const steps = await checkedContent(body);
   try {
     await repo.insertWorkflow(
       deps.db,
@@ -75,8 +75,8 @@ export async function getWorkflow(deps: Deps, environmentId: string, workflowIdO
 export async function updateWorkflow(deps: Deps, environmentId: string, workflowIdOrId: string, body: Body<'updateWorkflow'>): Promise<repo.Workflow> {
   const current = await named(deps, environmentId, workflowIdOrId);
   const { workflowId } = current;
-  const steps = body.steps === undefined ? undefined : checkedContent(body);
-  if (body.steps === undefined && body.payloadSchema) rejectIfAny(payloadSchemaProblems(body.payloadSchema));
+  const steps = body.steps === undefined ? undefined : await checkedContent(body);
+  if (body.steps === undefined && body.payloadSchema) rejectIfAny(await payloadSchemaProblems(body.payloadSchema));
   const values: Partial<repo.WorkflowValues> = {
     name: body.name,
     tags: body.tags,
