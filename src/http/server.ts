@@ -93,6 +93,28 @@ export const ARRIVAL_MS = { headers: 20_000, whole: 60_000, check: 5_000 };
  */
 export const MAX_UNDER_WAY_PER_CONNECTION = 32;
 
+/**
+ * Headers a request may send once: a second would be dropped (Node keeps the first Authorization,
+ * Content-Type or Host) or joined into a value never sent (two Idempotency-Keys became one new key,
+ * and a retried trigger ran again). Such a request is ambiguous: a 400.
+ */
+const SENT_ONCE = new Set(['authorization', 'content-type', 'host', 'idempotency-key']);
+
+/** The first header of SENT_ONCE that `req` sends more than once, if any. */
+function sentTwice(req: http.IncomingMessage): string | undefined {
+  const raw = req.rawHeaders;
+  // Every name once (the usual case): as many names as headers.
+  if (raw.length / 2 === Object.keys(req.headers).length) return undefined;
+  const seen = new Set<string>();
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toLowerCase();
+    if (!SENT_ONCE.has(name)) continue;
+    if (seen.has(name)) return raw[i];
+    seen.add(name);
+  }
+  return undefined;
+}
+
 export function createServer(app: Express): HeraldServer {
   // Node's own answers to an HTTP/1.1 request without Host (400), to an Expect other than
   // 100-continue (417) and to CONNECT (the socket closed) have no body: these give the error body.
@@ -102,6 +124,8 @@ export function createServer(app: Express): HeraldServer {
       // Refused for having too many requests under way before it, or sent after such a one.
       if (notRun.has(req) || req.socket.destroyed) return;
       if (req.httpVersion === '1.1' && req.headers.host === undefined) return answerError(req, res, 400, 'An HTTP/1.1 request must send a Host header');
+      const twice = sentTwice(req);
+      if (twice) return answerError(req, res, 400, `The request sends ${twice} more than once; send it once`);
       app(req, res);
     },
   );

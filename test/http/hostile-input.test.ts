@@ -561,6 +561,30 @@ describe("Node's own answers and headers", () => {
     expect(JSON.parse(res.body)).toMatchObject({ statusCode: 400, error: 'Bad Request', message: 'The request is not valid HTTP' });
   });
 
+  it('answers 400 to a request that sends Authorization, Content-Type, Host or Idempotency-Key twice, running nothing', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'twice' }).expect(201);
+    await t.a.post('/v1/workflows', { workflowId: 'twice', name: 'Twice', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
+    const body = JSON.stringify({ name: 'twice', to: 'twice' });
+    const trigger = (headers: string) =>
+      rawExchange(`POST /v1/events/trigger HTTP/1.1\r\nHost: x\r\n${headers}Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    const auth = `Authorization: ApiKey ${t.a.key}\r\n`;
+    const json = 'Content-Type: application/json\r\n';
+    for (const [headers, name] of [
+      // Before: joined into the key "k1, k2", a key never sent, so a retry ran the trigger again.
+      [`${auth}${json}Idempotency-Key: k1\r\nIdempotency-Key: k2\r\n`, 'Idempotency-Key'],
+      [`${auth}Authorization: ApiKey hk_other\r\n${json}`, 'Authorization'],
+      [`${auth}${json}Content-Type: text/plain\r\n`, 'Content-Type'],
+      [`Host: y\r\n${auth}${json}`, 'Host'],
+    ] as const) {
+      const res = await trigger(headers);
+      expect(res.status, name).toBe(400);
+      expect(JSON.parse(res.body)).toMatchObject({ statusCode: 400, message: `The request sends ${name} more than once; send it once`, path: '/v1/events/trigger' });
+    }
+    expect((await t.a.get('/v1/notifications?subscriberId=twice').expect(200)).body.totalCount).toBe(0);
+    // Each once, and a header other than these (Accept) twice: run.
+    expect((await trigger(`${auth}${json}Idempotency-Key: k1\r\nAccept: application/json\r\nAccept: */*\r\n`)).status).toBe(201);
+  });
+
   it('answers headers over the limit with 431 and the error body, naming the path', async () => {
     const res = await rawExchange(`GET /v1/subscribers?limit=5 HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
     expect(res.status).toBe(431);
