@@ -71,13 +71,16 @@ const NOT_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])
 
 /**
  * What the schema cannot say about a valid request but storing it needs: every string (and object
- * key) is Unicode text without NUL, and nothing nests deeper than MAX_NESTING (JSON.stringify
- * would overflow the stack). Iterative, so a hostile depth cannot overflow it either.
+ * key) is Unicode text without NUL, every number one a double holds (`1e400` would be stored as
+ * null), and nothing nests deeper than MAX_NESTING (JSON.stringify would overflow the stack).
+ * Iterative, so a hostile depth cannot overflow it either.
  */
 function unstorableInput(input: Record<string, unknown>, bodyScan: BodyScan | undefined): ErrorDetail | undefined {
-  // A body whose bytes hold no escape that could spell NUL or a surrogate, and nest no deeper than
-  // the walk allows (its containers at depth d are the walk's d - 1), is storable without a walk.
-  const walked = bodyScan && !bodyScan.mayHoldNonText && bodyScan.deepest <= MAX_NESTING ? { ...input, body: undefined } : input;
+  // A body whose bytes hold no escape that could spell NUL or a surrogate, no number a double may
+  // not hold, and nest no deeper than the walk allows (its containers at depth d are the walk's
+  // d - 1), is storable without a walk.
+  const plain = bodyScan && !bodyScan.mayHoldNonText && !bodyScan.mayHoldHugeNumber && bodyScan.deepest <= MAX_NESTING;
+  const walked = plain ? { ...input, body: undefined } : input;
   return storable(walked) ? undefined : whereUnstorable(walked);
 }
 
@@ -93,6 +96,8 @@ function storable(input: Record<string, unknown>): boolean {
     const depth = depths.pop()!;
     if (typeof value === 'string') {
       if (NOT_TEXT.test(value)) return false;
+    } else if (typeof value === 'number') {
+      if (!Number.isFinite(value)) return false;
     } else if (value !== null && typeof value === 'object') {
       if (depth >= MAX_NESTING) return false;
       if (Array.isArray(value)) {
@@ -115,6 +120,8 @@ function whereUnstorable(input: Record<string, unknown>): ErrorDetail | undefine
     const { value, field, depth } = pending.pop()!;
     if (typeof value === 'string') {
       if (NOT_TEXT.test(value)) return { field, message: 'must not contain NUL or an unpaired UTF-16 surrogate' };
+    } else if (typeof value === 'number') {
+      if (!Number.isFinite(value)) return { field, message: 'is a number beyond what a double holds (about ±1.8e308)' };
     } else if (value !== null && typeof value === 'object') {
       if (depth >= MAX_NESTING) return { field, message: `nests deeper than ${MAX_NESTING} levels` };
       for (const [key, item] of Object.entries(value)) {

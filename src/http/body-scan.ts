@@ -17,9 +17,14 @@ export interface BodyScan {
    * Whether the body may hold a string that is not storable text: an escaped NUL (`\u0000`) or
    * UTF-16 surrogate (`\ud800`–`\udfff`, paired or not). Escapes are the only way JSON in UTF-8
    * can spell those: the bytes of a surrogate (ED A0 80) or an overlong NUL (C0 80) are not UTF-8,
-   * and the body's decoder makes each U+FFFD (test/http/errors.test.ts pins it).
+   * and the body is refused (request-body.ts).
    */
   mayHoldNonText: boolean;
+  /**
+   * Whether the body may hold a number beyond what a double holds (`1e400`), which the parser makes
+   * Infinity and storing would write as null: one with an exponent, or of more than 300 characters.
+   */
+  mayHoldHugeNumber: boolean;
 }
 
 const QUOTE = 0x22;
@@ -40,7 +45,8 @@ export function scanJsonBody(bytes: Buffer, countKeyNames?: number): BodyScan {
   let depth = 0;
   let deepest = 0;
   let mayHoldNonText = false;
-  const scanned = (): BodyScan => ({ values, members, deepest, mayHoldNonText, ...(names && { keyNames: names.size }) });
+  let mayHoldHugeNumber = false;
+  const scanned = (): BodyScan => ({ values, members, deepest, mayHoldNonText, mayHoldHugeNumber, ...(names && { keyNames: names.size }) });
   // For each open container, whether it is an object (whose next string after `{` or `,` is a key).
   const inObject: boolean[] = [];
   let keyNext = false;
@@ -50,14 +56,16 @@ export function scanJsonBody(bytes: Buffer, countKeyNames?: number): BodyScan {
   // it has (searching again after each escape made a string of escapes quadratic).
   let quote = -1;
   let backslash = -1;
+  let scalarStart = 0;
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i];
     // Numbers, true, false and null: one value for each run of these characters.
     if ((b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x7a) || (b >= 0x41 && b <= 0x5a) || b === 0x2d || b === 0x2b || b === 0x2e) {
-      if (!inScalar) values++;
+      if (!inScalar) values++, (scalarStart = i);
       inScalar = true;
       continue;
     }
+    if (inScalar && !mayHoldHugeNumber && mayBeHuge(bytes, scalarStart, i)) mayHoldHugeNumber = true;
     inScalar = false;
     switch (b) {
       case QUOTE: {
@@ -107,6 +115,15 @@ export function scanJsonBody(bytes: Buffer, countKeyNames?: number): BodyScan {
     }
   }
   return scanned();
+}
+
+/** Whether the scalar from `start` to `end` is a number a double may not hold: one with an exponent, or very long. */
+function mayBeHuge(bytes: Buffer, start: number, end: number): boolean {
+  const first = bytes[start];
+  if (!((first >= 0x30 && first <= 0x39) || first === 0x2d)) return false; // true, false, null
+  if (end - start > 300) return true;
+  for (let i = start; i < end; i++) if ((bytes[i] | 0x20) === 0x65 /* e */) return true;
+  return false;
 }
 
 /** The key between the quotes at `opened` and `closed`, decoded as the parser will (a broken escape left as it is: the parser refuses it). */

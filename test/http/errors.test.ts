@@ -178,6 +178,17 @@ describe('errors from every layer carry the same body', () => {
     expect((await t.a.get('/v1/subscribers/pair').expect(200)).body.data.data).toEqual({ x: '😀 \\u0000' });
   });
 
+  it('400 naming the field for a number beyond what a double holds, not null stored in its place', async () => {
+    const post = (body: string) => t.a.post('/v1/subscribers').set('Content-Type', 'application/json').send(body);
+    for (const number of ['1e400', '-1E+999', '9'.repeat(400)]) {
+      const res = await post(`{"subscriberId":"huge","data":{"list":[1,{"x":${number}}]}}`).expect(400);
+      expect(res.body.details).toEqual([{ field: 'body/data/list/1/x', message: 'is a number beyond what a double holds (about ±1.8e308)' }]);
+    }
+    await t.a.get('/v1/subscribers/huge').expect(404);
+    await post('{"subscriberId":"large","data":{"x":1.7e308,"y":1e-400,"z":-0}}').expect(201);
+    expect((await t.a.get('/v1/subscribers/large').expect(200)).body.data.data).toEqual({ x: 1.7e308, y: 0, z: 0 });
+  });
+
   it('500 with nothing internal in the body when the database fails', async () => {
     await t.db.schema.renameTable('subscribers', 'subscribers_gone');
     try {

@@ -49,6 +49,10 @@ function seeded(seed: number): () => number {
 
 const bytes = (text: string) => Buffer.from(text, 'utf8');
 
+/** Whether JSON.stringify writes a number of `value` with an exponent (1.25e-7). */
+const writtenWithExponent = (value: unknown): boolean =>
+  typeof value === 'number' ? String(value).includes('e') : value !== null && typeof value === 'object' && Object.values(value).some(writtenWithExponent);
+
 describe('scanJsonBody', () => {
   it('counts values, members, distinct key names and depth exactly as a walk over the parsed value does', () => {
     const random = seeded(7);
@@ -56,13 +60,18 @@ describe('scanJsonBody', () => {
       const value = { body: randomValue(random) };
       const text = JSON.stringify(value, null, i % 3 === 0 ? 2 : undefined);
       const expected = walked(value);
-      expect(scanJsonBody(bytes(text), 1_000), text).toEqual({ values: expected.values, members: expected.members, deepest: expected.deepest, keyNames: expected.keyNames.size, mayHoldNonText: false });
+      expect(scanJsonBody(bytes(text), 1_000), text).toEqual({ values: expected.values, members: expected.members, deepest: expected.deepest, keyNames: expected.keyNames.size, mayHoldNonText: false, mayHoldHugeNumber: writtenWithExponent(value) });
     }
   });
 
   it('finds the escapes that spell NUL or a UTF-16 surrogate, in values and in keys, and nothing else', () => {
     for (const text of ['{"a":"\\u0000"}', '{"\\u0000":1}', '{"a":"\\ud83d\\ude00"}', '{"a":"\\uDFFF"}', '{"a":"x\\uD800"}', '["\\udc00"]']) expect(scanJsonBody(bytes(text)).mayHoldNonText, text).toBe(true);
     for (const text of ['{"a":"\\u0001"}', '{"a":"\\u00000"}'.replace('00000', '0041'), '{"a":"\\\\u0000"}', '{"a":"\\uc800"}', '{"a":"\\ue000"}', '{"a":"d800 \\n"}']) expect(scanJsonBody(bytes(text)).mayHoldNonText, text).toBe(false);
+  });
+
+  it('finds the numbers a double may not hold: any with an exponent, or of more than 300 characters; never true, false or null', () => {
+    for (const text of ['{"a":1e400}', '{"a":[-2E+999]}', '{"a":1.5e-7}', `{"a":${'9'.repeat(301)}}`, '[true,1e5]']) expect(scanJsonBody(bytes(text)).mayHoldHugeNumber, text).toBe(true);
+    for (const text of ['{"a":1.5}', '{"a":-0}', '{"true":true,"false":false,"e":null}', `{"a":${'9'.repeat(300)}}`, '{"e":"1e400"}']) expect(scanJsonBody(bytes(text)).mayHoldHugeNumber, text).toBe(false);
   });
 
   it('says so whenever a body could hold NUL or half a surrogate pair, and is exact where no key repeats, on JSON written by hand', () => {
