@@ -9,7 +9,8 @@ import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
 import { createTenantAjv, firstThenAll, newCheckBudget, PatternBudgetSpent, SCHEMA_CHECK_BUDGET, validateWithin, type CheckBudget, type CompiledPatterns } from '../json-schema.js';
-import { compilePayloadSchema, precompiledPatterns, schemaChecksOf, type SchemaSizes } from './workflow-rules.js';
+import { checkedOffLoop, compilePayloadSchema, precompiledPatterns, schemaChecksOf, schemaWeight, type SchemaSizes } from './workflow-rules.js';
+import { payloadChecks } from './payload-checks.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
 import type { StoredWorkflow } from '../db/repos/workflows.js';
@@ -40,60 +41,77 @@ const payloadValidators = new BoundedMap<string, PayloadValidator | ErrorDetail>
 /**
  * A payload schema compiled to stop at the first error, and (when a small payload fails it) to list
  * them all; with the schema it was compiled from and its nodes' sizes, which count a payload's checks.
+ * A large one (checkedOffLoop) is compiled and run on the payload check thread instead (`threaded`).
  */
-interface PayloadValidator {
-  schema: object;
-  sizes: SchemaSizes;
-  patterns: CompiledPatterns;
-  first: ValidateFunction;
-  all?: ValidateFunction;
+type PayloadValidator = { schema: object; sizes: SchemaSizes } & (
+  | { patterns: CompiledPatterns; first: ValidateFunction; all?: ValidateFunction }
+  | { threaded: true; key: string }
+);
+
+/** A workflow's stored payloadSchema that today's rules refuse (workflow-rules.ts): each trigger is told so. */
+function refusalOf([problem]: ErrorDetail[]): ErrorDetail {
+  const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
+  return { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
 }
 
 /** The workflow's payloadSchema compiled, or why it cannot be used; undefined when it has none. */
 async function payloadValidatorOf(workflow: StoredWorkflow): Promise<PayloadValidator | ErrorDetail | undefined> {
-  if (!workflow.payloadSchema) return undefined;
+  const schema = workflow.payloadSchema;
+  if (!schema) return undefined;
   const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
   let validate = payloadValidators.get(cacheKey);
   if (!validate) {
-    const patterns = await precompiledPatterns(workflow.payloadSchema);
-    // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
-    const checked = compilePayloadSchema(workflow.payloadSchema, (schema) => createTenantAjv({ allErrors: false, patterns }).compile(schema), patterns);
-    if ('compiled' in checked) {
-      validate = { schema: workflow.payloadSchema, sizes: checked.sizes, patterns, first: checked.compiled };
+    const weight = schemaWeight(schema);
+    if (!('problems' in weight) && checkedOffLoop(weight)) {
+      validate = { schema, sizes: weight.sizes, threaded: true, key: cacheKey };
     } else {
-      const [problem] = checked.problems;
-      const why = `${problem.field.replace(/^body\//, '')} ${problem.message}`;
-      validate = { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
+      const patterns = await precompiledPatterns(schema);
+      // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
+      const checked = compilePayloadSchema(schema, (valid) => createTenantAjv({ allErrors: false, patterns }).compile(valid), patterns);
+      validate = 'compiled' in checked ? { schema, sizes: checked.sizes, patterns, first: checked.compiled } : refusalOf(checked.problems);
     }
     payloadValidators.set(cacheKey, validate);
   }
   return validate;
 }
 
-function payloadProblems(workflow: StoredWorkflow, validate: PayloadValidator | ErrorDetail | undefined, payload: Record<string, unknown>, budget: CheckBudget): ErrorDetail[] {
+/** The payload's errors against `validator`, charged to `budget`; a problem of their own when the budget runs out. */
+async function payloadErrors(validator: PayloadValidator, payload: Record<string, unknown>, budget: CheckBudget): Promise<ErrorObject[] | ErrorDetail> {
+  const { schema } = validator;
+  if ('threaded' in validator) {
+    const answered = await payloadChecks.check(validator.key, schema, payload, budget.patternChars);
+    if (answered.problems) {
+      const refusal = refusalOf(answered.problems);
+      payloadValidators.set(validator.key, refusal);
+      return refusal;
+    }
+    budget.patternChars = answered.patternChars!;
+    return answered.spent === undefined ? answered.errors! : { field: 'body/payload', message: answered.spent };
+  }
+  const { patterns } = validator;
+  try {
+    return validateWithin(budget, () => firstThenAll(validator.first, () => (validator.all ??= createTenantAjv({ patterns }).compile(schema)), payload)) ?? [];
+  } catch (err) {
+    if (!(err instanceof PatternBudgetSpent)) throw err;
+    return { field: 'body/payload', message: err.message };
+  }
+}
+
+async function payloadProblems(workflow: StoredWorkflow, validate: PayloadValidator | ErrorDetail | undefined, payload: Record<string, unknown>, budget: CheckBudget): Promise<ErrorDetail[]> {
   const problems: ErrorDetail[] = [];
   if (validate) {
-    if (!('first' in validate)) return [validate];
-    const validator = validate;
-    const { schema, patterns } = validator;
-    const checks = schemaChecksOf(schema, validator.sizes, payload, budget.schemaChecks);
+    if (!('schema' in validate)) return [validate];
+    const checks = schemaChecksOf(validate.schema, validate.sizes, payload, budget.schemaChecks);
     if (checks > budget.schemaChecks) {
       const message = `would need more than ${SCHEMA_CHECK_BUDGET.toLocaleString('en')} checks against the payloadSchema (each value counts every schema that may apply to it), their budget for one request (a bulk request's events share it)`;
       return [{ field: 'body/payload', message }];
     }
     budget.schemaChecks -= checks;
-    let errors: ErrorObject[] | undefined;
-    try {
-      errors = validateWithin(budget, () => firstThenAll(validator.first, () => (validator.all ??= createTenantAjv({ patterns }).compile(schema)), payload));
-    } catch (err) {
-      if (!(err instanceof PatternBudgetSpent)) throw err;
-      return [{ field: 'body/payload', message: err.message }];
-    }
-    if (errors) {
-      for (const error of errors.slice(0, MAX_PAYLOAD_DETAILS)) {
-        const missing = error.keyword === 'required' ? `/${String(error.params.missingProperty)}` : '';
-        problems.push({ field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') });
-      }
+    const errors = await payloadErrors(validate, payload, budget);
+    if (!Array.isArray(errors)) return [errors];
+    for (const error of errors.slice(0, MAX_PAYLOAD_DETAILS)) {
+      const missing = error.keyword === 'required' ? `/${String(error.params.missingProperty)}` : '';
+      problems.push({ field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') });
     }
   }
   for (const step of workflow.steps) {
@@ -155,7 +173,7 @@ export async function trigger(
   if (!workflow.steps.some((step) => step.active !== false)) return { acknowledged: true, status: 'no_workflow_active_steps_defined' };
 
   const payload = (request.payload ?? {}) as Record<string, unknown>;
-  const problems = payloadProblems(workflow, await payloadValidatorOf(workflow), payload, budget);
+  const problems = await payloadProblems(workflow, await payloadValidatorOf(workflow), payload, budget);
 
   for (const { subscriber, field } of given) {
     const problem = timezoneProblem(subscriber.timezone, field);
