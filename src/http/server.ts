@@ -13,7 +13,7 @@ import { BODY_LIMIT, closeAfterUnreadBody } from './request-body.js';
  * carry the error body as every other error does, and close the connection (the stream cannot be
  * trusted past the error).
  */
-function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Socket): void {
+function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Socket, arriving?: http.IncomingMessage): void {
   if (err.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy();
     return;
@@ -25,7 +25,9 @@ function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Socket): void {
       : status === 408
         ? 'The request took too long to arrive'
         : 'The request is not valid HTTP';
-  answerOnSocket(socket, status, message, requestPathOf((err as { rawPacket?: Buffer }).rawPacket));
+  // The path of the request still arriving (its body late), else of the one the parser gave up on.
+  const path = arriving ? pathOf(arriving) : requestPathOf((err as { rawPacket?: Buffer }).rawPacket);
+  answerOnSocket(socket, status, message, path);
 }
 
 /**
@@ -67,8 +69,8 @@ export interface HeraldServer {
 /** Idle kept-alive connections get this long after SIGTERM to send one more request. */
 export const IDLE_GRACE_MS = 2_000;
 
-/** The path of a request, for the error body. */
-const pathOf = (req: http.IncomingMessage) => (req.url ?? '').split('?')[0];
+/** The path of a request, for the error body (as it came: express shortens `url` under a mounted router). */
+const pathOf = (req: http.IncomingMessage & { originalUrl?: string }) => (req.originalUrl ?? req.url ?? '').split('?')[0];
 
 /** A JSON error answer through Node's response, closing the connection (once it is sent, whatever else comes). */
 function answerError(req: http.IncomingMessage, res: ServerResponse, status: number, message: string): void {
@@ -140,10 +142,12 @@ export function createServer(app: Express): HeraldServer {
   });
   server.on('connect', (req: http.IncomingMessage, socket: Socket) => answerOnSocket(socket, 405, 'CONNECT is not allowed: Herald is not a proxy', pathOf(req)));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    const answers = underWay.get(socket);
-    if (!answers || answers.size === 0) return clientErrorAnswer(err, socket);
-    // Requests before the bad bytes are under way: their answers go first. Bytes after a request
-    // that said `Connection: close` are not a request at all: its answer closes the connection.
+    const answers = [...(underWay.get(socket) ?? [])];
+    // A request still arriving (a timeout, a broken chunk of its body) cannot be answered but this way.
+    const arriving = answers.find((res) => !res.req.complete)?.req;
+    if (answers.length === 0 || arriving) return clientErrorAnswer(err, socket, arriving);
+    // Whole requests before the bad bytes are under way: their answers go first. Bytes after a
+    // request that said `Connection: close` are not a request at all: its answer closes the connection.
     if (err.code !== 'HPE_CLOSED_CONNECTION') afterAnswers.set(socket, () => clientErrorAnswer(err, socket));
   });
 

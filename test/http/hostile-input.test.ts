@@ -839,6 +839,20 @@ describe("Node's own answers and headers", () => {
     expect(text).toMatch(/HTTP\/1\.1 400 Bad Request/);
   });
 
+  it('answers 408 naming the path to a request whose body does not arrive in time, while the app waits for it', { timeout: 15_000 }, async () => {
+    // Node looks for late requests every 5 s (ARRIVAL_MS.check); a second in all, for this test
+    // (and less for the headers: Node keeps to neither while they are longer).
+    const { headersTimeout, requestTimeout } = served.server;
+    Object.assign(served.server, { headersTimeout: 500, requestTimeout: 1_000 });
+    try {
+      const res = await rawExchange(`POST /v1/subscribers?x=1 HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"subscr`);
+      expect(res.status).toBe(408);
+      expect(JSON.parse(res.body)).toMatchObject({ statusCode: 408, message: 'The request took too long to arrive', path: '/v1/subscribers' });
+    } finally {
+      Object.assign(served.server, { headersTimeout, requestTimeout });
+    }
+  });
+
   it('gives a request 20 s for its headers and 60 s in all', () => {
     expect({ headers: served.server.headersTimeout, whole: served.server.requestTimeout }).toEqual({ headers: 20_000, whole: 60_000 });
   });
