@@ -404,8 +404,8 @@ export class JobRunner {
         // A send ending wakes this loop to refill its slot, whether or not anything is due: after
         // a claim that found nothing, the next waits a little, so a stream of sends ending costs
         // few empty claims, unless sends or webhook deliveries are queued meanwhile. A claim that
-        // left out an environment at its share may have found nothing for that reason alone: it
-        // claims again as soon as one of the sends in flight ends (for the environments no longer
+        // left out an organization at its share may have found nothing for that reason alone: it
+        // claims again as soon as one of the sends in flight ends (for the organizations no longer
         // at their share; the others' wait out leftOutEmpty).
         if (free > 0 && claimed === 0) {
           if (leftOut) await this.slotFreed.wait(EMPTY_CLAIM_GAP_MS);
@@ -449,7 +449,8 @@ export class JobRunner {
     const [jobsMayBeDue, deliveriesMayBeDue, excluded] = await Promise.all([
       found.jobs || leftOut || jobsDue(this.deps.db, 'send', now),
       found.deliveries || leftOut || deliveriesDue(this.deps.db, now),
-      leftOut ? environmentsOf(this.deps.db, full) : [],
+      // A share owner may be an environment whose organization could not be read (shareOwner).
+      leftOut ? environmentsOf(this.deps.db, full).then((ids) => [...full, ...ids]) : [],
     ]);
     let deliveries: DeliveryRecord[] = [];
     let jobs: JobRecord[] = [];

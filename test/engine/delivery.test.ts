@@ -120,6 +120,34 @@ describe('the continuous runner', () => {
     }
   });
 
+  it('keeps an organization to its share when reading which organization an environment is of failed once', async () => {
+    const hanging = await startHangingWebhook();
+    await chatAudience(t.a, 'greedy-chat', hanging.url, range('greedy', 10));
+    await t.a.post('/v1/events/trigger', { name: 'greedy-chat', to: range('greedy', 10) }).expect(201);
+    // The first read of environments' organizations fails, as a database error would make it.
+    let failures = 1;
+    const failOnce = (query: { sql: string }) => {
+      if (failures > 0 && /from [`"]environments[`"] where [`"]id[`"] in/i.test(query.sql)) {
+        failures -= 1;
+        throw new Error('the read of organizations failed');
+      }
+    };
+    t.db.client.on('query', failOnce);
+    const runner = liveRunner({ slots: 8, slotsPerOrganization: 2, perDestination: 16 });
+    try {
+      runner.start();
+      await vi.waitFor(() => expect(hanging.open()).toBe(2), { timeout: 5000, interval: 20 });
+      // Claims go on meanwhile; before, the sends counted by their environment were never left out.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(failures).toBe(0);
+      expect(hanging.peak()).toBe(2);
+    } finally {
+      t.db.client.off('query', failOnce);
+      await hanging.close();
+      await runner.stop();
+    }
+  });
+
   it('opens a breaker after failures in a row, defers its jobs without spending attempts, then probes and closes it', async () => {
     let failing = true;
     const peer = await startHttpPeer(() => (failing ? { status: 503, body: 'down' } : { status: 200, body: 'ok' }));
