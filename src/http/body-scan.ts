@@ -114,6 +114,7 @@ export function scanJsonBody(bytes: Buffer, countKeyNames?: number): BodyScan {
         break;
     }
   }
+  if (inScalar && mayBeHuge(bytes, scalarStart, bytes.length)) mayHoldHugeNumber = true;
   return scanned();
 }
 

@@ -70,7 +70,7 @@ describe('scanJsonBody', () => {
   });
 
   it('finds the numbers a double may not hold: any with an exponent, or of more than 300 characters; never true, false or null', () => {
-    for (const text of ['{"a":1e400}', '{"a":[-2E+999]}', '{"a":1.5e-7}', `{"a":${'9'.repeat(301)}}`, '[true,1e5]']) expect(scanJsonBody(bytes(text)).mayHoldHugeNumber, text).toBe(true);
+    for (const text of ['{"a":1e400}', '{"a":[-2E+999]}', '{"a":1.5e-7}', `{"a":${'9'.repeat(301)}}`, '[true,1e5]', '1e400']) expect(scanJsonBody(bytes(text)).mayHoldHugeNumber, text).toBe(true);
     for (const text of ['{"a":1.5}', '{"a":-0}', '{"true":true,"false":false,"e":null}', `{"a":${'9'.repeat(300)}}`, '{"e":"1e400"}']) expect(scanJsonBody(bytes(text)).mayHoldHugeNumber, text).toBe(false);
   });
 
