@@ -84,8 +84,11 @@ export function cappedBody(parse: RequestHandler, limit: number, type: string): 
       pieces += 1;
       if (received > limit) settle(tooLarge(limit));
       else if (pieces > BODY_PIECE_LIMIT) {
-        // No more of them read, nor kept by the parser: the connection closes after the answer (closeAfterUnreadBody).
+        // No more of them read, nor kept by the parser (body-parser's reader is let go of: it would
+        // keep every piece to the limit); the connection closes after the answer (closeAfterUnreadBody).
         req.pause();
+        req.removeAllListeners('data');
+        cutShort.add(req);
         settle(tooManyPieces());
       }
     };
@@ -105,6 +108,9 @@ export function cappedBody(parse: RequestHandler, limit: number, type: string): 
 /** What is read, and for how long, of a body still arriving once its answer is sent. */
 export const UNREAD_BODY = { bytes: 1_048_576, ms: 2_000 };
 
+/** Requests whose bodies were refused for their pieces: none of the rest is read. */
+const cutShort = new WeakSet<IncomingMessage>();
+
 /**
  * Called as an answer ends ('prefinish'): a request whose body is still arriving is read on (and
  * dropped) for at most `UNREAD_BODY`, so that the client, still sending, gets to read the answer
@@ -117,10 +123,12 @@ export function closeAfterUnreadBody(req: IncomingMessage): void {
   const close = () => req.socket.destroy();
   const timer = setTimeout(close, UNREAD_BODY.ms);
   timer.unref();
+  req.once('close', () => clearTimeout(timer));
+  // Its pieces cost more than their bytes: it stays paused, and the client has the time bound to read the answer.
+  if (cutShort.has(req)) return;
   req.on('data', (chunk: Buffer) => {
     left -= chunk.length;
     if (left < 0) close();
   });
-  req.once('close', () => clearTimeout(timer));
   req.resume();
 }

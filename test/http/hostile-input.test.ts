@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { useTestApp } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow, integrationBodies, step, uniqueId } from '../helpers/factories.js';
 import fs from 'node:fs';
+import type http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -697,6 +698,31 @@ describe("Node's own answers and headers", () => {
     await t.a.get('/v1/subscribers/pieces').expect(404);
     expect((await post(inPieces(16_000))).status).toBe(201);
     await t.a.get('/v1/subscribers/pieces').expect(200);
+  });
+
+  it('reads no more of a body refused for its pieces: what the socket has read stops growing', async () => {
+    // What the server's socket had read when the 413 went out, and when the connection closed.
+    const read: { answered?: number; closed?: number } = {};
+    const watch = (req: http.IncomingMessage, res: http.ServerResponse) => {
+      if (req.url !== '/v1/subscribers?pieces') return;
+      res.once('prefinish', () => (read.answered = req.socket.bytesRead));
+      req.socket.once('close', () => (read.closed = req.socket.bytesRead));
+    };
+    served.server.prependListener('request', watch);
+    try {
+      const pieces = Buffer.from('1\r\nx\r\n'.repeat(2_000));
+      const res = await sendUntilClosed(
+        `POST /v1/subscribers?pieces HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey ${t.a.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n`,
+        pieces,
+        64 * 1_048_576,
+      );
+      expect(res.status).toBe(413);
+      await expect.poll(() => read.closed).toBeDefined();
+      // Before: it read on, a million pieces more (6 MB), and kept them for the parser.
+      expect(read.closed! - read.answered!).toBeLessThan(256 * 1024);
+    } finally {
+      served.server.off('request', watch);
+    }
   });
 
   it('reads at most about 1 MiB of a body nothing reads (a GET, a refused request) after answering, then closes', async () => {
