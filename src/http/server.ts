@@ -153,8 +153,11 @@ export function createServer(app: Express): HeraldServer {
 
   let draining = false;
   const notRun = new WeakSet<http.IncomingMessage>();
-  // Connections that were refused a request for having too many under way: they close after its answer.
-  const refused = new WeakSet<Socket>();
+  // Connections that were refused a request for having too many under way: they close after its
+  // answer, and read no more meanwhile. What came with the refused request (one read of the
+  // socket) is let be; a request that comes in a later read is a client that does not stop, and
+  // its connection is closed at once, answers and all.
+  const refused = new WeakMap<Socket, { sameRead: boolean }>();
   // Each connection's answers not yet finished: to bound them, and so that those under way when the
   // drain begins close their connection. An answer queued behind another when its connection is
   // lost never emits 'close', so a connection's are forgotten together when it closes.
@@ -171,10 +174,14 @@ export function createServer(app: Express): HeraldServer {
     const socket = req.socket;
     let answers = underWay.get(socket);
     if (!answers) underWay.set(socket, (answers = new Set()));
-    if (refused.has(socket) || answers.size >= MAX_UNDER_WAY_PER_CONNECTION) {
+    const refusal = refused.get(socket);
+    if (refusal || answers.size >= MAX_UNDER_WAY_PER_CONNECTION) {
       notRun.add(req);
-      if (refused.has(socket)) return;
-      refused.add(socket);
+      if (refusal) return void (refusal.sameRead || socket.destroy());
+      const state = { sameRead: true };
+      refused.set(socket, state);
+      process.nextTick(() => (state.sameRead = false));
+      socket.pause();
       // Queued behind the answers under way, as every answer on the connection is.
       return answerError(req, res, 429, `This connection has ${MAX_UNDER_WAY_PER_CONNECTION} requests under way, the most one may have: send the next once an answer has come`);
     }

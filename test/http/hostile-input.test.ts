@@ -802,6 +802,36 @@ describe("Node's own answers and headers", () => {
     expect(few.answers).toBe(6);
   });
 
+  it('reads no more of a connection refused for its requests under way, and closes one that sends on', async () => {
+    // Answers that take a second: the 32 stay under way while the client writes more.
+    const slow = express();
+    slow.get('/slow', (_req, res) => void setTimeout(() => res.json({ ok: true }), 1_000));
+    slow.get('/fast', (_req, res) => void res.json({ ok: true }));
+    const server = createServer(slow);
+    let requests = 0;
+    server.server.on('request', () => requests++);
+    await new Promise<void>((resolve) => server.server.listen(0, '127.0.0.1', resolve));
+    try {
+      const socket = net.connect((server.server.address() as AddressInfo).port, '127.0.0.1');
+      await new Promise((resolve) => socket.once('connect', resolve));
+      socket.on('error', () => undefined);
+      const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
+      const started = Date.now();
+      const one = (path: string) => `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`;
+      socket.write(one('/slow').repeat(32) + one('/fast'));
+      // Then on and on, each write after the last has been read.
+      for (let i = 0; i < 20 && !socket.destroyed; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        socket.write(one('/fast').repeat(1_000));
+      }
+      // Before: every one was parsed and held (214 MB from 7 MB of requests) until the slow answers ended.
+      expect((await closed) - started).toBeLessThan(1_000);
+      expect(requests).toBeLessThan(2_100);
+    } finally {
+      await server.drain(0);
+    }
+  });
+
   it('answers a request followed by bytes after its Connection: close, and ignores them; answers bad bytes after the requests before them', async () => {
     const body = JSON.stringify({ subscriberId: 'closing' });
     const closing = await pipelined(
