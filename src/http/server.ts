@@ -89,9 +89,9 @@ export const ARRIVAL_MS = { headers: 20_000, whole: 60_000, check: 5_000 };
 /**
  * Requests one connection may have under way at once (sent one after another without waiting for
  * the answers, which Node hands to the app as they are read). The next is answered 429, after the
- * answers before it, and closes the connection; what came after it is not run. Browsers and HTTP
- * clients send one at a time; one write of thousands of requests would otherwise run them all at
- * once.
+ * answers before it, and closes the connection; what came with it is not run, and what comes later
+ * closes the connection at once. Browsers and HTTP clients send one at a time; one write of
+ * thousands of requests would otherwise run them all at once.
  */
 export const MAX_UNDER_WAY_PER_CONNECTION = 32;
 
