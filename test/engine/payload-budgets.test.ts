@@ -2,8 +2,8 @@
 // payload is checked against (schemaChecksOf) and the instructions a pattern compiles to
 // (patternSize). Each count must bound the real work from above, and cost little itself.
 import { describe, expect, it } from 'vitest';
-import { compilePayloadSchema, schemaChecksOf as countWithSizes } from '../../src/engine/workflow-rules.js';
-import { createTenantAjv, patternSize, SCHEMA_CHECK_BUDGET } from '../../src/json-schema.js';
+import { compilePayloadSchema, MAX_PATTERN_SIZE, precompiledPatterns, schemaChecksOf as countWithSizes } from '../../src/engine/workflow-rules.js';
+import { createTenantAjv, linearPatternProblem, patternSize, SCHEMA_CHECK_BUDGET } from '../../src/json-schema.js';
 
 /** The count for a schema compilePayloadSchema accepts (it fails the test otherwise), with the sizes found there. */
 function schemaChecksOf(schema: object, payload: unknown, limit: number): number {
@@ -76,5 +76,30 @@ describe('patternSize', () => {
     expect(patternSize('[\\pL\\pN]')).toBeGreaterThanOrEqual(200);
     expect(patternSize('(?i)[\\x{100}-\\x{1E943}]')).toBeGreaterThan(2_000);
     expect(patternSize('(?i)[\\x{100}-\\x{1E943}]'.repeat(1_000))).toBeGreaterThan(100_000);
+  });
+});
+
+describe('patterns compiled ahead (precompiledPatterns)', () => {
+  it('compiles each pattern of a schema once, and compiling the schema uses those programs', async () => {
+    const schema = { properties: { a: { pattern: '^a+$' }, b: { pattern: '^a+$' }, c: { patternProperties: { '^x': { pattern: '^b$' } } } } };
+    const patterns = await precompiledPatterns(schema);
+    expect([...patterns.keys()].sort()).toEqual(['^a+$', '^b$', '^x']);
+    // The program given for a pattern is the one its schema matches with: none is compiled again.
+    const swapped = new Map(patterns);
+    swapped.set('^a+$', patterns.get('^b$')!);
+    const validate = createTenantAjv({ allErrors: false, patterns: swapped }).compile(schema);
+    expect(validate({ a: 'b' })).toBe(true);
+    expect(validate({ a: 'aaa' })).toBe(false);
+    // And the problem it had compiling is the one reported.
+    expect(linearPatternProblem('^a+$', new Map([['^a+$', new Error('no')]]))).toBe('no');
+  });
+
+  it("stops where the schema's patterns pass the bound they may compile to together", async () => {
+    const big = 'a{1000}';
+    const schema = { properties: Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`p${i}`, { pattern: `${big}${i}` }])) };
+    const patterns = await precompiledPatterns(schema);
+    const total = [...patterns.keys()].reduce((sum, pattern) => sum + patternSize(pattern), 0);
+    expect(total).toBeLessThanOrEqual(MAX_PATTERN_SIZE);
+    expect(total + patternSize(`${big}${patterns.size}`)).toBeGreaterThan(MAX_PATTERN_SIZE);
   });
 });
