@@ -113,6 +113,13 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     expect(again.body.details).toEqual(res.body.details);
     await t.a.put(`/v1/workflows/${workflowId}`, { payloadSchema: { type: 'object', properties: { a: { type: 'string', pattern: '^a$' } } } }).expect(200);
     await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-schema', payload: { a: 'a' } }).expect(201);
+    // A large schema (checked on the payload check thread) is refused the same way, and remembered.
+    const large = { type: 'object', properties: { ...Object.fromEntries(Array.from({ length: 150 }, (_, i) => [`p${i}`, { type: 'string' }])), a: { type: 'string', pattern: '(?=a)a' } } };
+    await t.db('workflows').where({ workflow_id: workflowId, environment_id: t.environments.a }).update({ payload_schema: JSON.stringify(large), updated_at: new Date(Date.now() + 1_000).toISOString() });
+    for (let i = 0; i < 2; i++) {
+      const refused = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-schema', payload: { a: 'a' } }).expect(422);
+      expect(refused.body.details).toEqual([{ field: 'body/name', message: expect.stringContaining("the workflow's payloadSchema cannot be used (payloadSchema/properties/a/pattern cannot be matched in linear time") }]);
+    }
   });
 });
 
