@@ -964,9 +964,11 @@ export interface paths {
          * Change inbox settings
          * @description Changes the environment's inbox settings (API key); a setting the body leaves out keeps its
          *     value. `allowedOrigins` replaces the origins (`https://app.example.com`, no path) from which
-         *     browsers may call `/v1/inbox/*` across origins: Herald answers their CORS preflights and sends
-         *     `Access-Control-Allow-Origin` for them alone. The rest of the API never answers cross-origin
-         *     requests.
+         *     browsers may call `/v1/inbox/*` across origins: a subscriber's request from another origin is
+         *     refused (`403`), before anything is done, and only these get `Access-Control-Allow-Origin` on
+         *     its answers. Preflights, which name no environment, are answered alike for every origin, so
+         *     they tell no one which origins an environment allows. The rest of the API never answers
+         *     cross-origin requests.
          *
          *     `subscriberHashSessions` turns Novu-style sessions (`POST /inbox/session`) on or off: off, as
          *     every environment starts, a browser can open an inbox only with a subscriber token your backend

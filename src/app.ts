@@ -68,7 +68,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   // key authorizes the request is the backend's decision, and the body is read only once it has
   // (api.ts, securityHandler). The five steps after the preflight are one layer, so express's
   // router strips and restores the /v1 prefix twice, not six times.
-  app.use('/v1', inboxPreflight(deps), inSequence(route, authentication(deps), inboxCors(deps), rateLimits(deps), apiMiddleware(api)));
+  app.use('/v1', inboxPreflight(), inSequence(route, authentication(deps), inboxCors(deps), rateLimits(deps), apiMiddleware(api)));
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });

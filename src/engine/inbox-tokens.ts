@@ -191,19 +191,19 @@ export async function setInboxOrigins(deps: Deps, environmentId: string, origins
 /** The longest origin an environment may allow (InboxSettingsUpdate's allowedOrigins). */
 export const MAX_ORIGIN_LENGTH = 255;
 
-/** Answers by environment (or `*`, any) and origin, per database. */
+/** Answers by environment and origin, per database. */
 const originCacheOf = boundedMapsBy<Db, string, { allowed: boolean; until: number }>(10_000);
 
-/** Whether `origin` may call this environment's inbox (or, for a preflight, any environment's); remembered a few seconds. */
-export async function originAllowed(db: Db, origin: string, environmentId: string | undefined, now: number): Promise<boolean> {
+/** Whether `origin` may call this environment's inbox; remembered a few seconds. */
+export async function originAllowed(db: Db, origin: string, environmentId: string, now: number): Promise<boolean> {
   // Longer than any origin an environment can allow (the contract's maxLength): no read, and not remembered.
   if (origin.length > MAX_ORIGIN_LENGTH) return false;
-  const key = `${environmentId ?? '*'} ${origin}`;
+  const key = `${environmentId} ${origin}`;
   const originCache = originCacheOf(db);
   const cached = originCache.get(key);
   if (cached && cached.until > now) return cached.allowed;
   const clears = originCache.clears;
-  const allowed = environmentId ? (await repo.originsOf(db, environmentId)).includes(origin) : await repo.originAllowedAnywhere(db, origin);
+  const allowed = (await repo.originsOf(db, environmentId)).includes(origin);
   // Not kept when the origins changed while they were read: the answer may be the old one.
   if (originCache.clears === clears) originCache.set(key, { allowed, until: now + SECRET_CACHE_MS });
   return allowed;

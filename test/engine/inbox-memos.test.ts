@@ -11,21 +11,23 @@ afterEach(async () => {
   for (const testDb of opened.splice(0)) await testDb.close();
 });
 
-async function databaseAllowing(origins: string[]): Promise<TestDb> {
+async function databaseAllowing(origins: string[]): Promise<{ db: TestDb['db']; environmentId: string }> {
   const testDb = await createTestDb();
   opened.push(testDb);
   const { environmentIds } = await createOrganization(testDb.db, { name: 'Memo', plan: 'enterprise', environments: ['development'] });
   await replaceOrigins(testDb.db, environmentIds.development, origins);
-  return testDb;
+  return { db: testDb.db, environmentId: environmentIds.development };
 }
 
 describe('the inbox memos', () => {
-  it("answer a preflight from each database's own origins, whichever was asked first", async () => {
+  it("answer from each database's own origins, whichever was asked first", async () => {
     const first = await databaseAllowing(['https://app.example']);
     const second = await databaseAllowing([]);
     const now = Date.now();
-    expect(await originAllowed(first.db, 'https://app.example', undefined, now)).toBe(true);
-    expect(await originAllowed(second.db, 'https://app.example', undefined, now)).toBe(false);
-    expect(await originAllowed(first.db, 'https://app.example', undefined, now)).toBe(true);
+    expect(await originAllowed(first.db, 'https://app.example', first.environmentId, now)).toBe(true);
+    // The same environment and origin asked of another database: its own answer, not the memo's.
+    expect(await originAllowed(second.db, 'https://app.example', first.environmentId, now)).toBe(false);
+    expect(await originAllowed(second.db, 'https://app.example', second.environmentId, now)).toBe(false);
+    expect(await originAllowed(first.db, 'https://app.example', first.environmentId, now)).toBe(true);
   });
 });

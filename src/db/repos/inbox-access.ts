@@ -88,12 +88,6 @@ export async function replaceOrigins(trx: Runner, environmentId: string, origins
   await insertRows(trx, 'inbox_origins', origins.map((origin) => ({ environment_id: environmentId, origin })));
 }
 
-/** Whether any environment allows this origin: a CORS preflight carries no credential to say which. */
-export async function originAllowedAnywhere(db: Runner, origin: string): Promise<boolean> {
-  const rows = await selectRows(db, 'SELECT 1 FROM inbox_origins WHERE origin = ? LIMIT 1', [origin]);
-  return rows.length > 0;
-}
-
 /** The environment's inbox session settings: its public application identifier, and whether it takes sessions from a subscriber hash. */
 export interface SessionSettings {
   applicationIdentifier: string;
