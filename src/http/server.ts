@@ -146,10 +146,8 @@ export function createServer(app: Express): HeraldServer {
     // A request still arriving (a timeout, a broken chunk of its body) cannot be answered but this way.
     const arriving = answers.find((res) => !res.req.complete)?.req;
     if (answers.length === 0 || arriving) return clientErrorAnswer(err, socket, arriving);
-    // Whole requests before the bad bytes are under way: their answers go first, and nothing more
-    // is read meanwhile. Bytes after a request that said `Connection: close` are not a request at
-    // all: its answer closes the connection.
-    socket.pause();
+    // Whole requests before the bad bytes are under way: their answers go first. Bytes after a
+    // request that said `Connection: close` are not a request at all: its answer closes the connection.
     if (err.code !== 'HPE_CLOSED_CONNECTION') afterAnswers.set(socket, () => clientErrorAnswer(err, socket));
   });
 
