@@ -114,6 +114,13 @@ async function payloadProblems(workflow: StoredWorkflow, validate: PayloadValida
       problems.push({ field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') });
     }
   }
+  problems.push(...delayProblems(workflow, payload));
+  return problems;
+}
+
+/** The payload's problems for the workflow's delay steps: a time each one that waits until a payload's time needs. */
+function delayProblems(workflow: StoredWorkflow, payload: Record<string, unknown>): ErrorDetail[] {
+  const problems: ErrorDetail[] = [];
   for (const step of workflow.steps) {
     if (step.type === 'delay' && step.active !== false && step.delayPath && !parseInstant(valueAt(payload, step.delayPath))) {
       problems.push({ field: `body/payload/${step.delayPath.replace(/\./g, '/')}`, message: `must be an ISO 8601 time with a zone, for the delay step ${step.stepId}` });
@@ -173,7 +180,8 @@ export async function trigger(
   if (!workflow.steps.some((step) => step.active !== false)) return { acknowledged: true, status: 'no_workflow_active_steps_defined' };
 
   const payload = (request.payload ?? {}) as Record<string, unknown>;
-  const problems = await payloadProblems(workflow, await payloadValidatorOf(workflow), payload, budget);
+  // Without a schema there is nothing to wait for (nearly every trigger): no promise made.
+  const problems = workflow.payloadSchema ? await payloadProblems(workflow, await payloadValidatorOf(workflow), payload, budget) : delayProblems(workflow, payload);
 
   for (const { subscriber, field } of given) {
     const problem = timezoneProblem(subscriber.timezone, field);
