@@ -62,6 +62,22 @@ export function validationDetails(errors: ErrorObject[]): ErrorDetail[] {
 const malformedPath = () =>
   badRequest('The path is not valid URL encoding: a % must start an escaped UTF-8 byte such as %2F', [{ field: 'path', message: 'is not valid URL encoding' }]);
 
+/** A query string whose percent-encoding is broken (`%zz`, `%FF`), which the query parser would have kept as it came. */
+const malformedQuery = () =>
+  badRequest('The query is not valid URL encoding: a % must start an escaped UTF-8 byte such as %2F', [{ field: 'query', message: 'is not valid URL encoding' }]);
+
+/** Whether a URL's query is whole percent-encoding: each % starts an escaped byte, and the bytes spell UTF-8. */
+function wellEncodedQuery(url: string): boolean {
+  const at = url.indexOf('?');
+  if (at === -1 || !url.includes('%', at)) return true;
+  try {
+    decodeURIComponent(url.slice(at + 1));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** How deep a request may nest: far beyond any real payload, far within what the code that stores it can recurse through. */
 export const MAX_NESTING = 64;
 
@@ -329,6 +345,7 @@ export function contractMethod(method: string): string {
  */
 export function apiMiddleware(api: OpenAPIBackend) {
   return (req: Request, res: Response, next: (err?: unknown) => void) => {
+    if (!wellEncodedQuery(req.url)) return sendError(req, res, malformedQuery());
     // The operation the route matched (`res.locals.operation`, app.ts) goes with it: the backend
     // does not match it again; without one its own matching answers the 404 or 405.
     const request: MatchedRequest = {

@@ -48,6 +48,18 @@ describe('errors from every layer carry the same body', () => {
     }
   });
 
+  it('400 for a path or a query whose percent-encoding is broken, naming which', async () => {
+    const path = await t.a.get('/v1/subscribers/ada%zz').expect(400);
+    expect(path.body).toMatchObject({ statusCode: 400, details: [{ field: 'path', message: 'is not valid URL encoding' }] });
+    // Before, the query parser kept these as they came: `%zz` as text, `%FF` as U+FFFD.
+    for (const query of ['limit=5&after=%zz', 'limit=%FF', 'limit=%C3%28', 'limit=5%']) {
+      const res = await t.a.get(`/v1/subscribers?${query}`).expect(400);
+      expect(res.body, query).toMatchObject({ statusCode: 400, message: 'The query is not valid URL encoding: a % must start an escaped UTF-8 byte such as %2F', details: [{ field: 'query', message: 'is not valid URL encoding' }] });
+    }
+    await t.a.get('/v1/subscribers?limit=%35').expect(200);
+    await t.a.get('/v1/notifications?workflowId=caf%C3%A9').expect(200);
+  });
+
   it('400 for a body that is not JSON', async () => {
     const res = await t.a
       .post('/v1/subscribers')
