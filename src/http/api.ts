@@ -345,7 +345,8 @@ export function contractMethod(method: string): string {
  */
 export function apiMiddleware(api: OpenAPIBackend) {
   return (req: Request, res: Response, next: (err?: unknown) => void) => {
-    if (!wellEncodedQuery(req.url)) return sendError(req, res, malformedQuery());
+    // Once a route matched: a request for none is a 404 or 405 whatever its query.
+    if (res.locals.operation && !wellEncodedQuery(req.url)) return sendError(req, res, malformedQuery());
     // The operation the route matched (`res.locals.operation`, app.ts) goes with it: the backend
     // does not match it again; without one its own matching answers the 404 or 405.
     const request: MatchedRequest = {
