@@ -2,24 +2,22 @@
 // environments together (src/answer-memory.ts): a tenant's slow readers in all its environments
 // cannot keep another tenant's large pages waiting.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import { useTestApp } from '../helpers/app.js';
+import { listen } from '../helpers/browser.js';
 import { unreadAnswer } from '../helpers/requests.js';
-import { createServer, type HeraldServer } from '../../src/http/server.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { LARGE_PAGE_BYTES } from '../../src/answer-memory.js';
 
 const MiB = 1024 * 1024;
 const t = useTestApp({ config: { largeAnswers: { bytes: 24 * MiB, waitMs: 400 } } });
 
-let served: HeraldServer;
+let served: Awaited<ReturnType<typeof listen>>;
 let base: string;
 beforeAll(async () => {
-  served = createServer(t.app);
-  await new Promise<void>((resolve) => served.server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(served.server.address() as AddressInfo).port}`;
+  served = await listen(t.app);
+  base = served.url;
 });
-afterAll(async () => served?.drain(0));
+afterAll(async () => served?.close());
 
 describe("an organization's share of the large pages' memory", () => {
   it('is its environments’ together: a second environment of one tenant waits, another tenant does not', async () => {
