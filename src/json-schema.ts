@@ -108,11 +108,9 @@ export function validateWithin<T>(budget: CheckBudget, validation: () => T): T {
  */
 export type CompiledPatterns = ReadonlyMap<string, RE2JS | Error>;
 
-/** `pattern`'s RE2 program, from `patterns` when it is there; throws when RE2 cannot run it. */
-function re2Of(pattern: string, patterns: CompiledPatterns | undefined): RE2JS {
-  const compiled = patterns?.get(pattern) ?? compileOrError(pattern);
-  if (compiled instanceof Error) throw compiled;
-  return compiled;
+/** `pattern`'s RE2 program, from `patterns` when it is there, or why RE2 cannot run it. */
+function programOf(pattern: string, patterns: CompiledPatterns | undefined): RE2JS | Error {
+  return patterns?.get(pattern) ?? compileOrError(pattern);
 }
 
 function compileOrError(pattern: string): RE2JS | Error {
@@ -144,7 +142,8 @@ export async function compilePatterns(patterns: Iterable<string>): Promise<Compi
 function linearRegExp(patterns: CompiledPatterns | undefined) {
   return Object.assign(
     (pattern: string) => {
-      const compiled = re2Of(pattern, patterns);
+      const compiled = programOf(pattern, patterns);
+      if (compiled instanceof Error) throw compiled;
       return {
         test(value: string): boolean {
           if (spending) {
@@ -236,7 +235,7 @@ function compileEnum(entries: unknown[]) {
  * linear time), in one line; undefined when it can.
  */
 export function linearPatternProblem(pattern: string, patterns?: CompiledPatterns): string | undefined {
-  const compiled = patterns?.get(pattern) ?? compileOrError(pattern);
+  const compiled = programOf(pattern, patterns);
   return compiled instanceof Error ? compiled.message : undefined;
 }
 

@@ -2,19 +2,14 @@
 // off the API's event loop. ajv compiles a schema in one go, and V8 the code ajv writes the first
 // time it runs: for a schema of 900 properties, 150–200 ms that held every other request.
 import { parentPort } from 'node:worker_threads';
-import { createTenantAjv, firstThenAll, PatternBudgetSpent, validateWithin, type CompiledPatterns, type Validate } from '../json-schema.js';
+import { firstThenAll, PatternBudgetSpent, validateWithin } from '../json-schema.js';
 import { BoundedMap } from '../bounded-map.js';
-import { compilePayloadSchema, precompiledPatterns } from './workflow-rules.js';
+import { compiledPayloadSchema } from './workflow-rules.js';
 import type { CheckAsked, CheckAnswered } from './payload-checks.js';
 
 const port = parentPort!;
 
-interface Compiled {
-  first: Validate;
-  all?: Validate;
-  patterns: CompiledPatterns;
-  schema: object;
-}
+type Compiled = Exclude<Awaited<ReturnType<typeof compiledPayloadSchema>>, { problems: unknown }>;
 
 // By workflow version, as the main thread's cache (trigger.ts).
 const validators = new BoundedMap<string, Compiled>(100);
@@ -22,11 +17,8 @@ const validators = new BoundedMap<string, Compiled>(100);
 async function compiled(key: string, schema: object, allErrors: boolean): Promise<Compiled | { problems: NonNullable<CheckAnswered['problems']> }> {
   const known = validators.get(key);
   if (known) return known;
-  const patterns = await precompiledPatterns(schema);
-  const checked = compilePayloadSchema(schema, (valid) => createTenantAjv({ allErrors, patterns }).compile(valid) as Validate, patterns);
-  if ('problems' in checked) return checked;
-  const made = { first: checked.compiled, patterns, schema };
-  if (key !== '') validators.set(key, made);
+  const made = await compiledPayloadSchema(schema, { allErrors });
+  if (key !== '' && !('problems' in made)) validators.set(key, made);
   return made;
 }
 
@@ -40,7 +32,7 @@ async function answer(asked: CheckAsked): Promise<CheckAnswered> {
   if ('problems' in made) return { id: asked.id, problems: made.problems };
   const budget = { patternChars: asked.patternChars, schemaChecks: 0 };
   try {
-    const errors = validateWithin(budget, () => firstThenAll(made.first, () => (made.all ??= createTenantAjv({ patterns: made.patterns }).compile(made.schema) as Validate), asked.payload));
+    const errors = validateWithin(budget, () => firstThenAll(made.first, made.listAll, asked.payload));
     return { id: asked.id, errors: errors ?? [], patternChars: budget.patternChars };
   } catch (err) {
     if (!(err instanceof PatternBudgetSpent)) return { id: asked.id, failed: err instanceof Error ? err.message : String(err) };

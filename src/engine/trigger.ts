@@ -3,13 +3,13 @@
 // trigger is never lost, a rejected one leaves nothing behind. On SQLite, triggers that arrive
 // together are committed together (db/group-commit.ts), each still answered only once committed.
 import { v7 as timeOrderedUuid } from 'uuid';
-import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { ErrorObject } from 'ajv';
 import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../contract.js';
 import { conflict, unprocessable } from '../errors.js';
 import type { ErrorDetail } from '../contract.js';
-import { createTenantAjv, firstThenAll, newCheckBudget, PatternBudgetSpent, SCHEMA_CHECK_BUDGET, validateWithin, type CheckBudget, type CompiledPatterns } from '../json-schema.js';
-import { checkedOffLoop, compilePayloadSchema, precompiledPatterns, schemaChecksOf, schemaWeight, type SchemaSizes } from './workflow-rules.js';
+import { firstThenAll, newCheckBudget, PatternBudgetSpent, SCHEMA_CHECK_BUDGET, validateWithin, type CheckBudget, type Validate } from '../json-schema.js';
+import { checkedOffLoop, compiledPayloadSchema, schemaChecksOf, schemaWeight, type SchemaSizes } from './workflow-rules.js';
 import { payloadChecks } from './payload-checks.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { writeTransaction } from '../db/group-commit.js';
@@ -43,10 +43,7 @@ const payloadValidators = new BoundedMap<string, PayloadValidator | ErrorDetail>
  * them all; with the schema it was compiled from and its nodes' sizes, which count a payload's checks.
  * A large one (checkedOffLoop) is compiled and run on the payload check thread instead (`threaded`).
  */
-type PayloadValidator = { schema: object; sizes: SchemaSizes } & (
-  | { patterns: CompiledPatterns; first: ValidateFunction; all?: ValidateFunction }
-  | { threaded: true; key: string }
-);
+type PayloadValidator = { schema: object; sizes: SchemaSizes } & ({ first: Validate; listAll: () => Validate } | { threaded: true; key: string });
 
 /** A workflow's stored payloadSchema that today's rules refuse (workflow-rules.ts): each trigger is told so. */
 function refusalOf([problem]: ErrorDetail[]): ErrorDetail {
@@ -54,24 +51,21 @@ function refusalOf([problem]: ErrorDetail[]): ErrorDetail {
   return { field: 'body/name', message: `the workflow's payloadSchema cannot be used (${why}); save the workflow again with a supported schema` };
 }
 
-/** The workflow's payloadSchema compiled, or why it cannot be used; undefined when it has none. */
-async function payloadValidatorOf(workflow: StoredWorkflow): Promise<PayloadValidator | ErrorDetail | undefined> {
-  const schema = workflow.payloadSchema;
-  if (!schema) return undefined;
+/** The workflow's payloadSchema (`schema`) compiled, or why it cannot be used. */
+async function payloadValidatorOf(workflow: StoredWorkflow, schema: object): Promise<PayloadValidator | ErrorDetail> {
   const cacheKey = `${workflow.id}@${workflow.updatedAt}`;
-  let validate = payloadValidators.get(cacheKey);
-  if (!validate) {
-    const weight = schemaWeight(schema);
-    if (!('problems' in weight) && checkedOffLoop(weight)) {
-      validate = { schema, sizes: weight.sizes, threaded: true, key: cacheKey };
-    } else {
-      const patterns = await precompiledPatterns(schema);
-      // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
-      const checked = compilePayloadSchema(schema, (valid) => createTenantAjv({ allErrors: false, patterns }).compile(valid), patterns);
-      validate = 'compiled' in checked ? { schema, sizes: checked.sizes, patterns, first: checked.compiled } : refusalOf(checked.problems);
-    }
-    payloadValidators.set(cacheKey, validate);
+  const known = payloadValidators.get(cacheKey);
+  if (known) return known;
+  let validate: PayloadValidator | ErrorDetail;
+  const weight = schemaWeight(schema);
+  if (!('problems' in weight) && checkedOffLoop(weight)) {
+    validate = { schema, sizes: weight.sizes, threaded: true, key: cacheKey };
+  } else {
+    // A schema saved before today's rules (workflow-rules.ts) is held to them here: refused, not a 500 or a stall.
+    const checked = await compiledPayloadSchema(schema, { allErrors: false });
+    validate = 'problems' in checked ? refusalOf(checked.problems) : { schema, ...checked };
   }
+  payloadValidators.set(cacheKey, validate);
   return validate;
 }
 
@@ -88,32 +82,29 @@ async function payloadErrors(validator: PayloadValidator, payload: Record<string
     budget.patternChars = answered.patternChars!;
     return answered.spent === undefined ? answered.errors! : { field: 'body/payload', message: answered.spent };
   }
-  const { patterns } = validator;
   try {
-    return validateWithin(budget, () => firstThenAll(validator.first, () => (validator.all ??= createTenantAjv({ patterns }).compile(schema)), payload)) ?? [];
+    return validateWithin(budget, () => firstThenAll(validator.first, validator.listAll, payload)) ?? [];
   } catch (err) {
     if (!(err instanceof PatternBudgetSpent)) throw err;
     return { field: 'body/payload', message: err.message };
   }
 }
 
-async function payloadProblems(workflow: StoredWorkflow, validate: PayloadValidator | ErrorDetail | undefined, payload: Record<string, unknown>, budget: CheckBudget): Promise<ErrorDetail[]> {
-  const problems: ErrorDetail[] = [];
-  if (validate) {
-    if (!('schema' in validate)) return [validate];
-    const checks = schemaChecksOf(validate.schema, validate.sizes, payload, budget.schemaChecks);
-    if (checks > budget.schemaChecks) {
-      const message = `would need more than ${SCHEMA_CHECK_BUDGET.toLocaleString('en')} checks against the payloadSchema (each value counts every schema that may apply to it), their budget for one request (a bulk request's events share it)`;
-      return [{ field: 'body/payload', message }];
-    }
-    budget.schemaChecks -= checks;
-    const errors = await payloadErrors(validate, payload, budget);
-    if (!Array.isArray(errors)) return [errors];
-    for (const error of errors.slice(0, MAX_PAYLOAD_DETAILS)) {
-      const missing = error.keyword === 'required' ? `/${String(error.params.missingProperty)}` : '';
-      problems.push({ field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') });
-    }
+/** The payload's problems against the workflow's payloadSchema (`validate`), then its delay steps'. */
+async function payloadProblems(workflow: StoredWorkflow, validate: PayloadValidator | ErrorDetail, payload: Record<string, unknown>, budget: CheckBudget): Promise<ErrorDetail[]> {
+  if (!('schema' in validate)) return [validate];
+  const checks = schemaChecksOf(validate.schema, validate.sizes, payload, budget.schemaChecks);
+  if (checks > budget.schemaChecks) {
+    const message = `would need more than ${SCHEMA_CHECK_BUDGET.toLocaleString('en')} checks against the payloadSchema (each value counts every schema that may apply to it), their budget for one request (a bulk request's events share it)`;
+    return [{ field: 'body/payload', message }];
   }
+  budget.schemaChecks -= checks;
+  const errors = await payloadErrors(validate, payload, budget);
+  if (!Array.isArray(errors)) return [errors];
+  const problems = errors.slice(0, MAX_PAYLOAD_DETAILS).map((error): ErrorDetail => {
+    const missing = error.keyword === 'required' ? `/${String(error.params.missingProperty)}` : '';
+    return { field: `body/payload${error.instancePath}${missing}`, message: missing ? 'is required' : (error.message ?? 'is invalid') };
+  });
   problems.push(...delayProblems(workflow, payload));
   return problems;
 }
@@ -181,7 +172,8 @@ export async function trigger(
 
   const payload = (request.payload ?? {}) as Record<string, unknown>;
   // Without a schema there is nothing to wait for (nearly every trigger): no promise made.
-  const problems = workflow.payloadSchema ? await payloadProblems(workflow, await payloadValidatorOf(workflow), payload, budget) : delayProblems(workflow, payload);
+  const schema = workflow.payloadSchema;
+  const problems = schema ? await payloadProblems(workflow, await payloadValidatorOf(workflow, schema), payload, budget) : delayProblems(workflow, payload);
 
   for (const { subscriber, field } of given) {
     const problem = timezoneProblem(subscriber.timezone, field);

@@ -1,7 +1,7 @@
 // The rules a workflow must satisfy beyond its schema, checked when it is saved so that a broken
 // workflow is a 422 on save rather than a failed send later.
 import type { ErrorDetail } from '../contract.js';
-import { compilePatterns, createTenantAjv, linearPatternProblem, patternSize, type CompiledPatterns } from '../json-schema.js';
+import { compilePatterns, createTenantAjv, linearPatternProblem, patternSize, type CompiledPatterns, type Validate } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
 import { expressionCount, MAX_EXPRESSIONS, templateProblem } from './templates.js';
 import { payloadChecks, THREADED_PATTERN_SIZE, THREADED_SCHEMAS } from './payload-checks.js';
@@ -355,11 +355,26 @@ export function checkedOffLoop(weight: { schemas: number; patternSize: number })
   return weight.schemas > THREADED_SCHEMAS || weight.patternSize > THREADED_PATTERN_SIZE;
 }
 
+/**
+ * A payloadSchema compiled for checking payloads, its patterns compiled ahead: `first` stops at the
+ * first error (or, `allErrors`, lists them all), and `listAll`, made when first asked, lists them
+ * all (json-schema.ts, firstThenAll); or why it cannot be used (compilePayloadSchema).
+ */
+export async function compiledPayloadSchema(
+  schema: object,
+  { allErrors }: { allErrors: boolean },
+): Promise<{ first: Validate; listAll: () => Validate; sizes: SchemaSizes } | { problems: ErrorDetail[] }> {
+  const patterns = await precompiledPatterns(schema);
+  const checked = compilePayloadSchema(schema, (valid) => createTenantAjv({ allErrors, patterns }).compile(valid) as Validate, patterns);
+  if ('problems' in checked) return checked;
+  let all: Validate | undefined;
+  return { first: checked.compiled, listAll: () => (all ??= createTenantAjv({ patterns }).compile(schema) as Validate), sizes: checked.sizes };
+}
+
 /** Why a payloadSchema cannot be used (compilePayloadSchema), when a workflow is saved. */
 export async function payloadSchemaProblems(schema: object): Promise<ErrorDetail[]> {
   const weight = schemaWeight(schema);
   if (!('problems' in weight) && checkedOffLoop(weight)) return payloadChecks.problems(schema);
-  const patterns = await precompiledPatterns(schema);
-  const result = compilePayloadSchema(schema, (valid) => createTenantAjv({ patterns }).compile(valid), patterns);
+  const result = await compiledPayloadSchema(schema, { allErrors: true });
   return 'problems' in result ? result.problems : [];
 }
