@@ -49,10 +49,14 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     expect(fs.statSync(docsFile).mtimeMs).toBe(builtAt);
   });
 
-  it("renders every tag and operation, with curl and TypeScript samples, asking the network for nothing, not even for Redoc's footer logo", { timeout: 300_000 }, async () => {
+  it("renders every tag and operation, with curl and TypeScript samples, asking the network for nothing, not even for Redoc's footer logo, and breaking no policy", { timeout: 300_000 }, async () => {
     const spec = loadSpec();
     const page = await chromium.browser.newPage({ viewport: { width: 1440, height: 900 } });
     const outside = await stayOffline(page);
+    const violations: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) violations.push(message.text());
+    });
     await page.goto(`${chromium.url}/docs`);
     const menu = page.locator('[data-component-name="Menu/MenuItem"] > a');
     // Redoc keeps the active item in view by scrolling the sidebar just far enough, which can leave
@@ -108,6 +112,7 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('GET /docs in Chromium',
     console.info(`docs screenshot: ${screenshot}`);
 
     expect(outside).toEqual([]);
+    expect(violations).toEqual([]);
     await page.close();
   });
 });
