@@ -78,7 +78,9 @@ export function openEventStream(options: EventStreamOptions): EventStream {
     };
     let retryAfterMs: number | undefined;
     try {
-      const headers: Record<string, string> = { Accept: 'text/event-stream', 'Cache-Control': 'no-cache', ...(await options.headers?.()) };
+      // No Cache-Control header (`cache` says it): from another origin a header CORS does not
+      // safelist costs a preflight, which every server the client talks to must then allow.
+      const headers: Record<string, string> = { Accept: 'text/event-stream', ...(await options.headers?.()) };
       if (lastEventId) headers['Last-Event-ID'] = lastEventId;
       armIdle();
       const response = await doFetch(options.url, { headers, signal, cache: 'no-store' });

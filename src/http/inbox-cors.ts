@@ -16,7 +16,8 @@ import { originAllowed } from '../engine/inbox-tokens.js';
 import { sendError } from './errors.js';
 import { ApiError } from '../errors.js';
 
-const ALLOWED_HEADERS = 'Authorization, Content-Type, Idempotency-Key, Last-Event-ID';
+// Cache-Control: EventSource polyfills send it with every stream request.
+const ALLOWED_HEADERS = 'Authorization, Cache-Control, Content-Type, Idempotency-Key, Last-Event-ID';
 const EXPOSED_HEADERS = 'RateLimit, RateLimit-Policy, Retry-After, Idempotency-Replay, X-Request-Id';
 const ALLOWED_METHODS = 'GET, POST, PATCH, DELETE';
 

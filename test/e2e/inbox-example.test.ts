@@ -1,10 +1,16 @@
 // The example notification centre (/examples/inbox/) on the built herald/client, in Chromium: two
 // tabs of one subscriber's inbox, kept in step live by the inbox's event stream.
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { chromiumBeside, stayOffline } from '../helpers/browser.js';
 import { builtClient } from '../helpers/client-build.js';
+import { ROOT } from '../helpers/process.js';
+import { BROWSER_BUNDLE, CLIENT_DIR } from '../../scripts/build-client.js';
 import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { JobRunner } from '../../src/engine/runner.js';
 
@@ -44,12 +50,12 @@ describe('/examples/inbox/', () => {
 describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the example notification centre in Chromium', () => {
   const chromium = chromiumBeside(() => t.app);
 
-  /** A tab with the inbox open on `token`, its panel shown and its stream live. */
-  async function openTab(context: Awaited<ReturnType<Browser['newContext']>>, token: string, problems: string[]): Promise<Page> {
+  /** A tab with the inbox open on `token`, its panel shown and its stream live: the page served by Herald, or from `pageUrl`. */
+  async function openTab(context: Awaited<ReturnType<Browser['newContext']>>, token: string, problems: string[], pageUrl = `${chromium.url}/examples/inbox/`): Promise<Page> {
     const page = await context.newPage();
     const offline = await stayOffline(page);
     page.on('pageerror', (error) => problems.push(error.message));
-    await page.goto(`${chromium.url}/examples/inbox/`);
+    await page.goto(pageUrl);
     await page.fill('#token', token);
     await page.click('#token-form button[type=submit]');
     await page.click('#bell');
@@ -114,5 +120,42 @@ describe.runIf(process.env.HERALD_TEST_DB === 'sqlite')('the example notificatio
     for (const page of [first, second]) expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
     expect(problems).toEqual([]);
     await context.close();
+  });
+
+  it('works embedded in an app of another origin, as the README says: the stream goes live and the count follows a trigger', { timeout: 60_000 }, async () => {
+    // The app: the example's three files and the client's browser module, served from another
+    // port (another origin), with baseUrl pointed at Herald.
+    const files: Record<string, [string, string]> = {
+      '/': [path.join(ROOT, 'examples', 'inbox', 'index.html'), 'text/html'],
+      '/inbox.css': [path.join(ROOT, 'examples', 'inbox', 'inbox.css'), 'text/css'],
+      '/inbox.js': [path.join(ROOT, 'examples', 'inbox', 'inbox.js'), 'text/javascript'],
+      '/herald-client.js': [path.join(CLIENT_DIR, BROWSER_BUNDLE), 'text/javascript'],
+    };
+    const app = http.createServer((req, res) => {
+      const file = files[req.url ?? ''];
+      if (!file) return void res.writeHead(404).end();
+      const text = fs.readFileSync(file[0], 'utf8');
+      res.writeHead(200, { 'Content-Type': file[1] }).end(req.url === '/inbox.js' ? text.replace('baseUrl: location.origin', `baseUrl: ${JSON.stringify(chromium.url)}`) : text);
+    });
+    await new Promise<void>((resolve) => app.listen(0, '127.0.0.1', resolve));
+    const appOrigin = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
+    try {
+      expect((await fs.promises.readFile(files['/inbox.js'][0], 'utf8')).includes('baseUrl: location.origin')).toBe(true);
+      await t.a.put('/v1/inbox/settings', { allowedOrigins: [appOrigin] }).expect(200);
+      await createSubscriber(t.a, { subscriberId: 'embedded' });
+      await createWorkflow(t.a, { workflowId: 'embedded-note', steps: [step.inApp({ subject: 'Note', content: '{{payload.text}}' })] });
+      const { token } = (await t.a.post('/v1/subscribers/embedded/inbox-tokens', {}).expect(201)).body.data;
+
+      const context = await chromium.browser.newContext();
+      const problems: string[] = [];
+      const page = await openTab(context, token, problems, `${appOrigin}/`);
+      expect(await unread(page)).toBe('0');
+      await t.a.post('/v1/events/trigger', { name: 'embedded-note', to: 'embedded', payload: { text: 'from afar' } }).expect(201);
+      await expect.poll(() => unread(page), { timeout: 2000, interval: 25 }).toBe('1');
+      expect(problems).toEqual([]);
+      await context.close();
+    } finally {
+      await new Promise<void>((resolve) => app.close(() => resolve()));
+    }
   });
 });

@@ -388,6 +388,9 @@ describe('PUT and GET /inbox/settings (updateInboxSettings, getInboxSettings), a
     const preflight = await t.http.options('/v1/inbox/messages').set('Origin', 'https://app.example.com').set('Access-Control-Request-Method', 'GET').expect(204);
     expect(preflight.headers['access-control-allow-origin']).toBe('https://app.example.com');
     expect(preflight.headers['access-control-allow-headers']).toMatch(/Authorization/);
+    // A stream's own headers, as EventSource polyfills send them.
+    expect(preflight.headers['access-control-allow-headers']).toMatch(/Last-Event-ID/);
+    expect(preflight.headers['access-control-allow-headers']).toMatch(/Cache-Control/);
     // Any origin's preflight passes (none tells which origins some environment allows); the request itself is checked.
     await t.http.options('/v1/inbox/messages').set('Origin', 'https://evil.example').set('Access-Control-Request-Method', 'GET').expect(204);
     const allowed = await as(token).get('/v1/inbox/counts').set('Origin', 'https://app.example.com').expect(200);
