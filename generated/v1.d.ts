@@ -16,9 +16,10 @@ export interface paths {
         /**
          * Trigger a workflow
          * @description Runs the workflow `name` for every recipient in `to`. The whole request is checked before
-         *     anything is stored: an unknown workflow, subscriber id or topic key, or a payload that
-         *     does not match the workflow's `payloadSchema`, is a `422` listing every bad item, and a
-         *     `transactionId` already used in this environment is a `409`.
+         *     anything is stored: an unknown workflow, subscriber id or topic key, a payload that
+         *     does not match the workflow's `payloadSchema`, or `overrides` whose templates hold more than
+         *     1,000 `{{…}}` expressions together (a workflow's own budget), is a `422` listing every bad
+         *     item, and a `transactionId` already used in this environment is a `409`.
          *
          *     Inline subscriber objects in `to` and `actor` are created, or updated when they exist.
          *     An inactive workflow, or one without (active) steps, answers `201` with a status that says
@@ -2719,7 +2720,7 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
-             * @description Per-channel or per-provider settings for this trigger only, such as an email `subject`. A channel's templates must be text (a `400` names any that is not).
+             * @description Per-channel or per-provider settings for this trigger only, such as an email `subject`. A channel's templates must be text (a `400` names any that is not), and all of them together may hold at most 1,000 `{{…}}` expressions (a `422` otherwise), as a workflow's may.
              * @example {
              *       "email": {
              *         "subject": "Urgent"

@@ -16,7 +16,7 @@ import { allowsChannel } from './preferences.js';
 import type { Channel } from '../contract.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { failedCondition } from './conditions.js';
-import { render, renderingMessage, templateData } from './templates.js';
+import { overridesProblem, render, renderingMessage, templateData, TemplateOverBudget } from './templates.js';
 import { destinationOf } from './destinations.js';
 
 import { Undeliverable } from './undeliverable.js';
@@ -69,7 +69,11 @@ export function suppression(event: EventRecord, step: ChannelStep, recipient: Re
 
 /** Renders the step's templates for one recipient; trigger overrides replace them for this event. */
 function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscriber: Subscriber) {
-  const template = { ...step.template, ...(event.overrides[step.type] as Record<string, string> | undefined) } as Record<string, string | undefined>;
+  const overrides = event.overrides[step.type];
+  // Checked at the trigger since; an event stored before then is checked here.
+  const overBudget = overridesProblem(overrides);
+  if (overBudget) throw new TemplateOverBudget(`The trigger's ${step.type} overrides ${overBudget}`);
+  const template = { ...step.template, ...(overrides as Record<string, string> | undefined) } as Record<string, string | undefined>;
   const payload = event.payload;
   const context = templateData({ payload, subscriber, actor: event.actor ?? {}, step: job.state.digest ?? {}, transactionId: event.transactionId }, payload);
   return {

@@ -36,6 +36,21 @@ export function expressionCount(source: string): number {
   return count;
 }
 
+/**
+ * Why a trigger's overrides hold too many expressions to compile, undefined when they do not: all
+ * their strings, nested ones too, may hold MAX_EXPRESSIONS together, a workflow's budget. No save
+ * checks them, and each new template compiles in the job that renders it.
+ */
+export function overridesProblem(overrides: unknown): string | undefined {
+  let count = 0;
+  const walk = (value: unknown): void => {
+    if (typeof value === 'string') count += expressionCount(value);
+    else if (value !== null && typeof value === 'object') for (const item of Object.values(value)) walk(item);
+  };
+  walk(overrides);
+  return count > MAX_EXPRESSIONS ? `hold ${count.toLocaleString('en')} {{…}} expressions together, more than the ${MAX_EXPRESSIONS.toLocaleString('en')} a trigger's overrides may` : undefined;
+}
+
 const tooManyExpressions = (count: number) =>
   `has ${count.toLocaleString('en')} {{…}} expressions, more than the ${MAX_EXPRESSIONS.toLocaleString('en')} a template may have`;
 

@@ -23,6 +23,7 @@ import { notificationRow } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { parseInstant, valueAt } from './durations.js';
 import { timezoneProblem } from './subscribers.js';
+import { overridesProblem } from './templates.js';
 import { plannedStart, startNotifications, type SubscriberRef } from './schedule.js';
 import { fanoutShards } from '../db/fanout-shards.js';
 import { BoundedMap } from '../bounded-map.js';
@@ -175,6 +176,8 @@ export async function trigger(
   const schema = workflow.payloadSchema;
   const problems = schema ? await payloadProblems(workflow, await payloadValidatorOf(workflow, schema), payload, budget) : delayProblems(workflow, payload);
 
+  const overridesOverBudget = overridesProblem(request.overrides);
+  if (overridesOverBudget) problems.push({ field: 'body/overrides', message: overridesOverBudget });
   for (const { subscriber, field } of given) {
     const problem = timezoneProblem(subscriber.timezone, field);
     if (problem) problems.push(problem);

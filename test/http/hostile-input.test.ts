@@ -430,16 +430,36 @@ describe('work budgets: compiling templates', () => {
     await t.a.post('/v1/workflows', { name: 'One half', steps: steps.slice(0, 1) }).expect(201);
   });
 
-  it("fails the job of a trigger whose overrides carry such a template, which no save has checked", async () => {
+  it("refuses a trigger whose overrides hold more {{…}} expressions than a workflow may, in one template or in many together", async () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'fine' })] });
     const subscriberId = uniqueId('override');
     await createSubscriber(t.a, { subscriberId });
-    const overrides = { in_app: { content: '{{a}}'.repeat(1_001) } };
-    const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, overrides }).expect(201);
+    const problem = (n: string) => ({ field: 'body/overrides', message: `hold ${n} {{…}} expressions together, more than the 1,000 a trigger's overrides may` });
+    const one = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, overrides: { in_app: { content: '{{a}}'.repeat(1_001) } } }).expect(422);
+    expect(one.body.details).toEqual([problem('1,001')]);
+    // Each of these compiles alone; sixty of them compiled in one job held the event loop for seconds.
+    const many = { in_app: { subject: '{{a}}'.repeat(400), data: { x: '{{b}}'.repeat(400) } }, email: { subject: '{{c}}'.repeat(201) } };
+    const together = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, overrides: many }).expect(422);
+    expect(together.body.details).toEqual([problem('1,001')]);
+    const bulk = await t.a.post('/v1/events/trigger/bulk', { events: [{ name: workflowId, to: subscriberId, overrides: many }] }).expect(201);
+    expect(bulk.body.data[0]).toMatchObject({ status: 'error' });
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId, overrides: { in_app: { subject: '{{a}}'.repeat(500), content: '{{b}}'.repeat(500) } } }).expect(201);
+  });
+
+  it('fails, without compiling them, the job of an event stored with overrides over that budget before it was checked', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'fine' })] });
+    const subscriberId = uniqueId('override');
+    await createSubscriber(t.a, { subscriberId });
+    const trigger = await t.a.post('/v1/events/trigger', { name: workflowId, to: subscriberId }).expect(201);
+    const { transactionId } = trigger.body.data;
+    const stored = { in_app: Object.fromEntries(Array.from({ length: 3 }, (_, i) => [i === 0 ? 'content' : `subject${i}`, '{{a}}'.repeat(400)])) };
+    await t.db('events').where({ transaction_id: transactionId }).update({ overrides: JSON.stringify(stored) });
     await new JobRunner(t.deps).runUntilIdle();
-    const [listed] = (await t.a.get(`/v1/notifications?transactionId=${trigger.body.data.transactionId}`).expect(200)).body.data;
+    const [listed] = (await t.a.get(`/v1/notifications?transactionId=${transactionId}`).expect(200)).body.data;
     const notification = (await t.a.get(`/v1/notifications/${listed.notificationId}`).expect(200)).body.data;
-    expect(notification.jobs).toMatchObject([{ status: 'failed', executionDetails: [{ status: 'failed', detail: 'The template has 1,001 {{…}} expressions, more than the 1,000 a template may have' }] }]);
+    expect(notification.jobs).toMatchObject([
+      { status: 'failed', executionDetails: [{ status: 'failed', detail: "The trigger's in_app overrides hold 1,200 {{…}} expressions together, more than the 1,000 a trigger's overrides may" }] },
+    ]);
   });
 
   it("refuses a trigger whose overrides put something other than text where a template goes", async () => {
