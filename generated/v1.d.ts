@@ -915,6 +915,11 @@ export interface paths {
          *     works once, within 60 seconds: to resume, get a new ticket and open a new `EventSource` with
          *     `&lastEventId=<the last id>`. A subscriber token in the URL is refused with `401`, so it
          *     never lands in a log or a browser's history.
+         *
+         *     A stream lives no longer than its token (a ticket's stream, than the token that made the
+         *     ticket): it ends within about 10 seconds of the token's expiry, or of the retirement of the
+         *     signing secret that signed it. Reconnect with a new token (and `Last-Event-ID`); the old one
+         *     is refused.
          */
         get: operations["streamInboxEvents"];
         put?: never;

@@ -18,6 +18,7 @@ import { inboxExample } from './http/examples.js';
 import { isReady } from './db/knex.js';
 import { InboxHub } from './engine/inbox-hub.js';
 import { inboxCors, inboxPreflight } from './http/inbox-cors.js';
+import type { StreamTimings } from './http/inbox-stream.js';
 
 export interface AppOptions {
   /** Compile every request validator in the background now rather than on each first use. */
@@ -25,14 +26,14 @@ export interface AppOptions {
   /** Where the rendered API reference lives (built on first request when missing). */
   docsFile?: string;
   /** The inbox streams' ping and catch-up intervals (tests shorten them). */
-  inbox?: { pingMs?: number; catchUpMs?: number };
+  inbox?: StreamTimings & { catchUpMs?: number };
 }
 
 /** The HTTP application: request id and log → inbox preflight → operation → API key → inbox CORS → rate limit → contract router (key check, JSON body, validation) → errors. */
 export async function createApp(deps: Deps, options: AppOptions = {}): Promise<Express> {
   // The inbox's open streams; `app.locals.inboxHub.close()` ends them when the server stops.
   const inboxHub = new InboxHub(deps, { catchUpMs: options.inbox?.catchUpMs });
-  const api = await createApi(handlers, deps, { inboxHub, inboxPingMs: options.inbox?.pingMs });
+  const api = await createApi(handlers, deps, { inboxHub, inboxStreams: options.inbox });
   if (options.precompile) precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');

@@ -68,4 +68,14 @@ export interface Auth {
   environmentId: string;
   /** Set for a subscriber token (or stream ticket) only: the subscriber whose inbox it opens. */
   subscriberId?: string;
+  /** Set with subscriberId (but for a ticket made before tickets kept it): the token's own limits. */
+  credential?: InboxCredential;
+}
+
+/** The subscriber token an inbox request came with, or the one its stream ticket was made with. */
+export interface InboxCredential {
+  /** The id of the inbox signing secret that signed it: it stops working when that is retired. */
+  kid: string;
+  /** When it expires (epoch ms). */
+  expiresAt: number;
 }

@@ -14,6 +14,7 @@ import * as secrets from '../db/inbox-secrets.js';
 import type { SigningSecret } from '../db/inbox-secrets.js';
 import { existingSubscriberKey } from './subscribers.js';
 import type { Plan } from '../config.js';
+import type { InboxCredential } from '../contract.js';
 import { boundedMapsBy } from '../bounded-map.js';
 
 /** The `aud` every subscriber token carries. */
@@ -31,11 +32,13 @@ export const TICKET_SECONDS = 60;
 /** How long a verifying process remembers a secret: a retired one stops working within this. */
 const SECRET_CACHE_MS = 5_000;
 
-/** Who a verified token or ticket speaks for, and the plan its rate limit follows. */
+/** Who a verified token or ticket speaks for, with what credential, and the plan its rate limit follows. */
 export interface InboxPrincipal {
   organizationId: string;
   environmentId: string;
   subscriberId: string;
+  /** Undefined only for a ticket made before tickets kept it. */
+  credential?: InboxCredential;
   plan: Plan;
   ratePerMinute: number | null;
   burst: number | null;
@@ -142,7 +145,15 @@ export async function verifySubscriberToken(
     const { row } = secret;
     return {
       ok: true,
-      principal: { organizationId: row.organizationId, environmentId: row.environmentId, subscriberId: payload.sub, plan: row.plan, ratePerMinute: row.ratePerMinute, burst: row.burst },
+      principal: {
+        organizationId: row.organizationId,
+        environmentId: row.environmentId,
+        subscriberId: payload.sub,
+        credential: { kid, expiresAt: payload.exp! * 1000 },
+        plan: row.plan,
+        ratePerMinute: row.ratePerMinute,
+        burst: row.burst,
+      },
     };
   } catch (err) {
     if (err instanceof joseErrors.JWTExpired) return { ok: false, reason: 'The subscriber token has expired' };
@@ -153,12 +164,18 @@ export async function verifySubscriberToken(
 
 const hashTicket = (ticket: string) => createHash('sha256').update(ticket).digest('hex');
 
-/** A single-use stream ticket for the subscriber, valid TICKET_SECONDS. */
-export async function createStreamTicket(deps: Deps, principal: { organizationId: string; environmentId: string; subscriberId: string }) {
+/**
+ * A single-use stream ticket for the subscriber, valid TICKET_SECONDS (and no longer than the
+ * token it is made with). It keeps that token's credential: the stream it opens ends with it.
+ */
+export async function createStreamTicket(
+  deps: Deps,
+  principal: { organizationId: string; environmentId: string; subscriberId: string; credential: InboxCredential },
+) {
   // A ticket for a subscriber deleted since the token was made would only be refused by the stream.
   await existingSubscriberKey(deps.db, principal.environmentId, principal.subscriberId);
   const ticket = `tk_${randomBytes(24).toString('base64url')}`;
-  const expiresAt = new Date(deps.clock.now().getTime() + TICKET_SECONDS * 1000);
+  const expiresAt = new Date(Math.min(deps.clock.now().getTime() + TICKET_SECONDS * 1000, principal.credential.expiresAt));
   await writeTransaction(deps.db, (trx) => repo.insertTicket(trx, { ticketHash: hashTicket(ticket), ...principal, expiresAt }));
   return { ticket, expiresAt: expiresAt.toISOString() };
 }
@@ -169,7 +186,19 @@ export async function takeStreamTicket(db: Db, ticket: string, now: Date): Promi
   if (!taken || taken.expiresAt < now.toISOString()) return undefined;
   const plan = await repo.planOfOrganization(db, taken.organizationId);
   if (!plan) return undefined;
-  return { organizationId: taken.organizationId, environmentId: taken.environmentId, subscriberId: taken.subscriberId, ...plan };
+  return { organizationId: taken.organizationId, environmentId: taken.environmentId, subscriberId: taken.subscriberId, credential: taken.credential, ...plan };
+}
+
+/**
+ * Whether a stream's credential still opens the inbox at `now`: not expired, and its signing
+ * secret not retired (read at most every SECRET_CACHE_MS, so a retirement in another process is
+ * seen within that). A stream opened with a ticket made before tickets kept their credential has
+ * none: it lasts DEFAULT_TOKEN_SECONDS from `openedAt`.
+ */
+export async function credentialLive(db: Db, credential: InboxCredential | undefined, openedAt: number, sealKey: string | undefined, now: number): Promise<boolean> {
+  if (!credential) return now < openedAt + DEFAULT_TOKEN_SECONDS * 1000;
+  if (now >= credential.expiresAt) return false;
+  return (await secretForKid(db, credential.kid, sealKey, now)).row !== undefined;
 }
 
 /** The origins whose browsers may call the environment's inbox. */

@@ -63,7 +63,9 @@ export const streamInboxEvents: OperationHandler<'streamInboxEvents'> = async ()
 
 export const createInboxEventTicket: OperationHandler<'createInboxEventTicket'> = async ({ auth, deps }) => {
   const owner = ownerOf(auth);
-  return { status: 201, body: { data: await createStreamTicket(deps, { organizationId: auth.organizationId, ...owner }) } };
+  // Only a subscriber token is let in here, and a token has its credential.
+  if (!auth.credential) throw unauthorized('Missing subscriber token');
+  return { status: 201, body: { data: await createStreamTicket(deps, { organizationId: auth.organizationId, ...owner, credential: auth.credential }) } };
 };
 
 export const getInboxSettings: OperationHandler<'getInboxSettings'> = async ({ auth, deps }) => ({

@@ -11,7 +11,7 @@ import type { Authentication, Scheme } from './security.js';
 import type { Auth, OperationId } from '../contract.js';
 import type { HandlerContext, OperationHandlers } from './types.js';
 import type { InboxHub } from '../engine/inbox-hub.js';
-import { inboxStreams } from './inbox-stream.js';
+import { inboxStreams, type StreamTimings } from './inbox-stream.js';
 import { crossOriginOf } from './inbox-cors.js';
 import { idempotencyKeyOf, idempotent, MAX_IDEMPOTENCY_KEY, type HandlerReply } from './idempotency.js';
 import { BODY_LIMIT, cappedBody, checkedJsonBody } from './request-body.js';
@@ -215,7 +215,7 @@ function bodyReader(): (req: Request, res: Response) => Promise<void> {
  * 405, requests without a valid key 401, requests that break the schema 400, and only then the
  * operation's handler, whose reply is written as JSON.
  */
-export async function createApi(handlers: OperationHandlers, deps: Deps, options: { inboxHub?: InboxHub; inboxPingMs?: number } = {}): Promise<OpenAPIBackend> {
+export async function createApi(handlers: OperationHandlers, deps: Deps, options: { inboxHub?: InboxHub; inboxStreams?: StreamTimings } = {}): Promise<OpenAPIBackend> {
   const api = await createBackend();
   const readBody = bodyReader();
   // What the large pages this process is answering may hold together (answer-memory.ts).
@@ -260,7 +260,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
   // The inbox's stream is written as server-sent events, not answered as JSON.
   const { inboxHub } = options;
   if (inboxHub) {
-    const stream = inboxStreams(inboxHub, deps, options.inboxPingMs);
+    const stream = inboxStreams(inboxHub, deps, options.inboxStreams);
     operations.streamInboxEvents = (c: Context, req: Request, res: Response) => stream(authOf(c), req, res);
   }
 

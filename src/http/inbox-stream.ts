@@ -3,7 +3,8 @@
 // themselves come from the engine's hub (engine/inbox-hub.ts).
 import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
-import type { Auth } from '../contract.js';
+import type { Auth, InboxCredential } from '../contract.js';
+import { credentialLive } from '../engine/inbox-tokens.js';
 import { inboxSubscriberKey } from '../engine/inbox.js';
 import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub, type LastEventId, type StreamsFull } from '../engine/inbox-hub.js';
 import { ApiError, badRequest } from '../errors.js';
@@ -94,16 +95,74 @@ export class EncodedEvents {
   }
 }
 
-/** Writes the inbox's stream of one app: its streams share what they may hold past their bounds (OverBound) and the events' encoding. */
-export function inboxStreams(hub: InboxHub, deps: Deps, pingMs = PING_MS) {
+/** How often the open streams' credentials are looked at again (CredentialWatch). */
+export const CREDENTIAL_CHECK_MS = 5_000;
+
+/**
+ * The credentials of one app's open streams, looked at together every `checkMs` (one timer for
+ * them all): a stream whose token has expired, or whose signing secret has been retired, ends. Its
+ * client reconnects and is refused, or comes back with a new token. Checked at the stream's
+ * opening only, a leaked token (or a session's hash) held one stream open for ever.
+ */
+class CredentialWatch {
+  private readonly streams = new Map<() => void, { credential: InboxCredential | undefined; openedAt: number }>();
+  private timer: NodeJS.Timeout | undefined;
+  private checking = false;
+
+  constructor(
+    private readonly deps: Deps,
+    private readonly checkMs: number,
+  ) {}
+
+  /** Calls `end` once the credential no longer opens the inbox; answers the function that stops watching. */
+  watch(credential: InboxCredential | undefined, end: () => void): () => void {
+    this.streams.set(end, { credential, openedAt: this.deps.clock.now().getTime() });
+    this.timer ??= setInterval(() => void this.check(), this.checkMs).unref();
+    return () => {
+      this.streams.delete(end);
+      if (this.streams.size > 0) return;
+      clearInterval(this.timer);
+      this.timer = undefined;
+    };
+  }
+
+  private async check(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      const now = this.deps.clock.now().getTime();
+      for (const [end, { credential, openedAt }] of [...this.streams]) {
+        if (!(await credentialLive(this.deps.db, credential, openedAt, this.deps.config.secret, now))) end();
+      }
+    } catch (err) {
+      // The secrets could not be read: the streams are looked at again next time.
+      this.deps.logger.warn({ err }, "could not check the inbox streams' credentials");
+    } finally {
+      this.checking = false;
+    }
+  }
+}
+
+/** How often an app's streams ping, and look at their credentials again. */
+export interface StreamTimings {
+  pingMs?: number;
+  credentialCheckMs?: number;
+}
+
+/**
+ * Writes the inbox's stream of one app: its streams share what they may hold past their bounds
+ * (OverBound), the events' encoding, and the watch over their credentials.
+ */
+export function inboxStreams(hub: InboxHub, deps: Deps, { pingMs = PING_MS, credentialCheckMs = CREDENTIAL_CHECK_MS }: StreamTimings = {}) {
   const overBound = new OverBound();
   const encoded = new EncodedEvents();
-  return (auth: Auth, req: Request, res: Response) => streamInboxEvents(hub, { overBound, encoded }, deps, auth, req, res, pingMs);
+  const credentials = new CredentialWatch(deps, credentialCheckMs);
+  return (auth: Auth, req: Request, res: Response) => streamInboxEvents(hub, { overBound, encoded, credentials }, deps, auth, req, res, pingMs);
 }
 
 async function streamInboxEvents(
   hub: InboxHub,
-  { overBound, encoded }: { overBound: OverBound; encoded: EncodedEvents },
+  { overBound, encoded, credentials }: { overBound: OverBound; encoded: EncodedEvents; credentials: CredentialWatch },
   deps: Deps,
   auth: Auth,
   req: Request,
@@ -139,8 +198,13 @@ async function streamInboxEvents(
     if (closed) return;
     closed = true;
     clearInterval(ping);
+    unwatch();
     close?.();
   };
+  const unwatch = credentials.watch(auth.credential, () => {
+    done();
+    res.end();
+  });
   res.on('close', done);
   // Bytes of this stream's backlog on the shared allowance: given back when it has all been sent,
   // or when the stream closes (one whose client does not read it within DRAIN_MS is closed).

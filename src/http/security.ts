@@ -71,7 +71,7 @@ function principalAuthentication(scheme: 'subscriber' | 'ticket', principal: Inb
   return {
     ok: true,
     scheme,
-    auth: { organizationId: principal.organizationId, environmentId: principal.environmentId, subscriberId: principal.subscriberId },
+    auth: { organizationId: principal.organizationId, environmentId: principal.environmentId, subscriberId: principal.subscriberId, credential: principal.credential },
     plan: { plan: principal.plan, ratePerMinute: principal.ratePerMinute, burst: principal.burst },
   };
 }

@@ -18,6 +18,8 @@ import { newId } from '../../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 
 const NOW = new Date('2026-11-25T12:00:00.000Z');
+/** The token a ticket below was made with (its secret need not exist: the sweep does not look). */
+const credential = { kid: 'ik_000000000000000000000000', expiresAt: NOW.getTime() + 3_600_000 };
 const daysAgo = (days: number) => new Date(NOW.getTime() - days * 86_400_000);
 
 let testDb: TestDb;
@@ -208,7 +210,7 @@ describe('retention', () => {
     // The message's counts, and the event that told of it, as delivering it left them.
     await testDb.db.transaction((trx) => bumpCounts(trx, [{ subscriberKey, environmentId, unread: 1, unseen: 1, total: 1, archived: 0, events: 1, newMessages: 0 }], NOW));
     await insertEvents(testDb.db, [{ subscriberKey, environmentId, seq: 1, type: 'notification.created', payload: '{}' }], new Date(NOW.getTime() - INBOX_EVENTS_KEPT_MS - 1));
-    await insertTicket(testDb.db, { ticketHash: 'expired', environmentId, organizationId: newId(), subscriberId: 'ada', expiresAt: new Date(NOW.getTime() - 1) });
+    await insertTicket(testDb.db, { ticketHash: 'expired', environmentId, organizationId: newId(), subscriberId: 'ada', expiresAt: new Date(NOW.getTime() - 1), credential });
     // A real failure of one part: the inbox's tickets cannot be read while their table is away.
     await testDb.db.schema.renameTable('inbox_tickets', 'inbox_tickets_away');
 
@@ -227,7 +229,7 @@ describe('retention', () => {
     const event = (seq: number) => ({ subscriberKey, environmentId, seq, type: 'notification.created' as const, payload: '{}' });
     await insertEvents(testDb.db, [event(1), event(2)], new Date(NOW.getTime() - INBOX_EVENTS_KEPT_MS - 1));
     await insertEvents(testDb.db, [event(3)], new Date(NOW.getTime() - INBOX_EVENTS_KEPT_MS + 60_000));
-    const ticket = (hash: string, expiresAt: Date) => insertTicket(testDb.db, { ticketHash: hash, environmentId, organizationId: newId(), subscriberId: 'ada', expiresAt });
+    const ticket = (hash: string, expiresAt: Date) => insertTicket(testDb.db, { ticketHash: hash, environmentId, organizationId: newId(), subscriberId: 'ada', expiresAt, credential });
     await ticket('expired', new Date(NOW.getTime() - 1));
     await ticket('live', new Date(NOW.getTime() + 30_000));
 

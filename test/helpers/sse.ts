@@ -20,6 +20,8 @@ export interface SseStream {
   next(match?: (event: SseEvent) => boolean, timeoutMs?: number): Promise<SseEvent>;
   /** Resolves once a comment line has arrived. */
   comment(timeoutMs?: number): Promise<string>;
+  /** Whether the server ended the stream within `timeoutMs`. */
+  endedWithin(timeoutMs: number): Promise<boolean>;
   close(): void;
 }
 
@@ -30,6 +32,8 @@ export async function openSse(url: string, headers: Record<string, string> = {})
   const comments: string[] = [];
   const taken = new Set<SseEvent>();
   let wake: () => void = () => undefined;
+  let ended: () => void = () => undefined;
+  const end = new Promise<void>((resolve) => (ended = resolve));
   const stream: SseStream = {
     status: res.status,
     headers: res.headers,
@@ -62,6 +66,7 @@ export async function openSse(url: string, headers: Record<string, string> = {})
       }
       return comments[0];
     },
+    endedWithin: (timeoutMs) => Promise.race([end.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), timeoutMs).unref())]),
     close: () => abort.abort(),
   };
   if (!res.headers.get('content-type')?.startsWith('text/event-stream')) {
@@ -75,7 +80,7 @@ export async function openSse(url: string, headers: Record<string, string> = {})
     try {
       for (;;) {
         const { done, value } = await reader.read();
-        if (done) return;
+        if (done) return ended();
         buffer += decoder.decode(value, { stream: true });
         let end: number;
         while ((end = buffer.indexOf('\n\n')) !== -1) {

@@ -7,6 +7,7 @@ import { JobRunner } from '../../src/engine/runner.js';
 import { pruneEvents } from '../../src/db/repos/inbox.js';
 import type { InboxHub } from '../../src/engine/inbox-hub.js';
 import { EncodedEvents, MAX_STREAM_BACKLOG_BYTES, backlogBound } from '../../src/http/inbox-stream.js';
+import { addSigningSecret, retireSigningSecret, signingSecrets } from '../../src/engine/inbox-tokens.js';
 
 // The stream over a real HTTP connection, as a browser holds it: an app of its own on the test's
 // database (short pings; a catch-up so slow that only the wake after commit can deliver in time).
@@ -17,7 +18,7 @@ const open: SseStream[] = [];
 
 beforeAll(async () => {
   t = await startTestApp();
-  const app = await createApp(t.deps, { inbox: { pingMs: 100, catchUpMs: 3_600_000 } });
+  const app = await createApp(t.deps, { inbox: { pingMs: 100, catchUpMs: 3_600_000, credentialCheckMs: 50 } });
   hub = app.locals.inboxHub as InboxHub;
   server = await listen(app);
 });
@@ -181,6 +182,41 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     const late = (await t.http.post('/v1/inbox/events/tickets').set('Authorization', `Bearer ${token}`).expect(201)).body.data.ticket;
     t.clock.advance(61_000);
     expect((await stream({}, `?ticket=${late}`)).status).toBe(401);
+  });
+
+  it('ends a stream once its token expires, or its ticket’s token does: the client cannot reconnect with it', async () => {
+    const shortLived = (await t.a.post('/v1/subscribers/ada/inbox-tokens', { expiresIn: 300 }).expect(201)).body.data.token;
+    const withToken = await stream({ Authorization: `Bearer ${shortLived}` });
+    const { ticket } = (await t.http.post('/v1/inbox/events/tickets').set('Authorization', `Bearer ${shortLived}`).expect(201)).body.data;
+    const withTicket = await stream({}, `?ticket=${ticket}`);
+    expect((await withTicket.next()).event).toBe('counts');
+    // Another subscriber token, of the hour's default, is not touched.
+    const other = await stream();
+    t.clock.advance(299_000);
+    expect(await withToken.endedWithin(300)).toBe(false);
+    t.clock.advance(1_000);
+    expect(await withToken.endedWithin(2_000)).toBe(true);
+    expect(await withTicket.endedWithin(2_000)).toBe(true);
+    expect(await other.endedWithin(300)).toBe(false);
+    expect((await stream({ Authorization: `Bearer ${shortLived}` })).status).toBe(401);
+  });
+
+  it('ends the streams opened with a token, or its ticket, once the token’s signing secret is retired', async () => {
+    const [old] = await signingSecrets(t.deps, t.environments.a);
+    const withToken = await stream();
+    const { ticket } = (await t.http.post('/v1/inbox/events/tickets').set('Authorization', `Bearer ${token}`).expect(201)).body.data;
+    const withTicket = await stream({}, `?ticket=${ticket}`);
+    await addSigningSecret(t.deps, t.environments.a);
+    const fresh = (await t.a.post('/v1/subscribers/ada/inbox-tokens', {}).expect(201)).body.data.token;
+    const withNewToken = await stream({ Authorization: `Bearer ${fresh}` });
+    expect(await withToken.endedWithin(300)).toBe(false);
+    expect(await retireSigningSecret(t.deps, t.environments.a, old.kid)).toBe(true);
+    expect(await withToken.endedWithin(2_000)).toBe(true);
+    expect(await withTicket.endedWithin(2_000)).toBe(true);
+    // A message after that reaches the stream of the new secret's token only.
+    await deliver(1);
+    expect(await withNewToken.next((event) => event.event === 'notification.created')).toMatchObject({ event: 'notification.created' });
+    expect(withToken.events.filter((event) => event.event === 'notification.created')).toEqual([]);
   });
 
   it('keeps each subscriber’s stream to their own events', async () => {

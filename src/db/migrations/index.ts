@@ -34,6 +34,7 @@ import * as facetDeletesByKey from './20261206_03_facet_deletes_by_key.js';
 import * as openFanouts from './20261206_04_open_fanouts.js';
 import * as sendGate from './20261206_05_send_gate.js';
 import * as inboxMessageTimes from './20261207_01_inbox_message_times.js';
+import * as ticketCredentials from './20261207_02_ticket_credentials.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -75,6 +76,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261206_04_open_fanouts': openFanouts,
   '20261206_05_send_gate': sendGate,
   '20261207_01_inbox_message_times': inboxMessageTimes,
+  '20261207_02_ticket_credentials': ticketCredentials,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -6,6 +6,7 @@ import { isPostgres, selectRows, changeRows } from '../knex.js';
 import { readBool } from '../json.js';
 import { insertRows } from '../insert-rows.js';
 import type { Plan } from '../../config.js';
+import type { InboxCredential } from '../../contract.js';
 
 export interface InboxSecretRow {
   id: string;
@@ -116,23 +117,38 @@ export async function environmentOfApplication(
 
 export async function insertTicket(
   trx: Runner,
-  row: { ticketHash: string; environmentId: string; organizationId: string; subscriberId: string; expiresAt: Date },
+  row: { ticketHash: string; environmentId: string; organizationId: string; subscriberId: string; expiresAt: Date; credential: InboxCredential },
 ): Promise<void> {
-  await changeRows(trx, 'INSERT INTO inbox_tickets (ticket_hash, environment_id, organization_id, subscriber_id, expires_at) VALUES (?, ?, ?, ?, ?)', [
+  await changeRows(trx, 'INSERT INTO inbox_tickets (ticket_hash, environment_id, organization_id, subscriber_id, expires_at, kid, credential_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)', [
     row.ticketHash,
     row.environmentId,
     row.organizationId,
     row.subscriberId,
     row.expiresAt.toISOString(),
+    row.credential.kid,
+    new Date(row.credential.expiresAt).toISOString(),
   ]);
 }
 
+export interface TakenTicket {
+  environmentId: string;
+  organizationId: string;
+  subscriberId: string;
+  expiresAt: string;
+  /** The credential the ticket was made with; undefined for a ticket made before tickets kept it. */
+  credential?: InboxCredential;
+}
+
 /** Takes a ticket: it is deleted as it is read, so only one request (in any process) gets it. */
-export async function takeTicket(db: Runner, ticketHash: string): Promise<{ environmentId: string; organizationId: string; subscriberId: string; expiresAt: string } | undefined> {
-  const [row] = await selectRows<Record<string, string>>(db, 'DELETE FROM inbox_tickets WHERE ticket_hash = ? RETURNING environment_id, organization_id, subscriber_id, expires_at', [
-    ticketHash,
-  ]);
-  return row && { environmentId: row.environment_id, organizationId: row.organization_id, subscriberId: row.subscriber_id, expiresAt: row.expires_at };
+export async function takeTicket(db: Runner, ticketHash: string): Promise<TakenTicket | undefined> {
+  const [row] = await selectRows<Record<string, string | null>>(
+    db,
+    'DELETE FROM inbox_tickets WHERE ticket_hash = ? RETURNING environment_id, organization_id, subscriber_id, expires_at, kid, credential_expires_at',
+    [ticketHash],
+  );
+  if (!row) return undefined;
+  const credential = row.kid !== null && row.credential_expires_at !== null ? { kid: row.kid, expiresAt: Date.parse(row.credential_expires_at) } : undefined;
+  return { environmentId: row.environment_id!, organizationId: row.organization_id!, subscriberId: row.subscriber_id!, expiresAt: row.expires_at!, credential };
 }
 
 export async function pruneTickets(db: Db, now: Date): Promise<number> {
