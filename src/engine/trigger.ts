@@ -147,6 +147,30 @@ export function recipientsOf(request: TriggerRequest) {
   return { named, inline, topicKeys, direct };
 }
 
+/** The most characters of workflow steps one bulk request's events may store together. */
+export const BULK_WORKFLOW_COPY_CHARS = 16 * 1024 * 1024;
+
+/**
+ * What one bulk request's events store of their workflows: every event keeps a copy of its
+ * workflow's steps (what its jobs run, whatever becomes of the workflow), which may be up to the
+ * size of a request. A hundred tiny events of a workflow of 760 KB had stored 76 MB.
+ */
+export class WorkflowCopies {
+  private left = BULK_WORKFLOW_COPY_CHARS;
+  private readonly sizes = new WeakMap<object, number>();
+
+  /** Counts one more copy of `workflow`; a 422 when the request's events have stored their share. */
+  take(workflow: { steps: unknown[] }): void {
+    let size = this.sizes.get(workflow);
+    if (size === undefined) this.sizes.set(workflow, (size = JSON.stringify(workflow.steps).length));
+    if (size > this.left) {
+      const message = `is a workflow of ${size.toLocaleString('en')} characters of steps, more than this request may still store: a bulk request's events store at most ${BULK_WORKFLOW_COPY_CHARS / 1024 / 1024} MiB of their workflows together (send it in another request)`;
+      throw unprocessable(`name ${message}`, [{ field: 'body/name', message }]);
+    }
+    this.left -= size;
+  }
+}
+
 /**
  * Checks and stores one trigger. `store` and `budget` are shared by the events of one bulk
  * request: its reads, and its payloads' budget for checking them (json-schema.ts).
@@ -157,6 +181,7 @@ export async function trigger(
   request: TriggerRequest,
   store?: TriggerStore,
   budget: CheckBudget = newCheckBudget(),
+  copies?: WorkflowCopies,
 ): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;
@@ -186,6 +211,7 @@ export async function trigger(
   const topics = await topicIdsByKey(db, env, [...topicKeys.keys()]);
   for (const [key, field] of topicKeys) if (!topics.has(key)) problems.push({ field, message: `topic ${key} not found` });
   if (problems.length > 0) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).slice(0, 5).join('; '), problems);
+  if (copies) copies.take(workflow);
 
   // Time-ordered, so that a new event's entry lands where the last one did in the transaction-id
   // indexes of events and notifications, rather than on a random page of each (half a trigger's writes).

@@ -289,6 +289,35 @@ describe('work budgets: step conditions', () => {
     expect(notification.jobs[0].status).toBe('skipped');
     expect((await deliverOnce(workflowId, { a: 4_999 })).feed).toHaveLength(1);
   });
+
+  it("refuses at save a condition's value longer than 65,536 characters as JSON, naming it", async () => {
+    const list = (length: number) => [{ field: 'payload.a', operator: 'in', value: Array.from({ length }, (_, i) => String(i % 10).repeat(14)) }];
+    // Each entry is 17 characters with its comma: 3,855 of them are 65,535 as JSON, one more is over.
+    await createWorkflow(t.a, { steps: [step.inApp({}, { conditions: list(3_855) })] });
+    const res = await t.a.post('/v1/workflows', { name: 'Long list', steps: [step.inApp({}), step.inApp({}, { conditions: list(40_000) })] }).expect(422);
+    expect(res.body.details).toEqual([{ field: 'body/steps/1/conditions/0/value', message: "is 680,001 characters as JSON, more than the 65,536 a condition's value may be" }]);
+    await t.a.post('/v1/workflows', { name: 'Long list', steps: [step.inApp({}, { conditions: list(3_856) })] }).expect(422);
+  });
+});
+
+describe('work budgets: what a bulk request stores', () => {
+  it("stores at most 16 MiB of its events' workflow copies, answering error to the events past that", async () => {
+    // 10 steps of 60,000 characters: about 600 KB a copy, so 27 copies fit in 16 MiB and a 28th does not.
+    const steps = Array.from({ length: 10 }, () => step.inApp({ content: 'x'.repeat(60_000) }));
+    const { workflowId } = await createWorkflow(t.a, { steps });
+    const subscriberId = uniqueId('bulk-copies');
+    await createSubscriber(t.a, { subscriberId });
+    const events = Array.from({ length: 40 }, () => ({ name: workflowId, to: subscriberId }));
+    const res = await t.a.post('/v1/events/trigger/bulk', { events }).expect(201);
+    const statuses = res.body.data.map((result: { status: string }) => result.status);
+    expect(statuses.filter((status: string) => status === 'processed')).toHaveLength(27);
+    expect(statuses.filter((status: string) => status === 'error')).toHaveLength(13);
+    expect(res.body.data.find((result: { status: string }) => result.status === 'error').error[0]).toMatch(/^name is a workflow of 600,\d{3} characters of steps, more than this request may still store: a bulk request's events store at most 16 MiB of their workflows together/);
+    const stored = await t.db('events').where({ environment_id: t.environments.a, workflow_key: workflowId }).count({ n: '*' }).first();
+    expect(Number(stored!.n)).toBe(27);
+    // Another request stores its own share.
+    await t.a.post('/v1/events/trigger/bulk', { events: events.slice(0, 1) }).expect(201);
+  });
 });
 
 describe('work budgets: rendering', () => {
