@@ -2234,7 +2234,7 @@ export interface components {
          *     counts 1,000; Unicode tables and wide ranges count what building them costs). A trigger
          *     whose payload would be checked against more than 1,000,000 schemas in all (each value
          *     counted once for every schema that may apply to it; a bulk request's events share the
-         *     budget), or whose patterns would check more than 262,144 characters, is answered 422 naming
+         *     budget), or whose patterns and formats would check more than 262,144 characters, is answered 422 naming
          *     `body/payload`. A trigger whose payload fails is answered 422 naming up to 100 problems, or
          *     only the first when the payload holds more than 2,000 values.
          * @example {
@@ -2356,7 +2356,7 @@ export interface components {
              */
             operator: "eq" | "ne" | "gt" | "gte" | "lt" | "lte" | "in" | "notIn" | "contains" | "exists" | "notExists";
             /**
-             * @description What to compare with; an array for `in` and `notIn`, nothing for `exists` and `notExists`. At most 16,384 characters as JSON (a `422` otherwise): every event keeps a copy of its workflow.
+             * @description What to compare with; an array for `in` and `notIn`, nothing for `exists` and `notExists`. At most 65,536 characters as JSON (a `422` otherwise): every event keeps a copy of its workflow.
              * @example high
              */
             value?: unknown;
