@@ -13,6 +13,8 @@ import { addExecutionDetail } from '../db/repos/execution-details.js';
 import { closeDigest, digestFollowers, findDigestLeader, insertDigestLeader, closedDigestOf, digestHeirOf, digestRiders, dropDigestKey, handDigestLeadTo, mergedJobIdsOf, moveJob } from '../db/repos/digest-jobs.js';
 import { markNotificationsProcessing, settleRiders } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
+import { chunks } from '../db/chunks.js';
+import { writeTransaction } from '../db/group-commit.js';
 import { addMs, durationMs, valueAt } from './durations.js';
 
 type DigestStep = Extract<EventRecord['workflow']['steps'][number], { type: 'digest' }>;
@@ -62,17 +64,26 @@ export async function closeHeldDigest(
   payload: unknown,
 ): Promise<{ state: Record<string, unknown>; count: number; shown: number; riders: string[] } | undefined> {
   const room = DIGEST_EVENTS_BYTES - Buffer.byteLength(JSON.stringify(payload ?? {}));
-  const followers = await db.transaction(async (trx) => ((await closeDigest(trx, job.id, owner)) ? digestFollowers(trx, job.id, room) : undefined));
-  if (!followers) return undefined;
+  if (!(await db.transaction((trx) => closeDigest(trx, job.id, owner)))) return undefined;
+  // Closed, the digest has all the followers it will have (one canceled since has left it).
+  const followers = await digestFollowers(db, job.id, room);
   const events = [payload, ...followers.filter((follower) => 'payload' in follower).map((follower) => follower.payload)];
   const count = 1 + followers.length;
   const riders = followers.map((follower) => follower.notificationId!).filter(Boolean);
   return { state: { ...job.state, digest: { events, total_count: count } }, count, shown: events.length, riders };
 }
 
-/** The notifications riding in a closed digest's send are under way with it (settled with it: settleDigestRiders). */
-export async function markRiders(trx: Runner, riders: string[], now: Date): Promise<void> {
-  await markNotificationsProcessing(trx, riders, now);
+/** Riders a transaction marks (markRiders). */
+const RIDERS_A_TRANSACTION = 1_000;
+
+/**
+ * The notifications riding in a closed digest's send are under way with it (settled with it:
+ * settleDigestRiders): marked before its outcome is recorded, RIDERS_A_TRANSACTION a transaction,
+ * since 20,000 in one commit held the event loop. Marking twice changes nothing, so a worker that
+ * dies half-way leaves the rest to the retry of the digest's job.
+ */
+export async function markRiders(db: Db, riders: string[], now: Date): Promise<void> {
+  for (const part of chunks(riders, RIDERS_A_TRANSACTION)) await writeTransaction(db, (trx) => markNotificationsProcessing(trx, part, now));
 }
 
 /**

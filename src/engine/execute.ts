@@ -260,13 +260,8 @@ async function throttleOutcome(trx: Transaction, ctx: WorkerContext, job: JobRec
 async function fireDigest(ctx: WorkerContext, job: JobRecord, event: EventRecord): Promise<void> {
   const closed = await closeHeldDigest(ctx.deps.db, job, ctx.owner, event.payload);
   if (!closed) return;
-  await settle(
-    ctx,
-    job,
-    event,
-    { status: 'completed', state: closed.state, detail: { status: 'success', text: digestClosed(closed.count, closed.shown) } },
-    (trx) => markRiders(trx, closed.riders, ctx.deps.clock.now()),
-  );
+  await markRiders(ctx.deps.db, closed.riders, ctx.deps.clock.now());
+  await settle(ctx, job, event, { status: 'completed', state: closed.state, detail: { status: 'success', text: digestClosed(closed.count, closed.shown) } });
 }
 
 /** The execution detail of a closed digest: how many events it gathered, and how many `step.events` holds when fewer. */

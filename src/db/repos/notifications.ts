@@ -4,6 +4,7 @@ import { insertRows } from '../insert-rows.js';
 import type { Schemas } from '../../contract.js';
 import { readJson, setStoredJson, writeJson } from '../json.js';
 import { chunks } from '../chunks.js';
+import { pacer } from '../../turns.js';
 import { bytesOf, countOf, pageOf, pageRows, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
 import type { ReserveForAnswer } from '../../answer-memory.js';
 import type { Knex } from 'knex';
@@ -388,7 +389,9 @@ export async function notificationStats(db: Db, environmentId: string, now: Date
 
 /** Notifications whose payloads rode in another's digest send take its status, once they are still open. */
 export async function settleRiders(trx: Runner, leaderId: string, riders: string[], now: Date): Promise<void> {
-  for (const part of chunks(riders)) {
+  const pace = pacer();
+  for (const part of chunks(riders, MOVED_AT_ONCE)) {
+    await pace();
     const list = inList(trx, 'id', part);
     await changeRows(
       trx,
@@ -413,8 +416,19 @@ export async function notificationRecipients(db: Runner, ids: string[]): Promise
 }
 
 /** Pending notifications are under way: a step of theirs was claimed, or one is done and another to come. */
+/**
+ * Notifications a statement moves at once when there may be tens of thousands (a digest's riders):
+ * each row moved writes its indexes and kept totals, and 500 held the event loop 50 ms or more.
+ */
+const MOVED_AT_ONCE = 100;
+
 export async function markNotificationsProcessing(trx: Runner, ids: string[], now: Date): Promise<void> {
-  for (const part of chunks(ids)) await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: now.toISOString() });
+  // The loop turns between the parts.
+  const pace = pacer();
+  for (const part of chunks(ids, MOVED_AT_ONCE)) {
+    await trx('notifications').whereIn('id', part).where('status', 'pending').update({ status: 'processing', updated_at: now.toISOString() });
+    await pace();
+  }
 }
 
 
