@@ -5,14 +5,14 @@ import { parentPort } from 'node:worker_threads';
 import { firstThenAll, PatternBudgetSpent, validateWithin } from '../json-schema.js';
 import { BoundedMap } from '../bounded-map.js';
 import { compiledPayloadSchema } from './workflow-rules.js';
-import type { CheckAsked, CheckAnswered } from './payload-checks.js';
+import { KEPT_SCHEMAS, type CheckAsked, type CheckAnswered } from './payload-checks.js';
 
 const port = parentPort!;
 
 type Compiled = Exclude<Awaited<ReturnType<typeof compiledPayloadSchema>>, { problems: unknown }>;
 
 // By workflow version, as the main thread's cache (trigger.ts).
-const validators = new BoundedMap<string, Compiled>(100);
+const validators = new BoundedMap<string, Compiled>(KEPT_SCHEMAS);
 
 async function compiled(key: string, schema: object, allErrors: boolean): Promise<Compiled | { problems: NonNullable<CheckAnswered['problems']> }> {
   const known = validators.get(key);
@@ -24,15 +24,18 @@ async function compiled(key: string, schema: object, allErrors: boolean): Promis
 
 async function answer(asked: CheckAsked): Promise<CheckAnswered> {
   // A save: whether the schema compiles, listing every problem (allErrors, as on the main thread).
+  const schema = asked.schema === undefined ? undefined : (JSON.parse(asked.schema) as object);
   if (asked.payload === undefined) {
-    const made = await compiled('', asked.schema, true);
+    const made = await compiled('', schema ?? {}, true);
     return { id: asked.id, problems: 'problems' in made ? made.problems : [] };
   }
-  const made = await compiled(asked.key, asked.schema, false);
+  if (schema === undefined && !validators.get(asked.key)) return { id: asked.id, unknown: true };
+  const made = await compiled(asked.key, schema ?? {}, false);
   if ('problems' in made) return { id: asked.id, problems: made.problems };
   const budget = { patternChars: asked.patternChars, schemaChecks: 0 };
   try {
-    const errors = validateWithin(budget, () => firstThenAll(made.first, made.listAll, asked.payload));
+    const payload: unknown = JSON.parse(asked.payload);
+    const errors = validateWithin(budget, () => firstThenAll(made.first, made.listAll, payload));
     return { id: asked.id, errors: errors ?? [], patternChars: budget.patternChars };
   } catch (err) {
     if (!(err instanceof PatternBudgetSpent)) return { id: asked.id, failed: err instanceof Error ? err.message : String(err) };

@@ -7,19 +7,34 @@ import type { Worker } from 'node:worker_threads';
 import type { ErrorObject } from 'ajv';
 import type { ErrorDetail } from '../contract.js';
 import { startThread } from '../db/threads.js';
+import { BoundedMap } from '../bounded-map.js';
 
 /** Schemas with more subschemas than this (once `$ref`s are followed)… */
 export const THREADED_SCHEMAS = 100;
-/** …or patterns that compile to more instructions than this together, are compiled and run on the thread. */
+/** Compiled schemas the thread keeps, by workflow version. */
+export const KEPT_SCHEMAS = 100;
+
+/** …or patterns that compile to more instructions than this together… */
 export const THREADED_PATTERN_SIZE = 10_000;
+/**
+ * …or more characters of JSON than this (a long `enum` or a large `const` are data, not
+ * subschemas: one of 95,000 numbers held the loop 160-215 ms at its save), are compiled and run on the thread.
+ */
+export const THREADED_SCHEMA_CHARS = 64 * 1024;
 
 /** A check asked of the thread: a payload against a workflow version's schema, or (no payload) whether a schema compiles. */
 export interface CheckAsked {
   id: number;
   /** The workflow version (its id and updatedAt): the thread keeps its compiled schema by it. */
   key: string;
-  schema: object;
-  payload?: unknown;
+  /**
+   * The schema, as JSON text, like the payload: a string crosses to the thread in one copy, where
+   * an object is cloned piece by piece (a payload of 19,000 small arrays: 20-30 ms, against 6 ms to
+   * write it). Left out of a check once the thread has been sent it for `key`; the thread answers
+   * `unknown` if it has let it go.
+   */
+  schema?: string;
+  payload?: string;
   /** What the request may still spend on patterns (CheckBudget). */
   patternChars: number;
 }
@@ -36,21 +51,34 @@ export interface CheckAnswered {
   spent?: string;
   /** The check failed unexpectedly: why. */
   failed?: string;
+  /** The schema was left out, and the thread no longer has it compiled: ask again with it. */
+  unknown?: boolean;
 }
 
 class PayloadChecks {
   private worker: Worker | undefined;
   private lastId = 0;
   private readonly waiting = new Map<number, { resolve: (answered: CheckAnswered) => void; reject: (err: Error) => void }>();
+  /**
+   * Workflow versions whose schema the thread has been sent. It keeps fewer (and none that does not
+   * compile): a schema it has let go is asked for (`unknown`) and sent again.
+   */
+  private readonly sent = new BoundedMap<string, true>(2 * KEPT_SCHEMAS);
 
   /** The payload checked against the schema of workflow version `key`. */
-  check(key: string, schema: object, payload: unknown, patternChars: number): Promise<CheckAnswered> {
-    return this.ask({ key, schema, payload, patternChars });
+  async check(key: string, schema: object, payload: unknown, patternChars: number): Promise<CheckAnswered> {
+    const payloadText = JSON.stringify(payload);
+    if (this.sent.get(key)) {
+      const answered = await this.ask({ key, payload: payloadText, patternChars });
+      if (!answered.unknown) return answered;
+    }
+    this.sent.set(key, true);
+    return this.ask({ key, schema: JSON.stringify(schema), payload: payloadText, patternChars });
   }
 
   /** Why a schema cannot be used (compilePayloadSchema's problems), [] when it can. */
   async problems(schema: object): Promise<ErrorDetail[]> {
-    return (await this.ask({ key: '', schema, patternChars: 0 })).problems ?? [];
+    return (await this.ask({ key: '', schema: JSON.stringify(schema), patternChars: 0 })).problems ?? [];
   }
 
   private ask(asked: Omit<CheckAsked, 'id'>): Promise<CheckAnswered> {
@@ -77,6 +105,7 @@ class PayloadChecks {
     });
     const gone = (err: Error) => {
       if (this.worker === worker) this.worker = undefined;
+      this.sent.clear();
       for (const waiter of this.waiting.values()) waiter.reject(err);
       this.waiting.clear();
     };

@@ -4,7 +4,7 @@ import type { ErrorDetail } from '../contract.js';
 import { compilePatterns, createTenantAjv, linearPatternProblem, patternSize, type CompiledPatterns, type Validate } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
 import { expressionCount, MAX_EXPRESSIONS, templateProblem } from './templates.js';
-import { payloadChecks, THREADED_PATTERN_SIZE, THREADED_SCHEMAS } from './payload-checks.js';
+import { payloadChecks, THREADED_PATTERN_SIZE, THREADED_SCHEMA_CHARS, THREADED_SCHEMAS } from './payload-checks.js';
 
 /** Templates are every string field of a step's `template`, except the plain sender name. */
 const PLAIN_TEMPLATE_FIELDS = new Set(['senderName']);
@@ -351,17 +351,17 @@ export function compilePayloadSchema<T>(
  * How much a payloadSchema takes to compile: its subschemas once `$ref`s are followed, and what its
  * patterns compile to together; with its sizes (schemaChecksOf). Found without compiling it.
  */
-export function schemaWeight(schema: object): { sizes: SchemaSizes; schemas: number; patternSize: number } | { problems: ErrorDetail[] } {
+export function schemaWeight(schema: object): { sizes: SchemaSizes; schemas: number; patternSize: number; chars: number } | { problems: ErrorDetail[] } {
   const expanded = expandedSizes(schema, 'body/payloadSchema');
   if ('problems' in expanded) return expanded;
   let size = 0;
   for (const { pattern } of patternsIn(schema, '')) size += patternSize(pattern);
-  return { sizes: expanded.sizes, schemas: expanded.sizes.get(schema) ?? 1, patternSize: size };
+  return { sizes: expanded.sizes, schemas: expanded.sizes.get(schema) ?? 1, patternSize: size, chars: JSON.stringify(schema).length };
 }
 
 /** Whether a schema of this weight is compiled and run on the payload check thread (payload-checks.ts). */
-export function checkedOffLoop(weight: { schemas: number; patternSize: number }): boolean {
-  return weight.schemas > THREADED_SCHEMAS || weight.patternSize > THREADED_PATTERN_SIZE;
+export function checkedOffLoop(weight: { schemas: number; patternSize: number; chars: number }): boolean {
+  return weight.schemas > THREADED_SCHEMAS || weight.patternSize > THREADED_PATTERN_SIZE || weight.chars > THREADED_SCHEMA_CHARS;
 }
 
 /**
