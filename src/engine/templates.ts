@@ -211,6 +211,22 @@ function countOutput(value: unknown): unknown {
   return text;
 }
 
+/**
+ * A value as the output may take it: a payload's object whose own `toString` or `valueOf` is data,
+ * not a method, cannot be turned into text (its job failed, "Cannot convert object to primitive
+ * value"); it is written as any other object is, `[object Object]`, and an array as its items
+ * joined with commas.
+ */
+function convertible(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  try {
+    void ('' + (value as unknown as string));
+    return value;
+  } catch {
+    return Array.isArray(value) ? value.map((item) => (item == null ? '' : String(convertible(item)))).join(',') : '[object Object]';
+  }
+}
+
 // Handlebars' two compilers (not in its typings), as far as the output count uses them: the first
 // turns a template into opcodes, the second opcodes into JavaScript. Ours differ in three places.
 type Code = unknown;
@@ -245,15 +261,15 @@ class CountingCompiler extends internals.Compiler {
 }
 Object.assign(CountingCompiler.prototype, { compiler: CountingCompiler });
 
-/** Code in which values and text reach the output through `countOutput`, bound in each function made. */
+/** Code in which values and text reach the output through `countOutput` (values through `convertible` first), bound in each function made. */
 class CountingJavaScriptCompiler extends internals.JavaScriptCompiler {
   appendValue(): void {
-    this.push(['countOutput(', this.popStack(), ')']);
+    this.push(['countOutput(convertible(', this.popStack(), '))']);
     this.append();
   }
 
   appendEscaped(): void {
-    this.pushSource(this.appendToBuffer(['countOutput(', this.aliasable('container.escapeExpression'), '(', this.popStack(), '))']));
+    this.pushSource(this.appendToBuffer(['countOutput(', this.aliasable('container.escapeExpression'), '(convertible(', this.popStack(), ')))']));
   }
 
   override pushSource(source: Code): void {
@@ -266,10 +282,11 @@ class CountingJavaScriptCompiler extends internals.JavaScriptCompiler {
   }
 
   // Handlebars makes each function with `new Function`, in global scope: ours is made inside one
-  // that takes `countOutput`, so the code reaches it and templates (which see only their data) do not.
+  // that takes `countOutput` and `convertible`, so the code reaches them and templates (which see
+  // only their data) do not.
   override createFunctionContext(asObject: boolean): Code {
     const code = super.createFunctionContext(false);
-    return asObject ? new Function('countOutput', `return ${String(code)}`)(countOutput) : code;
+    return asObject ? new Function('countOutput', 'convertible', `return ${String(code)}`)(countOutput, convertible) : code;
   }
 }
 Object.assign(CountingJavaScriptCompiler.prototype, { compiler: CountingJavaScriptCompiler });

@@ -26,6 +26,15 @@ describe('templateData: what a template sees at its top level', () => {
     expect(render('[{{constructor}}][{{toString}}][{{__proto__}}][{{hasOwnProperty}}]', data(), text)).toBe('[][][][]');
   });
 
+  it('writes a payload object whose own toString or valueOf is data as any object, escaped or not, and in a list', () => {
+    const payload = { a: { toString: 'x' }, b: { valueOf: 1, toString: [] }, list: [1, { toString: 'y' }, null, 'z'], plain: { c: 1 } };
+    const view = templateData({ payload }, payload);
+    for (const options of [text, { escape: true }]) {
+      expect(render('{{a}}|{{b}}|{{list}}|{{plain}}|{{payload.a}}', view, options)).toBe('[object Object]|[object Object]|1,[object Object],,z|[object Object]|[object Object]');
+      expect(render('{{{a}}}|{{#each list}}[{{this}}]{{/each}}', view, options)).toBe('[object Object]|[1][[object Object]][][z]');
+    }
+  });
+
   it('makes no copy of the payload: later changes to it show', () => {
     const live: Record<string, unknown> = { a: 1 };
     const view = templateData({ payload: live }, live);
