@@ -172,8 +172,9 @@ export class WorkflowCopies {
 }
 
 /**
- * Checks and stores one trigger. `store` and `budget` are shared by the events of one bulk
- * request: its reads, and its payloads' budget for checking them (json-schema.ts).
+ * Checks and stores one trigger. `store`, `budget` and `copies` are shared by the events of one
+ * bulk request: its reads, its payloads' budget for checking them (json-schema.ts), and what its
+ * events may store of their workflows.
  */
 export async function trigger(
   deps: Deps,

@@ -415,13 +415,13 @@ export async function notificationRecipients(db: Runner, ids: string[]): Promise
   return recipients;
 }
 
-/** Pending notifications are under way: a step of theirs was claimed, or one is done and another to come. */
 /**
  * Notifications a statement moves at once when there may be tens of thousands (a digest's riders):
  * each row moved writes its indexes and kept totals, and 500 held the event loop 50 ms or more.
  */
 const MOVED_AT_ONCE = 100;
 
+/** Pending notifications are under way: a step of theirs was claimed, or one is done and another to come. */
 export async function markNotificationsProcessing(trx: Runner, ids: string[], now: Date): Promise<void> {
   // The loop turns between the parts.
   const pace = pacer();
