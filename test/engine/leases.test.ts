@@ -9,6 +9,7 @@ import { cancelEvent } from '../../src/engine/cancel.js';
 import { writersWaiting } from '../../src/db/group-commit.js';
 import type { Transaction } from '../../src/db/knex.js';
 import { findEvent } from '../../src/db/repos/events.js';
+import { closeHeldDigest, markRiders } from '../../src/engine/digests.js';
 import { startHttpPeer } from '../helpers/peers.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 
@@ -361,6 +362,34 @@ describe('a cancel racing a worker', () => {
     expect(sent).toEqual([{ content: '1,', transaction_id: second }]);
     expect((await notificationOf(first)).status).toBe('canceled');
     expect((await notificationOf(second)).status).toBe('completed');
+  });
+
+  it("sends a closed digest for its other events when the worker that closed it died before recording it and the opener's event was canceled", async () => {
+    await t.a.post('/v1/workflows', {
+      name: 'Digest note',
+      steps: [
+        { type: 'digest', amount: 1, unit: 'seconds' },
+        { type: 'in_app', template: { content: '{{#each step.events}}{{this.n}},{{/each}}' } },
+      ],
+    }).expect(201);
+    const ids: string[] = [];
+    for (let n = 0; n < 3; n++) ids.push((await t.a.post('/v1/events/trigger', { name: 'digest-note', to: 'ada', payload: { n } }).expect(201)).body.data.transactionId);
+    t.clock.advance(1_000);
+    // worker-a closes the digest and marks its riders, then dies before recording it.
+    const [leader] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    expect(leader.type).toBe('digest');
+    const event = (await findEvent(t.db, leader.eventId))!;
+    const closed = (await closeHeldDigest(t.db, leader, 'worker-a', event.payload))!;
+    await markRiders(t.db, closed.riders, t.clock.now());
+    expect(await cancelEvent(t.deps, t.environments.a, ids[0])).toBe(true);
+    t.clock.advance(31_000);
+    const runner = new JobRunner(t.deps, { random: () => 0.5 });
+    await runner.runUntilIdle();
+    // The send goes out once, for the two other events, and every notification ends.
+    const sent = await t.db('messages').whereIn('transaction_id', ids).select('content', 'transaction_id');
+    expect(sent).toEqual([{ content: '1,2,', transaction_id: expect.any(String) }]);
+    expect((await notificationOf(ids[0])).status).toBe('canceled');
+    expect([(await notificationOf(ids[1])).status, (await notificationOf(ids[2])).status]).toEqual(['completed', 'completed']);
   });
 
   // A batch holds its in-app jobs, then their event, until it commits; a cancel that comes meanwhile waits, and finds them done.
