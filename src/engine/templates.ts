@@ -218,12 +218,18 @@ function countOutput(value: unknown): unknown {
  * joined with commas.
  */
 function convertible(value: unknown): unknown {
-  if (value === null || typeof value !== 'object') return value;
+  // Handlebars' SafeString writes itself (toHTML); a payload, being JSON, holds no function.
+  if (value === null || typeof value !== 'object' || typeof (value as { toHTML?: unknown }).toHTML === 'function') return value;
+  return textOf(value);
+}
+
+/** An object's text, as `'' +` writes it, each part converted once (an array's items, nested ones too, joined). */
+function textOf(value: object): string {
+  if (Array.isArray(value)) return value.map((item) => (item == null ? '' : typeof item === 'object' ? textOf(item) : String(item))).join(',');
   try {
-    void ('' + (value as unknown as string));
-    return value;
+    return '' + (value as unknown as string);
   } catch {
-    return Array.isArray(value) ? value.map((item) => (item == null ? '' : String(convertible(item)))).join(',') : '[object Object]';
+    return '[object Object]';
   }
 }
 

@@ -27,10 +27,12 @@ describe('templateData: what a template sees at its top level', () => {
   });
 
   it('writes a payload object whose own toString or valueOf is data as any object, escaped or not, and in a list', () => {
-    const payload = { a: { toString: 'x' }, b: { valueOf: 1, toString: [] }, list: [1, { toString: 'y' }, null, 'z'], plain: { c: 1 } };
+    const payload = { a: { toString: 'x' }, b: { valueOf: 1, toString: [] }, list: [1, { toString: 'y' }, null, 'z'], plain: { c: 1 }, nested: [[1, [{ toString: 2 }]], [], 3] };
     const view = templateData({ payload }, payload);
     for (const options of [text, { escape: true }]) {
       expect(render('{{a}}|{{b}}|{{list}}|{{plain}}|{{payload.a}}', view, options)).toBe('[object Object]|[object Object]|1,[object Object],,z|[object Object]|[object Object]');
+      // As JavaScript joins a list of lists: each item once, nested or not.
+      expect(render('{{nested}}|{{payload.list}}', view, options)).toBe(`1,[object Object],,3|1,[object Object],,z`);
       expect(render('{{{a}}}|{{#each list}}[{{this}}]{{/each}}', view, options)).toBe('[object Object]|[1][[object Object]][][z]');
     }
   });
