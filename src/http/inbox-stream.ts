@@ -129,17 +129,18 @@ class CredentialWatch {
   private async check(): Promise<void> {
     if (this.checking) return;
     this.checking = true;
-    try {
-      const now = this.deps.clock.now().getTime();
-      for (const [end, { credential, openedAt }] of [...this.streams]) {
+    const now = this.deps.clock.now().getTime();
+    let failed: unknown;
+    for (const [end, { credential, openedAt }] of [...this.streams]) {
+      try {
         if (!(await credentialLive(this.deps.db, credential, openedAt, this.deps.config.secret, now))) end();
+      } catch (err) {
+        // Its secret could not be read (an expired token is seen without a read): it is looked at again next time.
+        failed = err;
       }
-    } catch (err) {
-      // The secrets could not be read: the streams are looked at again next time.
-      this.deps.logger.warn({ err }, "could not check the inbox streams' credentials");
-    } finally {
-      this.checking = false;
     }
+    this.checking = false;
+    if (failed) this.deps.logger.warn({ err: failed }, "could not check some inbox streams' credentials");
   }
 }
 
