@@ -67,11 +67,20 @@ export function suppression(event: EventRecord, step: ChannelStep, recipient: Re
   return undefined;
 }
 
+/** overridesProblem's answers, by the overrides object of a channel (an event's, read once for a batch of its recipients). */
+const overridesChecks = new WeakMap<object, string | undefined>();
+
+function overridesChecked(overrides: unknown): string | undefined {
+  if (overrides === null || typeof overrides !== 'object') return undefined;
+  if (!overridesChecks.has(overrides)) overridesChecks.set(overrides, overridesProblem(overrides));
+  return overridesChecks.get(overrides);
+}
+
 /** Renders the step's templates for one recipient; trigger overrides replace them for this event. */
 function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscriber: Subscriber) {
   const overrides = event.overrides[step.type];
-  // Checked at the trigger since; an event stored before then is checked here.
-  const overBudget = overridesProblem(overrides);
+  // Checked at the trigger since; an event stored before then is checked here, once for all its recipients.
+  const overBudget = overridesChecked(overrides);
   if (overBudget) throw new TemplateOverBudget(`The trigger's ${step.type} overrides ${overBudget}`);
   const template = { ...step.template, ...(overrides as Record<string, string> | undefined) } as Record<string, string | undefined>;
   const payload = event.payload;
