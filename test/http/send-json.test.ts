@@ -7,7 +7,6 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { setStoredJson } from '../../src/db/json.js';
 import { PIECE_CHARS, sendJson } from '../../src/http/send-json.js';
-import { countTurns } from '../helpers/turns.js';
 
 let server: http.Server | undefined;
 afterEach(async () => {
@@ -120,16 +119,33 @@ describe('sendJson', () => {
   });
 
   it('writes a page of large items in pieces, letting the event loop turn while it does', async () => {
-    const body = pageOf(30, 200_000);
+    // Each item takes 2 ms to write, whatever the machine (60 ms in all), and says in which turn of
+    // the event loop it was written: the loop must turn between them, not wait out the page.
+    let turn = 0;
+    const writtenIn = new Set<number>();
+    const slowItem = (i: number) => ({
+      toJSON() {
+        writtenIn.add(turn);
+        const until = performance.now() + 2;
+        while (performance.now() < until);
+        return { i, text: 'x'.repeat(200_000) };
+      },
+    });
+    const body = { data: Array.from({ length: 30 }, (_, i) => slowItem(i)), hasMore: false };
+    const expected = JSON.stringify(body);
+    writtenIn.clear();
     const { port, written } = await serve(body);
-    const answer = get(port);
-    // Counting starts once the answer is being written, and stops when sendJson has finished.
-    await new Promise((resolve) => setTimeout(resolve, 0));
-    const turns = countTurns();
-    const { text, headers } = await answer;
+    let counting = true;
+    const count = () => {
+      turn++;
+      if (counting) setImmediate(count);
+    };
+    setImmediate(count);
+    const { text, headers } = await get(port);
     await written();
-    expect(turns.stop()).toBeGreaterThan(5);
-    expect(text).toBe(JSON.stringify(body));
+    counting = false;
+    expect(writtenIn.size).toBeGreaterThan(5);
+    expect(text).toBe(expected);
     expect(headers.get('content-length')).toBeNull();
     expect(headers.get('transfer-encoding')).toBe('chunked');
   });
