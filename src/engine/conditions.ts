@@ -13,13 +13,32 @@ function compare(actual: unknown, expected: unknown): number | undefined {
 // payload value with a long list entry by entry, stringifying both each time, held the loop for seconds.
 const listTexts = new WeakMap<unknown[], Set<string>>();
 
+// An object's JSON, written once however many conditions (and recipients of one event) compare it:
+// twenty conditions on one value of 300 KB held the loop 66 ms.
+const objectTexts = new WeakMap<object, string>();
+
+/** A value's JSON, by which conditions compare values (an object's remembered). */
+function jsonOf(value: unknown): string | undefined {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  let text = objectTexts.get(value);
+  if (text === undefined) objectTexts.set(value, (text = JSON.stringify(value)));
+  return text;
+}
+
+/** Whether two values are the same JSON: primitives compare as they are, without writing a long string out. */
+function sameJson(a: unknown, b: unknown): boolean {
+  const primitive = (value: unknown) => value === null || (typeof value !== 'object' && value !== undefined);
+  if (primitive(a) && primitive(b)) return a === b;
+  return jsonOf(a) === jsonOf(b);
+}
+
 function inList(list: unknown[], actual: unknown): boolean {
   let texts = listTexts.get(list);
   if (!texts) {
     texts = new Set(list.map((value) => JSON.stringify(value)));
     listTexts.set(list, texts);
   }
-  return texts.has(JSON.stringify(actual));
+  return texts.has(jsonOf(actual) as string);
 }
 
 function holds(condition: Condition, facts: object): boolean {
@@ -31,9 +50,9 @@ function holds(condition: Condition, facts: object): boolean {
     case 'notExists':
       return actual === undefined || actual === null;
     case 'eq':
-      return JSON.stringify(actual) === JSON.stringify(expected);
+      return sameJson(actual, expected);
     case 'ne':
-      return JSON.stringify(actual) !== JSON.stringify(expected);
+      return !sameJson(actual, expected);
     case 'in':
       return Array.isArray(expected) && inList(expected, actual);
     case 'notIn':
@@ -41,8 +60,8 @@ function holds(condition: Condition, facts: object): boolean {
     case 'contains': {
       if (typeof actual === 'string' && typeof expected === 'string') return actual.includes(expected);
       if (!Array.isArray(actual)) return false;
-      const text = JSON.stringify(expected);
-      return actual.some((value) => JSON.stringify(value) === text);
+      const text = jsonOf(expected);
+      return actual.some((value) => jsonOf(value) === text);
     }
     default: {
       // gt, gte, lt, lte compare numbers with numbers and strings with strings; anything else fails.
