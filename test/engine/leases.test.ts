@@ -339,14 +339,20 @@ describe('a cancel racing a worker', () => {
     expect(job).toMatchObject({ type: 'in_app', status: 'canceled', executionDetails: [{ status: 'warning', detail: 'Canceled with its event before it ran' }] });
   });
 
+  /** A workflow that gathers a second's events and lists their `n` in one in-app message. */
+  const digestNote = () =>
+    t.a
+      .post('/v1/workflows', {
+        name: 'Digest note',
+        steps: [
+          { type: 'digest', amount: 1, unit: 'seconds' },
+          { type: 'in_app', template: { content: '{{#each step.events}}{{this.n}},{{/each}}' } },
+        ],
+      })
+      .expect(201);
+
   it("hands a closed digest's in-app send under way to the digest's other event when the event that opened it is canceled", async () => {
-    await t.a.post('/v1/workflows', {
-      name: 'Digest note',
-      steps: [
-        { type: 'digest', amount: 1, unit: 'seconds' },
-        { type: 'in_app', template: { content: '{{#each step.events}}{{this.n}},{{/each}}' } },
-      ],
-    }).expect(201);
+    await digestNote();
     const first = (await t.a.post('/v1/events/trigger', { name: 'digest-note', to: 'ada', payload: { n: 0 } }).expect(201)).body.data.transactionId;
     const second = (await t.a.post('/v1/events/trigger', { name: 'digest-note', to: 'ada', payload: { n: 1 } }).expect(201)).body.data.transactionId;
     t.clock.advance(1_000);
@@ -365,13 +371,7 @@ describe('a cancel racing a worker', () => {
   });
 
   it("sends a closed digest for its other events when the worker that closed it died before recording it and the opener's event was canceled", async () => {
-    await t.a.post('/v1/workflows', {
-      name: 'Digest note',
-      steps: [
-        { type: 'digest', amount: 1, unit: 'seconds' },
-        { type: 'in_app', template: { content: '{{#each step.events}}{{this.n}},{{/each}}' } },
-      ],
-    }).expect(201);
+    await digestNote();
     const ids: string[] = [];
     for (let n = 0; n < 3; n++) ids.push((await t.a.post('/v1/events/trigger', { name: 'digest-note', to: 'ada', payload: { n } }).expect(201)).body.data.transactionId);
     t.clock.advance(1_000);
