@@ -42,6 +42,8 @@ const RATE_LIMITED = 'rateLimited';
 const TURN_TAKEN = 'turnTaken';
 const MAX_RATE_LIMITED = 20;
 
+/** The shortest a provider's 429 holds its job back, whatever its Retry-After says. */
+const MIN_RATE_LIMITED_WAIT_MS = 1_000;
 /** The longest a provider's Retry-After holds a retry back. */
 const MAX_RETRY_AFTER_MS = 3_600_000;
 
@@ -132,7 +134,8 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown, sent?: SentRe
   // that a provider answering nothing else still ends it.
   const paced = Number(job.state[RATE_LIMITED] ?? 0);
   if (isRateLimited(err) && paced < MAX_RATE_LIMITED) {
-    const waitMs = err.retryAfterMs !== undefined ? Math.min(err.retryAfterMs, MAX_RETRY_AFTER_MS) : retryDelayMs(paced + 1, ctx.random);
+    // At least a second: a provider answering `Retry-After: 0` to each try would take its twenty at once.
+    const waitMs = err.retryAfterMs !== undefined ? Math.min(Math.max(err.retryAfterMs, MIN_RATE_LIMITED_WAIT_MS), MAX_RETRY_AFTER_MS) : retryDelayMs(paced + 1, ctx.random);
     const runAt = new Date(ctx.deps.clock.now().getTime() + waitMs);
     const detail = { status: 'warning' as const, text: `${text}: rate limited; trying again at ${runAt.toISOString()} (no attempt spent)`, raw };
     return { status: 'queued', runAt, refundAttempt: true, state: { ...job.state, [RATE_LIMITED]: paced + 1 }, detail };

@@ -170,11 +170,28 @@ function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** A `Retry-After` header in milliseconds from now: whole seconds, or an HTTP date. */
-function retryAfter(header: string | undefined): number | undefined {
-  if (!header) return undefined;
-  if (/^\d+$/.test(header.trim())) return Number(header.trim()) * 1000;
-  const at = Date.parse(header);
+const DAY = '(Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
+const MONTH = '(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)';
+const TIME = '\\d{2}:\\d{2}:\\d{2}';
+/** RFC 9110's HTTP-date in the three forms a recipient reads: IMF-fixdate, RFC 850's, and asctime's (whose zone is GMT unsaid). */
+const HTTP_DATES = [
+  new RegExp(`^${DAY}, \\d{2} ${MONTH} \\d{4} ${TIME} GMT$`),
+  new RegExp(`^(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), \\d{2}-${MONTH}-\\d{2} ${TIME} GMT$`),
+  new RegExp(`^${DAY} ${MONTH} [ \\d]\\d ${TIME} \\d{4}$`),
+];
+
+/**
+ * A `Retry-After` header in milliseconds from now: seconds (a fraction of one taken too), or an
+ * HTTP-date; undefined for anything else. JavaScript's own date reading takes "-5" or "1.5" for a
+ * day in 2001, which made them "retry now": twenty retries in half a second.
+ */
+export function retryAfter(header: string | undefined): number | undefined {
+  const value = header?.trim();
+  if (!value) return undefined;
+  if (/^\d+(\.\d+)?$/.test(value)) return Math.ceil(Number(value) * 1000);
+  const form = HTTP_DATES.findIndex((date) => date.test(value));
+  if (form === -1) return undefined;
+  const at = Date.parse(form === 2 ? `${value} GMT` : value);
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 

@@ -316,6 +316,32 @@ describe("a provider's 429", () => {
   });
 });
 
+describe("a provider's 429 that says to come back at once, or what is no time", () => {
+  it('comes back a second later at least, and after a backoff of its own when its Retry-After is no time', async () => {
+    for (const [retryAfter, least, most] of [
+      ['0', 1_000, 1_000],
+      ['-5', 1_000, 2_000],
+      ['1.5', 1_500, 1_500],
+    ] as const) {
+      const peer = await startHttpPeer(() => ({ status: 429, body: 'slow down', headers: { 'Retry-After': retryAfter } }));
+      try {
+        const name = `paced-${least}-${most}`;
+        await chatAudience(t.a, name, peer.url, [name]);
+        await t.a.post('/v1/events/trigger', { name, to: name }).expect(201);
+        await new JobRunner(t.deps).runUntilIdle();
+        const job = await t.db('jobs').where({ type: 'chat', environment_id: t.environments.a, status: 'queued' }).orderBy('created_at', 'desc').first();
+        const waits = new Date(job.run_at).getTime() - t.clock.now().getTime();
+        expect(waits, retryAfter).toBeGreaterThanOrEqual(least);
+        expect(waits, retryAfter).toBeLessThanOrEqual(most);
+        expect(peer.requests, retryAfter).toHaveLength(1);
+        await t.db('jobs').where({ id: job.id }).update({ status: 'canceled' });
+      } finally {
+        await peer.close();
+      }
+    }
+  });
+});
+
 describe('a failed send', () => {
   it('is recorded with the provider it went through, on its job and on each attempt', async () => {
     const peer = await startHttpPeer((_request, index) => (index === 0 ? { status: 503, body: 'down' } : { status: 400, body: 'bad request' }));
