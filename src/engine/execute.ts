@@ -281,7 +281,9 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
     // A digest a worker closed and then died before recording it (its key dropped, its riders
     // marked): it closes again and is recorded as that worker would have, so that its send goes on
     // for its other events (continueAfter, passOnClosedDigest).
-    if (job.kind === 'step' && job.digestKey === null && event.workflow.steps[job.stepIndex!]?.type === 'digest') return fireDigest(ctx, job, event);
+    // (A digest step's job waiting only to be skipped, its condition unmet, opened no digest.)
+    const closedDigest = job.kind === 'step' && job.digestKey === null && typeof job.state[UNMET_CONDITION] !== 'string';
+    if (closedDigest && event.workflow.steps[job.stepIndex!]?.type === 'digest') return fireDigest(ctx, job, event);
     // A digest still open, whose leader was claimed before the cancel could hand it over: this hands it over.
     const digestKey = job.digestKey;
     const handOver = digestKey === null ? undefined : (trx: Transaction) => handOverOpenDigest(trx, { id: job.id, digestKey, runAt: job.runAt }, ctx.deps.clock.now());

@@ -392,6 +392,28 @@ describe('a cancel racing a worker', () => {
     expect([(await notificationOf(ids[1])).status, (await notificationOf(ids[2])).status]).toEqual(['completed', 'completed']);
   });
 
+  it('cancels, as any job of a canceled event, a digest step waiting to be skipped for its unmet condition: it opened no digest', async () => {
+    await t.a.post('/v1/workflows', {
+      name: 'Conditional digest',
+      steps: [
+        { type: 'digest', amount: 1, unit: 'seconds', conditions: [{ field: 'payload.x', operator: 'eq', value: 1 }] },
+        { type: 'in_app', template: { content: 'x' } },
+      ],
+    }).expect(201);
+    const { transactionId } = (await t.a.post('/v1/events/trigger', { name: 'conditional-digest', to: 'ada', payload: { x: 2 } }).expect(201)).body.data;
+    // A worker has taken the job when the cancel comes: the cancel leaves it to the worker.
+    const [claimed] = await claimDueJobs(t.db, { owner: 'worker-a', now: t.clock.now(), leaseMs: 30_000, limit: 10 });
+    expect(claimed).toMatchObject({ type: 'digest', digestKey: null });
+    expect(await cancelEvent(t.deps, t.environments.a, transactionId)).toBe(true);
+    await executeJob({ deps: t.deps, owner: 'worker-a', random: () => 0.5 }, claimed);
+    await new JobRunner(t.deps, { random: () => 0.5 }).runUntilIdle();
+    const notification = await notificationOf(transactionId);
+    expect(notification.status).toBe('canceled');
+    const jobs = (await t.a.get(`/v1/notifications/${notification.notificationId}`).expect(200)).body.data.jobs;
+    expect(jobs).toMatchObject([{ type: 'digest', status: 'canceled' }]);
+    expect(await t.db('messages').where({ transaction_id: transactionId }).first()).toBeUndefined();
+  });
+
   // A batch holds its in-app jobs, then their event, until it commits; a cancel that comes meanwhile waits, and finds them done.
   it.runIf(testDatabaseUrl() !== undefined)('answers false for an in-app job whose batch held its event first, once the batch has delivered it', async () => {
     await t.a.post('/v1/workflows', { name: 'Inbox note', steps: [{ type: 'in_app', template: { content: 'x' } }] }).expect(201);
