@@ -149,7 +149,8 @@ export interface paths {
         /**
          * Delete a subscriber
          * @description Deletes the subscriber, its topic memberships, its preferences and its credentials.
-         *     Notifications already sent to it stay readable.
+         *     Notifications already sent to it stay readable. Its open inbox streams end within about 5
+         *     seconds, and reconnecting one is answered `404`.
          */
         delete: operations["deleteSubscriber"];
         options?: never;
@@ -922,7 +923,9 @@ export interface paths {
          *     A stream lives no longer than its token (a ticket's stream, than the token that made the
          *     ticket): it ends within about 10 seconds of the token's expiry, or of the retirement of the
          *     signing secret that signed it. Reconnect with a new token (and `Last-Event-ID`); the old one
-         *     is refused.
+         *     is refused. A stream also ends within about 5 seconds of its subscriber's deletion
+         *     (`DELETE /subscribers/{subscriberId}`), on every server process; reconnecting is then answered
+         *     `404`.
          */
         get: operations["streamInboxEvents"];
         put?: never;

@@ -15,6 +15,7 @@ import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { originOf, tellInboxAfterCommit } from '../db/inbox-bus.js';
 import { notFound, unprocessable } from '../errors.js';
 import { existingSubscriberKey } from './subscribers.js';
+import { existingKeys } from '../db/repos/subscribers.js';
 import type { PageRequest, Page } from '../db/paginate.js';
 import { recordMessageChange, type MessageState as WebhookMessageState } from './webhook-events.js';
 
@@ -363,4 +364,10 @@ export async function markInboxMessages(
 /** The subscriber's key, for a stream (404 when the subscriber is gone). */
 export async function inboxSubscriberKey(deps: Deps, owner: InboxOwner): Promise<string> {
   return keyOf(deps, owner);
+}
+
+/** Which of these subscribers' keys (of open streams) no longer name a subscriber: it was deleted, in any process. */
+export async function goneSubscriberKeys(deps: Deps, keys: readonly string[]): Promise<Set<string>> {
+  const existing = await existingKeys(deps.db, keys);
+  return new Set(keys.filter((key) => !existing.has(key)));
 }

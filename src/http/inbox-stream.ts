@@ -5,7 +5,7 @@ import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
 import type { Auth, InboxCredential } from '../contract.js';
 import { credentialLive } from '../engine/inbox-tokens.js';
-import { inboxSubscriberKey } from '../engine/inbox.js';
+import { goneSubscriberKeys, inboxSubscriberKey } from '../engine/inbox.js';
 import { MAX_STREAMS_PER_SUBSCRIBER, type InboxHub, type LastEventId, type StreamsFull } from '../engine/inbox-hub.js';
 import { ApiError, badRequest } from '../errors.js';
 import { DRAIN_MS, drained } from './send-json.js';
@@ -102,10 +102,13 @@ export const CREDENTIAL_CHECK_MS = 5_000;
  * The credentials of one app's open streams, looked at together every `checkMs` (one timer for
  * them all): a stream whose token has expired, or whose signing secret has been retired, ends. Its
  * client reconnects and is refused, or comes back with a new token. Checked at the stream's
- * opening only, a leaked token (or a session's hash) held one stream open for ever.
+ * opening only, a leaked token (or a session's hash) held one stream open for ever. A stream whose
+ * subscriber was deleted ends too (its client's reconnect gets a 404): it would be sent nothing
+ * more, yet hold its connection and its place under the stream limits. One read for all the
+ * streams sees a deletion made by any process, with no message that could be lost on the way.
  */
 class CredentialWatch {
-  private readonly streams = new Map<() => void, { credential: InboxCredential | undefined; openedAt: number }>();
+  private readonly streams = new Map<() => void, { credential: InboxCredential | undefined; subscriberKey: string; openedAt: number }>();
   private timer: NodeJS.Timeout | undefined;
   private checking = false;
 
@@ -114,9 +117,9 @@ class CredentialWatch {
     private readonly checkMs: number,
   ) {}
 
-  /** Calls `end` once the credential no longer opens the inbox; answers the function that stops watching. */
-  watch(credential: InboxCredential | undefined, end: () => void): () => void {
-    this.streams.set(end, { credential, openedAt: this.deps.clock.now().getTime() });
+  /** Calls `end` once the credential no longer opens the inbox, or its subscriber is gone; answers the function that stops watching. */
+  watch(credential: InboxCredential | undefined, subscriberKey: string, end: () => void): () => void {
+    this.streams.set(end, { credential, subscriberKey, openedAt: this.deps.clock.now().getTime() });
     this.timer ??= setInterval(() => void this.check(), this.checkMs).unref();
     return () => {
       this.streams.delete(end);
@@ -131,7 +134,18 @@ class CredentialWatch {
     this.checking = true;
     const now = this.deps.clock.now().getTime();
     let failed: unknown;
-    for (const [end, { credential, openedAt }] of [...this.streams]) {
+    const streams = [...this.streams];
+    let gone = new Set<string>();
+    try {
+      gone = await goneSubscriberKeys(this.deps, [...new Set(streams.map(([, { subscriberKey }]) => subscriberKey))]);
+    } catch (err) {
+      failed = err;
+    }
+    for (const [end, { credential, subscriberKey, openedAt }] of streams) {
+      if (gone.has(subscriberKey)) {
+        end();
+        continue;
+      }
       try {
         if (!(await credentialLive(this.deps.db, credential, openedAt, this.deps.config.secret, now))) end();
       } catch (err) {
@@ -202,7 +216,7 @@ async function streamInboxEvents(
     unwatch();
     close?.();
   };
-  const unwatch = credentials.watch(auth.credential, () => {
+  const unwatch = credentials.watch(auth.credential, key, () => {
     done();
     res.end();
   });

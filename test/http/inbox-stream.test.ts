@@ -219,6 +219,35 @@ describe('GET /inbox/events (streamInboxEvents)', () => {
     expect(withToken.events.filter((event) => event.event === 'notification.created')).toEqual([]);
   });
 
+  it('ends every stream of a subscriber once it is deleted, in every process, freeing their places; a reconnect is answered 404', async () => {
+    const withToken = await stream();
+    const { ticket } = (await t.http.post('/v1/inbox/events/tickets').set('Authorization', `Bearer ${token}`).expect(201)).body.data;
+    const withTicket = await stream({}, `?ticket=${ticket}`);
+    // Another app on the same database, as another API process would be: it hears of no deletion.
+    const otherApp = await createApp(t.deps, { inbox: { credentialCheckMs: 50 } });
+    const other = await listen(otherApp);
+    const otherHub = otherApp.locals.inboxHub as InboxHub;
+    try {
+      const elsewhere = await openSse(`${other.url}/v1/inbox/events`, { Authorization: `Bearer ${token}` });
+      open.push(elsewhere);
+      // Another subscriber's stream goes on.
+      await t.a.post('/v1/subscribers', { subscriberId: 'grace' }).expect(201);
+      const grace = await stream({ Authorization: `Bearer ${(await t.a.post('/v1/subscribers/grace/inbox-tokens', {}).expect(201)).body.data.token}` });
+      for (const s of [withToken, withTicket, elsewhere, grace]) expect((await s.next()).event).toBe('counts');
+      expect([hub.size, otherHub.size]).toEqual([3, 1]);
+      await t.a.delete('/v1/subscribers/ada').expect(200);
+      for (const s of [withToken, withTicket, elsewhere]) expect(await s.endedWithin(2_000)).toBe(true);
+      expect(await grace.endedWithin(300)).toBe(false);
+      await expect.poll(() => [hub.size, otherHub.size]).toEqual([1, 0]);
+      const again = await stream();
+      expect(again.status).toBe(404);
+      expect(again.body).toMatchObject({ statusCode: 404, message: 'Subscriber ada not found' });
+    } finally {
+      await otherHub.close();
+      await other.close();
+    }
+  });
+
   it('keeps each subscriber’s stream to their own events', async () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'grace' }).expect(201);
     const graceToken = (await t.a.post('/v1/subscribers/grace/inbox-tokens', {}).expect(201)).body.data.token;

@@ -213,6 +213,16 @@ export async function subscriberKeys(db: Db, environmentId: string, subscriberId
   return keys;
 }
 
+/** Which of the given internal ids are subscribers still. */
+export async function existingKeys(db: Db, keys: readonly string[]): Promise<Set<string>> {
+  const found = new Set<string>();
+  for (const part of chunks(keys)) {
+    const ids = inList(db, 'id', part);
+    for (const row of await selectRows<{ id: string }>(db, `SELECT id FROM subscribers WHERE ${ids.sql}`, ids.bindings)) found.add(row.id);
+  }
+  return found;
+}
+
 /** The keys of the topics a subscriber is a member of, oldest topic first. */
 export async function topicKeysOf(db: Db, environmentId: string, subscriberId: string): Promise<string[]> {
   const rows = await db('topic_subscribers as ts')
