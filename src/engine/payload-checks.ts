@@ -3,7 +3,7 @@
 // time it runs, which for a schema of 900 properties held the event loop 150–200 ms at each save
 // and at the first trigger after it. Small schemas, nearly all of them, stay on the event loop,
 // where a check costs no message between threads.
-import type { Worker } from 'node:worker_threads';
+import type { ResourceLimits, Worker } from 'node:worker_threads';
 import type { ErrorObject } from 'ajv';
 import type { ErrorDetail } from '../contract.js';
 import { startThread } from '../db/threads.js';
@@ -53,64 +53,143 @@ export interface CheckAnswered {
   failed?: string;
   /** The schema was left out, and the thread no longer has it compiled: ask again with it. */
   unknown?: boolean;
+  /** Not the thread's: the thread died twice on this check, the second time running it alone: why. */
+  stopped?: string;
 }
 
-class PayloadChecks {
+/**
+ * How long the thread may work without answering while checks wait on it: then it is stopped and
+ * started again (a check within the request bounds takes well under a second).
+ */
+export const CHECK_TIMEOUT_MS = 5_000;
+/**
+ * The thread's heap, a backstop: what it holds is bounded already (KEPT_SCHEMAS compiled schemas,
+ * up to 4 MB each for a 1 MiB `enum`, and one request's payload). Past it Node stops the thread,
+ * though for some allocations it aborts the process instead (nodejs/node#47224).
+ */
+export const CHECK_THREAD_LIMITS: ResourceLimits = { maxOldGenerationSizeMb: 512 };
+
+interface Waiting {
+  asked: CheckAsked;
+  /** The schema, sent with a retry though the check left it out: a new thread has none compiled. */
+  schema: object;
+  /** In flight once already when the thread died: sent again alone, and not a third time. */
+  retried: boolean;
+  resolve: (answered: CheckAnswered) => void;
+}
+
+/**
+ * When the thread dies (out of memory, past the timeout, a crash), it is started again, and each
+ * check that was in flight is sent again once, alone: other tenants' checks that happened to be in
+ * flight are answered, and a check that kills the thread again, alone, is answered `stopped`.
+ */
+export class PayloadChecks {
   private worker: Worker | undefined;
   private lastId = 0;
-  private readonly waiting = new Map<number, { resolve: (answered: CheckAnswered) => void; reject: (err: Error) => void }>();
+  /** Checks not yet sent: new ones wait while a retried check runs alone. */
+  private readonly queued: Waiting[] = [];
+  private readonly inFlight = new Map<number, Waiting>();
+  private watchdog: NodeJS.Timeout | undefined;
   /**
    * Workflow versions whose schema the thread has been sent. It keeps fewer (and none that does not
    * compile): a schema it has let go is asked for (`unknown`) and sent again.
    */
   private readonly sent = new BoundedMap<string, true>(2 * KEPT_SCHEMAS);
 
+  constructor(private readonly limits: { timeoutMs: number; resourceLimits: ResourceLimits } = { timeoutMs: CHECK_TIMEOUT_MS, resourceLimits: CHECK_THREAD_LIMITS }) {}
+
   /** The payload checked against the schema of workflow version `key`. */
   async check(key: string, schema: object, payload: unknown, patternChars: number): Promise<CheckAnswered> {
     const payloadText = JSON.stringify(payload);
     if (this.sent.get(key)) {
-      const answered = await this.ask({ key, payload: payloadText, patternChars });
+      const answered = await this.ask({ key, payload: payloadText, patternChars }, schema);
       if (!answered.unknown) return answered;
     }
     this.sent.set(key, true);
-    return this.ask({ key, schema: JSON.stringify(schema), payload: payloadText, patternChars });
+    return this.ask({ key, schema: JSON.stringify(schema), payload: payloadText, patternChars }, schema);
   }
 
   /** Why a schema cannot be used (compilePayloadSchema's problems), [] when it can. */
   async problems(schema: object): Promise<ErrorDetail[]> {
-    return (await this.ask({ key: '', schema: JSON.stringify(schema), patternChars: 0 })).problems ?? [];
+    const answered = await this.ask({ key: '', schema: JSON.stringify(schema), patternChars: 0 }, schema);
+    if (answered.stopped !== undefined) return [{ field: 'body/payloadSchema', message: `could not be compiled: ${answered.stopped}` }];
+    return answered.problems ?? [];
   }
 
-  private ask(asked: Omit<CheckAsked, 'id'>): Promise<CheckAnswered> {
-    const worker = (this.worker ??= this.start());
-    const id = ++this.lastId;
-    return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      worker.postMessage({ ...asked, id } satisfies CheckAsked);
+  private ask(asked: Omit<CheckAsked, 'id'>, schema: object): Promise<CheckAnswered> {
+    return new Promise<CheckAnswered>((resolve) => {
+      this.queued.push({ asked: { ...asked, id: ++this.lastId }, schema, retried: false, resolve });
+      this.pump();
     }).then((answered) => {
-      const { failed } = answered as CheckAnswered;
-      if (failed !== undefined) throw new Error(`payload check failed: ${failed}`);
-      return answered as CheckAnswered;
+      if (answered.failed !== undefined) throw new Error(`payload check failed: ${answered.failed}`);
+      return answered;
     });
+  }
+
+  /** Sends what may go: everything, but a retried check only alone, and nothing beside it. */
+  private pump(): void {
+    while (this.queued.length > 0) {
+      const next = this.queued[0]!;
+      const alone = [...this.inFlight.values()].some((waiting) => waiting.retried);
+      if (alone || (next.retried && this.inFlight.size > 0)) return;
+      this.queued.shift();
+      const worker = (this.worker ??= this.start());
+      this.inFlight.set(next.asked.id, next);
+      const { asked } = next;
+      worker.postMessage(next.retried && asked.schema === undefined ? { ...asked, schema: JSON.stringify(next.schema) } : asked);
+      this.watchdog ??= this.watch(worker);
+    }
+  }
+
+  /** Stops the thread if it answers nothing for the timeout while checks wait on it. */
+  private watch(worker: Worker): NodeJS.Timeout {
+    const { timeoutMs } = this.limits;
+    const timer = setTimeout(() => {
+      this.gone(worker, `took more than ${timeoutMs / 1000} s`);
+      void worker.terminate();
+    }, timeoutMs);
+    // The requests waiting keep the process alive; this need not.
+    timer.unref();
+    return timer;
+  }
+
+  private answered(worker: Worker, answered: CheckAnswered): void {
+    const waiting = this.worker === worker ? this.inFlight.get(answered.id) : undefined;
+    if (!waiting) return;
+    this.inFlight.delete(answered.id);
+    clearTimeout(this.watchdog);
+    this.watchdog = this.inFlight.size > 0 ? this.watch(worker) : undefined;
+    waiting.resolve(answered);
+    this.pump();
+  }
+
+  /** The thread is gone: its checks in flight are sent again once, alone, on a new thread. */
+  private gone(worker: Worker, why: string): void {
+    if (this.worker !== worker) return;
+    this.worker = undefined;
+    clearTimeout(this.watchdog);
+    this.watchdog = undefined;
+    this.sent.clear();
+    const again: Waiting[] = [];
+    for (const waiting of this.inFlight.values()) {
+      if (waiting.retried) waiting.resolve({ id: waiting.asked.id, stopped: `the check ${why}, twice, the second time alone on a new thread` });
+      else again.push({ ...waiting, retried: true });
+    }
+    this.inFlight.clear();
+    this.queued.unshift(...again);
+    this.pump();
   }
 
   private start(): Worker {
-    const worker = startThread(new URL('./payload-check-thread', import.meta.url));
+    const worker = startThread(new URL('./payload-check-thread', import.meta.url), { resourceLimits: this.limits.resourceLimits });
     // It never keeps the process alive: an answer under way belongs to a request, which does.
     worker.unref();
-    worker.on('message', (answered: CheckAnswered) => {
-      const waiter = this.waiting.get(answered.id);
-      this.waiting.delete(answered.id);
-      waiter?.resolve(answered);
+    worker.on('message', (answered: CheckAnswered) => this.answered(worker, answered));
+    worker.on('error', (err: Error & { code?: string }) => {
+      const memory = err.code === 'ERR_WORKER_OUT_OF_MEMORY';
+      this.gone(worker, memory ? `ran out of the ${this.limits.resourceLimits.maxOldGenerationSizeMb} MB of memory it may use` : `stopped the check thread (${err.message})`);
     });
-    const gone = (err: Error) => {
-      if (this.worker === worker) this.worker = undefined;
-      this.sent.clear();
-      for (const waiter of this.waiting.values()) waiter.reject(err);
-      this.waiting.clear();
-    };
-    worker.on('error', gone);
-    worker.on('exit', (code) => gone(new Error(`the payload check thread exited (${code})`)));
+    worker.on('exit', (code) => this.gone(worker, `stopped the check thread (exit code ${code})`));
     return worker;
   }
 }

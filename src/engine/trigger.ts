@@ -80,6 +80,8 @@ async function payloadErrors(validator: PayloadValidator, payload: Record<string
       payloadValidators.set(validator.key, refusal);
       return refusal;
     }
+    // Not remembered as a refusal: it is this payload (or a thread under pressure), not the schema.
+    if (answered.stopped !== undefined) return { field: 'body/payload', message: `could not be checked against the payloadSchema: ${answered.stopped}` };
     budget.patternChars = answered.patternChars!;
     return answered.spent === undefined ? answered.errors! : { field: 'body/payload', message: answered.spent };
   }

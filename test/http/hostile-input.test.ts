@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import type http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
+import { Worker } from 'node:worker_threads';
 import path from 'node:path';
 import express from 'express';
 import supertest from 'supertest';
@@ -137,6 +138,42 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
       const refused = await t.a.post('/v1/events/trigger', { name: workflowId, to: 'old-schema', payload: { a: 'a' } }).expect(422);
       expect(refused.body.details).toEqual([{ field: 'body/name', message: expect.stringContaining("the workflow's payloadSchema cannot be used (payloadSchema/properties/a/pattern cannot be matched in linear time") }]);
     }
+  });
+});
+
+describe('the payload check thread dies', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  /** Kills the payload check thread, as a payload that ran it out of memory would, at each check whose payload holds `text`. */
+  function killThreadOn(text: string) {
+    const post = Worker.prototype.postMessage;
+    return vi.spyOn(Worker.prototype, 'postMessage').mockImplementation(function (this: Worker, message: unknown) {
+      const payload = typeof message === 'object' && message !== null && 'patternChars' in message ? (message as { payload?: string }).payload : undefined;
+      if (payload?.includes(text)) {
+        void this.terminate();
+        return;
+      }
+      post.call(this, message);
+    });
+  }
+  // 150 subschemas: compiled and checked on the thread.
+  const large = { type: 'object', properties: { ...Object.fromEntries(Array.from({ length: 150 }, (_, i) => [`p${i}`, { type: 'string' }])), a: { type: 'string', maxLength: 8 } } };
+
+  it('answers the triggers it was checking, not a 500; one whose payload kills it each time is a 422 naming body/payload', async () => {
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: large });
+    await createSubscriber(t.a, { subscriberId: 'thread-victim' });
+    const trigger = (a: string) => t.a.post('/v1/events/trigger', { name: workflowId, to: 'thread-victim', payload: { a } });
+    const killer = killThreadOn('kills');
+    const [before, killing, after] = await Promise.all([trigger('ok'), trigger('kills'), trigger('too long here')]);
+    expect(before.status).toBe(201);
+    expect(killing.status).toBe(422);
+    expect(killing.body.details).toEqual([{ field: 'body/payload', message: expect.stringContaining('could not be checked against the payloadSchema') }]);
+    expect(after.status).toBe(422);
+    expect(after.body.details).toEqual([{ field: 'body/payload/a', message: 'must NOT have more than 8 characters' }]);
+    killer.mockRestore();
+    // The thread is started again for the next trigger, and the killing payload was not remembered.
+    await trigger('ok').expect(201);
+    await trigger('kills').expect(201);
   });
 });
 
