@@ -1,0 +1,103 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { startHttpPeer } from '../helpers/peers.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import { sendTest } from '../../src/engine/webhooks.js';
+import { insertDeliveries, type NewDelivery } from '../../src/db/repos/webhook-deliveries.js';
+import { systemClock } from '../../src/clock.js';
+
+// Slow destinations kept apart, for outbound webhooks: one environment's endpoints share its slots,
+// and a backlog queued for endpoints that hang or fail must not hold up a healthy endpoint's
+// deliveries beyond its fair share, nor a test event someone is waiting for in the dashboard.
+// Real receivers on 127.0.0.1 and the real clock: the runner puts back and defers by it.
+const t = useTestApp();
+
+let closers: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  await Promise.all(closers.map((close) => close()));
+  closers = [];
+});
+
+/** A receiver that reads each request and never answers (until the test ends). */
+async function hangingReceiver() {
+  let received = 0;
+  const server = http.createServer((req) => {
+    received++;
+    req.resume();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closers.push(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received: () => received };
+}
+
+async function receiver(status = 200) {
+  const peer = await startHttpPeer(() => ({ status, body: status === 200 ? 'ok' : 'no' }));
+  closers.push(peer.close);
+  return peer;
+}
+
+async function endpointAt(url: string): Promise<string> {
+  return ((await t.a.post('/v1/webhook-endpoints', { url }).expect(201)).body.data as { endpointId: string }).endpointId;
+}
+
+/** `events` events queued for each endpoint, as a fan-out queues them: each event one row per endpoint. */
+async function backlog(endpointIds: string[], events: number): Promise<void> {
+  const rows: NewDelivery[] = [];
+  for (let i = 0; i < events; i++) {
+    for (const endpointId of endpointIds) {
+      rows.push({ environmentId: t.environments.a, endpointId, eventId: `evt_backlog_${i}`, eventType: 'message.sent', payload: `{"type":"message.sent","n":${i}}` });
+    }
+  }
+  for (let i = 0; i < rows.length; i += 500) await insertDeliveries(t.db, rows.slice(i, i + 500), systemClock.now());
+}
+
+function runner() {
+  const worker = new JobRunner({ ...t.deps, clock: systemClock }, { random: () => 0.5 });
+  closers.unshift(() => worker.stop());
+  return worker;
+}
+
+describe("a backlog for an environment's hanging and failing endpoints", () => {
+  it("leaves a test event to its healthy endpoint to be sent at once, not after the backlog", async () => {
+    const hanging = await Promise.all([hangingReceiver(), hangingReceiver(), hangingReceiver()]);
+    const failing = await receiver(500);
+    const busy = await receiver();
+    const quiet = await receiver();
+    const backlogged = [...(await Promise.all(hanging.map((peer) => endpointAt(`${peer.url}/h`)))), await endpointAt(`${failing.url}/f`), await endpointAt(`${busy.url}/b`)];
+    const tested = await endpointAt(`${quiet.url}/q`);
+    await backlog(backlogged, 600);
+    const worker = runner();
+    worker.start();
+    // The backlog is under way: the hanging endpoints hold their places, the failing one fails.
+    await vi.waitFor(() => expect(hanging.every((peer) => peer.received() > 0) && busy.requests.length > 0).toBe(true), { timeout: 5000, interval: 10 });
+    const started = Date.now();
+    await sendTest({ ...t.deps, clock: systemClock }, t.environments.a, tested);
+    await vi.waitFor(() => expect(quiet.requests).toHaveLength(1), { timeout: 10_000, interval: 10 });
+    const waitedMs = Date.now() - started;
+    console.log(`test event waited ${waitedMs} ms`);
+    expect(waitedMs).toBeLessThan(750);
+  }, 20_000);
+
+  it("leaves a healthy endpoint's new deliveries to go out at once, not behind the hanging endpoints' backlog", async () => {
+    const hanging = await Promise.all([hangingReceiver(), hangingReceiver(), hangingReceiver(), hangingReceiver()]);
+    const healthy = await receiver();
+    const slow = await Promise.all(hanging.map((peer) => endpointAt(`${peer.url}/h`)));
+    const fine = await endpointAt(`${healthy.url}/ok`);
+    await backlog(slow, 800);
+    const worker = runner();
+    worker.start();
+    // Past the hanging endpoints' first second: they are known slow, and their deliveries go back to the queue.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const started = Date.now();
+    await backlog([fine], 20);
+    await vi.waitFor(() => expect(healthy.requests).toHaveLength(20), { timeout: 15_000, interval: 10 });
+    const waitedMs = Date.now() - started;
+    console.log(`healthy deliveries waited ${waitedMs} ms`);
+    expect(waitedMs).toBeLessThan(750);
+  }, 30_000);
+});
