@@ -23,6 +23,12 @@ export interface LeasedQueue {
   lapsedAt: 'run_at' | 'lease_expires_at';
   /** The due rows by environment, for a claim that leaves environments out. */
   byEnvironment?: DueByEnvironment;
+  /**
+   * Due rows claimed ahead of the others, whatever their place in due order (a test event someone
+   * is waiting for): a partial index of them in (run_at, id) order, and its condition word for word.
+   * They are few; a claim takes them first, still leaving out the environments it leaves out.
+   */
+  first?: { index: string; due: string };
   /** The columns a claim answers with. */
   returning: string;
   /** The status of a row given back. */
@@ -64,16 +70,26 @@ export async function claimLeased(db: Db, queue: LeasedQueue, options: LeaseClai
   // Running rows whose lease ran out are few (at most the slots of the workers that died).
   const exclude = excluded.length > 0 ? ` AND environment_id NOT IN (${excluded.map(() => '?').join(', ')})` : '';
   const lapsedAt = queue.lapsedAt === 'run_at' ? 'run_at' : 'lease_expires_at AS run_at';
+  // A row both first and due is listed twice: the claim then takes one row fewer, never one twice.
+  const first = queue.first
+    ? {
+        sql: `, first AS (
+       SELECT id, run_at FROM ${from(db, queue, queue.first.index)} WHERE ${queue.first.due} AND run_at <= ?${exclude} ORDER BY run_at, id LIMIT ? ${skipLocked}
+     )`,
+        union: `SELECT id, 0 AS rank, run_at FROM first UNION ALL `,
+        bindings: [now, ...excluded, options.limit] as Binding[],
+      }
+    : { sql: '', union: '', bindings: [] as Binding[] };
   const result = await db.raw(
     `WITH due AS (
        ${due.sql}
      ), lapsed AS (
        SELECT id, ${lapsedAt} FROM ${from(db, queue, queue.leasedIndex)} WHERE status = 'running' AND lease_expires_at < ?${queue.also}${exclude} ORDER BY lease_expires_at, id LIMIT ? ${skipLocked}
-     )
+     )${first.sql}
      UPDATE ${queue.table} SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
-     WHERE id IN (SELECT id FROM (SELECT id, run_at FROM due UNION ALL SELECT id, run_at FROM lapsed) AS claimable ORDER BY run_at, id LIMIT ?)
+     WHERE id IN (SELECT id FROM (${first.union}SELECT id, 1 AS rank, run_at FROM due UNION ALL SELECT id, 1 AS rank, run_at FROM lapsed) AS claimable ORDER BY rank, run_at, id LIMIT ?)
      RETURNING ${queue.returning}`,
-    [...due.bindings, now, ...excluded, options.limit, options.owner, leaseEnd, now, options.limit],
+    [...due.bindings, now, ...excluded, options.limit, ...first.bindings, options.owner, leaseEnd, now, options.limit],
   );
   return Array.isArray(result) ? result : result.rows;
 }

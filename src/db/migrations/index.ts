@@ -35,6 +35,7 @@ import * as openFanouts from './20261206_04_open_fanouts.js';
 import * as sendGate from './20261206_05_send_gate.js';
 import * as inboxMessageTimes from './20261207_01_inbox_message_times.js';
 import * as ticketCredentials from './20261207_02_ticket_credentials.js';
+import * as webhookTestsFirst from './20261207_03_webhook_tests_first.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -77,6 +78,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261206_05_send_gate': sendGate,
   '20261207_01_inbox_message_times': inboxMessageTimes,
   '20261207_02_ticket_credentials': ticketCredentials,
+  '20261207_03_webhook_tests_first': webhookTestsFirst,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

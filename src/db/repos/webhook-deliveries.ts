@@ -74,6 +74,8 @@ const QUEUE: LeasedQueue = {
   lapsedAt: 'lease_expires_at',
   // Due deliveries by environment, for a claim that leaves some environments out (migration of 2026-11-28).
   byEnvironment: { table: 'webhook_deliveries', index: 'webhook_deliveries_due_by_environment', due: `status = 'pending'` },
+  // A test event has someone waiting for it in the dashboard: it goes ahead of a backlog (migration of 2026-12-07).
+  first: { index: 'webhook_deliveries_due_tests', due: `status = 'pending' AND event_type = 'webhook.test'` },
   returning: 'id, environment_id, endpoint_id, event_id, event_type, payload, attempts, manual, created_at',
   released: 'pending',
 };
