@@ -29,6 +29,12 @@ export type Admission =
       until: Date;
       /** Why, for the execution detail (breaker); undefined when the destination is only busy. */
       why?: string;
+      /**
+       * The destination's other sends would be turned away until then too: its breaker is open, or
+       * it is slow and full (its places free up only as its slow sends end). Not so at a quick,
+       * busy destination, whose places free up within moments.
+       */
+      allUntil?: boolean;
     };
 
 /** What a finished send says of its destination's health. */
@@ -122,7 +128,7 @@ export class Destinations implements Gate {
       state.probing = true;
     } else if (state.starts.length >= this.places(state, now)) {
       const wait = Math.min(BUSY_WAIT_MS.max, Math.max(BUSY_WAIT_MS.min, state.averageMs, this.oldestInFlightMs(state, now)));
-      return { go: false, until: new Date(now + wait * (0.5 + this.random())) };
+      return { go: false, until: new Date(now + wait * (0.5 + this.random())), allUntil: this.isSlow(state, now) };
     }
     state.starts.push(now);
     return { go: true, started: now };
@@ -199,6 +205,7 @@ export class Destinations implements Gate {
       go: false,
       until,
       why: `${describeDestination(destination)} failed ${state.failures} times in a row; its sends wait until ${until.toISOString()}`,
+      allUntil: true,
     };
   }
 

@@ -5,7 +5,7 @@
 // endpoint's health, its disabling) are written in one transaction, while this worker holds it.
 import type { Transaction } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
-import { addAttempt, dropDelivery, failPendingDeliveries, finishDelivery, finishSucceeded, type DeliveryChange, type DeliveryRecord, type NewAttempt } from '../db/repos/webhook-deliveries.js';
+import { addAttempt, deferEndpointDeliveries, dropDelivery, failPendingDeliveries, finishDelivery, finishSucceeded, type DeliveryChange, type DeliveryRecord, type NewAttempt } from '../db/repos/webhook-deliveries.js';
 import { disableEndpoint, endpointTargets, markEndpointFailing, type EndpointTarget } from '../db/repos/webhook-endpoints.js';
 import { subscriptionsChanged } from '../db/webhook-subscriptions.js';
 import { post, type HttpAnswer } from '../providers/http.js';
@@ -189,7 +189,8 @@ export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, 
     return;
   }
   const paced = ctx.pace.take(endpoint.id, endpoint.rateLimitPerSecond, clock.now().getTime(), ctx.random);
-  if (paced) return putBack(ctx, delivery, paced);
+  // None of the endpoint's deliveries can go before its rate lets this one.
+  if (paced) return putBack(ctx, delivery, paced, true);
   // Each endpoint is a destination of its own, its tenant's: endpoints of several tenants often
   // share a host (a receiving service), and one tenant's failing or hanging endpoint there must
   // not take the others' places or open their breaker.
@@ -197,7 +198,7 @@ export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, 
   let tried: Tried;
   if (gate) {
     const admission = await gate.admit(destination);
-    if (!admission.go) return putBack(ctx, delivery, admission.until);
+    if (!admission.go) return putBack(ctx, delivery, admission.until, admission.allUntil === true);
     let verdict: Verdict = 'neutral';
     try {
       tried = await tryOnce(ctx, delivery, endpoint);
@@ -226,9 +227,19 @@ function attemptOf(delivery: DeliveryRecord, tried: Tried): NewAttempt {
   };
 }
 
-/** Back to the queue without a try (the endpoint's pace, a busy or broken destination). */
-async function putBack(ctx: WebhookRun, delivery: DeliveryRecord, until: Date): Promise<void> {
-  await finishDelivery(ctx.deps.db, delivery.id, ctx.owner, { status: 'pending', runAt: until, refundAttempt: true }, ctx.deps.clock.now());
+/**
+ * Back to the queue without a try (the endpoint's pace, a busy or broken destination). When each
+ * of the endpoint's deliveries would be turned away alike until then (`all`), those due before
+ * then go back with it: one write, rather than a claim and a write each, ahead of the other
+ * endpoints' deliveries.
+ */
+async function putBack(ctx: WebhookRun, delivery: DeliveryRecord, until: Date, all: boolean): Promise<void> {
+  const now = ctx.deps.clock.now();
+  const change: DeliveryChange = { status: 'pending', runAt: until, refundAttempt: true };
+  if (!all) return void (await finishDelivery(ctx.deps.db, delivery.id, ctx.owner, change, now));
+  await writeTransaction(ctx.deps.db, async (trx) => {
+    if (await finishDelivery(trx, delivery.id, ctx.owner, change, now)) await deferEndpointDeliveries(trx, delivery.endpointId, until, now);
+  });
 }
 
 function nextStep(ctx: WebhookRun, delivery: DeliveryRecord, tried: Tried): DeliveryChange {

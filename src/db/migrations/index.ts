@@ -36,6 +36,7 @@ import * as sendGate from './20261206_05_send_gate.js';
 import * as inboxMessageTimes from './20261207_01_inbox_message_times.js';
 import * as ticketCredentials from './20261207_02_ticket_credentials.js';
 import * as webhookTestsFirst from './20261207_03_webhook_tests_first.js';
+import * as webhookDeliveriesDueByEndpoint from './20261207_04_webhook_deliveries_due_by_endpoint.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -79,6 +80,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261207_01_inbox_message_times': inboxMessageTimes,
   '20261207_02_ticket_credentials': ticketCredentials,
   '20261207_03_webhook_tests_first': webhookTestsFirst,
+  '20261207_04_webhook_deliveries_due_by_endpoint': webhookDeliveriesDueByEndpoint,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -2,7 +2,7 @@
 // transaction of the change it tells of, claimed by a job runner under a lease as a job is, and
 // ends succeeded or failed; each try leaves an attempt with the first KB of the answer.
 import type { Db, Runner, Transaction } from '../knex.js';
-import { changeRows, inList, selectRows } from '../knex.js';
+import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
 import { insertRows } from '../insert-rows.js';
 import { tellWorkQueued } from '../work-queued.js';
 import type { Schemas } from '../../contract.js';
@@ -120,6 +120,29 @@ export async function finishDelivery(trx: Runner, id: string, owner: string, cha
         WHERE id = ? AND lease_owner = ? AND status = 'running'`,
       [change.status, (change.runAt ?? now).toISOString(), at, id, owner],
     )) > 0
+  );
+}
+
+/** The most of an endpoint's due deliveries one deferral moves: its earliest, those a claim would reach first. */
+const DEFERRED_AT_ONCE = 1_000;
+
+/**
+ * The endpoint's pending deliveries due before `until` (its earliest DEFERRED_AT_ONCE) wait until
+ * then: its destination turned one away (busy, slow, its breaker open, its rate), and would turn
+ * each of them away too. Claimed one at a time and put back, they would take the claims and the
+ * writes of the environment's other endpoints, ahead of whose deliveries they stand in due order.
+ * Their tries are untouched. On PostgreSQL the rows another transaction holds (a claim) are skipped.
+ */
+export async function deferEndpointDeliveries(trx: Runner, endpointId: string, until: Date, now: Date): Promise<number> {
+  const postgres = isPostgres(trx);
+  const table = postgres ? 'webhook_deliveries' : 'webhook_deliveries INDEXED BY webhook_deliveries_due_by_endpoint';
+  const at = until.toISOString();
+  return changeRows(
+    trx,
+    `UPDATE webhook_deliveries SET run_at = ?, updated_at = ?
+      WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND endpoint_id = ? AND run_at < ? ORDER BY run_at, id LIMIT ?${postgres ? ' FOR UPDATE SKIP LOCKED' : ''})
+        AND status = 'pending' AND run_at < ?`,
+    [at, now.toISOString(), endpointId, at, DEFERRED_AT_ONCE, at],
   );
 }
 
