@@ -141,8 +141,8 @@ export async function deferEndpointDeliveries(trx: Runner, endpointId: string, u
     trx,
     `UPDATE webhook_deliveries SET run_at = ?, updated_at = ?
       WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND endpoint_id = ? AND run_at < ? ORDER BY run_at, id LIMIT ?${postgres ? ' FOR UPDATE SKIP LOCKED' : ''})
-        AND status = 'pending' AND run_at < ?`,
-    [at, now.toISOString(), endpointId, at, DEFERRED_AT_ONCE, at],
+        AND status = 'pending'`,
+    [at, now.toISOString(), endpointId, at, DEFERRED_AT_ONCE],
   );
 }
 
