@@ -127,22 +127,23 @@ export async function finishDelivery(trx: Runner, id: string, owner: string, cha
 const DEFERRED_AT_ONCE = 1_000;
 
 /**
- * The endpoint's pending deliveries due before `until` (its earliest DEFERRED_AT_ONCE) wait until
- * then: its destination turned one away (busy, slow, its breaker open, its rate), and would turn
- * each of them away too. Claimed one at a time and put back, they would take the claims and the
- * writes of the environment's other endpoints, ahead of whose deliveries they stand in due order.
- * Their tries are untouched. On PostgreSQL the rows another transaction holds (a claim) are skipped.
+ * The endpoint's pending deliveries due now (its earliest DEFERRED_AT_ONCE) wait until `until`: its
+ * destination turned one away (busy, slow, its breaker open, its rate), and would turn each of them
+ * away too. Claimed one at a time and put back, they would take the claims and the writes of the
+ * environment's other endpoints, ahead of whose deliveries they stand in due order. Only those due
+ * now: the others of a claim turned away with this one defer nothing more (each `until` differs, and
+ * a later one would move the same thousand rows again). Their tries are untouched. On PostgreSQL
+ * the rows another transaction holds (a claim) are skipped.
  */
 export async function deferEndpointDeliveries(trx: Runner, endpointId: string, until: Date, now: Date): Promise<number> {
   const postgres = isPostgres(trx);
   const table = postgres ? 'webhook_deliveries' : 'webhook_deliveries INDEXED BY webhook_deliveries_due_by_endpoint';
-  const at = until.toISOString();
   return changeRows(
     trx,
     `UPDATE webhook_deliveries SET run_at = ?, updated_at = ?
-      WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND endpoint_id = ? AND run_at < ? ORDER BY run_at, id LIMIT ?${postgres ? ' FOR UPDATE SKIP LOCKED' : ''})
+      WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND endpoint_id = ? AND run_at <= ? ORDER BY run_at, id LIMIT ?${postgres ? ' FOR UPDATE SKIP LOCKED' : ''})
         AND status = 'pending'`,
-    [at, now.toISOString(), endpointId, at, DEFERRED_AT_ONCE],
+    [until.toISOString(), now.toISOString(), endpointId, now.toISOString(), DEFERRED_AT_ONCE],
   );
 }
 
