@@ -31,8 +31,8 @@ export type Admission =
       why?: string;
       /**
        * The destination's other sends would be turned away until then too: its breaker is open, or
-       * it is slow and full (its places free up only as its slow sends end). Not so at a quick,
-       * busy destination, whose places free up within moments.
+       * its sends in flight hang (isHanging). Not so at a busy destination that answers, quickly or
+       * slowly, whose places free up as its sends end.
        */
       allUntil?: boolean;
     };
@@ -128,7 +128,7 @@ export class Destinations implements Gate {
       state.probing = true;
     } else if (state.starts.length >= this.places(state, now)) {
       const wait = Math.min(BUSY_WAIT_MS.max, Math.max(BUSY_WAIT_MS.min, state.averageMs, this.oldestInFlightMs(state, now)));
-      return { go: false, until: new Date(now + wait * (0.5 + this.random())), allUntil: this.isSlow(state, now) };
+      return { go: false, until: new Date(now + wait * (0.5 + this.random())), allUntil: this.isHanging(state, now) };
     }
     state.starts.push(now);
     return { go: true, started: now };
@@ -181,6 +181,16 @@ export class Destinations implements Gate {
 
   private isSlow(state: State, now: number): boolean {
     return state.averageMs >= SLOW_MS || this.oldestInFlightMs(state, now) >= SLOW_MS;
+  }
+
+  /**
+   * Slow, and its oldest send in flight has taken twice its usual answer or more: its places will
+   * not free up soon. A destination that is slow but answering frees one every usual answer, and a
+   * send put back at its own random time finds it (all of them deferred to one time left its places
+   * idle about a third of the time).
+   */
+  private isHanging(state: State, now: number): boolean {
+    return this.isSlow(state, now) && this.oldestInFlightMs(state, now) >= Math.max(SLOW_MS, 2 * state.averageMs);
   }
 
   private oldestInFlightMs(state: State, now: number): number {

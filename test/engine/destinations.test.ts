@@ -54,6 +54,39 @@ describe('destinations', () => {
     started(await destinations.admit('chat:i1:slow.example'));
   });
 
+  it("says a full destination's other sends must wait too only while its sends in flight hang, not while it answers slowly", async () => {
+    const { destinations, advance } = setup();
+    const turnedAway = async (destination: string) => {
+      const admission = await destinations.admit(destination);
+      if (admission.go) throw new Error('admitted');
+      return admission.allUntil === true;
+    };
+    // Answers in 5 s: slow, full, but a place frees every answer.
+    const answering = 'webhook:e1:slow.example';
+    for (let i = 0; i < 3; i++) {
+      const a = started(await destinations.admit(answering));
+      const b = started(await destinations.admit(answering));
+      advance(5_000);
+      destinations.finished(answering, 'ok', a);
+      destinations.finished(answering, 'ok', b);
+    }
+    started(await destinations.admit(answering));
+    started(await destinations.admit(answering));
+    advance(4_000);
+    expect(await turnedAway(answering)).toBe(false);
+    advance(6_000); // its oldest send in flight is now past twice its usual answer
+    expect(await turnedAway(answering)).toBe(true);
+    // Never answered, its two sends out for a second: they hang.
+    const silent = 'webhook:e2:silent.example';
+    started(await destinations.admit(silent));
+    started(await destinations.admit(silent));
+    advance(1_000);
+    expect(await turnedAway(silent)).toBe(true);
+    // An open breaker turns every send away.
+    for (let i = 0; i < 3; i++) destinations.finished('webhook:e3:broken.example', 'failed', started(await destinations.admit('webhook:e3:broken.example')));
+    expect(await turnedAway('webhook:e3:broken.example')).toBe(true);
+  });
+
   it('lets fewer sends through to a destination that has not answered yet, or is slow, than to a quick one', async () => {
     const { destinations, advance } = setup({ perDestination: 8, slowPerDestination: undefined });
     const admitted = async (destination: string) => {
