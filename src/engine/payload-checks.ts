@@ -132,8 +132,15 @@ export class PayloadChecks {
       const next = this.queued[0]!;
       const alone = [...this.inFlight.values()].some((waiting) => waiting.retried);
       if (alone || (next.retried && this.inFlight.size > 0)) return;
+      let worker: Worker;
+      try {
+        worker = this.worker ??= this.start();
+      } catch (err) {
+        // No thread to ask: every check waiting fails (a 500 whose cause is logged), none hangs.
+        for (const waiting of this.queued.splice(0)) waiting.resolve({ id: waiting.asked.id, failed: `the payload check thread could not start: ${(err as Error).message}` });
+        return;
+      }
       this.queued.shift();
-      const worker = (this.worker ??= this.start());
       this.inFlight.set(next.asked.id, next);
       const { asked } = next;
       worker.postMessage(next.retried && asked.schema === undefined ? { ...asked, schema: JSON.stringify(next.schema) } : asked);
