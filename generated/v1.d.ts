@@ -150,7 +150,7 @@ export interface paths {
          * Delete a subscriber
          * @description Deletes the subscriber, its topic memberships, its preferences and its credentials.
          *     Notifications already sent to it stay readable. Its open inbox streams end within about 5
-         *     seconds, and reconnecting one is answered `404`.
+         *     seconds, and reconnecting one is answered `404` while no subscriber of that id exists.
          */
         delete: operations["deleteSubscriber"];
         options?: never;
@@ -924,8 +924,9 @@ export interface paths {
          *     ticket): it ends within about 10 seconds of the token's expiry, or of the retirement of the
          *     signing secret that signed it. Reconnect with a new token (and `Last-Event-ID`); the old one
          *     is refused. A stream also ends within about 5 seconds of its subscriber's deletion
-         *     (`DELETE /subscribers/{subscriberId}`), on every server process; reconnecting is then answered
-         *     `404`.
+         *     (`DELETE /subscribers/{subscriberId}`), on every server process; reconnecting is answered
+         *     `404` while no subscriber of that id exists (one made again under it is a new inbox, which a
+         *     token for its id opens).
          */
         get: operations["streamInboxEvents"];
         put?: never;

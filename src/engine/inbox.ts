@@ -13,9 +13,9 @@ import * as repo from '../db/repos/inbox.js';
 import { stringifyWithRaw } from '../raw-json.js';
 import { insertMessages, type NewMessage } from '../db/repos/messages.js';
 import { originOf, tellInboxAfterCommit } from '../db/inbox-bus.js';
+import { existingKeys } from '../db/repos/subscribers.js';
 import { notFound, unprocessable } from '../errors.js';
 import { existingSubscriberKey } from './subscribers.js';
-import { existingKeys } from '../db/repos/subscribers.js';
 import type { PageRequest, Page } from '../db/paginate.js';
 import { recordMessageChange, type MessageState as WebhookMessageState } from './webhook-events.js';
 
