@@ -3,6 +3,7 @@
 // time it runs, which for a schema of 900 properties held the event loop 150–200 ms at each save
 // and at the first trigger after it. Small schemas, nearly all of them, stay on the event loop,
 // where a check costs no message between threads.
+import { createHash } from 'node:crypto';
 import type { ResourceLimits, Worker } from 'node:worker_threads';
 import type { ErrorObject } from 'ajv';
 import type { ErrorDetail } from '../contract.js';
@@ -95,12 +96,27 @@ export class PayloadChecks {
    * compile): a schema it has let go is asked for (`unknown`) and sent again.
    */
   private readonly sent = new BoundedMap<string, true>(2 * KEPT_SCHEMAS);
+  /**
+   * Checks that stopped the thread twice, by fingerprint, with why: asked again within
+   * `rememberStoppedMs` (a client retrying its request), one is answered at once, instead of
+   * stopping the thread twice more while the other tenants' checks wait behind it, one at a time.
+   * Not for ever: the second stop, alone, makes the check the likely cause, not a certain one.
+   */
+  private readonly stoppers = new BoundedMap<string, { why: string; until: number }>(STOPPERS_KEPT);
 
-  constructor(private readonly limits: { timeoutMs: number; resourceLimits: ResourceLimits } = { timeoutMs: CHECK_TIMEOUT_MS, resourceLimits: CHECK_THREAD_LIMITS }) {}
+  constructor(
+    private readonly limits: { timeoutMs: number; resourceLimits: ResourceLimits; rememberStoppedMs: number } = {
+      timeoutMs: CHECK_TIMEOUT_MS,
+      resourceLimits: CHECK_THREAD_LIMITS,
+      rememberStoppedMs: REMEMBER_STOPPED_MS,
+    },
+  ) {}
 
   /** The payload checked against the schema of workflow version `key`. */
   async check(key: string, schema: object, payload: unknown, patternChars: number): Promise<CheckAnswered> {
     const payloadText = JSON.stringify(payload);
+    const stopped = this.stoppedBefore({ key, payload: payloadText });
+    if (stopped !== undefined) return { id: 0, stopped };
     if (this.sent.get(key)) {
       const answered = await this.ask({ key, payload: payloadText, patternChars }, schema);
       if (!answered.unknown) return answered;
@@ -111,7 +127,9 @@ export class PayloadChecks {
 
   /** Why a schema cannot be used (compilePayloadSchema's problems), [] when it can. */
   async problems(schema: object): Promise<ErrorDetail[]> {
-    const answered = await this.ask({ key: '', schema: JSON.stringify(schema), patternChars: 0 }, schema);
+    const asked = { key: '', schema: JSON.stringify(schema), patternChars: 0 };
+    const stopped = this.stoppedBefore(asked);
+    const answered = stopped !== undefined ? { id: 0, stopped } : await this.ask(asked, schema);
     if (answered.stopped !== undefined) return [{ field: 'body/payloadSchema', message: `could not be compiled: ${answered.stopped}` }];
     return answered.problems ?? [];
   }
@@ -179,12 +197,27 @@ export class PayloadChecks {
     this.sent.clear();
     const again: Waiting[] = [];
     for (const waiting of this.inFlight.values()) {
-      if (waiting.retried) waiting.resolve({ id: waiting.asked.id, stopped: `the check ${why}, twice, the second time alone on a new thread` });
-      else again.push({ ...waiting, retried: true });
+      if (!waiting.retried) {
+        again.push({ ...waiting, retried: true });
+        continue;
+      }
+      const stopped = `the check ${why}, twice, the second time alone on a new thread`;
+      this.stoppers.set(fingerprint(waiting.asked), { why: stopped, until: Date.now() + this.limits.rememberStoppedMs });
+      waiting.resolve({ id: waiting.asked.id, stopped });
     }
     this.inFlight.clear();
     this.queued.unshift(...again);
     this.pump();
+  }
+
+  /** Why this check stopped the thread before, if it did (nothing is hashed while none has). */
+  private stoppedBefore(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema'>): string | undefined {
+    if (this.stoppers.size === 0) return undefined;
+    const key = fingerprint(asked);
+    const stopped = this.stoppers.get(key);
+    if (stopped && stopped.until > Date.now()) return stopped.why;
+    if (stopped) this.stoppers.delete(key);
+    return undefined;
   }
 
   private start(): Worker {
@@ -199,6 +232,18 @@ export class PayloadChecks {
     worker.on('exit', (code) => this.gone(worker, `stopped the check thread (exit code ${code})`));
     return worker;
   }
+}
+
+/** How many checks that stopped the thread are remembered, and for how long. */
+const STOPPERS_KEPT = 100;
+export const REMEMBER_STOPPED_MS = 10 * 60_000;
+
+/** A check's identity: its workflow version and payload, or a save's schema. */
+function fingerprint(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema'>): string {
+  const hash = createHash('sha256');
+  if (asked.key) hash.update(asked.key).update('\0').update(asked.payload ?? '');
+  else hash.update(asked.schema ?? '');
+  return hash.digest('base64');
 }
 
 /** The process's thread for large payloadSchemas, started when first needed. */

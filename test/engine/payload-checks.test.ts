@@ -2,7 +2,7 @@
 // schema is sent once, and again only when the thread has let it go.
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { CHECK_THREAD_LIMITS, KEPT_SCHEMAS, PayloadChecks, payloadChecks, type CheckAsked } from '../../src/engine/payload-checks.js';
+import { CHECK_THREAD_LIMITS, KEPT_SCHEMAS, PayloadChecks, payloadChecks, REMEMBER_STOPPED_MS, type CheckAsked } from '../../src/engine/payload-checks.js';
 
 let keys = 0;
 const uniqueKey = () => `version-${++keys}`;
@@ -60,20 +60,40 @@ describe('payloadChecks when its thread dies', () => {
   it('answers a check that kills the thread each time it runs, alone on a new one, with why; the checks in flight with it are answered', async () => {
     const killer = killThreadOn(hasPayload('kills'));
     const check = (key: string, payload: unknown) => payloadChecks.check(key, schema(3), payload, 1_000);
-    const [first, killing, last] = await Promise.all([check(uniqueKey(), { a: 'abcd' }), check(uniqueKey(), { a: 'kills' }), check(uniqueKey(), { a: 'ab' })]);
+    const killerKey = uniqueKey();
+    const [first, killing, last] = await Promise.all([check(uniqueKey(), { a: 'abcd' }), check(killerKey, { a: 'kills' }), check(uniqueKey(), { a: 'ab' })]);
     expect(first.errors).toMatchObject([{ keyword: 'maxLength' }]);
     expect(last.errors).toEqual([]);
     expect(killing).toMatchObject({ stopped: expect.stringContaining('twice') });
     // Twice: once among the others, once alone on a new thread; never again.
-    expect(killer.mock.calls.filter(([asked]) => isCheck(asked) && hasPayload('kills')(asked))).toHaveLength(2);
+    const killings = () => killer.mock.calls.filter(([asked]) => isCheck(asked) && hasPayload('kills')(asked)).length;
+    expect(killings()).toBe(2);
     expect((await check(uniqueKey(), { a: 'abc' })).errors).toEqual([]);
+    // Asked again (a client retrying), it is answered at once with why, the thread not asked.
+    expect(await check(killerKey, { a: 'kills' })).toMatchObject({ stopped: killing.stopped });
+    expect(killings()).toBe(2);
   });
 
-  it('answers a save whose schema kills the thread each time it compiles with why', async () => {
-    killThreadOn((asked) => asked.schema?.includes('kills') === true);
-    expect(await payloadChecks.problems({ type: 'object', properties: { kills: { type: 'string' } } })).toEqual([
-      { field: 'body/payloadSchema', message: expect.stringContaining('could not be compiled') },
-    ]);
+  it('forgets a check that stopped the thread after a while: it is run again', async () => {
+    const checks = new PayloadChecks({ timeoutMs: 5_000, resourceLimits: CHECK_THREAD_LIMITS, rememberStoppedMs: 200 });
+    const killer = killThreadOn(hasPayload('kills'));
+    const key = uniqueKey();
+    expect(await checks.check(key, schema(3), { a: 'kills' }, 1_000)).toMatchObject({ stopped: expect.stringContaining('twice') });
+    expect(await checks.check(key, schema(3), { a: 'kills' }, 1_000)).toMatchObject({ stopped: expect.stringContaining('twice') });
+    const sent = () => killer.mock.calls.filter(([asked]) => isCheck(asked) && hasPayload('kills')(asked)).length;
+    expect(sent()).toBe(2);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    killer.mockRestore();
+    expect((await checks.check(key, schema(3), { a: 'kills' }, 1_000)).errors).toMatchObject([{ keyword: 'maxLength' }]);
+  });
+
+  it('answers a save whose schema kills the thread each time it compiles with why, and at once when it is saved again', async () => {
+    const killer = killThreadOn((asked) => asked.schema?.includes('kills') === true);
+    const killing = { type: 'object', properties: { kills: { type: 'string' } } };
+    expect(await payloadChecks.problems(killing)).toEqual([{ field: 'body/payloadSchema', message: expect.stringContaining('could not be compiled') }]);
+    const compiles = killer.mock.calls.filter(([asked]) => isCheck(asked)).length;
+    expect(await payloadChecks.problems(killing)).toEqual([{ field: 'body/payloadSchema', message: expect.stringContaining('could not be compiled') }]);
+    expect(killer.mock.calls.filter(([asked]) => isCheck(asked)).length).toBe(compiles);
     expect(await payloadChecks.problems({ type: 'string' })).toEqual([]);
   });
 });
@@ -93,7 +113,7 @@ describe('payloadChecks bounds its thread', () => {
   });
 
   it('stops a thread that answers nothing for the timeout: its checks are sent again, the one that hangs it answered with why', async () => {
-    const checks = new PayloadChecks({ timeoutMs: 2_000, resourceLimits: CHECK_THREAD_LIMITS });
+    const checks = new PayloadChecks({ timeoutMs: 2_000, resourceLimits: CHECK_THREAD_LIMITS, rememberStoppedMs: REMEMBER_STOPPED_MS });
     // A check the thread never answers, as one that ran for ever would be.
     const post = Worker.prototype.postMessage;
     vi.spyOn(Worker.prototype, 'postMessage').mockImplementation(function (this: Worker, message: unknown) {
