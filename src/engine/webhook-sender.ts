@@ -63,6 +63,24 @@ export class EndpointPace {
   }
 }
 
+/**
+ * When each endpoint's backlog was last sent back to (putBack): the other deliveries of one claim,
+ * turned away before that time has come, go back to that same time. So one write moves the backlog
+ * once a turn, rather than once a delivery, each with a later random time that takes the rows the
+ * last one moved again; and rows put back together come due together, for one claim to take.
+ */
+export class EndpointWaits {
+  private readonly until = new BoundedMap<string, number>(10_000);
+
+  /** The time the endpoint's backlog waits for: the one set before while it is to come, else `until`. */
+  settle(endpointId: string, until: Date, now: number): Date {
+    const set = this.until.get(endpointId);
+    if (set !== undefined && set > now) return new Date(set);
+    this.until.set(endpointId, until.getTime());
+    return until;
+  }
+}
+
 /** A successful try waiting for its batch, and how to tell its sender the batch's fate. */
 interface WaitingTry {
   attempt: NewAttempt;
@@ -127,6 +145,7 @@ export class SuccessLog {
 
 export interface WebhookRun extends WorkerContext {
   pace: EndpointPace;
+  waits: EndpointWaits;
   successes: SuccessLog;
 }
 
@@ -235,10 +254,11 @@ function attemptOf(delivery: DeliveryRecord, tried: Tried): NewAttempt {
  */
 async function putBack(ctx: WebhookRun, delivery: DeliveryRecord, until: Date, all: boolean): Promise<void> {
   const now = ctx.deps.clock.now();
-  const change: DeliveryChange = { status: 'pending', runAt: until, refundAttempt: true };
-  if (!all) return void (await finishDelivery(ctx.deps.db, delivery.id, ctx.owner, change, now));
+  if (!all) return void (await finishDelivery(ctx.deps.db, delivery.id, ctx.owner, { status: 'pending', runAt: until, refundAttempt: true }, now));
+  const backlogUntil = ctx.waits.settle(delivery.endpointId, until, now.getTime());
   await writeTransaction(ctx.deps.db, async (trx) => {
-    if (await finishDelivery(trx, delivery.id, ctx.owner, change, now)) await deferEndpointDeliveries(trx, delivery.endpointId, until, now);
+    const change: DeliveryChange = { status: 'pending', runAt: backlogUntil, refundAttempt: true };
+    if (await finishDelivery(trx, delivery.id, ctx.owner, change, now)) await deferEndpointDeliveries(trx, delivery.endpointId, backlogUntil, now);
   });
 }
 

@@ -6,6 +6,7 @@ import { startHttpPeer } from '../helpers/peers.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { sendTest } from '../../src/engine/webhooks.js';
 import { deferEndpointDeliveries, insertDeliveries, type NewDelivery } from '../../src/db/repos/webhook-deliveries.js';
+import { EndpointWaits } from '../../src/engine/webhook-sender.js';
 import { systemClock } from '../../src/clock.js';
 
 // Slow destinations kept apart, for outbound webhooks: one environment's endpoints share its slots,
@@ -107,19 +108,26 @@ describe("a backlog for an environment's hanging and failing endpoints", () => {
   }, 30_000);
 });
 
-describe('deferEndpointDeliveries', () => {
-  it("moves the endpoint's deliveries due now, once: a later turn-away of the same claim moves none of them again", async () => {
+describe("an endpoint's backlog sent back", () => {
+  it('goes back to one time a turn: the deliveries due before it move once, and the rest of the claim turned away before that time goes back to it too', async () => {
     const endpoints = await Promise.all([endpointAt('http://127.0.0.1:9/deferred'), endpointAt('http://127.0.0.1:9/other')]);
     await backlog(endpoints, 10);
     const now = new Date(systemClock.now().getTime() + 1_000);
     const later = (ms: number) => new Date(now.getTime() + ms);
-    expect(await t.db.transaction((trx) => deferEndpointDeliveries(trx, endpoints[0], later(500), now))).toBe(10);
-    // Another delivery of that claim, turned away with a later time: those moved already stay.
-    expect(await t.db.transaction((trx) => deferEndpointDeliveries(trx, endpoints[0], later(900), now))).toBe(0);
+    const waits = new EndpointWaits();
+    const first = waits.settle(endpoints[0], later(500), now.getTime());
+    expect(await t.db.transaction((trx) => deferEndpointDeliveries(trx, endpoints[0], first, now))).toBe(10);
+    // Another delivery of that claim, turned away with a later time of its own, goes back to the
+    // same time, and moves none of those moved already.
+    const second = waits.settle(endpoints[0], later(900), now.getTime() + 10);
+    expect(second).toEqual(first);
+    expect(await t.db.transaction((trx) => deferEndpointDeliveries(trx, endpoints[0], second, now))).toBe(0);
     const runAts = await t.db('webhook_deliveries').where({ endpoint_id: endpoints[0] }).distinct('run_at');
     expect(runAts.map((row: { run_at: string | Date }) => new Date(row.run_at).getTime())).toEqual([later(500).getTime()]);
     // The other endpoint's are still due.
     const [{ n }] = await t.db('webhook_deliveries').where({ endpoint_id: endpoints[1] }).where('run_at', '<=', now.toISOString()).count({ n: '*' });
     expect(Number(n)).toBe(10);
+    // Once that time has come, a turn-away sets the next.
+    expect(waits.settle(endpoints[0], later(1_700), later(600).getTime())).toEqual(later(1_700));
   });
 });

@@ -124,16 +124,16 @@ export async function finishDelivery(trx: Runner, id: string, owner: string, cha
 }
 
 /** The most of an endpoint's due deliveries one deferral moves: its earliest, those a claim would reach first. */
-const DEFERRED_AT_ONCE = 1_000;
+const DEFERRED_AT_ONCE = 500;
 
 /**
- * The endpoint's pending deliveries due now (its earliest DEFERRED_AT_ONCE) wait until `until`: its
- * destination turned one away (busy, slow, its breaker open, its rate), and would turn each of them
- * away too. Claimed one at a time and put back, they would take the claims and the writes of the
- * environment's other endpoints, ahead of whose deliveries they stand in due order. Only those due
- * now: the others of a claim turned away with this one defer nothing more (each `until` differs, and
- * a later one would move the same thousand rows again). Their tries are untouched. On PostgreSQL
- * the rows another transaction holds (a claim) are skipped.
+ * The endpoint's pending deliveries due before `until` (its earliest DEFERRED_AT_ONCE) wait until
+ * then: its destination turned one away (its breaker open, its sends hanging, its rate), and would
+ * turn each of them away too. Claimed one at a time and put back, they would take the claims and
+ * the writes of the environment's other endpoints, ahead of whose deliveries they stand in due
+ * order. Their tries are untouched. On PostgreSQL the rows another transaction holds (a claim) are
+ * skipped. The caller gives one `until` for all of a turn (EndpointWaits): rows moved there already
+ * are not moved again.
  */
 export async function deferEndpointDeliveries(trx: Runner, endpointId: string, until: Date, now: Date): Promise<number> {
   const postgres = isPostgres(trx);
@@ -141,9 +141,9 @@ export async function deferEndpointDeliveries(trx: Runner, endpointId: string, u
   return changeRows(
     trx,
     `UPDATE webhook_deliveries SET run_at = ?, updated_at = ?
-      WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND endpoint_id = ? AND run_at <= ? ORDER BY run_at, id LIMIT ?${postgres ? ' FOR UPDATE SKIP LOCKED' : ''})
+      WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND endpoint_id = ? AND run_at < ? ORDER BY run_at, id LIMIT ?${postgres ? ' FOR UPDATE SKIP LOCKED' : ''})
         AND status = 'pending'`,
-    [until.toISOString(), now.toISOString(), endpointId, now.toISOString(), DEFERRED_AT_ONCE],
+    [until.toISOString(), now.toISOString(), endpointId, until.toISOString(), DEFERRED_AT_ONCE],
   );
 }
 
