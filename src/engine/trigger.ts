@@ -80,7 +80,7 @@ async function payloadErrors(validator: PayloadValidator, payload: Record<string
       payloadValidators.set(validator.key, refusal);
       return refusal;
     }
-    // Not remembered as a refusal: it is this payload (or a thread under pressure), not the schema.
+    // Not remembered as the schema's refusal: it is this payload (or a thread under pressure).
     if (answered.stopped !== undefined) return { field: 'body/payload', message: `could not be checked against the payloadSchema: ${answered.stopped}` };
     budget.patternChars = answered.patternChars!;
     return answered.spent === undefined ? answered.errors! : { field: 'body/payload', message: answered.spent };
