@@ -65,9 +65,10 @@ export class EndpointPace {
 
 /**
  * When each endpoint's backlog was last sent back to (putBack): the other deliveries of one claim,
- * turned away before that time has come, go back to that same time. So one write moves the backlog
- * once a turn, rather than once a delivery, each with a later random time that takes the rows the
- * last one moved again; and rows put back together come due together, for one claim to take.
+ * turned away before that time has come, go back to that same time, so none moves the rows the
+ * last one moved again to a later random time of its own, and rows put back together come due
+ * together, for one claim to take. A time set for a longer wait than a turn-away now asks for (a
+ * hang that has ended) gives way to the shorter one, and a try that went forgets it.
  */
 export class EndpointWaits {
   private readonly until = new BoundedMap<string, number>(10_000);
@@ -75,11 +76,19 @@ export class EndpointWaits {
   /** The time the endpoint's backlog waits for: the one set before while it is to come, else `until`. */
   settle(endpointId: string, until: Date, now: number): Date {
     const set = this.until.get(endpointId);
-    if (set !== undefined && set > now) return new Date(set);
+    if (set !== undefined && set > now && set <= until.getTime() + SPREAD_MS) return new Date(set);
     this.until.set(endpointId, until.getTime());
     return until;
   }
+
+  /** The endpoint took a try: nothing holds its backlog back. */
+  forget(endpointId: string): void {
+    this.until.delete(endpointId);
+  }
 }
+
+/** How far apart the times of one turn's turn-aways fall (the destinations' and the pace's spread). */
+const SPREAD_MS = 1_000;
 
 /** A successful try waiting for its batch, and how to tell its sender the batch's fate. */
 interface WaitingTry {
@@ -207,9 +216,11 @@ export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, 
     await record(ctx, delivery, { status: 'failed' }, { durationMs: 0, error: 'The endpoint is disabled', ok: false, gone: false, refused: false }, endpoint);
     return;
   }
-  const paced = ctx.pace.take(endpoint.id, endpoint.rateLimitPerSecond, clock.now().getTime(), ctx.random);
-  // None of the endpoint's deliveries can go before its rate lets this one.
-  if (paced) return putBack(ctx, delivery, paced, true);
+  // A test event, someone waiting for it, goes outside the endpoint's rate (a person sends few).
+  const paced = delivery.eventType === 'webhook.test' ? undefined : ctx.pace.take(endpoint.id, endpoint.rateLimitPerSecond, clock.now().getTime(), ctx.random);
+  // Alone: the backlog of an endpoint over its rate is not all due again at one time (deferred
+  // together, a large one would come due and be moved again every turn of the bucket).
+  if (paced) return putBack(ctx, delivery, paced, false);
   // Each endpoint is a destination of its own, its tenant's: endpoints of several tenants often
   // share a host (a receiving service), and one tenant's failing or hanging endpoint there must
   // not take the others' places or open their breaker.
@@ -218,6 +229,7 @@ export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, 
   if (gate) {
     const admission = await gate.admit(destination);
     if (!admission.go) return putBack(ctx, delivery, admission.until, admission.allUntil === true);
+    ctx.waits.forget(endpoint.id);
     let verdict: Verdict = 'neutral';
     try {
       tried = await tryOnce(ctx, delivery, endpoint);
@@ -248,9 +260,9 @@ function attemptOf(delivery: DeliveryRecord, tried: Tried): NewAttempt {
 
 /**
  * Back to the queue without a try (the endpoint's pace, a busy or broken destination). When each
- * of the endpoint's deliveries would be turned away alike until then (`all`), those due before
- * then go back with it: one write, rather than a claim and a write each, ahead of the other
- * endpoints' deliveries.
+ * of the endpoint's deliveries would be turned away alike until then (`all`: its breaker is open,
+ * its sends hang), those due before then go back with it, 500 a write, rather than a claim and a
+ * write each, ahead of the other endpoints' deliveries.
  */
 async function putBack(ctx: WebhookRun, delivery: DeliveryRecord, until: Date, all: boolean): Promise<void> {
   const now = ctx.deps.clock.now();

@@ -6,7 +6,7 @@ import { DISABLE_AFTER_MS, EndpointPace, RETRY_SCHEDULE_MS } from '../../src/eng
 import { destinationOf } from '../../src/engine/destinations.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { forgetSubscriptions, subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
-import { claimDueDeliveries, deliveriesDue, finishSucceeded } from '../../src/db/repos/webhook-deliveries.js';
+import { claimDueDeliveries, deliveriesDue, finishSucceeded, insertDeliveries } from '../../src/db/repos/webhook-deliveries.js';
 import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { recordQueries } from '../helpers/queries.js';
 import { runWithTimersStopped } from '../helpers/runner.js';
@@ -174,7 +174,8 @@ describe('rateLimitPerSecond', () => {
   it('sends at most that many a second to the endpoint; the rest wait for the next second without spending a try', async () => {
     const peer = await receiver();
     const endpoint = await endpointAt(`${peer.url}/h`, { rateLimitPerSecond: 2 });
-    for (let i = 0; i < 5; i++) await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    const rows = Array.from({ length: 5 }, (_, i) => ({ environmentId: t.environments.a, endpointId: endpoint.endpointId, eventId: `evt_paced_${i}`, eventType: 'message.sent', payload: `{"type":"message.sent","n":${i}}` }));
+    await insertDeliveries(t.db, rows, t.clock.now());
     await worker.runUntilIdle();
     expect(peer.requests).toHaveLength(2);
     const waiting = await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId, status: 'pending' }).select('attempts');
@@ -183,6 +184,11 @@ describe('rateLimitPerSecond', () => {
     t.clock.advance(1500);
     await worker.runUntilIdle();
     expect(peer.requests).toHaveLength(4);
+    // A test event, someone waiting for it, goes outside the rate.
+    await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(5);
+    expect(peer.requests[4].body).toContain('webhook.test');
   });
 });
 

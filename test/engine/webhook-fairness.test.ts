@@ -109,25 +109,50 @@ describe("a backlog for an environment's hanging and failing endpoints", () => {
 });
 
 describe("an endpoint's backlog sent back", () => {
-  it('goes back to one time a turn: the deliveries due before it move once, and the rest of the claim turned away before that time goes back to it too', async () => {
+  it('goes back to one time a turn, its rows moved once; a retry due later stays where it is', async () => {
     const endpoints = await Promise.all([endpointAt('http://127.0.0.1:9/deferred'), endpointAt('http://127.0.0.1:9/other')]);
     await backlog(endpoints, 10);
     const now = new Date(systemClock.now().getTime() + 1_000);
     const later = (ms: number) => new Date(now.getTime() + ms);
+    // One of its deliveries is a retry due after the turn's time: it is not pulled earlier.
+    const retry = (await t.db('webhook_deliveries').where({ endpoint_id: endpoints[0] }).orderBy('id').first('id')).id as string;
+    await t.db('webhook_deliveries').where({ id: retry }).update({ run_at: later(60_000).toISOString() });
     const waits = new EndpointWaits();
     const first = waits.settle(endpoints[0], later(500), now.getTime());
-    expect(await t.db.transaction((trx) => deferEndpointDeliveries(trx, endpoints[0], first, now))).toBe(10);
+    expect(first).toEqual(later(500));
+    expect(await t.db.transaction((trx) => deferEndpointDeliveries(trx, endpoints[0], first, now))).toBe(9);
     // Another delivery of that claim, turned away with a later time of its own, goes back to the
     // same time, and moves none of those moved already.
     const second = waits.settle(endpoints[0], later(900), now.getTime() + 10);
     expect(second).toEqual(first);
     expect(await t.db.transaction((trx) => deferEndpointDeliveries(trx, endpoints[0], second, now))).toBe(0);
-    const runAts = await t.db('webhook_deliveries').where({ endpoint_id: endpoints[0] }).distinct('run_at');
-    expect(runAts.map((row: { run_at: string | Date }) => new Date(row.run_at).getTime())).toEqual([later(500).getTime()]);
+    const runAts = await t.db('webhook_deliveries').where({ endpoint_id: endpoints[0] }).orderBy('run_at').distinct('run_at');
+    expect(runAts.map((row: { run_at: string | Date }) => new Date(row.run_at).getTime())).toEqual([later(500).getTime(), later(60_000).getTime()]);
     // The other endpoint's are still due.
     const [{ n }] = await t.db('webhook_deliveries').where({ endpoint_id: endpoints[1] }).where('run_at', '<=', now.toISOString()).count({ n: '*' });
     expect(Number(n)).toBe(10);
     // Once that time has come, a turn-away sets the next.
-    expect(waits.settle(endpoints[0], later(1_700), later(600).getTime())).toEqual(later(1_700));
+    expect(waits.settle(endpoints[0], later(4_000), later(600).getTime())).toEqual(later(4_000));
+    // A much shorter wait than the one set (a hang that has ended) wins.
+    expect(waits.settle(endpoints[0], later(800), later(650).getTime())).toEqual(later(800));
+    // A try that went forgets it.
+    waits.forget(endpoints[0]);
+    expect(waits.settle(endpoints[0], later(2_500), later(700).getTime())).toEqual(later(2_500));
   });
+
+  it("sends a test event to a rate-limited endpoint with a backlog at once, outside its rate", async () => {
+    const peer = await receiver();
+    const limited = ((await t.a.post('/v1/webhook-endpoints', { url: `${peer.url}/limited`, rateLimitPerSecond: 2 }).expect(201)).body.data as { endpointId: string }).endpointId;
+    await backlog([limited], 300);
+    const worker = runner();
+    worker.start();
+    await vi.waitFor(() => expect(peer.requests.length).toBeGreaterThan(0), { timeout: 5000, interval: 10 });
+    const started = Date.now();
+    await sendTest({ ...t.deps, clock: systemClock }, t.environments.a, limited);
+    await vi.waitFor(() => expect(peer.requests.some((request) => request.body.includes('webhook.test'))).toBe(true), { timeout: 10_000, interval: 10 });
+    expect(Date.now() - started).toBeLessThan(1_000);
+    // The backlog kept to its rate: a burst of 2, then about 2 a second.
+    const seconds = (Date.now() - started) / 1000 + 1;
+    expect(peer.requests.filter((request) => !request.body.includes('webhook.test')).length).toBeLessThanOrEqual(2 + Math.ceil(2 * seconds) + 1);
+  }, 20_000);
 });

@@ -128,7 +128,7 @@ const DEFERRED_AT_ONCE = 500;
 
 /**
  * The endpoint's pending deliveries due before `until` (its earliest DEFERRED_AT_ONCE) wait until
- * then: its destination turned one away (its breaker open, its sends hanging, its rate), and would
+ * then: its destination turned one away (its breaker open, its sends hanging), and would
  * turn each of them away too. Claimed one at a time and put back, they would take the claims and
  * the writes of the environment's other endpoints, ahead of whose deliveries they stand in due
  * order. Their tries are untouched. On PostgreSQL the rows another transaction holds (a claim) are
