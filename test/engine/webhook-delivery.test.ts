@@ -195,7 +195,7 @@ describe('rateLimitPerSecond', () => {
 describe('EndpointPace', () => {
   it('lets a burst take the bucket, then one try every 1/rate s, across the turn of a second too', () => {
     const pace = new EndpointPace();
-    const take = (at: number) => pace.take('endpoint', 2, at, () => 0) === undefined;
+    const take = (at: number) => pace.take('endpoint', 2, at) === undefined;
     // Two at the end of one second, and the next only once a try is back, not at the start of the next second.
     expect([take(999), take(999.5), take(1_001), take(1_400)]).toEqual([true, true, false, false]);
     expect(take(1_500)).toBe(true);
@@ -203,7 +203,21 @@ describe('EndpointPace', () => {
     // A quiet endpoint's bucket fills up to its rate, no further.
     expect([take(10_000), take(10_000), take(10_000)]).toEqual([true, true, false]);
     // Without a rate, every try goes.
-    expect(pace.take('other', null, 0, () => 0)).toBeUndefined();
+    expect(pace.take('other', null, 0)).toBeUndefined();
+  });
+
+  it('gives each try over the rate its own turn, 1/rate s after the one before, at most 10 s ahead', () => {
+    const pace = new EndpointPace();
+    const turns = Array.from({ length: 6 }, () => pace.take('endpoint', 2, 0)?.getTime());
+    // Two go (the burst); the next come back when a try is there, one every half second.
+    expect(turns).toEqual([undefined, undefined, 500, 1_000, 1_500, 2_000]);
+    // At its turn, each finds its try.
+    expect(pace.take('endpoint', 2, 500)).toBeUndefined();
+    // A backlog far past the rate asks again in 10 s rather than taking a turn hours ahead.
+    const far = Array.from({ length: 40 }, () => pace.take('endpoint', 2, 600)!.getTime());
+    expect(Math.max(...far)).toBe(10_600);
+    // A new rate counts from now: 1.2 tries by then at 10 a second, the next turn 80 ms on.
+    expect([pace.take('endpoint', 10, 700), pace.take('endpoint', 10, 700)?.getTime()]).toEqual([undefined, 780]);
   });
 });
 
