@@ -186,8 +186,8 @@ export class Destinations implements Gate {
   /**
    * Slow, and its oldest send in flight has taken twice its usual answer or more: its places will
    * not free up soon. A destination that is slow but answering frees one every usual answer, and a
-   * send put back at its own random time finds it (all of them deferred to one time left its places
-   * idle about a third of the time).
+   * send put back at its own random time finds it, where all of them deferred to one time would
+   * leave its places idle until then.
    */
   private isHanging(state: State, now: number): boolean {
     return this.isSlow(state, now) && this.oldestInFlightMs(state, now) >= Math.max(SLOW_MS, 2 * state.averageMs);

@@ -36,6 +36,9 @@ export function retryWaitMs(attempt: number, random: () => number): number | und
   return wait === undefined ? undefined : Math.round(wait * (1 - JITTER + 2 * JITTER * random()));
 }
 
+/** The furthest ahead a delivery over its endpoint's rate is given its turn. */
+const PACED_AHEAD_MS = 10_000;
+
 /**
  * Per-endpoint pacing (rateLimitPerSecond), in this process's memory like the destinations: a
  * bucket of that many tries, refilled at that many a second, so a burst takes what the bucket
@@ -43,12 +46,9 @@ export function retryWaitMs(attempt: number, random: () => number): number | und
  * the end of one second and another at the start of the next went out together.) A try over the
  * rate goes back to the queue, its try not spent, for its turn: when a try is there again, or
  * 1/rate s after the turn of the one put back before it. Its backlog so comes back one at a time,
- * each when the bucket has a try for it; put back at random times within a second, a backlog of
- * 500 at 5/s was claimed 130 times a delivery.
+ * each when the bucket has a try for it, rather than all within the next second, to be claimed
+ * and put back again, most of it, at each turn of the bucket.
  */
-/** The furthest ahead a delivery over its endpoint's rate is given its turn. */
-const PACED_AHEAD_MS = 10_000;
-
 export class EndpointPace {
   private readonly buckets = new BoundedMap<string, { tries: number; at: number; perSecond: number; nextTurn: number }>(10_000);
 
