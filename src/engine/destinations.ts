@@ -184,13 +184,14 @@ export class Destinations implements Gate {
   }
 
   /**
-   * Slow, and its oldest send in flight has taken twice its usual answer or more: its places will
-   * not free up soon. A destination that is slow but answering frees one every usual answer, and a
-   * send put back at its own random time finds it, where all of them deferred to one time would
-   * leave its places idle until then.
+   * Slow, and every send in flight has taken twice its usual answer or more (the youngest has): its
+   * places will not free up soon. A destination that is slow but answering, or quick with one send
+   * hung among the others, frees one every usual answer, and a send put back at its own random time
+   * finds it, where all of them deferred to one time would leave its places idle until then.
    */
   private isHanging(state: State, now: number): boolean {
-    return this.isSlow(state, now) && this.oldestInFlightMs(state, now) >= Math.max(SLOW_MS, 2 * state.averageMs);
+    const youngestMs = state.starts.length === 0 ? 0 : now - Math.max(...state.starts);
+    return this.isSlow(state, now) && youngestMs >= Math.max(SLOW_MS, 2 * state.averageMs);
   }
 
   private oldestInFlightMs(state: State, now: number): number {

@@ -85,6 +85,17 @@ describe('destinations', () => {
     // An open breaker turns every send away.
     for (let i = 0; i < 3; i++) destinations.finished('webhook:e3:broken.example', 'failed', started(await destinations.admit('webhook:e3:broken.example')));
     expect(await turnedAway('webhook:e3:broken.example')).toBe(true);
+    // Quick, with one send hung among the others: the others free their places as they answer.
+    const quick = 'webhook:e4:quick.example';
+    for (let i = 0; i < 3; i++) {
+      const a = started(await destinations.admit(quick));
+      advance(50);
+      destinations.finished(quick, 'ok', a);
+    }
+    started(await destinations.admit(quick)); // hangs
+    advance(2_000);
+    started(await destinations.admit(quick)); // just sent
+    expect(await turnedAway(quick)).toBe(false);
   });
 
   it('lets fewer sends through to a destination that has not answered yet, or is slow, than to a quick one', async () => {
