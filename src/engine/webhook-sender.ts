@@ -36,8 +36,12 @@ export function retryWaitMs(attempt: number, random: () => number): number | und
   return wait === undefined ? undefined : Math.round(wait * (1 - JITTER + 2 * JITTER * random()));
 }
 
-/** The furthest ahead a delivery over its endpoint's rate is given its turn. */
-const PACED_AHEAD_MS = 10_000;
+/**
+ * The furthest ahead a delivery over its endpoint's rate is given its turn: a backlog past it asks
+ * again then. Far enough that few ask twice; near enough that a rate raised since holds nothing
+ * back for long.
+ */
+const PACED_AHEAD_MS = 5 * 60_000;
 
 /**
  * Per-endpoint pacing (rateLimitPerSecond), in this process's memory like the destinations: a
@@ -65,9 +69,7 @@ export class EndpointPace {
       bucket.tries -= 1;
       return undefined;
     }
-    const turn = Math.max(bucket.nextTurn, now + Math.ceil(((1 - bucket.tries) * 1000) / perSecond));
-    // No turn further off than PACED_AHEAD_MS: a backlog beyond it asks again then (so a raised
-    // rate, or an emptied backlog, holds nothing back for longer).
+    const turn = Math.ceil(Math.max(bucket.nextTurn, now + ((1 - bucket.tries) * 1000) / perSecond));
     if (turn - now > PACED_AHEAD_MS) return new Date(now + PACED_AHEAD_MS);
     bucket.nextTurn = turn + 1000 / perSecond;
     return new Date(turn);
@@ -78,8 +80,8 @@ export class EndpointPace {
  * When each endpoint's backlog was last sent back to (putBack): the other deliveries of one claim,
  * turned away before that time has come, go back to that same time, so none moves the rows the
  * last one moved again to a later random time of its own, and rows put back together come due
- * together, for one claim to take. A time set for a longer wait than a turn-away now asks for (a
- * hang that has ended) gives way to the shorter one, and a try that went forgets it.
+ * together, for one claim to take. A send admitted to the endpoint (its hang over, its breaker
+ * closed) forgets it.
  */
 export class EndpointWaits {
   private readonly until = new BoundedMap<string, number>(10_000);
@@ -87,19 +89,16 @@ export class EndpointWaits {
   /** The time the endpoint's backlog waits for: the one set before while it is to come, else `until`. */
   settle(endpointId: string, until: Date, now: number): Date {
     const set = this.until.get(endpointId);
-    if (set !== undefined && set > now && set <= until.getTime() + SPREAD_MS) return new Date(set);
+    if (set !== undefined && set > now) return new Date(set);
     this.until.set(endpointId, until.getTime());
     return until;
   }
 
-  /** The endpoint took a try: nothing holds its backlog back. */
+  /** A send to the endpoint was admitted: nothing holds its backlog back. */
   forget(endpointId: string): void {
     this.until.delete(endpointId);
   }
 }
-
-/** How far apart the times of one turn's turn-aways fall (the destinations' and the pace's spread). */
-const SPREAD_MS = 1_000;
 
 /** A successful try waiting for its batch, and how to tell its sender the batch's fate. */
 interface WaitingTry {
