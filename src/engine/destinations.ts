@@ -184,14 +184,16 @@ export class Destinations implements Gate {
   }
 
   /**
-   * Slow, and every send in flight has taken twice its usual answer or more (the youngest has): its
-   * places will not free up soon. A destination that is slow but answering, or quick with one send
-   * hung among the others, frees one every usual answer, and a send put back at its own random time
-   * finds it, where all of them deferred to one time would leave its places idle until then.
+   * Slow, and all its places but one held by sends that have taken twice its usual answer or more:
+   * its places will not free up soon (the one left: a send let in as a hung one timed out). A
+   * destination that is slow but answering, or quick with a send hung among the others, frees one
+   * every usual answer, and a send put back at its own random time finds it, where all of them
+   * deferred to one time would leave its places idle until then.
    */
   private isHanging(state: State, now: number): boolean {
-    const youngestMs = state.starts.length === 0 ? 0 : now - Math.max(...state.starts);
-    return this.isSlow(state, now) && youngestMs >= Math.max(SLOW_MS, 2 * state.averageMs);
+    if (!this.isSlow(state, now)) return false;
+    const longMs = Math.max(SLOW_MS, 2 * state.averageMs);
+    return state.starts.filter((start) => now - start >= longMs).length >= Math.max(1, this.places(state, now) - 1);
   }
 
   private oldestInFlightMs(state: State, now: number): number {

@@ -85,7 +85,10 @@ describe('destinations', () => {
     // An open breaker turns every send away.
     for (let i = 0; i < 3; i++) destinations.finished('webhook:e3:broken.example', 'failed', started(await destinations.admit('webhook:e3:broken.example')));
     expect(await turnedAway('webhook:e3:broken.example')).toBe(true);
-    // Quick, with one send hung among the others: the others free their places as they answer.
+  });
+
+  it("does not hold a quick destination's other sends back for one send hung among them", async () => {
+    const { destinations, advance } = setup({ perDestination: 4, slowPerDestination: 4 });
     const quick = 'webhook:e4:quick.example';
     for (let i = 0; i < 3; i++) {
       const a = started(await destinations.admit(quick));
@@ -94,8 +97,13 @@ describe('destinations', () => {
     }
     started(await destinations.admit(quick)); // hangs
     advance(2_000);
-    started(await destinations.admit(quick)); // just sent
-    expect(await turnedAway(quick)).toBe(false);
+    for (let i = 0; i < 3; i++) started(await destinations.admit(quick)); // just sent
+    const admission = await destinations.admit(quick);
+    expect(admission.go === false && admission.allUntil).toBe(false);
+    // All its places but one held by sends that hang: then they wait together.
+    advance(2_000);
+    const later = await destinations.admit(quick);
+    expect(later.go === false && later.allUntil).toBe(true);
   });
 
   it('lets fewer sends through to a destination that has not answered yet, or is slow, than to a quick one', async () => {
