@@ -13,8 +13,8 @@ function compare(actual: unknown, expected: unknown): number | undefined {
 // payload value with a long list entry by entry, stringifying both each time, held the loop for seconds.
 const listTexts = new WeakMap<unknown[], Set<string>>();
 
-// An object's JSON, written once however many conditions (and recipients of one event) compare it:
-// twenty conditions on one value of 300 KB held the loop 66 ms.
+// An object's JSON, written once however many conditions (and recipients of one event) compare it,
+// rather than once per condition over a large value.
 const objectTexts = new WeakMap<object, string>();
 
 /** A value's JSON, by which conditions compare values (an object's remembered). */

@@ -19,7 +19,7 @@ export const KEPT_SCHEMAS = 100;
 export const THREADED_PATTERN_SIZE = 10_000;
 /**
  * …or more characters of JSON than this (a long `enum` or a large `const` are data, not
- * subschemas: one of 95,000 numbers held the loop 160-215 ms at its save), are compiled and run on the thread.
+ * subschemas, yet compiling and checking them holds the loop as long), are compiled and run on the thread.
  */
 export const THREADED_SCHEMA_CHARS = 64 * 1024;
 
@@ -30,9 +30,9 @@ export interface CheckAsked {
   key: string;
   /**
    * The schema, as JSON text, like the payload: a string crosses to the thread in one copy, where
-   * an object is cloned piece by piece (a payload of 19,000 small arrays: 20-30 ms, against 6 ms to
-   * write it). Left out of a check once the thread has been sent it for `key`; the thread answers
-   * `unknown` if it has let it go.
+   * an object is cloned piece by piece, far slower for many small parts than writing it. Left out
+   * of a check once the thread has been sent it for `key`; the thread answers `unknown` if it has
+   * let it go.
    */
   schema?: string;
   payload?: string;
@@ -64,8 +64,8 @@ export interface CheckAnswered {
  */
 export const CHECK_TIMEOUT_MS = 5_000;
 /**
- * The thread's heap, a backstop: what it holds is bounded already (KEPT_SCHEMAS compiled schemas,
- * up to 4 MB each for a 1 MiB `enum`, and one request's payload). Past it Node stops the thread,
+ * The thread's heap, a backstop: what it holds is bounded already (KEPT_SCHEMAS compiled schemas
+ * of bounded size, and one request's payload). Past it Node stops the thread,
  * though for some allocations it aborts the process instead (nodejs/node#47224).
  */
 export const CHECK_THREAD_LIMITS: ResourceLimits = { maxOldGenerationSizeMb: 512 };

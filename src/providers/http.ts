@@ -183,7 +183,7 @@ const HTTP_DATES = [
 /**
  * A `Retry-After` header in milliseconds from now: seconds (a fraction of one taken too), or an
  * HTTP-date; undefined for anything else. JavaScript's own date reading takes "-5" or "1.5" for a
- * day in 2001, which made them "retry now": twenty retries in half a second.
+ * day in 2001, which made them "retry now".
  */
 export function retryAfter(header: string | undefined): number | undefined {
   const value = header?.trim();

@@ -417,7 +417,7 @@ export async function notificationRecipients(db: Runner, ids: string[]): Promise
 
 /**
  * Notifications a statement moves at once when there may be tens of thousands (a digest's riders):
- * each row moved writes its indexes and kept totals, and 500 held the event loop 50 ms or more.
+ * each row moved writes its indexes and kept totals, so a statement of many holds the event loop.
  */
 const MOVED_AT_ONCE = 100;
 
