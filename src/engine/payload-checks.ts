@@ -2,11 +2,14 @@
 // (payload-check-thread.ts): ajv compiles a schema in one go, and V8 the code ajv writes the first
 // time it runs, which for a schema of 900 properties held the event loop 150–200 ms at each save
 // and at the first trigger after it. Small schemas, nearly all of them, stay on the event loop,
-// where a check costs no message between threads.
+// where a check costs no message between threads. A workflow's templates are compiled there too
+// when they are many (workflow-rules.ts, THREADED_TEMPLATE_CHARS): Handlebars compiles each name
+// and parameter in a `{{…}}` in a millisecond or so, and a workflow may hold thousands.
 import { createHash } from 'node:crypto';
 import type { ResourceLimits, Worker } from 'node:worker_threads';
 import type { ErrorObject } from 'ajv';
 import type { ErrorDetail } from '../contract.js';
+import type { TemplateField } from './templates.js';
 import { startThread } from '../db/threads.js';
 import { BoundedMap } from '../bounded-map.js';
 
@@ -23,7 +26,10 @@ export const THREADED_PATTERN_SIZE = 10_000;
  */
 export const THREADED_SCHEMA_CHARS = 64 * 1024;
 
-/** A check asked of the thread: a payload against a workflow version's schema, or (no payload) whether a schema compiles. */
+/**
+ * A check asked of the thread: a payload against a workflow version's schema, (no payload) whether
+ * a schema compiles, or (`templates`) whether a workflow's templates do.
+ */
 export interface CheckAsked {
   id: number;
   /** The workflow version (its id and updatedAt): the thread keeps its compiled schema by it. */
@@ -36,13 +42,15 @@ export interface CheckAsked {
    */
   schema?: string;
   payload?: string;
+  /** A workflow's templates, to be compiled as a save checks them (templateFieldProblems). */
+  templates?: TemplateField[];
   /** What the request may still spend on patterns (CheckBudget). */
   patternChars: number;
 }
 
 export interface CheckAnswered {
   id: number;
-  /** Why the schema cannot be used, when it cannot (a save's answer: [] when it can). */
+  /** Why the schema, or the templates, cannot be used, when they cannot (a save's answer: [] when they can). */
   problems?: ErrorDetail[];
   /** The payload's errors ([] when it passes). */
   errors?: ErrorObject[];
@@ -134,6 +142,15 @@ export class PayloadChecks {
     return answered.problems ?? [];
   }
 
+  /** The problems of a workflow's templates (templateFieldProblems), found on the thread. */
+  async templateProblems(templates: TemplateField[]): Promise<ErrorDetail[]> {
+    const asked = { key: '', templates, patternChars: 0 };
+    const stopped = this.stoppedBefore(asked);
+    const answered = stopped !== undefined ? { id: 0, stopped } : await this.ask(asked, {});
+    if (answered.stopped !== undefined) return [{ field: 'body/steps', message: `could not be compiled: ${answered.stopped}` }];
+    return answered.problems ?? [];
+  }
+
   private ask(asked: Omit<CheckAsked, 'id'>, schema: object): Promise<CheckAnswered> {
     return new Promise<CheckAnswered>((resolve) => {
       this.queued.push({ asked: { ...asked, id: ++this.lastId }, schema, retried: false, resolve });
@@ -161,7 +178,7 @@ export class PayloadChecks {
       this.queued.shift();
       this.inFlight.set(next.asked.id, next);
       const { asked } = next;
-      worker.postMessage(next.retried && asked.schema === undefined ? { ...asked, schema: JSON.stringify(next.schema) } : asked);
+      worker.postMessage(next.retried && asked.schema === undefined && asked.templates === undefined ? { ...asked, schema: JSON.stringify(next.schema) } : asked);
       this.watchdog ??= this.watch(worker);
     }
   }
@@ -211,7 +228,7 @@ export class PayloadChecks {
   }
 
   /** Why this check stopped the thread before, if it did (nothing is hashed while none has). */
-  private stoppedBefore(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema'>): string | undefined {
+  private stoppedBefore(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema' | 'templates'>): string | undefined {
     if (this.stoppers.size === 0) return undefined;
     const key = fingerprint(asked);
     const stopped = this.stoppers.get(key);
@@ -238,10 +255,11 @@ export class PayloadChecks {
 const STOPPERS_KEPT = 100;
 export const REMEMBER_STOPPED_MS = 10 * 60_000;
 
-/** A check's identity: its workflow version and payload, or a save's schema. */
-function fingerprint(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema'>): string {
+/** A check's identity: its workflow version and payload, or a save's schema or templates. */
+function fingerprint(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema' | 'templates'>): string {
   const hash = createHash('sha256');
   if (asked.key) hash.update(asked.key).update('\0').update(asked.payload ?? '');
+  else if (asked.templates) for (const { field, source } of asked.templates) hash.update('\0').update(field).update('\0').update(source);
   else hash.update(asked.schema ?? '');
   return hash.digest('base64');
 }

@@ -60,6 +60,11 @@ const tooManyExpressions = (count: number) =>
  * that with how deep sub-expressions `(…)` and blocks nest.
  */
 export const MAX_TEMPLATE_PARTS = 3_000;
+/**
+ * …and a workflow's templates together: at MAX_TEMPLATE_PARTS each, a workflow of 170 such
+ * templates (a megabyte) took seconds to compile.
+ */
+export const MAX_WORKFLOW_TEMPLATE_PARTS = 5_000;
 export const MAX_SUBEXPRESSION_DEPTH = 16;
 export const MAX_BLOCK_DEPTH = 32;
 
@@ -114,6 +119,32 @@ function templateShape(source: string): TemplateShape {
     // A token the lexer refuses: the parse fails there too, having read only what was counted.
   }
   return shape;
+}
+
+/** A template of a workflow's step, with the field that holds it (`body/steps/0/template/content`). */
+export interface TemplateField {
+  field: string;
+  source: string;
+}
+
+/** How many names, literals and parameters a template has inside its `{{…}}`, counted to just past MAX_TEMPLATE_PARTS. */
+export function templateParts(source: string): number {
+  return templateShape(source).parts;
+}
+
+/**
+ * How many characters of a template are inside `{{…}}` (an unclosed one to the end): what compiling
+ * it costs grows with them, and counting them costs next to nothing, unlike lexing.
+ */
+export function expressionChars(source: string): number {
+  let chars = 0;
+  for (let at = source.indexOf('{{'); at !== -1; ) {
+    const end = source.indexOf('}}', at + 2);
+    if (end === -1) return chars + source.length - at;
+    chars += end + 2 - at;
+    at = source.indexOf('{{', end + 2);
+  }
+  return chars;
 }
 
 /** Why a template is past what Handlebars may be given to parse, without parsing it; undefined when it is not. */

@@ -3,7 +3,7 @@
 import type { ErrorDetail } from '../contract.js';
 import { compilePatterns, createTenantAjv, linearPatternProblem, patternSize, type CompiledPatterns, type Validate } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
-import { expressionCount, MAX_EXPRESSIONS, templateProblem } from './templates.js';
+import { expressionChars, expressionCount, MAX_EXPRESSIONS, MAX_WORKFLOW_TEMPLATE_PARTS, templateParts, templateProblem, type TemplateField } from './templates.js';
 import { payloadChecks, THREADED_PATTERN_SIZE, THREADED_SCHEMA_CHARS, THREADED_SCHEMAS } from './payload-checks.js';
 
 /** Templates are every string field of a step's `template`, except the plain sender name. */
@@ -22,15 +22,14 @@ export function slugify(name: string): string {
 
 /**
  * Gives every step its stepId (from its type, numbered when the type repeats) and `active` flag,
- * and lists what is wrong: repeated stepIds, templates that do not compile, conditions whose
- * value does not fit their operator.
+ * and lists what is wrong: repeated stepIds, templates that do not compile or are over their
+ * budgets, conditions whose value does not fit their operator (each step's problems in that order).
  */
-export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorDetail[] } {
+export async function normalizeSteps(steps: Step[]): Promise<{ steps: Step[]; problems: ErrorDetail[] }> {
   const problems: ErrorDetail[] = [];
+  const templates: TemplateField[] = [];
   const taken = new Set(steps.map((step) => step.stepId).filter(Boolean));
   const seen = new Set<string>();
-  // Compiling costs time for each expression: the workflow's templates together have a budget.
-  let expressionsLeft = MAX_EXPRESSIONS;
   const normalized = steps.map((step, index) => {
     const at = `body/steps/${index}`;
     let stepId = step.stepId;
@@ -50,15 +49,7 @@ export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorD
           step.type === 'in_app' && value && typeof value === 'object' ? fields(value, `${path}${field}/`) : [[`${path}${field}`, value]],
         );
       for (const [field, source] of fields(step.template, '')) {
-        if (typeof source !== 'string' || PLAIN_TEMPLATE_FIELDS.has(field)) continue;
-        if (expressionsLeft < 0) break; // over the budget already, and said so: nothing more is compiled
-        expressionsLeft -= expressionCount(source);
-        if (expressionsLeft < 0) {
-          problems.push({ field: `${at}/template/${field}`, message: `brings the workflow's templates to more than ${MAX_EXPRESSIONS.toLocaleString('en')} {{…}} expressions, the most they may have together` });
-          break;
-        }
-        const problem = templateProblem(source);
-        if (problem) problems.push({ field: `${at}/template/${field}`, message: `does not compile: ${problem}` });
+        if (typeof source === 'string' && !PLAIN_TEMPLATE_FIELDS.has(field)) templates.push({ field: `${at}/template/${field}`, source });
       }
     }
     (step.conditions ?? []).forEach((condition, c) => {
@@ -77,7 +68,53 @@ export function normalizeSteps(steps: Step[]): { steps: Step[]; problems: ErrorD
     });
     return { ...step, stepId, active: step.active ?? true } as Step;
   });
-  return { steps: normalized, problems };
+  problems.push(...(await stepTemplateProblems(templates)));
+  return { steps: normalized, problems: problems.sort((a, b) => problemOrder(a) - problemOrder(b)) };
+}
+
+/** Where a problem of a step comes in the answer: by step, then its stepId, templates, conditions. */
+function problemOrder({ field }: ErrorDetail): number {
+  const [, step, part] = /^body\/steps\/(\d+)\/(\w+)/.exec(field) ?? [];
+  return Number(step ?? 0) * 3 + (part === 'stepId' ? 0 : part === 'template' ? 1 : 2);
+}
+
+/**
+ * Templates whose `{{…}}` hold more characters than this together are compiled on the payload
+ * check thread: Handlebars compiles a few hundred names and parameters a millisecond or so each.
+ */
+export const THREADED_TEMPLATE_CHARS = 400;
+
+/** The problems of a workflow's templates (templateFieldProblems), found on the payload check thread when they are many. */
+async function stepTemplateProblems(templates: TemplateField[]): Promise<ErrorDetail[]> {
+  let chars = 0;
+  for (const { source } of templates) chars += expressionChars(source);
+  return chars > THREADED_TEMPLATE_CHARS ? payloadChecks.templateProblems(templates) : templateFieldProblems(templates);
+}
+
+/**
+ * The problems of a workflow's templates, in order: the field that takes them past the
+ * expressions or the parts they may have together (then nothing more is read), and each template
+ * that does not compile.
+ */
+export function templateFieldProblems(templates: TemplateField[]): ErrorDetail[] {
+  const problems: ErrorDetail[] = [];
+  let expressionsLeft = MAX_EXPRESSIONS;
+  let partsLeft = MAX_WORKFLOW_TEMPLATE_PARTS;
+  for (const { field, source } of templates) {
+    expressionsLeft -= expressionCount(source);
+    if (expressionsLeft < 0) {
+      problems.push({ field, message: `brings the workflow's templates to more than ${MAX_EXPRESSIONS.toLocaleString('en')} {{…}} expressions, the most they may have together` });
+      break;
+    }
+    partsLeft -= templateParts(source);
+    if (partsLeft < 0) {
+      problems.push({ field, message: `brings the workflow's templates to more than ${MAX_WORKFLOW_TEMPLATE_PARTS.toLocaleString('en')} names, literals and parameters inside their {{…}}, the most they may have together` });
+      break;
+    }
+    const problem = templateProblem(source);
+    if (problem) problems.push({ field, message: `does not compile: ${problem}` });
+  }
+  return problems;
 }
 
 /**

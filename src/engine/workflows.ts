@@ -24,7 +24,7 @@ function rejectIfAny(problems: ErrorDetail[]): void {
 
 /** Checks steps and payloadSchema together, so one answer lists every problem. */
 async function checkedContent(body: { steps?: repo.Step[]; payloadSchema?: object | null }) {
-  const { steps, problems } = normalizeSteps(body.steps ?? []);
+  const { steps, problems } = await normalizeSteps(body.steps ?? []);
   if (body.payloadSchema) problems.push(...(await payloadSchemaProblems(body.payloadSchema)));
   rejectIfAny(problems);
   return steps;

@@ -516,6 +516,35 @@ describe('work budgets: compiling templates', () => {
     await t.a.post('/v1/workflows', { name: 'One half', steps: steps.slice(0, 1) }).expect(201);
   });
 
+  it("counts the names, literals and parameters of the workflow's templates together, naming the one that goes over", async () => {
+    // 3,000 each, as many as one template may have: 170 such templates (a megabyte) took seconds to compile.
+    const full = `{{log ${'a '.repeat(2_999)}}}`;
+    const steps = [step.email({ content: full }), step.email({ content: full })];
+    const res = await t.a.post('/v1/workflows', { name: 'Two full templates', steps }).expect(422);
+    const message = "brings the workflow's templates to more than 5,000 names, literals and parameters inside their {{…}}, the most they may have together";
+    expect(res.body).toMatchObject({ statusCode: 422, error: 'Unprocessable Entity', message: `body/steps/1/template/content ${message}` });
+    expect(res.body.details).toEqual([{ field: 'body/steps/1/template/content', message }]);
+    await t.a.post('/v1/workflows', { name: 'One full template', steps: steps.slice(0, 1) }).expect(201);
+  });
+
+  it("compiles a workflow's long expressions on the payload check thread, and its few short ones where it is saved", async () => {
+    const posted = vi.spyOn(Worker.prototype, 'postMessage');
+    const templatesPosted = () => posted.mock.calls.flatMap(([message]) => ((message as { templates?: unknown })?.templates as Array<{ field: string }>) ?? []);
+    try {
+      const many = '<p>{{payload.name}}</p>'.repeat(100);
+      await createWorkflow(t.a, { steps: [step.inApp({ content: 'Hi {{payload.name}}' }), step.email({ subject: 'Hello', content: many })] });
+      expect(templatesPosted().map(({ field }) => field)).toEqual(['body/steps/0/template/content', 'body/steps/1/template/subject', 'body/steps/1/template/content']);
+      // What the thread finds is answered as it would be on the event loop.
+      const res = await t.a.post('/v1/workflows', { name: 'Unclosed', steps: [step.email({ content: `${many}{{#if a}}` })] }).expect(422);
+      expect(res.body.details).toEqual([{ field: 'body/steps/0/template/content', message: expect.stringMatching(/^does not compile: .*if/) }]);
+      posted.mockClear();
+      await createWorkflow(t.a, { steps: [step.inApp({ content: 'Hi {{payload.name}}' })] });
+      expect(templatesPosted()).toEqual([]);
+    } finally {
+      posted.mockRestore();
+    }
+  });
+
   it("refuses a trigger whose overrides hold more {{…}} expressions than a workflow may, in one template or in many together", async () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'fine' })] });
     const subscriberId = uniqueId('override');
