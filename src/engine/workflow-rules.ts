@@ -156,16 +156,22 @@ function unsupportedPatterns(schema: object, at: string, patterns?: CompiledPatt
 
 /**
  * The patterns of a payloadSchema, in the order of its text: each `pattern`, and each name of a
- * `patternProperties` (`named`), with the field that holds it.
+ * `patternProperties` (`named`), with the field that holds it. Values that are data (a `const`,
+ * an `enum`) are not read: a `pattern` there is no pattern, and a large `const` was walked value
+ * by value at each save and at the first trigger of each workflow version.
  */
 function* patternsIn(node: unknown, where: string): Generator<{ pattern: string; field: string; named: boolean }> {
   if (!node || typeof node !== 'object') return;
   for (const [key, value] of Object.entries(node)) {
+    if (DATA_KEYWORDS.has(key)) continue;
     if (key === 'pattern' && typeof value === 'string') yield { pattern: value, field: `${where}/pattern`, named: false };
     else if (key === 'patternProperties' && value && typeof value === 'object') {
       for (const pattern of Object.keys(value)) yield { pattern, field: `${where}/patternProperties`, named: true };
     }
-    if (value && typeof value === 'object') yield* patternsIn(value, `${where}/${key}`);
+    if (SCHEMA_MAPS.has(key) && value && typeof value === 'object' && !Array.isArray(value)) {
+      // Names here are the schema's own (a property may be called "const"): each value is a schema.
+      for (const [name, named] of Object.entries(value)) yield* patternsIn(named, `${where}/${key}/${name}`);
+    } else if (value && typeof value === 'object') yield* patternsIn(value, `${where}/${key}`);
   }
 }
 

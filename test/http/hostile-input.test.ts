@@ -102,6 +102,18 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     expect(put.body.details[0].field).toBe('body/payloadSchema/pattern');
   });
 
+  it('reads patterns only where they are schemas: a "pattern" inside a const or an enum is data, a property named const is a schema', async () => {
+    const data = { pattern: '(a)\\1', patternProperties: { '(?=a)': 1 } };
+    const payloadSchema = { type: 'object', properties: { kind: { const: data }, other: { enum: [data, 'plain'] } } };
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema });
+    await createSubscriber(t.a, { subscriberId: 'const-pattern' });
+    await t.a.post('/v1/events/trigger', { name: workflowId, to: 'const-pattern', payload: { kind: data, other: 'plain' } }).expect(201);
+    const named = { type: 'object', properties: { const: { type: 'string', pattern: '(a)\\1' } } };
+    const res = await t.a.post('/v1/workflows', { name: 'Named const', payloadSchema: named, steps: [step.inApp()] }).expect(422);
+    expect(res.body).toMatchObject({ statusCode: 422, error: 'Unprocessable Entity' });
+    expect(res.body.details).toEqual([{ field: 'body/payloadSchema/properties/const/pattern', message: expect.stringContaining('cannot be matched in linear time') }]);
+  });
+
   it("refuses at once, when the workflow is saved, patterns whose counted repetitions compile past the schema's bound", async () => {
     const many = 'a{1000}'.repeat(1_000);
     const started = performance.now();
