@@ -14,6 +14,7 @@ import path from 'node:path';
 import express from 'express';
 import supertest from 'supertest';
 import { JobRunner } from '../../src/engine/runner.js';
+import { findWorkflow, PARSED_ONCE_SCHEMA_CHARS } from '../../src/db/repos/workflows.js';
 import { AS_FOR_ANOTHER } from '../../src/engine/in-app-batch.js';
 import { createServer, type HeraldServer } from '../../src/http/server.js';
 import { docsPage } from '../../src/http/docs.js';
@@ -112,6 +113,20 @@ describe('work budgets: a payload schema cannot freeze the process', () => {
     const res = await t.a.post('/v1/workflows', { name: 'Named const', payloadSchema: named, steps: [step.inApp()] }).expect(422);
     expect(res.body).toMatchObject({ statusCode: 422, error: 'Unprocessable Entity' });
     expect(res.body.details).toEqual([{ field: 'body/payloadSchema/properties/const/pattern', message: expect.stringContaining('cannot be matched in linear time') }]);
+  });
+
+  it('parses a large stored payloadSchema once for all the triggers that read it, and its new text once it is saved again', async () => {
+    const large = (n: number) => ({ type: 'object', properties: { kind: { const: Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, [i, i + 1]])) } } });
+    const { workflowId } = await createWorkflow(t.a, { payloadSchema: large(2_000) });
+    const read = async () => (await findWorkflow(t.db, t.environments.a, workflowId))!.payloadSchema;
+    const first = await read();
+    expect(JSON.stringify(first).length).toBeGreaterThanOrEqual(PARSED_ONCE_SCHEMA_CHARS);
+    expect(await read()).toBe(first);
+    await t.a.put(`/v1/workflows/${workflowId}`, { payloadSchema: large(2_001) }).expect(200);
+    const saved = await read();
+    expect(saved).not.toBe(first);
+    expect(saved).toEqual(large(2_001));
+    expect(await read()).toBe(saved);
   });
 
   it("refuses at once, when the workflow is saved, patterns whose counted repetitions compile past the schema's bound", async () => {

@@ -3,6 +3,7 @@ import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
 import { readBool, readJson, writeJson } from '../json.js';
 import { bytesOf, paginate, type Page, type PageRequest } from '../paginate.js';
+import { BoundedMap } from '../../bounded-map.js';
 
 export type Workflow = Schemas['Workflow'];
 export type Step = Schemas['Step'];
@@ -33,6 +34,26 @@ interface WorkflowRow {
   updated_at: string;
 }
 
+/** Stored payloadSchemas this long or longer are parsed once (parsedSchemas). */
+export const PARSED_ONCE_SCHEMA_CHARS = 16 * 1024;
+
+/**
+ * Large payloadSchemas parsed, by their stored text: every trigger reads its workflow, and a large
+ * `const` or `enum` parsed again at each one held the event loop each time. The object is shared
+ * by every reader of that text: it is read, never changed.
+ */
+const parsedSchemas = new BoundedMap<string, NonNullable<Workflow['payloadSchema']>>(100, { total: 32 * 1024 * 1024, weigh: (text) => text.length });
+
+function payloadSchemaOf(stored: string | null): Workflow['payloadSchema'] | null {
+  if (typeof stored !== 'string' || stored.length < PARSED_ONCE_SCHEMA_CHARS) return readJson<Workflow['payloadSchema'] | null>(stored, null);
+  let parsed = parsedSchemas.get(stored);
+  if (parsed === undefined) {
+    parsed = JSON.parse(stored) as NonNullable<Workflow['payloadSchema']>;
+    parsedSchemas.set(stored, parsed);
+  }
+  return parsed;
+}
+
 function toStored(row: WorkflowRow): StoredWorkflow {
   const workflow: StoredWorkflow = {
     id: row.id,
@@ -50,7 +71,7 @@ function toStored(row: WorkflowRow): StoredWorkflow {
     updatedAt: row.updated_at,
   };
   if (row.description !== null) workflow.description = row.description;
-  const payloadSchema = readJson<Workflow['payloadSchema'] | null>(row.payload_schema, null);
+  const payloadSchema = payloadSchemaOf(row.payload_schema);
   if (payloadSchema) workflow.payloadSchema = payloadSchema;
   return workflow;
 }
