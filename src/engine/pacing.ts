@@ -1,7 +1,8 @@
-// Provider send limits: each send takes its turn in the windows of its integration's limits
-// (`sendLimits`, else the provider's published ones) before it goes out. A turn in the future puts
-// the job back in the queue until then, its attempt given back and its turn kept, so the sends to
-// one destination leave in the order they reserved, with no crowd at each refill.
+// Turns in windows every worker process shares (send-turns.ts): a provider's send limits (an
+// integration's `sendLimits`, else the provider's published ones) and a webhook endpoint's
+// rateLimitPerSecond. A turn in the future puts the job or delivery back in the queue until then,
+// its attempt given back and its turn kept, so the sends to one destination leave in the order they
+// reserved, with no crowd at each refill.
 import type { Deps } from '../deps.js';
 import { forgetFullWindows, reserveTurn, type TurnWindow } from '../db/repos/send-turns.js';
 import { sendLimitsOf } from '../providers/catalogue.js';
@@ -26,6 +27,26 @@ export async function takeTurn(deps: Deps, send: DecidedSend): Promise<Date | un
   const now = deps.clock.now().getTime();
   const at = await reserveTurn(deps.db, windows, send.cost, now);
   return at > now ? new Date(at) : undefined;
+}
+
+/** An endpoint's turn under its rateLimitPerSecond: when it may go, and whether that turn is now its own. */
+export interface EndpointTurn {
+  at: Date;
+  /** False past `aheadMs`: the turn was not taken, the delivery asks again then. */
+  taken: boolean;
+}
+
+/**
+ * Takes a webhook delivery's turn under its endpoint's rateLimitPerSecond, in the same shared
+ * windows as the send limits, so every worker process counts against one bucket: a burst of that
+ * many, then one every 1/rate s. The rate is in the window's key: a new rate starts afresh.
+ * Undefined when it may go now.
+ */
+export async function takeEndpointTurn(deps: Deps, endpointId: string, perSecond: number, aheadMs: number): Promise<EndpointTurn | undefined> {
+  const now = deps.clock.now().getTime();
+  const at = await reserveTurn(deps.db, [{ scope: `webhook-endpoint:${endpointId}`, limit: perSecond, windowMs: 1000 }], 1, now, aheadMs);
+  if (at <= now) return undefined;
+  return at - now > aheadMs ? { at: new Date(now + aheadMs), taken: false } : { at: new Date(at), taken: true };
 }
 
 /** Forgets the windows that have been full for a while (a full window is the same as none). */

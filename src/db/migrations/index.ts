@@ -37,6 +37,7 @@ import * as inboxMessageTimes from './20261207_01_inbox_message_times.js';
 import * as ticketCredentials from './20261207_02_ticket_credentials.js';
 import * as webhookTestsFirst from './20261207_03_webhook_tests_first.js';
 import * as webhookDeliveriesDueByEndpoint from './20261207_04_webhook_deliveries_due_by_endpoint.js';
+import * as webhookDeliveryTurns from './20261207_05_webhook_delivery_turns.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -81,6 +82,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261207_02_ticket_credentials': ticketCredentials,
   '20261207_03_webhook_tests_first': webhookTestsFirst,
   '20261207_04_webhook_deliveries_due_by_endpoint': webhookDeliveriesDueByEndpoint,
+  '20261207_05_webhook_delivery_turns': webhookDeliveryTurns,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -23,9 +23,10 @@ function keyOf(window: TurnWindow): string {
  * Reserves the earliest time at or after `now` at which a send of `cost` fits every window, and
  * takes it: later reservations queue behind it. Returns that time (epoch ms). Locked per window
  * row (PostgreSQL: FOR UPDATE, in key order; SQLite: one writer), so two workers never take the
- * same turn. A cost above a window's limit waits for the bucket to be full, then goes.
+ * same turn. A cost above a window's limit waits for the bucket to be full, then goes. A turn more
+ * than `aheadMs` after `now` is not taken: its time is answered and nothing is written.
  */
-export async function reserveTurn(db: Db, windows: readonly TurnWindow[], cost: number, now: number): Promise<number> {
+export async function reserveTurn(db: Db, windows: readonly TurnWindow[], cost: number, now: number, aheadMs = Infinity): Promise<number> {
   if (windows.length === 0) return now;
   const keyed = windows.map((window) => ({ ...window, key: keyOf(window), intervalMs: window.windowMs / window.limit })).sort((a, b) => (a.key < b.key ? -1 : 1));
   return writeTransaction(db, async (trx) => {
@@ -43,6 +44,7 @@ export async function reserveTurn(db: Db, windows: readonly TurnWindow[], cost: 
       const full = nextAt.get(w.key) ?? 0;
       at = Math.max(at, full + Math.min(cost * w.intervalMs, w.windowMs) - w.windowMs);
     }
+    if (at - now > aheadMs) return Math.ceil(at);
     for (const w of keyed) {
       const next = Math.ceil(Math.max(nextAt.get(w.key) ?? 0, at) + cost * w.intervalMs);
       await changeRows(trx, 'INSERT INTO send_turns (key, next_at) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET next_at = excluded.next_at', [w.key, next]);

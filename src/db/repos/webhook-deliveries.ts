@@ -34,6 +34,8 @@ export interface DeliveryRecord {
   attempts: number;
   /** Whether this try was asked for by a retry or a recover. */
   manual: boolean;
+  /** The endpoint's rate under which its turn, now come, was taken (pacing.ts); null: none taken. */
+  pacedAtRate: number | null;
   createdAt: string;
 }
 
@@ -76,7 +78,7 @@ const QUEUE: LeasedQueue = {
   byEnvironment: { table: 'webhook_deliveries', index: 'webhook_deliveries_due_by_environment', due: `status = 'pending'` },
   // A test event has someone waiting for it in the dashboard: it goes ahead of a backlog (migration of 2026-12-07).
   first: { index: 'webhook_deliveries_due_tests', due: `status = 'pending' AND event_type = 'webhook.test'` },
-  returning: 'id, environment_id, endpoint_id, event_id, event_type, payload, attempts, manual, created_at',
+  returning: 'id, environment_id, endpoint_id, event_id, event_type, payload, attempts, manual, paced_at_rate, created_at',
   released: 'pending',
 };
 
@@ -92,6 +94,7 @@ export async function claimDueDeliveries(db: Db, options: DeliveryClaim): Promis
     payload: row.payload as string,
     attempts: Number(row.attempts),
     manual: readBool(row.manual),
+    pacedAtRate: row.paced_at_rate === null || row.paced_at_rate === undefined ? null : Number(row.paced_at_rate),
     createdAt: row.created_at as string,
   }));
 }
@@ -106,6 +109,8 @@ export interface DeliveryChange {
   runAt?: Date;
   /** The try did not happen (a busy destination, the endpoint's rate): its attempt is given back. */
   refundAttempt?: boolean;
+  /** The delivery took its turn (its runAt) under this rate of its endpoint. A try forgets it; a refund keeps it. */
+  pacedAtRate?: number;
 }
 
 /** Moves a delivery on, only while `owner` holds it. Answers whether it did. */
@@ -113,12 +118,14 @@ export async function finishDelivery(trx: Runner, id: string, owner: string, cha
   const at = now.toISOString();
   const refund = change.refundAttempt ? ', attempts = attempts - 1' : '';
   const manual = change.refundAttempt ? '' : ', manual = false';
+  const paced = change.pacedAtRate !== undefined ? ', paced_at_rate = ?' : change.refundAttempt ? '' : ', paced_at_rate = NULL';
+  const pacedAt = change.pacedAtRate !== undefined ? [change.pacedAtRate] : [];
   return (
     (await changeRows(
       trx,
-      `UPDATE webhook_deliveries SET status = ?, run_at = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?${refund}${manual}
+      `UPDATE webhook_deliveries SET status = ?, run_at = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?${refund}${manual}${paced}
         WHERE id = ? AND lease_owner = ? AND status = 'running'`,
-      [change.status, (change.runAt ?? now).toISOString(), at, id, owner],
+      [change.status, (change.runAt ?? now).toISOString(), at, ...pacedAt, id, owner],
     )) > 0
   );
 }
@@ -296,7 +303,7 @@ export async function retryDelivery(trx: Runner, environmentId: string, delivery
   const at = now.toISOString();
   const changed = await changeRows(
     trx,
-    `UPDATE webhook_deliveries SET attempts = CASE WHEN status = 'pending' THEN attempts ELSE 0 END, status = 'pending', manual = true, run_at = ?, updated_at = ?
+    `UPDATE webhook_deliveries SET attempts = CASE WHEN status = 'pending' THEN attempts ELSE 0 END, status = 'pending', manual = true, paced_at_rate = NULL, run_at = ?, updated_at = ?
       WHERE environment_id = ? AND id = ? AND status <> 'running'`,
     [at, at, environmentId, deliveryId],
   );
@@ -312,7 +319,7 @@ export async function recoverDeliveries(trx: Runner, endpointId: string, since: 
   const at = now.toISOString();
   const recovered = await changeRows(
     trx,
-    `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, manual = true, run_at = ?, updated_at = ?
+    `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, manual = true, paced_at_rate = NULL, run_at = ?, updated_at = ?
       WHERE endpoint_id = ? AND status = 'failed' AND created_at >= ? AND created_at < ?`,
     [at, at, endpointId, since, until],
   );
