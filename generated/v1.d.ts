@@ -3773,7 +3773,7 @@ export interface components {
              */
             disabled?: boolean;
             /**
-             * @description The most deliveries a second to this endpoint (test events aside); no limit when left out.
+             * @description The most deliveries a second to this endpoint, from all worker processes together (test events aside); no limit when left out.
              * @example 50
              */
             rateLimitPerSecond?: number;
@@ -3811,7 +3811,7 @@ export interface components {
              */
             disabled?: boolean;
             /**
-             * @description The most deliveries a second (test events aside); `null` for no limit.
+             * @description The most deliveries a second to this endpoint, from all worker processes together (test events aside); `null` for no limit.
              * @example 50
              */
             rateLimitPerSecond?: number | null;
@@ -3847,7 +3847,7 @@ export interface components {
              */
             disabledReason?: string;
             /**
-             * @description The most deliveries a second (test events aside).
+             * @description The most deliveries a second to this endpoint, from all worker processes together (test events aside).
              * @example 50
              */
             rateLimitPerSecond?: number;

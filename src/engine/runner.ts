@@ -15,7 +15,7 @@ import { markNotificationsProcessing } from '../db/repos/notifications.js';
 import { environmentsOf, organizationsOf } from '../db/repos/accounts.js';
 import { EVERY_KIND_OF_WORK, listenWorkQueued, type QueuedWork } from '../db/work-queued.js';
 import { claimDueDeliveries, deliveriesDue, releaseDeliveries, renewDeliveryLeases, type DeliveryRecord } from '../db/repos/webhook-deliveries.js';
-import { deliverWebhook, EndpointPace, EndpointWaits, SuccessLog, type WebhookRun } from './webhook-sender.js';
+import { deliverWebhook, EndpointWaits, SuccessLog, type WebhookRun } from './webhook-sender.js';
 
 export interface RunnerOptions {
   /** In-app jobs, or control steps, claimed at a time; also runBatch's claim. */
@@ -154,7 +154,7 @@ export class JobRunner {
       random,
     );
     this.ctx = { deps, owner: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, random };
-    this.webhooks = { ...this.ctx, pace: new EndpointPace(), waits: new EndpointWaits(), successes: new SuccessLog(this.ctx) };
+    this.webhooks = { ...this.ctx, waits: new EndpointWaits(), successes: new SuccessLog(this.ctx) };
     this.failures = {
       in_app: new FailureLog(deps.logger, 'job runner: local work failed', { lane: 'in_app' }),
       control: new FailureLog(deps.logger, 'job runner: local work failed', { lane: 'control' }),

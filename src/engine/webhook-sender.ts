@@ -1,7 +1,7 @@
 // Delivering one claimed webhook delivery: signed as Standard Webhooks v1, sent through the
 // providers' HTTP path (the outbound guard, its own 15 s bound, no redirects), admitted by the
 // runner's destinations (each endpoint one) like any send, and paced by the endpoint's
-// rateLimitPerSecond. The try and what follows from it (the next try on Svix's schedule, the
+// rateLimitPerSecond in turns every worker shares (pacing.ts). The try and what follows from it (the next try on Svix's schedule, the
 // endpoint's health, its disabling) are written in one transaction, while this worker holds it.
 import type { Transaction } from '../db/knex.js';
 import { writeTransaction } from '../db/group-commit.js';
@@ -13,6 +13,7 @@ import { ProviderError } from '../providers/types.js';
 import { standardWebhookHeaders } from '../providers/standard-webhooks.js';
 import type { OutboundPolicy } from '../outbound-guard.js';
 import { destinationOf, verdictOf, type Gate, type Verdict } from './destinations.js';
+import { takeEndpointTurn } from './pacing.js';
 import { recordWebhookEvent } from './webhook-events.js';
 import { LeaseLost, type WorkerContext } from './worker-context.js';
 import { BoundedMap } from '../bounded-map.js';
@@ -42,39 +43,6 @@ export function retryWaitMs(attempt: number, random: () => number): number | und
  * back for long.
  */
 const PACED_AHEAD_MS = 5 * 60_000;
-
-/**
- * Per-endpoint pacing (rateLimitPerSecond), in this process's memory like the destinations: a
- * bucket of that many tries, refilled at that many a second, so a burst takes what the bucket
- * holds and then one try goes every 1/rate s. (Counted per calendar second, as before, a burst at
- * the end of one second and another at the start of the next went out together.) A try over the
- * rate goes back to the queue, its try not spent, for its turn: when a try is there again, or
- * 1/rate s after the turn of the one put back before it. Its backlog so comes back one at a time,
- * each when the bucket has a try for it, rather than all within the next second, to be claimed
- * and put back again, most of it, at each turn of the bucket.
- */
-export class EndpointPace {
-  private readonly buckets = new BoundedMap<string, { tries: number; at: number; perSecond: number; nextTurn: number }>(10_000);
-
-  /** Undefined when a try may go now, else when to come back. */
-  take(endpointId: string, perSecond: number | null, now: number): Date | undefined {
-    if (perSecond === null) return undefined;
-    const bucket = this.buckets.get(endpointId) ?? { tries: perSecond, at: now, perSecond, nextTurn: 0 };
-    // A new rate counts from now: turns given at the old one are not kept to.
-    if (bucket.perSecond !== perSecond) Object.assign(bucket, { perSecond, nextTurn: 0 });
-    bucket.tries = Math.min(perSecond, bucket.tries + (Math.max(0, now - bucket.at) * perSecond) / 1000);
-    bucket.at = now;
-    this.buckets.set(endpointId, bucket);
-    if (bucket.tries >= 1) {
-      bucket.tries -= 1;
-      return undefined;
-    }
-    const turn = Math.ceil(Math.max(bucket.nextTurn, now + ((1 - bucket.tries) * 1000) / perSecond));
-    if (turn - now > PACED_AHEAD_MS) return new Date(now + PACED_AHEAD_MS);
-    bucket.nextTurn = turn + 1000 / perSecond;
-    return new Date(turn);
-  }
-}
 
 /**
  * When each endpoint's backlog was last sent back to (putBack): the other deliveries of one claim,
@@ -163,7 +131,6 @@ export class SuccessLog {
 }
 
 export interface WebhookRun extends WorkerContext {
-  pace: EndpointPace;
   waits: EndpointWaits;
   successes: SuccessLog;
 }
@@ -226,11 +193,15 @@ export async function deliverWebhook(ctx: WebhookRun, delivery: DeliveryRecord, 
     await record(ctx, delivery, { status: 'failed' }, { durationMs: 0, error: 'The endpoint is disabled', ok: false, gone: false, refused: false }, endpoint);
     return;
   }
-  // A test event, someone waiting for it, goes outside the endpoint's rate (a person sends few).
-  const paced = delivery.eventType === 'webhook.test' ? undefined : ctx.pace.take(endpoint.id, endpoint.rateLimitPerSecond, clock.now().getTime());
-  // Alone: the backlog of an endpoint over its rate is not all due again at one time (deferred
-  // together, a large one would come due and be moved again every turn of the bucket).
-  if (paced) return putBack(ctx, delivery, paced, false);
+  const rate = endpoint.rateLimitPerSecond;
+  // A test event, someone waiting for it, goes outside the endpoint's rate (a person sends few);
+  // a delivery back at the turn it took under this rate goes without taking another.
+  if (rate !== null && delivery.eventType !== 'webhook.test' && delivery.pacedAtRate !== rate) {
+    const turn = await takeEndpointTurn(ctx.deps, endpoint.id, rate, PACED_AHEAD_MS);
+    // Alone, with its own turn: the backlog of an endpoint over its rate is not all due again at
+    // one time (deferred together, a large one would come due and be moved again every turn).
+    if (turn) return putBack(ctx, delivery, turn.at, false, turn.taken ? rate : undefined);
+  }
   // Each endpoint is a destination of its own, its tenant's: endpoints of several tenants often
   // share a host (a receiving service), and one tenant's failing or hanging endpoint there must
   // not take the others' places or open their breaker.
@@ -274,9 +245,9 @@ function attemptOf(delivery: DeliveryRecord, tried: Tried): NewAttempt {
  * its sends hang), those due before then go back with it, 500 a write, rather than a claim and a
  * write each, ahead of the other endpoints' deliveries.
  */
-async function putBack(ctx: WebhookRun, delivery: DeliveryRecord, until: Date, all: boolean): Promise<void> {
+async function putBack(ctx: WebhookRun, delivery: DeliveryRecord, until: Date, all: boolean, pacedAtRate?: number): Promise<void> {
   const now = ctx.deps.clock.now();
-  if (!all) return void (await finishDelivery(ctx.deps.db, delivery.id, ctx.owner, { status: 'pending', runAt: until, refundAttempt: true }, now));
+  if (!all) return void (await finishDelivery(ctx.deps.db, delivery.id, ctx.owner, { status: 'pending', runAt: until, refundAttempt: true, pacedAtRate }, now));
   const backlogUntil = ctx.waits.settle(delivery.endpointId, until, now.getTime());
   await writeTransaction(ctx.deps.db, async (trx) => {
     const change: DeliveryChange = { status: 'pending', runAt: backlogUntil, refundAttempt: true };

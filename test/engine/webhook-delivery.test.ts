@@ -2,7 +2,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
-import { DISABLE_AFTER_MS, EndpointPace, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
+import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS } from '../../src/engine/webhook-sender.js';
+import { takeEndpointTurn } from '../../src/engine/pacing.js';
 import { destinationOf } from '../../src/engine/destinations.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { forgetSubscriptions, subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
@@ -11,6 +12,7 @@ import { createIntegration, createSubscriber, createWorkflow, step } from '../he
 import { recordQueries } from '../helpers/queries.js';
 import { runWithTimersStopped } from '../helpers/runner.js';
 import { testDatabaseUrl } from '../helpers/db.js';
+import { createDb } from '../../src/db/knex.js';
 
 // How the job runner delivers webhooks, on a clock the tests move by hand: Svix's retry schedule,
 // Retry-After, 410 Gone, five days of failures, a destination the guard refuses, and the
@@ -180,45 +182,128 @@ describe('rateLimitPerSecond', () => {
     expect(peer.requests).toHaveLength(2);
     const waiting = await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId, status: 'pending' }).select('attempts');
     expect(waiting.map((row: { attempts: number }) => Number(row.attempts))).toEqual([0, 0, 0]);
-    // Back at their turns, half a second apart: by 1.5 s two more have gone, one waits again.
-    t.clock.advance(1500);
+    // Back at their turns, half a second apart, each going without taking another: by 1.5 s all.
+    t.clock.advance(1499);
     await worker.runUntilIdle();
     expect(peer.requests).toHaveLength(4);
+    t.clock.advance(1);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(5);
+    expect((await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId }).select('status', 'attempts')).map((row: { status: string; attempts: number }) => [row.status, Number(row.attempts)])).toEqual(
+      Array(5).fill(['succeeded', 1]),
+    );
     // A test event, someone waiting for it, goes outside the rate.
     await t.a.post(`/v1/webhook-endpoints/${endpoint.endpointId}/test`).expect(200);
     await worker.runUntilIdle();
-    expect(peer.requests).toHaveLength(5);
-    expect(peer.requests[4].body).toContain('webhook.test');
+    expect(peer.requests).toHaveLength(6);
+    expect(peer.requests[5].body).toContain('webhook.test');
   });
 });
 
-describe('EndpointPace', () => {
-  it('lets a burst take the bucket, then one try every 1/rate s, across the turn of a second too', () => {
-    const pace = new EndpointPace();
-    const take = (at: number) => pace.take('endpoint', 2, at) === undefined;
-    // Two at the end of one second, and the next only once a try is back, not at the start of the next second.
-    expect([take(999), take(999.5), take(1_001), take(1_400)]).toEqual([true, true, false, false]);
-    expect(take(1_500)).toBe(true);
-    expect([take(1_600), take(2_000)]).toEqual([false, true]);
-    // A quiet endpoint's bucket fills up to its rate, no further.
-    expect([take(10_000), take(10_000), take(10_000)]).toEqual([true, true, false]);
-    // Without a rate, every try goes.
-    expect(pace.take('other', null, 0)).toBeUndefined();
+describe('an endpoint without rateLimitPerSecond', () => {
+  it('takes no turn: its deliveries cost no write to the shared windows', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`);
+    const rows = Array.from({ length: 3 }, (_, i) => ({ environmentId: t.environments.a, endpointId: endpoint.endpointId, eventId: `evt_unpaced_${i}`, eventType: 'message.sent', payload: `{"n":${i}}` }));
+    const windows = async () => Number((await t.db('send_turns').count({ n: '*' }))[0].n);
+    const before = await windows();
+    await insertDeliveries(t.db, rows, t.clock.now());
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(3);
+    expect(await windows()).toBe(before);
   });
+});
 
-  it('gives each try over the rate its own turn, 1/rate s after the one before, at most 5 minutes ahead', () => {
-    const pace = new EndpointPace();
-    const turns = Array.from({ length: 6 }, () => pace.take('endpoint', 2, 0)?.getTime());
+describe('rateLimitPerSecond changed', () => {
+  it('takes effect on the deliveries waiting for turns given at the old rate', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`, { rateLimitPerSecond: 2 });
+    const rows = Array.from({ length: 4 }, (_, i) => ({ environmentId: t.environments.a, endpointId: endpoint.endpointId, eventId: `evt_rechanged_${i}`, eventType: 'message.sent', payload: `{"n":${i}}` }));
+    await insertDeliveries(t.db, rows, t.clock.now());
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(2);
+    // Turns at 0.5 and 1 s were given at 2 a second; at 1 a second, the second of them waits a second more.
+    await t.a.patch(`/v1/webhook-endpoints/${endpoint.endpointId}`, { rateLimitPerSecond: 1 }).expect(200);
+    t.clock.advance(1000);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(3);
+    t.clock.advance(999);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(3);
+    t.clock.advance(1);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(4);
+  });
+});
+
+describe('rateLimitPerSecond across workers', () => {
+  it('holds for the endpoint as a whole when two workers, each with its own connections, share its deliveries', async () => {
+    const rate = 2;
+    const sentAt: number[] = [];
+    const peer = await receiver(() => {
+      sentAt.push(t.clock.now().getTime());
+      return { status: 200 };
+    });
+    const endpoint = await endpointAt(`${peer.url}/h`, { rateLimitPerSecond: rate });
+    // The second worker opens the database itself, as another process does.
+    const otherDb = createDb(t.testDb.url, t.testDb.schema ? { schema: t.testDb.schema } : {});
+    const workers = [worker, new JobRunner({ ...t.deps, db: otherDb }, { random: () => 0.5 })];
+    const t0 = t.clock.now().getTime();
+    try {
+      // Ten a second to send for 5 s, each tenth of a second taken first by one worker, then by the other.
+      for (let step = 0; step < 50; step++) {
+        const delivery = { environmentId: t.environments.a, endpointId: endpoint.endpointId, eventId: `evt_shared_${step}`, eventType: 'message.sent', payload: `{"n":${step}}` };
+        await insertDeliveries(t.db, [delivery], t.clock.now());
+        for (const each of step % 2 ? [...workers].reverse() : workers) await each.runUntilIdle();
+        t.clock.advance(100);
+      }
+    } finally {
+      await otherDb.destroy();
+    }
+    const bySecond = Array.from({ length: 5 }, (_, second) => sentAt.filter((at) => Math.floor((at - t0) / 1000) === second).length);
+    // A burst of `rate`, then `rate` a second: 2 + 2 × 4.9 s in all (each worker's own pace sent 20).
+    expect(sentAt.length, `sent by second: ${bySecond.join(', ')}`).toBeLessThanOrEqual(rate + Math.floor(rate * 4.9));
+    // No second over its rate, but for the first's burst and one turn on a second's edge.
+    expect(Math.max(...bySecond.slice(1)), `sent by second: ${bySecond.join(', ')}`).toBeLessThanOrEqual(rate + 1);
+    // And the pace kept the endpoint busy: it did not hold back more than a window's edge.
+    expect(sentAt.length).toBeGreaterThanOrEqual(rate * 5);
+  });
+});
+
+describe('takeEndpointTurn', () => {
+  /** The turn's time, from now (undefined: it goes now). */
+  const turnIn = async (endpointId: string, perSecond: number, aheadMs = 300_000) => {
+    const turn = await takeEndpointTurn(t.deps, endpointId, perSecond, aheadMs);
+    return turn && { in: turn.at.getTime() - t.clock.now().getTime(), taken: turn.taken };
+  };
+
+  it('lets a burst take the bucket, then gives each try over the rate its own turn, 1/rate s after the one before', async () => {
+    const turns = [];
+    for (let i = 0; i < 6; i++) turns.push((await turnIn('ep_burst', 2))?.in);
     // Two go (the burst); the next come back when a try is there, one every half second.
     expect(turns).toEqual([undefined, undefined, 500, 1_000, 1_500, 2_000]);
-    // At its turn, each finds its try.
-    expect(pace.take('endpoint', 2, 500)).toBeUndefined();
-    // A backlog past five minutes of turns asks again then, rather than taking a turn hours ahead.
-    const far = Array.from({ length: 700 }, () => pace.take('endpoint', 2, 600)!.getTime());
-    expect(far.slice(0, 3)).toEqual([2_500, 3_000, 3_500]);
-    expect(Math.max(...far)).toBe(300_600);
-    // A new rate counts from now: 1.2 tries by then at 10 a second, the next turn 80 ms on.
-    expect([pace.take('endpoint', 10, 700), pace.take('endpoint', 10, 700)?.getTime()]).toEqual([undefined, 780]);
+    // A quiet endpoint's bucket fills up to its rate, no further.
+    t.clock.advance(60_000);
+    expect([(await turnIn('ep_burst', 2))?.in, (await turnIn('ep_burst', 2))?.in, (await turnIn('ep_burst', 2))?.in]).toEqual([undefined, undefined, 500]);
+  });
+
+  it('takes no turn further ahead than asked: a backlog past it asks again then', async () => {
+    const turns = [];
+    for (let i = 0; i < 7; i++) turns.push(await turnIn('ep_far', 2, 2_000));
+    expect(turns.slice(2)).toEqual([
+      { in: 500, taken: true },
+      { in: 1_000, taken: true },
+      { in: 1_500, taken: true },
+      { in: 2_000, taken: true },
+      { in: 2_000, taken: false },
+    ]);
+    // Not taken, it left the next turn where it was.
+    expect(await turnIn('ep_far', 2, 3_000)).toEqual({ in: 2_500, taken: true });
+  });
+
+  it('starts a new rate afresh: turns given at the old one are not kept to', async () => {
+    for (let i = 0; i < 10; i++) await turnIn('ep_changed', 2);
+    expect(await turnIn('ep_changed', 10)).toBeUndefined();
   });
 });
 
