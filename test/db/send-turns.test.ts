@@ -43,6 +43,15 @@ describe('reserveTurn', () => {
     expect(await reserveTurn(db, [expo], 1000, T0 + 334)).toBe(T0 + 1334);
   });
 
+  it('keeps the fraction of a millisecond an interval under one leaves: 5,000 a second are 5 a millisecond', async () => {
+    const db = database.db;
+    const fast = { scope: 'fast', limit: 5000, windowMs: 1000 };
+    expect(await reserveTurn(db, [fast], 5000, T0)).toBe(T0);
+    const turns = [];
+    for (let i = 0; i < 10; i++) turns.push((await reserveTurn(db, [fast], 1, T0)) - T0);
+    expect(turns).toEqual([1, 1, 1, 1, 1, 2, 2, 2, 2, 2]);
+  });
+
   it('gives each of many simultaneous reservations its own turn', async () => {
     const db = database.db;
     // A second pool on the same database, as a second worker process has (PostgreSQL only: one

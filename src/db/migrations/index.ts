@@ -38,6 +38,7 @@ import * as ticketCredentials from './20261207_02_ticket_credentials.js';
 import * as webhookTestsFirst from './20261207_03_webhook_tests_first.js';
 import * as webhookDeliveriesDueByEndpoint from './20261207_04_webhook_deliveries_due_by_endpoint.js';
 import * as webhookDeliveryTurns from './20261207_05_webhook_delivery_turns.js';
+import * as sendTurnFractions from './20261207_06_send_turn_fractions.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -83,6 +84,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261207_03_webhook_tests_first': webhookTestsFirst,
   '20261207_04_webhook_deliveries_due_by_endpoint': webhookDeliveriesDueByEndpoint,
   '20261207_05_webhook_delivery_turns': webhookDeliveryTurns,
+  '20261207_06_send_turn_fractions': sendTurnFractions,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,7 +1,8 @@
 // Send turns: the table `send_turns`, one row per pacing window (an integration's or a destination's
-// limit). Each window is a token bucket stored as one time, `next_at`: when the bucket would next be
-// full (the generic cell rate form). A send of cost c takes c × interval from it; it may go once the
-// bucket holds that much, which is when `next_at + c × interval − window ≤ now`.
+// limit, a webhook endpoint's rate). Each window is a token bucket stored as one time, `next_at`
+// (epoch ms, to the microsecond): when the bucket would next be full (the generic cell rate form).
+// A send of cost c takes c × interval from it; it may go once the bucket holds that much, which is
+// when `next_at + c × interval − window ≤ now`.
 import { createHash } from 'node:crypto';
 import { changeRows, isPostgres, selectRows, type Db, type Runner } from '../knex.js';
 import { writeTransaction } from '../group-commit.js';
@@ -12,6 +13,11 @@ export interface TurnWindow {
   /** Sends allowed in the window. */
   limit: number;
   windowMs: number;
+}
+
+/** A time to the microsecond: an interval's fraction of a millisecond is kept, float noise is not. */
+function toMicros(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
 }
 
 /** The stored key of a window: its scope and its limit, so that a changed limit starts afresh. */
@@ -44,9 +50,10 @@ export async function reserveTurn(db: Db, windows: readonly TurnWindow[], cost: 
       const full = nextAt.get(w.key) ?? 0;
       at = Math.max(at, full + Math.min(cost * w.intervalMs, w.windowMs) - w.windowMs);
     }
+    at = toMicros(at);
     if (at - now > aheadMs) return Math.ceil(at);
     for (const w of keyed) {
-      const next = Math.ceil(Math.max(nextAt.get(w.key) ?? 0, at) + cost * w.intervalMs);
+      const next = toMicros(Math.max(nextAt.get(w.key) ?? 0, at) + cost * w.intervalMs);
       await changeRows(trx, 'INSERT INTO send_turns (key, next_at) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET next_at = excluded.next_at', [w.key, next]);
     }
     return Math.ceil(at);
