@@ -7,7 +7,7 @@ import { takeEndpointTurn } from '../../src/engine/pacing.js';
 import { destinationOf } from '../../src/engine/destinations.js';
 import { REFUSED_DESTINATION } from '../../src/outbound-guard.js';
 import { forgetSubscriptions, subscriptionsFor } from '../../src/db/webhook-subscriptions.js';
-import { claimDueDeliveries, deliveriesDue, finishSucceeded, insertDeliveries } from '../../src/db/repos/webhook-deliveries.js';
+import { claimDueDeliveries, deferEndpointDeliveries, deliveriesDue, finishSucceeded, insertDeliveries } from '../../src/db/repos/webhook-deliveries.js';
 import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
 import { recordQueries } from '../helpers/queries.js';
 import { runWithTimersStopped } from '../helpers/runner.js';
@@ -233,6 +233,27 @@ describe('rateLimitPerSecond changed', () => {
     t.clock.advance(1);
     await worker.runUntilIdle();
     expect(peer.requests).toHaveLength(4);
+  });
+});
+
+describe('rateLimitPerSecond and a backlog sent back', () => {
+  it('paces again the deliveries whose turns a deferral passed over, rather than sending them together', async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`, { rateLimitPerSecond: 2 });
+    const rows = Array.from({ length: 6 }, (_, i) => ({ environmentId: t.environments.a, endpointId: endpoint.endpointId, eventId: `evt_deferred_${i}`, eventType: 'message.sent', payload: `{"n":${i}}` }));
+    await insertDeliveries(t.db, rows, t.clock.now());
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(2);
+    // Its breaker opened, say: the backlog, turns taken, waits 10 s together.
+    const until = new Date(t.clock.now().getTime() + 10_000);
+    await t.db.transaction((trx) => deferEndpointDeliveries(trx, endpoint.endpointId, until, t.clock.now()));
+    t.clock.advance(10_000);
+    await worker.runUntilIdle();
+    // A burst of two, then one every half second: not all four at once.
+    expect(peer.requests).toHaveLength(4);
+    t.clock.advance(1_000);
+    await worker.runUntilIdle();
+    expect(peer.requests).toHaveLength(6);
   });
 });
 

@@ -109,7 +109,7 @@ export interface DeliveryChange {
   runAt?: Date;
   /** The try did not happen (a busy destination, the endpoint's rate): its attempt is given back. */
   refundAttempt?: boolean;
-  /** The delivery took its turn (its runAt) under this rate of its endpoint. A try forgets it; a refund keeps it. */
+  /** The delivery took its turn (its runAt) under this rate of its endpoint. Any other change forgets it: a turn is for its time. */
   pacedAtRate?: number;
 }
 
@@ -118,14 +118,12 @@ export async function finishDelivery(trx: Runner, id: string, owner: string, cha
   const at = now.toISOString();
   const refund = change.refundAttempt ? ', attempts = attempts - 1' : '';
   const manual = change.refundAttempt ? '' : ', manual = false';
-  const paced = change.pacedAtRate !== undefined ? ', paced_at_rate = ?' : change.refundAttempt ? '' : ', paced_at_rate = NULL';
-  const pacedAt = change.pacedAtRate !== undefined ? [change.pacedAtRate] : [];
   return (
     (await changeRows(
       trx,
-      `UPDATE webhook_deliveries SET status = ?, run_at = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?${refund}${manual}${paced}
+      `UPDATE webhook_deliveries SET status = ?, run_at = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?, paced_at_rate = ?${refund}${manual}
         WHERE id = ? AND lease_owner = ? AND status = 'running'`,
-      [change.status, (change.runAt ?? now).toISOString(), at, ...pacedAt, id, owner],
+      [change.status, (change.runAt ?? now).toISOString(), at, change.pacedAtRate ?? null, id, owner],
     )) > 0
   );
 }
@@ -140,14 +138,15 @@ const DEFERRED_AT_ONCE = 500;
  * the writes of the environment's other endpoints, ahead of whose deliveries they stand in due
  * order. Their tries are untouched. On PostgreSQL the rows another transaction holds (a claim) are
  * skipped. The caller gives one `until` for all of a turn (EndpointWaits): rows moved there already
- * are not moved again.
+ * are not moved again. A row that had taken its turn under the endpoint's rate takes another: come
+ * due together, they would otherwise all go at once.
  */
 export async function deferEndpointDeliveries(trx: Runner, endpointId: string, until: Date, now: Date): Promise<number> {
   const postgres = isPostgres(trx);
   const table = postgres ? 'webhook_deliveries' : 'webhook_deliveries INDEXED BY webhook_deliveries_due_by_endpoint';
   return changeRows(
     trx,
-    `UPDATE webhook_deliveries SET run_at = ?, updated_at = ?
+    `UPDATE webhook_deliveries SET run_at = ?, updated_at = ?, paced_at_rate = NULL
       WHERE id IN (SELECT id FROM ${table} WHERE status = 'pending' AND endpoint_id = ? AND run_at < ? ORDER BY run_at, id LIMIT ?${postgres ? ' FOR UPDATE SKIP LOCKED' : ''})
         AND status = 'pending'`,
     [until.toISOString(), now.toISOString(), endpointId, until.toISOString(), DEFERRED_AT_ONCE],
