@@ -5,6 +5,10 @@ import { createWorkflow, step } from '../helpers/factories.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { trigger } from '../../src/engine/trigger.js';
 import type { Knex } from 'knex';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { MEMBERSHIPS_DELETED_AT_ONCE } from '../../src/db/repos/topics.js';
+import { deleteTopic } from '../../src/engine/topics.js';
+import { newId } from '../../src/ids.js';
 
 const t = useTestApp();
 // Made again before each test, in its fresh organizations.
@@ -174,6 +178,41 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
       details: [{ field: 'body/to/0', message: 'topic vanishing not found' }],
     });
     expect(await t.db('events').where({ environment_id: t.environments.a }).first()).toBeUndefined();
+  });
+
+  it('deletes a topic of many members a part at a time, letting the event loop turn between the parts', async () => {
+    const parts = 10;
+    await createTopic(t.a, 'crowd');
+    const topic = await t.db('topics').where({ environment_id: t.environments.a, topic_key: 'crowd' }).first('id');
+    const at = t.clock.now().toISOString();
+    const members = Array.from({ length: parts * MEMBERSHIPS_DELETED_AT_ONCE }, (_, i) => ({
+      id: newId(),
+      environment_id: t.environments.a,
+      subscriber_id: `crowd-${i}`,
+      data: '{}',
+      created_at: at,
+      updated_at: at,
+    }));
+    await insertRows(t.db, 'subscribers', members);
+    await insertRows(t.db, 'topic_subscribers', members.map((member) => ({ topic_id: topic.id, subscriber_id: member.id, created_at: at })));
+
+    // Counts the loop's turns while the delete runs: one statement for every membership (SQLite
+    // runs it on the loop) lets none happen in between.
+    let turns = 0;
+    let deleting = true;
+    const countTurn = () => {
+      if (!deleting) return;
+      turns++;
+      setImmediate(countTurn);
+    };
+    setImmediate(countTurn);
+    await deleteTopic(t.deps, t.environments.a, 'crowd');
+    deleting = false;
+
+    expect(turns).toBeGreaterThanOrEqual(parts - 1);
+    expect(await t.db('topic_subscribers').where('topic_id', topic.id).count({ n: '*' })).toEqual([{ n: 0 }]);
+    expect((await t.a.get('/v1/subscribers?limit=1').expect(200)).body.totalCount).toBe(parts * MEMBERSHIPS_DELETED_AT_ONCE + 5);
+    await t.a.get('/v1/topics/crowd').expect(404);
   });
 
   it('answers 404 the second time', async () => {
