@@ -5,6 +5,10 @@ import { createIntegration, createSubscriber, createWorkflow, step } from '../he
 import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { systemClock } from '../../src/clock.js';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { DELIVERIES_DELETED_AT_ONCE } from '../../src/db/repos/webhook-endpoints.js';
+import { deleteEndpoint } from '../../src/engine/webhooks.js';
+import { newId } from '../../src/ids.js';
 
 // Webhook endpoints through the API, and the events of every kind reaching a real receiver on
 // 127.0.0.1 that checks each signature with the `standardwebhooks` library, as a customer would.
@@ -88,6 +92,45 @@ describe('PATCH and DELETE /v1/webhook-endpoints/{endpointId}', () => {
     expect(patched.includeContent).toBe(true);
     await t.a.delete(`/v1/webhook-endpoints/${created.endpointId}`).expect(204);
     await t.a.get(`/v1/webhook-endpoints/${created.endpointId}`).expect(404);
+  });
+
+  it('deletes an endpoint with a large backlog of deliveries a part at a time, letting the event loop turn between the parts', async () => {
+    const parts = 10;
+    const { endpointId } = await createEndpoint(t.a, { rateLimitPerSecond: 1 });
+    const at = t.clock.now().toISOString();
+    await insertRows(
+      t.db,
+      'webhook_deliveries',
+      Array.from({ length: parts * DELIVERIES_DELETED_AT_ONCE }, (_, i) => ({
+        id: newId(),
+        environment_id: t.environments.a,
+        endpoint_id: endpointId,
+        event_id: `msg_${i}`,
+        event_type: 'message.sent',
+        payload: '{}',
+        status: 'pending',
+        run_at: at,
+        created_at: at,
+        updated_at: at,
+      })),
+    );
+
+    // Counts the loop's turns while the delete runs: one statement for the whole backlog (SQLite
+    // runs it on the loop) lets none happen in between.
+    let turns = 0;
+    let deleting = true;
+    const countTurn = () => {
+      if (!deleting) return;
+      turns++;
+      setImmediate(countTurn);
+    };
+    setImmediate(countTurn);
+    await deleteEndpoint(t.deps, t.environments.a, endpointId);
+    deleting = false;
+
+    expect(turns).toBeGreaterThanOrEqual(parts - 1);
+    expect(await t.db('webhook_deliveries').where('endpoint_id', endpointId).count({ n: '*' })).toEqual([{ n: 0 }]);
+    await t.a.get(`/v1/webhook-endpoints/${endpointId}`).expect(404);
   });
 });
 
