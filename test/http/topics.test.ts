@@ -6,7 +6,7 @@ import { JobRunner } from '../../src/engine/runner.js';
 import { trigger } from '../../src/engine/trigger.js';
 import type { Knex } from 'knex';
 import { insertRows } from '../../src/db/insert-rows.js';
-import { MEMBERSHIPS_DELETED_AT_ONCE } from '../../src/db/repos/topics.js';
+import { DELETED_AT_ONCE } from '../../src/db/delete-in-parts.js';
 import { deleteTopic } from '../../src/engine/topics.js';
 import { newId } from '../../src/ids.js';
 
@@ -185,7 +185,7 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
     await createTopic(t.a, 'crowd');
     const topic = await t.db('topics').where({ environment_id: t.environments.a, topic_key: 'crowd' }).first('id');
     const at = t.clock.now().toISOString();
-    const members = Array.from({ length: parts * MEMBERSHIPS_DELETED_AT_ONCE }, (_, i) => ({
+    const members = Array.from({ length: parts * DELETED_AT_ONCE }, (_, i) => ({
       id: newId(),
       environment_id: t.environments.a,
       subscriber_id: `crowd-${i}`,
@@ -211,7 +211,7 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
 
     expect(turns).toBeGreaterThanOrEqual(parts - 1);
     expect(await t.db('topic_subscribers').where('topic_id', topic.id).count({ n: '*' })).toEqual([{ n: 0 }]);
-    expect((await t.a.get('/v1/subscribers?limit=1').expect(200)).body.totalCount).toBe(parts * MEMBERSHIPS_DELETED_AT_ONCE + 5);
+    expect((await t.a.get('/v1/subscribers?limit=1').expect(200)).body.totalCount).toBe(parts * DELETED_AT_ONCE + 5);
     await t.a.get('/v1/topics/crowd').expect(404);
   });
 

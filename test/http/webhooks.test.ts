@@ -6,7 +6,7 @@ import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { systemClock } from '../../src/clock.js';
 import { insertRows } from '../../src/db/insert-rows.js';
-import { DELIVERIES_DELETED_AT_ONCE } from '../../src/db/repos/webhook-endpoints.js';
+import { DELETED_AT_ONCE } from '../../src/db/delete-in-parts.js';
 import { deleteEndpoint } from '../../src/engine/webhooks.js';
 import { newId } from '../../src/ids.js';
 
@@ -101,7 +101,7 @@ describe('PATCH and DELETE /v1/webhook-endpoints/{endpointId}', () => {
     await insertRows(
       t.db,
       'webhook_deliveries',
-      Array.from({ length: parts * DELIVERIES_DELETED_AT_ONCE }, (_, i) => ({
+      Array.from({ length: parts * DELETED_AT_ONCE }, (_, i) => ({
         id: newId(),
         environment_id: t.environments.a,
         endpoint_id: endpointId,

@@ -1,5 +1,5 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
-import { changeRows, isPostgres, selectRows, type Db, type Runner } from '../knex.js';
+import { isPostgres, selectRows, type Db, type Runner } from '../knex.js';
+import { deleteInParts } from '../delete-in-parts.js';
 import { whereInShard, type FanoutShard } from '../fanout-shards.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
@@ -160,18 +160,12 @@ export async function fanoutsOfTopic(db: Runner, environmentId: string, topicId:
   return rows.filter(({ state }) => readJson<Partial<FanoutPosition>>(state, {}).topicIds?.includes(topicId)).length;
 }
 
-/**
- * The memberships one statement of a topic's delete removes on SQLite, which runs each statement
- * on the event loop: cascading from the topic row, a topic of 100,000 members held it throughout.
- */
-export const MEMBERSHIPS_DELETED_AT_ONCE = 1_000;
-
 /** Deletes a topic and its memberships (on SQLite a part at a time, the loop turning between); its subscribers stay. */
 export async function deleteTopic(trx: Runner, topicId: string): Promise<void> {
   if (!isPostgres(trx)) {
     const part = `DELETE FROM topic_subscribers WHERE topic_id = ? AND subscriber_id IN
       (SELECT subscriber_id FROM topic_subscribers WHERE topic_id = ? LIMIT ?)`;
-    while ((await changeRows(trx, part, [topicId, topicId, MEMBERSHIPS_DELETED_AT_ONCE])) === MEMBERSHIPS_DELETED_AT_ONCE) await nextTurn();
+    await deleteInParts(trx, part, [topicId, topicId]);
   }
   // The rest of the memberships (all of them on PostgreSQL, whose statements leave the loop free) go with the topic (foreign keys).
   await trx('topics').where('id', topicId).delete();

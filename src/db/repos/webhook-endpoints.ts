@@ -1,8 +1,8 @@
 // Webhook endpoints: where an environment's events go. Secrets are sealed at rest (crypto.ts) when
 // the server has HERALD_SECRET, and never leave this file but through endpointSecrets.
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Db, Runner } from '../knex.js';
 import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
+import { deleteInParts } from '../delete-in-parts.js';
 import type { Schemas } from '../../contract.js';
 import { open, sealIfSecret } from '../../crypto.js';
 import { newId } from '../../ids.js';
@@ -137,20 +137,16 @@ export async function updateEndpoint(trx: Runner, environmentId: string, endpoin
 }
 
 /**
- * The deliveries one statement of an endpoint's delete removes on SQLite, which runs each
- * statement on the event loop: a paced or failing endpoint's backlog has no bound.
+ * Deletes the endpoint and its deliveries (their tries with them; on SQLite a part at a time, the
+ * loop turning between: a paced or failing endpoint's backlog has no bound).
  */
-export const DELIVERIES_DELETED_AT_ONCE = 1_000;
-
-/** Deletes the endpoint and its deliveries (their tries with them; on SQLite a part at a time, the loop turning between). */
 export async function deleteEndpoint(trx: Runner, environmentId: string, endpointId: string): Promise<boolean> {
   if ((await trx('webhook_endpoints').where({ environment_id: environmentId, id: endpointId }).delete()) === 0) return false;
   if (isPostgres(trx)) {
     await trx('webhook_deliveries').where({ endpoint_id: endpointId }).delete();
     return true;
   }
-  const part = 'DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE endpoint_id = ? LIMIT ?)';
-  while ((await changeRows(trx, part, [endpointId, DELIVERIES_DELETED_AT_ONCE])) === DELIVERIES_DELETED_AT_ONCE) await nextTurn();
+  await deleteInParts(trx, 'DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE endpoint_id = ? LIMIT ?)', [endpointId]);
   return true;
 }
 
