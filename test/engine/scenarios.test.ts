@@ -627,6 +627,29 @@ describe('digest', () => {
     expect((await contentsOf('large-digest'))[0]).toBe('3 comments on euros: f;g;');
   });
 
+  it('closes a digest of 1,200 events with its payloads read in one statement, and settles all of them', async () => {
+    await t.a.post('/v1/subscribers', { subscriberId: 'crowded' }).expect(201);
+    const txs: string[] = [];
+    for (let part = 0; part < 12; part++) {
+      const events = Array.from({ length: 100 }, (_, i) => ({ name: 'comments-digest', to: 'crowded', payload: { postId: 'busy', text: String(part * 100 + i) } }));
+      const res = await t.a.post('/v1/events/trigger/bulk', { events }).expect(201);
+      txs.push(...res.body.data.map((item: { transactionId: string }) => item.transactionId));
+    }
+    await run();
+    // The payloads come with the followers' one read (off the event loop on a SQLite file), not a statement per 500 of them.
+    const payloadReads = recordQueries(t.db, /^select .*payload.* from .events. where .id. in/i);
+    await later(11 * 60_000);
+    expect(payloadReads.stop()).toEqual([]);
+    const [content] = await contentsOf('crowded');
+    // Events triggered in one request are made in the same millisecond: their order among themselves is the ids'.
+    const [count, listed] = content.split(' comments on busy: ');
+    expect(count).toBe('1200');
+    expect(listed.split(';').filter(Boolean).map(Number).sort((a, b) => a - b)).toEqual(Array.from({ length: 1200 }, (_, i) => i));
+    const settled = await t.a.get('/v1/notifications?subscriberId=crowded&status=completed&limit=1').expect(200);
+    expect(settled.body.totalCount).toBe(1200);
+
+  });
+
   it('leaves the other events to be sent when one of them is canceled, even the first', async () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'half-digested' }).expect(201);
     const txs: string[] = [];

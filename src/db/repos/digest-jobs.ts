@@ -2,9 +2,9 @@
 // of an open digest to an heir when its leader's event is canceled, and, once the digest closed,
 // the notifications that ride in its send. The rules are engine/digests.ts's; these are its rows.
 import type { Db, Runner } from '../knex.js';
-import { isPostgres, selectBuiltInBackground, selectRows } from '../knex.js';
+import { isPostgres, selectRows, selectRowsInBackground } from '../knex.js';
+import { pacer } from '../../turns.js';
 import { readJson, writeJson } from '../json.js';
-import { chunks } from '../chunks.js';
 import { jobRow, type NewJob } from './jobs.js';
 
 /**
@@ -36,30 +36,30 @@ export interface DigestFollower {
  * payloads so far fit in `payloadBytes` (of their stored JSON) together; the first that does not,
  * and every one after it, come without. A digest may gather thousands of events of up to 1 MiB
  * each: reading them all would hold the event loop for seconds and carry gigabytes into its send.
- * The database measures the payloads first, without reading them (octet_length: `length`, which
- * counts characters, read every payload on SQLite). The list is read off the event loop, once the
- * digest has closed (no job joins it after): tens of thousands of followers are a long read.
+ * The database measures the payloads (octet_length: `length`, which counts characters, read every
+ * payload on SQLite) and reads only those that fit, in one statement run off the event loop once
+ * the digest has closed (no job joins it after): on SQLite, reading the payloads on the loop 500
+ * ids a statement held it for all of them together.
  */
 export async function digestFollowers(db: Db, leaderId: string, payloadBytes: number): Promise<DigestFollower[]> {
-  const rows = await selectBuiltInBackground<{ notification_id: string | null; event_id: string; payload_bytes: number | string }>(
-    db('jobs as j')
-      .join('events as ev', 'ev.id', 'j.event_id')
-      .where({ 'j.merged_into': leaderId, 'j.status': 'merged' })
-      .orderBy([{ column: 'j.created_at' }, { column: 'j.id' }])
-      .select('j.notification_id', 'j.event_id', db.raw('octet_length(ev.payload) AS payload_bytes')),
+  const rows = await selectRowsInBackground<{ notification_id: string | null; payload: string | null }>(
+    db,
+    `WITH followers AS (
+      SELECT j.notification_id, j.event_id, j.created_at, j.id,
+        sum(octet_length(ev.payload)) OVER (ORDER BY j.created_at, j.id ROWS UNBOUNDED PRECEDING) AS bytes_so_far
+      FROM jobs j JOIN events ev ON ev.id = j.event_id
+      WHERE j.merged_into = ? AND j.status = 'merged')
+    SELECT notification_id, CASE WHEN bytes_so_far <= ? THEN (SELECT payload FROM events WHERE id = followers.event_id) END AS payload
+    FROM followers ORDER BY created_at, id`,
+    [leaderId, payloadBytes],
   );
-  let left = payloadBytes;
-  const shown: string[] = [];
+  const pace = pacer();
+  const followers: DigestFollower[] = [];
   for (const row of rows) {
-    left -= Number(row.payload_bytes);
-    if (left < 0) break;
-    shown.push(row.event_id);
+    followers.push(row.payload === null ? { notificationId: row.notification_id } : { notificationId: row.notification_id, payload: readJson(row.payload, {}) });
+    await pace();
   }
-  const payloads = new Map<string, unknown>();
-  for (const part of chunks(shown)) {
-    for (const event of await db('events').whereIn('id', part).select('id', 'payload')) payloads.set(event.id, readJson(event.payload, {}));
-  }
-  return rows.map((row) => (payloads.has(row.event_id) ? { notificationId: row.notification_id, payload: payloads.get(row.event_id) } : { notificationId: row.notification_id }));
+  return followers;
 }
 
 /**
