@@ -10,7 +10,7 @@ import type { Db, Runner } from '../db/knex.js';
 import type { EventRecord } from '../db/repos/events.js';
 import { cancelJobs, insertJobs, type NewJob, type JobRecord } from '../db/repos/jobs.js';
 import { addExecutionDetail } from '../db/repos/execution-details.js';
-import { closeDigest, digestFollowers, findDigestLeader, insertDigestLeader, closedDigestOf, digestHeirOf, digestRiders, dropDigestKey, handDigestLeadTo, mergedJobIdsOf, moveJob } from '../db/repos/digest-jobs.js';
+import { closeDigest, digestFollowers, findDigestLeader, insertDigestLeader, closedDigestOf, digestHeirOf, digestRiderSlices, dropDigestKey, handDigestLeadTo, mergedJobIdsOf, moveJob } from '../db/repos/digest-jobs.js';
 import { markNotificationsProcessing, settleRiders } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
 import { chunks } from '../db/chunks.js';
@@ -167,6 +167,5 @@ export function followsDigest(steps: ReadonlyArray<{ type: string }>, stepIndex:
  */
 export async function settleDigestRiders(trx: Runner, event: EventRecord, notificationId: string, now: Date): Promise<void> {
   if (!event.workflow.steps.some((step) => step.type === 'digest')) return;
-  const riders = (await digestRiders(trx, notificationId)).map((rider) => rider.notificationId);
-  if (riders.length > 0) await settleRiders(trx, notificationId, riders, now);
+  for await (const riders of digestRiderSlices(trx, notificationId)) await settleRiders(trx, notificationId, riders, now);
 }

@@ -10,6 +10,7 @@ import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 import { countTurns } from '../helpers/turns.js';
 import { DIGEST_EVENTS_BYTES } from '../../src/engine/digests.js';
+import { digestRiderSlices, RIDERS_A_READ } from '../../src/db/repos/digest-jobs.js';
 import { SLICE_CHARS } from '../../src/db/chunks.js';
 import { claimDueJobs } from '../../src/db/repos/jobs.js';
 import { executeJob } from '../../src/engine/execute.js';
@@ -627,7 +628,7 @@ describe('digest', () => {
     expect((await contentsOf('large-digest'))[0]).toBe('3 comments on euros: f;g;');
   });
 
-  it('closes a digest of 1,200 events with its payloads read in one statement, and settles all of them', async () => {
+  it('closes a digest of 1,200 events with its payloads read in one statement, and settles its riders 500 a read', async () => {
     await t.a.post('/v1/subscribers', { subscriberId: 'crowded' }).expect(201);
     const txs: string[] = [];
     for (let part = 0; part < 12; part++) {
@@ -648,6 +649,13 @@ describe('digest', () => {
     const settled = await t.a.get('/v1/notifications?subscriberId=crowded&status=completed&limit=1').expect(200);
     expect(settled.body.totalCount).toBe(1200);
 
+    const carrier = await notificationOf(txs[0]);
+    const slices: string[][] = [];
+    for await (const riders of digestRiderSlices(t.db, carrier.notificationId)) slices.push(riders);
+    expect(slices.map((riders) => riders.length)).toEqual([RIDERS_A_READ, RIDERS_A_READ, 1199 - 2 * RIDERS_A_READ]);
+    const riders = new Set(slices.flat());
+    expect(riders.size).toBe(1199);
+    expect(riders.has(carrier.notificationId)).toBe(false);
   });
 
   it('leaves the other events to be sent when one of them is canceled, even the first', async () => {

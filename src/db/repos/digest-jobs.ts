@@ -91,6 +91,35 @@ export async function digestRiders(trx: Runner, notificationId: string): Promise
   return rows.map((row) => ({ notificationId: row.notification_id, transactionId: row.transaction_id }));
 }
 
+/** Riders a statement reads at once (digestRiderSlices). */
+export const RIDERS_A_READ = 500;
+
+/**
+ * The notifications riding in the send of the closed digest `notificationId` carries (as
+ * digestRiders, in no promised order), `size` a statement with the event loop turning between:
+ * tens of thousands read and sorted in one statement held it. Each slice starts after the last
+ * one's row in the index of merged jobs, whose entries SQLite keeps in rowid order within a digest.
+ */
+export async function* digestRiderSlices(trx: Runner, notificationId: string, size = RIDERS_A_READ): AsyncGenerator<string[]> {
+  const digest = await closedDigestOf(trx, notificationId);
+  if (!digest) return;
+  const at = isPostgres(trx as Db) ? 'id' : 'rowid';
+  const pace = pacer();
+  let after: string | number = isPostgres(trx as Db) ? '' : 0;
+  for (;;) {
+    const rows = await selectRows<{ at: string | number; notification_id: string }>(
+      trx,
+      `SELECT ${at} AS at, notification_id FROM jobs WHERE merged_into = ? AND status = 'merged' AND ${at} > ? ORDER BY ${at} LIMIT ${size}`,
+      [digest.id, after],
+    );
+    const riders = rows.map((row) => row.notification_id).filter((id) => id !== null && id !== notificationId);
+    if (riders.length > 0) yield riders;
+    if (rows.length < size) return;
+    after = rows[rows.length - 1].at;
+    await pace();
+  }
+}
+
 /** The follower to carry a digest on: the oldest job merged into it whose event is not canceled. */
 export async function digestHeirOf(trx: Runner, digestId: string): Promise<{ id: string; event_id: string; notification_id: string } | undefined> {
   return trx('jobs as f')
