@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { isPostgres, type Db, type Runner } from './knex.js';
 import { runInSqliteTransaction } from './sqlite.js';
+import { pacer } from '../turns.js';
 
 type Work<T> = (trx: Knex.Transaction) => Promise<T>;
 
@@ -83,12 +84,20 @@ function commitNext(db: Db, queue: Queue): void {
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
-/** One transaction, a savepoint per work; rejects only when the transaction itself fails. */
+/**
+ * One transaction, a savepoint per work; rejects only when the transaction itself fails. The loop
+ * turns between works once TURN_MS has passed: better-sqlite3 answers each statement within the
+ * same turn, so a group of many works (a bulk trigger's events each joining a digest) would
+ * otherwise hold the loop for all of them. A write that arrives meanwhile waits for the next
+ * group, and reads go to the read connection, as during any commit.
+ */
 async function commitTogether(db: Db, batch: Pending[]): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
+  const pace = pacer();
   await db.transaction(async (trx) => {
     // Plain savepoints: knex's nested transactions would build a knex instance for each work.
     for (const { work } of batch) {
+      await pace();
       await runInSqliteTransaction(trx, 'SAVEPOINT work');
       try {
         outcomes.push({ ok: true, value: await work(trx) });

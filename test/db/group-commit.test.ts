@@ -4,7 +4,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, isPostgres, type Db } from '../../src/db/knex.js';
 import { writeStatement, writeTransaction } from '../../src/db/group-commit.js';
-import { createTestDb, processDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { createTestDb, processDatabaseUrl, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { countTurns } from '../helpers/turns.js';
+import { TURN_MS } from '../../src/turns.js';
 import { recordQueries } from '../helpers/queries.js';
 
 let testDb: TestDb;
@@ -94,6 +96,28 @@ describe('writeTransaction', () => {
     const kept = await committed('gc_parent');
     expect(kept.filter((id) => /^[efg]/.test(id)).map((id) => id.slice(0, 4))).toEqual(bulky('g').map(({ id }) => id.slice(0, 4)));
     expect(kept).toContain('d1');
+  });
+
+  it.runIf(!testDatabaseUrl())('lets the event loop turn between the works of one commit once TURN_MS has passed', async () => {
+    // Each work holds the loop 2 ms (better-sqlite3 answers on the calling thread): twenty in one
+    // commit are 40 ms, past TURN_MS four times, and the loop must turn between them.
+    const holdFor = (ms: number) => {
+      for (const until = performance.now() + ms; performance.now() < until; );
+    };
+    let turns: { stop(): number } | undefined;
+    let turnsWhileCommitting = -1;
+    const works = Array.from({ length: 20 }, (_, i) =>
+      writeTransaction(db, async (trx) => {
+        if (i === 0) turns = countTurns();
+        await trx('gc_parent').insert({ id: `p${String(i).padStart(2, '0')}` });
+        holdFor(2);
+        if (i === 19) turnsWhileCommitting = turns!.stop();
+      }),
+    );
+    await Promise.all(works);
+    expect(20 * 2).toBeGreaterThan(3 * TURN_MS);
+    expect(turnsWhileCommitting).toBeGreaterThanOrEqual(3);
+    expect((await committed('gc_parent')).filter((id) => /^p\d\d$/.test(id))).toHaveLength(20);
   });
 
   it('nests in a transaction it is given, committing with it', async () => {
