@@ -120,6 +120,23 @@ describe('writeTransaction', () => {
     expect((await committed('gc_parent')).filter((id) => /^p\d\d$/.test(id))).toHaveLength(20);
   });
 
+  it.runIf(!testDatabaseUrl())('lets the event loop turn between one caller\'s commits in a row once TURN_MS has passed', async () => {
+    // Each write is queued while the one before it is still finishing its commit, and so follows
+    // it at once: twenty of 2 ms are 40 ms, past TURN_MS four times.
+    const holdFor = (ms: number) => {
+      for (const until = performance.now() + ms; performance.now() < until; );
+    };
+    const turns = countTurns();
+    for (let i = 0; i < 20; i++) {
+      await writeTransaction(db, async (trx) => {
+        await trx('gc_parent').insert({ id: `q${String(i).padStart(2, '0')}` });
+        holdFor(2);
+      });
+    }
+    expect(turns.stop()).toBeGreaterThanOrEqual(3);
+    expect((await committed('gc_parent')).filter((id) => /^q\d\d$/.test(id))).toHaveLength(20);
+  });
+
   it('nests in a transaction it is given, committing with it', async () => {
     await db.transaction(async (trx) => {
       await writeTransaction(trx, (inner) => inner('gc_parent').insert({ id: 'c1' }));
