@@ -167,5 +167,5 @@ export function followsDigest(steps: ReadonlyArray<{ type: string }>, stepIndex:
  */
 export async function settleDigestRiders(trx: Runner, event: EventRecord, notificationId: string, now: Date): Promise<void> {
   if (!event.workflow.steps.some((step) => step.type === 'digest')) return;
-  for await (const riders of digestRiderSlices(trx, notificationId)) await settleRiders(trx, notificationId, riders, now);
+  for await (const riders of digestRiderSlices(trx, notificationId)) await settleRiders(trx, notificationId, riders.map((rider) => rider.notificationId), now);
 }

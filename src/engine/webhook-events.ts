@@ -5,7 +5,7 @@ import type { Runner } from '../db/knex.js';
 import { insertDeliveries } from '../db/repos/webhook-deliveries.js';
 import { notificationRecipient, notificationsOfEvent } from '../db/repos/notifications.js';
 import type { EventRecord } from '../db/repos/events.js';
-import { digestRiders } from '../db/repos/digest-jobs.js';
+import { digestRiderSlices } from '../db/repos/digest-jobs.js';
 import type { NewMessage } from '../db/repos/messages.js';
 import { subscriptionsFor } from '../db/webhook-subscriptions.js';
 import type { Subscription, WebhookEventType } from '../db/repos/webhook-endpoints.js';
@@ -236,9 +236,11 @@ export async function recordStepEvent(trx: Runner, facts: JobFacts, event: StepE
   await recordWebhookEvent(trx, facts.environmentId, event.type, data, now, { content });
   if (!TOLD_TO_RIDERS.has(event.type) || !followsDigest(facts.steps, facts.stepIndex)) return;
   // The notifications riding in this one's digest hear of the send that carried them, each as itself.
-  for (const rider of await digestRiders(trx, facts.notificationId)) {
-    const riderData = { ...data, notificationId: rider.notificationId, transactionId: rider.transactionId, digestedInto: facts.notificationId };
-    await recordWebhookEvent(trx, facts.environmentId, event.type, riderData, now, { content });
+  for await (const riders of digestRiderSlices(trx, facts.notificationId)) {
+    for (const rider of riders) {
+      const riderData = { ...data, notificationId: rider.notificationId, transactionId: rider.transactionId, digestedInto: facts.notificationId };
+      await recordWebhookEvent(trx, facts.environmentId, event.type, riderData, now, { content });
+    }
   }
 }
 

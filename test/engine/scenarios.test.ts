@@ -651,7 +651,7 @@ describe('digest', () => {
 
     const carrier = await notificationOf(txs[0]);
     const slices: string[][] = [];
-    for await (const riders of digestRiderSlices(t.db, carrier.notificationId)) slices.push(riders);
+    for await (const riders of digestRiderSlices(t.db, carrier.notificationId)) slices.push(riders.map((rider) => rider.notificationId));
     expect(slices.map((riders) => riders.length)).toEqual([RIDERS_A_READ, RIDERS_A_READ, 1199 - 2 * RIDERS_A_READ]);
     const riders = new Set(slices.flat());
     expect(riders.size).toBe(1199);

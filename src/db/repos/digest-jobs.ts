@@ -74,45 +74,39 @@ export async function closedDigestOf(trx: Runner, notificationId: string): Promi
   return digest;
 }
 
-/**
- * The notifications, other than `notificationId`, riding in the send of the closed digest it
- * carries (their jobs are still merged into it), each with its event's transactionId, oldest first.
- * Read from the digest, through the index of merged jobs (CROSS JOIN keeps SQLite to that order; by
- * status it would read every merged job ever).
- */
-export async function digestRiders(trx: Runner, notificationId: string): Promise<Array<{ notificationId: string; transactionId: string }>> {
-  const rows = await selectRows<{ notification_id: string; transaction_id: string }>(
-    trx,
-    `SELECT f.notification_id, ev.transaction_id FROM (${CLOSED_DIGEST_OF}) AS digest CROSS JOIN jobs f JOIN events ev ON ev.id = f.event_id
-      WHERE f.merged_into = digest.id AND f.status = 'merged' AND f.notification_id <> ?
-      ORDER BY f.created_at, f.id`,
-    [notificationId, notificationId, notificationId],
-  );
-  return rows.map((row) => ({ notificationId: row.notification_id, transactionId: row.transaction_id }));
+/** A notification riding in a closed digest's send, with its event's transactionId. */
+export interface DigestRider {
+  notificationId: string;
+  transactionId: string;
 }
 
 /** Riders a statement reads at once (digestRiderSlices). */
 export const RIDERS_A_READ = 500;
 
 /**
- * The notifications riding in the send of the closed digest `notificationId` carries (as
- * digestRiders, in no promised order), `size` a statement with the event loop turning between:
- * tens of thousands read and sorted in one statement held it. Each slice starts after the last
- * one's row in the index of merged jobs, whose entries SQLite keeps in rowid order within a digest.
+ * The notifications, other than `notificationId`, riding in the send of the closed digest it
+ * carries (their jobs are still merged into it), each with its event's transactionId, about in the
+ * order they joined it: `size` a statement with the event loop turning between, as tens of
+ * thousands read and sorted in one statement held it. Each slice starts after the last one's row in
+ * the index of merged jobs, whose entries SQLite keeps in rowid order within a digest (PostgreSQL:
+ * by id, which sorts by creation time).
  */
-export async function* digestRiderSlices(trx: Runner, notificationId: string, size = RIDERS_A_READ): AsyncGenerator<string[]> {
+export async function* digestRiderSlices(trx: Runner, notificationId: string, size = RIDERS_A_READ): AsyncGenerator<DigestRider[]> {
   const digest = await closedDigestOf(trx, notificationId);
   if (!digest) return;
   const at = isPostgres(trx as Db) ? 'id' : 'rowid';
   const pace = pacer();
   let after: string | number = isPostgres(trx as Db) ? '' : 0;
   for (;;) {
-    const rows = await selectRows<{ at: string | number; notification_id: string }>(
+    const rows = await selectRows<{ at: string | number; notification_id: string | null; transaction_id: string }>(
       trx,
-      `SELECT ${at} AS at, notification_id FROM jobs WHERE merged_into = ? AND status = 'merged' AND ${at} > ? ORDER BY ${at} LIMIT ${size}`,
+      `SELECT j.${at} AS at, j.notification_id, ev.transaction_id FROM jobs j JOIN events ev ON ev.id = j.event_id
+        WHERE j.merged_into = ? AND j.status = 'merged' AND j.${at} > ? ORDER BY j.${at} LIMIT ${size}`,
       [digest.id, after],
     );
-    const riders = rows.map((row) => row.notification_id).filter((id) => id !== null && id !== notificationId);
+    const riders = rows.flatMap((row) =>
+      row.notification_id === null || row.notification_id === notificationId ? [] : [{ notificationId: row.notification_id, transactionId: row.transaction_id }],
+    );
     if (riders.length > 0) yield riders;
     if (rows.length < size) return;
     after = rows[rows.length - 1].at;
