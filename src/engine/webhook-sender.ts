@@ -4,7 +4,7 @@
 // rateLimitPerSecond in turns every worker shares (pacing.ts). The try and what follows from it (the next try on Svix's schedule, the
 // endpoint's health, its disabling) are written in one transaction, while this worker holds it.
 import type { Transaction } from '../db/knex.js';
-import { writeTransaction } from '../db/group-commit.js';
+import { writeStatement, writeTransaction } from '../db/group-commit.js';
 import { addAttempt, deferEndpointDeliveries, dropDelivery, failPendingDeliveries, finishDelivery, finishSucceeded, type DeliveryChange, type DeliveryRecord, type NewAttempt } from '../db/repos/webhook-deliveries.js';
 import { disableEndpoint, endpointTargets, markEndpointFailing, type EndpointTarget } from '../db/repos/webhook-endpoints.js';
 import { subscriptionsChanged } from '../db/webhook-subscriptions.js';
@@ -247,7 +247,10 @@ function attemptOf(delivery: DeliveryRecord, tried: Tried): NewAttempt {
  */
 async function putBack(ctx: WebhookRun, delivery: DeliveryRecord, until: Date, all: boolean, pacedAtRate?: number): Promise<void> {
   const now = ctx.deps.clock.now();
-  if (!all) return void (await finishDelivery(ctx.deps.db, delivery.id, ctx.owner, { status: 'pending', runAt: until, refundAttempt: true, pacedAtRate }, now));
+  // Through writeStatement: on SQLite the put-backs of a claim share a commit (a sync to disk each,
+  // on the event loop, held it tens of ms per claim over a paced backlog).
+  const alone: DeliveryChange = { status: 'pending', runAt: until, refundAttempt: true, pacedAtRate };
+  if (!all) return void (await writeStatement(ctx.deps.db, (db) => finishDelivery(db, delivery.id, ctx.owner, alone, now)));
   const backlogUntil = ctx.waits.settle(delivery.endpointId, until, now.getTime());
   await writeTransaction(ctx.deps.db, async (trx) => {
     const change: DeliveryChange = { status: 'pending', runAt: backlogUntil, refundAttempt: true };

@@ -200,6 +200,31 @@ describe('rateLimitPerSecond', () => {
   });
 });
 
+// SQLite: a commit is a sync to disk, on the event loop; PostgreSQL commits each put-back alone, off it.
+describe.skipIf(testDatabaseUrl())('rateLimitPerSecond over a backlog', () => {
+  it("puts back a claim's deliveries its rate turns away in shared commits, not a commit each", async () => {
+    const peer = await receiver();
+    const endpoint = await endpointAt(`${peer.url}/h`, { rateLimitPerSecond: 1 });
+    const backlog = 20;
+    const rows = Array.from({ length: backlog + 1 }, (_, i) => ({ environmentId: t.environments.a, endpointId: endpoint.endpointId, eventId: `evt_backlog_${i}`, eventType: 'message.sent', payload: `{"n":${i}}` }));
+    await insertDeliveries(t.db, rows, t.clock.now());
+    // Commits: each COMMIT, and each write knex runs outside a transaction (SQLite commits it alone).
+    let commits = 0;
+    const count = (query: { sql: string; __knexTxId?: string }) => {
+      const sql = query.sql.trim();
+      if (/^commit/i.test(sql) || (query.__knexTxId === undefined && /^(update|insert|delete)/i.test(sql))) commits++;
+    };
+    t.db.on('query', count);
+    await worker.runUntilIdle();
+    t.db.off('query', count);
+    expect(peer.requests).toHaveLength(1);
+    const waiting = await t.db('webhook_deliveries').where({ endpoint_id: endpoint.endpointId, status: 'pending' }).select('attempts', 'run_at');
+    expect(waiting.map((row: { attempts: number }) => Number(row.attempts))).toEqual(Array(backlog).fill(0));
+    expect(new Set(waiting.map((row: { run_at: string }) => row.run_at)).size).toBe(backlog);
+    expect(commits).toBeLessThan(backlog);
+  });
+});
+
 describe('an endpoint without rateLimitPerSecond', () => {
   it('takes no turn: its deliveries cost no write to the shared windows', async () => {
     const peer = await receiver();
