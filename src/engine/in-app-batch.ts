@@ -13,6 +13,7 @@ import { newId } from '../ids.js';
 import { messageChars, type NewMessage } from '../db/repos/messages.js';
 import { groupsOf, SLICE_CHARS } from '../db/chunks.js';
 import { deliverInboxMessages } from './inbox.js';
+import { writeDeliveryRows, type DeliveryRow } from '../db/repos/webhook-deliveries.js';
 import { jobFacts, recordStepEvent, type StepEvent } from './webhook-events.js';
 import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
@@ -110,6 +111,8 @@ async function writeOutcomesTogether(trx: Runner, decided: Decision[], now: Date
   // Ids given here, so the message.delivered events below can name the messages they stored.
   for (const d of decided) if (d.status === 'completed') d.message.id ??= newId(now.getTime());
   await deliverInboxMessages(trx, decided.flatMap((d) => (d.status === 'completed' ? [d.message] : [])), now);
+  // The group's webhook deliveries in one statement, as its messages: one each was a statement a recipient.
+  const outbox: DeliveryRow[] = [];
   for (const d of decided) {
     if (d.status === 'canceled') continue;
     const job = { ...d.job, notificationId: d.job.notificationId!, stepIndex: d.job.stepIndex! };
@@ -120,8 +123,9 @@ async function writeOutcomesTogether(trx: Runner, decided: Decision[], now: Date
         : d.status === 'skipped'
           ? { type: 'message.skipped', detail: d.detail }
           : { type: 'message.failed', attempts: d.job.attempts, error: { message: d.detail } };
-    await recordStepEvent(trx, facts, webhook, now);
+    await recordStepEvent(trx, facts, webhook, now, outbox);
   }
+  await writeDeliveryRows(trx, outbox);
 }
 
 export function isInAppJob(job: JobRecord): boolean {

@@ -2,7 +2,7 @@
 // environment that takes it, in the caller's transaction, so the event commits with the change it
 // tells of or not at all. An environment without endpoints costs a map lookup (webhook-subscriptions.ts).
 import type { Runner } from '../db/knex.js';
-import { insertDeliveries } from '../db/repos/webhook-deliveries.js';
+import { deliveryRows, insertDeliveries, type DeliveryRow } from '../db/repos/webhook-deliveries.js';
 import { notificationRecipient, notificationsOfEvent } from '../db/repos/notifications.js';
 import type { EventRecord } from '../db/repos/events.js';
 import { digestRiderSlices } from '../db/repos/digest-jobs.js';
@@ -41,6 +41,11 @@ export interface EventOptions {
    * when such an endpoint takes the event, so an event no one wants content of builds none.
    */
   content?: () => MessageContent | undefined;
+  /**
+   * Where the deliveries go instead of being written now: a caller recording many events (an in-app
+   * batch's) writes them together with writeDeliveryRows, in one statement rather than one each.
+   */
+  outbox?: DeliveryRow[];
 }
 
 /**
@@ -56,7 +61,7 @@ export async function recordWebhookEvent(
   now: Date,
   options: EventOptions = {},
 ): Promise<string[]> {
-  const { only, content } = options;
+  const { only, content, outbox } = options;
   const subscriptions = (await subscriptionsFor(trx, environmentId)).filter((s) => takes(s, type) && (only?.(s.endpointId) ?? true));
   if (subscriptions.length === 0) return [];
   const eventId = newEventId(now);
@@ -68,11 +73,11 @@ export async function recordWebhookEvent(
     const rendered = content?.();
     return (full = rendered === undefined ? (plain ??= webhookBody(type, environmentId, data, now)) : webhookBody(type, environmentId, { ...data, ...rendered }, now));
   };
-  return insertDeliveries(
-    trx,
-    subscriptions.map((s) => ({ environmentId, endpointId: s.endpointId, eventId, eventType: type, payload: bodyFor(s) })),
-    now,
-  );
+  const deliveries = subscriptions.map((s) => ({ environmentId, endpointId: s.endpointId, eventId, eventType: type, payload: bodyFor(s) }));
+  if (outbox === undefined) return insertDeliveries(trx, deliveries, now);
+  const rows = deliveryRows(deliveries, now);
+  outbox.push(...rows);
+  return rows.map((row) => row.id);
 }
 
 /** Whether any endpoint of the environment takes `type`: a caller with work of its own to do for an event asks first. */
@@ -211,7 +216,8 @@ export function jobFacts(
   };
 }
 
-export async function recordStepEvent(trx: Runner, facts: JobFacts, event: StepEvent, now: Date): Promise<void> {
+/** Records a step's event (and its digest riders'); with `outbox`, the deliveries go there to be written by the caller (EventOptions). */
+export async function recordStepEvent(trx: Runner, facts: JobFacts, event: StepEvent, now: Date, outbox?: DeliveryRow[]): Promise<void> {
   if (!(CHANNELS as readonly string[]).includes(facts.channel)) return;
   if (!(await wantsWebhookEvent(trx, facts.environmentId, event.type))) return;
   const subscriberId = facts.subscriberId ?? (await notificationRecipient(trx, facts.notificationId))?.subscriber_id ?? '';
@@ -233,13 +239,13 @@ export async function recordStepEvent(trx: Runner, facts: JobFacts, event: StepE
   // The content is the send's own rendering, picked once and shared by its event and its riders' events.
   let rendered: MessageContent | undefined | null = null;
   const content = () => (rendered === null ? (rendered = contentOf(event)) : rendered);
-  await recordWebhookEvent(trx, facts.environmentId, event.type, data, now, { content });
+  await recordWebhookEvent(trx, facts.environmentId, event.type, data, now, { content, outbox });
   if (!TOLD_TO_RIDERS.has(event.type) || !followsDigest(facts.steps, facts.stepIndex)) return;
   // The notifications riding in this one's digest hear of the send that carried them, each as itself.
   for await (const riders of digestRiderSlices(trx, facts.notificationId)) {
     for (const rider of riders) {
       const riderData = { ...data, notificationId: rider.notificationId, transactionId: rider.transactionId, digestedInto: facts.notificationId };
-      await recordWebhookEvent(trx, facts.environmentId, event.type, riderData, now, { content });
+      await recordWebhookEvent(trx, facts.environmentId, event.type, riderData, now, { content, outbox });
     }
   }
 }

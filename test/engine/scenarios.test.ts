@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow } from '../helpers/factories.js';
 import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
+import { startWebhookReceiver } from '../helpers/webhook.js';
 import { JobRunner } from '../../src/engine/runner.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { fanoutShards } from '../../src/db/fanout-shards.js';
@@ -55,6 +56,33 @@ const WORKFLOWS = {
   },
   broadcast: { name: 'Broadcast', steps: [{ type: 'in_app', template: { content: 'hello' } }] },
 };
+
+/**
+ * How many statements matching `pattern` `work` runs: PostgreSQL's are knex query events; SQLite's
+ * in a transaction run past knex, on its one connection, whose prepare (statements kept, sqlite.ts)
+ * each asks for.
+ */
+async function countStatements(pattern: RegExp, work: () => Promise<unknown>): Promise<number> {
+  if (testDatabaseUrl()) {
+    const queries = recordQueries(t.db, pattern);
+    await work();
+    return queries.stop().length;
+  }
+  const connection = (await t.db.client.acquireConnection()) as { prepare(sql: string): unknown };
+  await t.db.client.releaseConnection(connection);
+  const prepare = connection.prepare;
+  let count = 0;
+  connection.prepare = (sql: string) => {
+    if (pattern.test(sql.trim())) count++;
+    return prepare.call(connection, sql);
+  };
+  try {
+    await work();
+  } finally {
+    connection.prepare = prepare;
+  }
+  return count;
+}
 
 async function trigger(body: object): Promise<string> {
   const res = await t.a.post('/v1/events/trigger', body).expect(201);
@@ -864,6 +892,26 @@ describe('topic fan-out', () => {
     expect(Number(firstBatches.n)).toBeLessThanOrEqual(perBatch * fanoutShards(t.db).length);
     await run();
     for (const id of ids) expect(await contentsOf(id)).toEqual([text]);
+  });
+
+  it("writes a fan-out's message.delivered deliveries a slice's together, not in a statement a recipient", async () => {
+    const peer = await startWebhookReceiver();
+    await t.a.post('/v1/webhook-endpoints', { url: `${peer.url}/h`, eventTypes: ['message.delivered'] }).expect(201);
+    const ids = Array.from({ length: 150 }, (_, i) => `told-${String(i).padStart(3, '0')}`);
+    for (const id of ids) await insertSubscriber(t.db, t.environments.a, { subscriberId: id }, t.clock.now());
+    await t.a.post('/v1/topics', { topicKey: 'told', name: 'Told' }).expect(201);
+    await t.a.post('/v1/topics/told/subscribers', { subscribers: ids }).expect(200);
+    await createWorkflow(t.a, WORKFLOWS.broadcast);
+    const tx = await trigger({ name: 'broadcast', to: [{ type: 'Topic', topicKey: 'told' }] });
+    try {
+      const inserts = await countStatements(/^INSERT INTO "webhook_deliveries"/, () => worker.runBatch());
+      const rows = await t.db('webhook_deliveries').where({ environment_id: t.environments.a, event_type: 'message.delivered' }).select('payload');
+      const told = rows.map((row: { payload: string }) => JSON.parse(row.payload).data).filter((data: { transactionId: string }) => data.transactionId === tx);
+      expect(told.map((data: { subscriberId: string }) => data.subscriberId).sort()).toEqual(ids);
+      expect(inserts).toBeLessThanOrEqual(Math.ceil(ids.length / 100) * fanoutShards(t.db).length);
+    } finally {
+      await peer.close();
+    }
   });
 
   it("reads a fan-out's members of large data a slice at a time, within SLICE_CHARS each", async () => {

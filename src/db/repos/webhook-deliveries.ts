@@ -42,9 +42,10 @@ export interface DeliveryRecord {
 /** The tries a delivery keeps showing in the list. */
 const ATTEMPTS_SHOWN = 20;
 
-export async function insertDeliveries(trx: Runner, deliveries: NewDelivery[], now: Date): Promise<string[]> {
+/** The rows of new deliveries, their ids given: writeDeliveryRows writes them, several events' at once if need be. */
+export function deliveryRows(deliveries: NewDelivery[], now: Date): DeliveryRow[] {
   const at = now.toISOString();
-  const rows = deliveries.map((d) => ({
+  return deliveries.map((d) => ({
     id: newId(now.getTime()),
     environment_id: d.environmentId,
     endpoint_id: d.endpointId,
@@ -58,9 +59,20 @@ export async function insertDeliveries(trx: Runner, deliveries: NewDelivery[], n
     created_at: at,
     updated_at: at,
   }));
-  if (rows.length === 0) return [];
+}
+
+export type DeliveryRow = Record<string, unknown> & { id: string };
+
+/** Writes delivery rows (deliveryRows) in as few statements as insertRows takes, and wakes the senders. */
+export async function writeDeliveryRows(trx: Runner, rows: DeliveryRow[]): Promise<void> {
+  if (rows.length === 0) return;
   await insertRows(trx, 'webhook_deliveries', rows);
   tellWorkQueued(trx, 'webhooks');
+}
+
+export async function insertDeliveries(trx: Runner, deliveries: NewDelivery[], now: Date): Promise<string[]> {
+  const rows = deliveryRows(deliveries, now);
+  await writeDeliveryRows(trx, rows);
   return rows.map((row) => row.id);
 }
 
