@@ -17,6 +17,7 @@ import { existingKeys } from '../db/repos/subscribers.js';
 import { notFound, unprocessable } from '../errors.js';
 import { existingSubscriberKey } from './subscribers.js';
 import type { PageRequest, Page } from '../db/paginate.js';
+import { pacer } from '../turns.js';
 import { recordMessageChange, type MessageState as WebhookMessageState } from './webhook-events.js';
 
 export type { InboxItem, InboxCounts } from '../db/repos/inbox.js';
@@ -291,7 +292,10 @@ export async function changeInboxMessages(
     return { updated: 0, counts };
   }
   const counts = await recordInboxChange(trx, [{ subscriberKey, environmentId, delta, events: [(counts) => ({ type: 'counts', counts })] }], now);
+  // A webhook event each: tens of thousands of rows to write when an endpoint takes them.
+  const pace = pacer();
   for (const { row, state } of turnedOn) {
+    await pace();
     const after = webhookState(row.row, row, { seenAt: (row.row.seen_at as string | null) ?? undefined, readAt: (row.row.read_at as string | null) ?? undefined });
     await recordMessageChange(trx, environmentId, { ...after, [state]: false }, after, now);
   }

@@ -4,7 +4,7 @@ import { createDb, type Db } from '../../src/db/knex.js';
 import { writeTransaction } from '../../src/db/group-commit.js';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { insertSubscriber, subscriberKey } from '../../src/db/repos/subscribers.js';
-import { eventsAfter, eventsAfterMany, readCounts } from '../../src/db/repos/inbox.js';
+import { CHANGED_AT_ONCE, eventsAfter, eventsAfterMany, readCounts } from '../../src/db/repos/inbox.js';
 import { listenInbox, originOf } from '../../src/db/inbox-bus.js';
 import { startInboxListener } from '../../src/db/inbox-listener.js';
 import { changeInboxMessages, deliverInboxMessages } from '../../src/engine/inbox.js';
@@ -73,6 +73,42 @@ describe('the inbox counts and events', () => {
   it('counts a bulk change once per message even when two run at once', async () => {
     await Promise.all([0, 1].map(() => writeTransaction(testDb.db, (trx) => changeInboxMessages(trx, env, keys[0], { read: true }, undefined, new Date()))));
     expect(await readCounts(testDb.db, keys[0])).toMatchObject({ unread: 0, unseen: 0, total: 20 });
+  });
+
+  it('changes thousands of messages a part at a time, letting the event loop turn between the parts, with the counts and one event of a single change', async () => {
+    const parts = 10;
+    await insertSubscriber(testDb.db, env, { subscriberId: 'crowd' }, new Date());
+    const key = (await subscriberKey(testDb.db, env, 'crowd'))!;
+    const of = (n: number): NewMessage => ({ ...message(0, n), subscriberKey: key, subscriberId: 'crowd' });
+    await deliver(testDb.db, Array.from({ length: parts * CHANGED_AT_ONCE }, (_, n) => of(n)));
+    const [upTo] = await testDb.db('messages').where('subscriber_key', key).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(1).select('created_at', 'id');
+    await deliver(testDb.db, [of(-1), of(-2)]); // newer than the cursor: left alone
+    const { seq } = await readCounts(testDb.db, key);
+
+    // Counts the loop's turns while the change runs: one statement for every message (SQLite runs
+    // it on the loop) lets none happen in between.
+    let turns = 0;
+    let changing = true;
+    const countTurn = () => {
+      if (!changing) return;
+      turns++;
+      setImmediate(countTurn);
+    };
+    setImmediate(countTurn);
+    const seen = await writeTransaction(testDb.db, (trx) => changeInboxMessages(trx, env, key, { seen: true }, { createdAt: upTo.created_at, id: upTo.id }, new Date()));
+    changing = false;
+
+    expect(turns).toBeGreaterThanOrEqual(parts - 1);
+    const total = parts * CHANGED_AT_ONCE + 2;
+    expect(seen).toEqual({ updated: parts * CHANGED_AT_ONCE, counts: { unread: total, unseen: 2, total, archived: 0 } });
+    expect((await testDb.db('messages').where({ subscriber_key: key, seen: false }).pluck('content')).sort()).toEqual(['m-1', 'm-2']);
+    const read = await writeTransaction(testDb.db, (trx) => changeInboxMessages(trx, env, key, { read: true }, undefined, new Date()));
+    expect(read).toEqual({ updated: total, counts: { unread: 0, unseen: 0, total, archived: 0 } });
+    const events = await eventsAfter(testDb.db, key, seq, 100);
+    expect(events.map((e) => [e.type, JSON.parse(e.payload).counts])).toEqual([
+      ['counts', seen.counts],
+      ['counts', read.counts],
+    ]);
   });
 });
 

@@ -3,6 +3,7 @@
 // inbox functions (engine/inbox.ts), which call these in one transaction: the message rows, then
 // the counts row (its update locks it, and so orders the subscriber's events), then the events.
 // Who may reach the inbox (secrets, origins, tickets) is in inbox-access.ts.
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Db, Runner } from '../knex.js';
 import { inList, isPostgres, selectPage, selectRows, changeRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
@@ -202,9 +203,20 @@ export async function deleteMessageRow(trx: Runner, messageId: string): Promise<
 }
 
 /**
+ * The messages one statement of a bulk change sets on SQLite, which runs each statement on the
+ * event loop: "mark all as read" over an inbox of 10,000 messages held it throughout.
+ */
+export const CHANGED_AT_ONCE = 1_000;
+
+const CHANGED_COLUMNS = 'id, seen, read, archived, seen_at, read_at, notification_id, subscriber_id, transaction_id, workflow_key, created_at';
+
+/**
  * Sets one state on every message of the subscriber up to the cursor that does not have it yet,
- * and answers the changed messages' other states (to count them). The WHERE re-checks the state
- * under the row's lock on PostgreSQL, so two concurrent calls never count a message twice.
+ * and answers the changed messages' other states (to count them). The WHERE
+ * re-checks the state under the row's lock on PostgreSQL, so two concurrent calls never count a
+ * message twice. SQLite goes CHANGED_AT_ONCE messages at a time, oldest first, the loop turning
+ * between the parts (the caller's transaction stays one); PostgreSQL's one statement leaves the
+ * loop free.
  */
 export async function setStateUpTo(
   trx: Runner,
@@ -215,19 +227,46 @@ export async function setStateUpTo(
   now: Date,
 ): Promise<ChangedMessage[]> {
   const at = value ? now.toISOString() : null;
-  let sql = `UPDATE messages SET ${state} = ?, ${state}_at = ${value ? `COALESCE(${state}_at, ?)` : '?'} WHERE subscriber_key = ? AND ${state} = ?`;
-  const bindings: unknown[] = [value, at, subscriberKey, !value];
+  const set = `UPDATE messages SET ${state} = ?, ${state}_at = ${value ? `COALESCE(${state}_at, ?)` : '?'}`;
+  let mine = `subscriber_key = ? AND ${state} = ?`;
+  const mineBindings: unknown[] = [subscriberKey, !value];
   if (upTo) {
-    sql += ' AND (created_at < ? OR (created_at = ? AND id <= ?))';
-    bindings.push(upTo.createdAt, upTo.createdAt, upTo.id);
+    mine += ' AND (created_at < ? OR (created_at = ? AND id <= ?))';
+    mineBindings.push(upTo.createdAt, upTo.createdAt, upTo.id);
   }
-  const rows = await selectRows<Record<string, unknown>>(
-    trx,
-    `${sql} RETURNING id, seen, read, archived, seen_at, read_at, notification_id, subscriber_id, transaction_id, workflow_key`,
-    bindings as never[],
-  );
-  return rows.map((row) => ({ id: row.id as string, seen: readBool(row.seen), read: readBool(row.read), archived: readBool(row.archived), row }));
+  if (isPostgres(trx as Db)) {
+    const rows = await selectRows<Record<string, unknown>>(trx, `${set} WHERE ${mine} RETURNING ${CHANGED_COLUMNS}`, [value, at, ...mineBindings] as never[]);
+    return rows.map(changedMessage);
+  }
+  const changed: ChangedMessage[] = [];
+  let after: Record<string, unknown> | undefined;
+  for (;;) {
+    const past = after ? ' AND (created_at > ? OR (created_at = ? AND id > ?))' : '';
+    const pastBindings = after ? [after.created_at, after.created_at, after.id] : [];
+    const rows = await selectRows<Record<string, unknown>>(
+      trx,
+      `${set} WHERE rowid IN (SELECT rowid FROM messages WHERE ${mine}${past} ORDER BY created_at, id LIMIT ?) RETURNING ${CHANGED_COLUMNS}`,
+      [value, at, ...mineBindings, ...pastBindings, CHANGED_AT_ONCE] as never[],
+    );
+    rows.sort(byAge);
+    for (const row of rows) changed.push(changedMessage(row));
+    if (rows.length < CHANGED_AT_ONCE) return changed;
+    after = rows[rows.length - 1];
+    await nextTurn();
+  }
 }
+
+/** Oldest first, as the subscriber's index orders them (and so as one statement over it returned them). */
+const byAge = (a: Record<string, unknown>, b: Record<string, unknown>) =>
+  a.created_at === b.created_at ? ((a.id as string) < (b.id as string) ? -1 : 1) : (a.created_at as string) < (b.created_at as string) ? -1 : 1;
+
+const changedMessage = (row: Record<string, unknown>): ChangedMessage => ({
+  id: row.id as string,
+  seen: readBool(row.seen),
+  read: readBool(row.read),
+  archived: readBool(row.archived),
+  row,
+});
 
 export async function readCounts(db: Runner, subscriberKey: string): Promise<InboxCounts & { seq: number }> {
   const [row] = await selectRows<Record<string, number | string>>(db, 'SELECT unread, unseen, total, archived, seq FROM inbox_counts WHERE subscriber_key = ?', [subscriberKey]);
