@@ -328,6 +328,21 @@ describe('POST /topics/{topicKey}/subscribers (addTopicSubscribers)', () => {
     expect(ids(members.data)).toEqual(['ada', 'grace', 'alan']);
   });
 
+  it('adds the contract’s 1,000 ids at once, existing members keeping their place and unknown ids reported', async () => {
+    await addEarlierMembers(['grace']);
+    const at = t.clock.now().toISOString();
+    const crowd = Array.from({ length: 997 }, (_, i) => ({ id: newId(), environment_id: t.environments.a, subscriber_id: `crowd-${String(i).padStart(3, '0')}`, data: '{}', created_at: at, updated_at: at }));
+    await insertRows(t.db, 'subscribers', crowd);
+    t.clock.advance(1000);
+    const subscribers = ['ada', 'grace', ...crowd.map((member) => member.subscriber_id), 'ghost'];
+    const res = await t.a.post('/v1/topics/adding/subscribers', { subscribers }).expect(200);
+    expect(res.body).toEqual({ data: { succeeded: subscribers.slice(0, -1), failed: { notFound: ['ghost'] } } });
+    const members = (await t.a.get('/v1/topics/adding/subscribers?limit=2').expect(200)).body;
+    expect(members.totalCount).toBe(999);
+    expect(members.data[0]).toEqual({ subscriberId: 'grace', addedAt: at });
+    expect(members.data[1].addedAt).toBe(t.clock.now().toISOString());
+  });
+
   it('answers 200 with every id in failed.notFound when none is known, and changes nothing', async () => {
     const before = (await t.a.get('/v1/topics/adding').expect(200)).body.data;
     t.clock.advance(1000);
