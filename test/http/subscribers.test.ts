@@ -1,6 +1,12 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, useTestApp } from '../helpers/app.js';
 import { createSubscriber } from '../helpers/factories.js';
+import { writeTransaction } from '../../src/db/group-commit.js';
+import { DELETED_AT_ONCE } from '../../src/db/delete-in-parts.js';
+import { subscriberKey } from '../../src/db/repos/subscribers.js';
+import { deliverInboxMessages } from '../../src/engine/inbox.js';
+import { deleteSubscriber } from '../../src/engine/subscribers.js';
+import { newId } from '../../src/ids.js';
 
 const t = useTestApp();
 
@@ -148,6 +154,42 @@ describe('DELETE /subscribers/{subscriberId} (deleteSubscriber)', () => {
     const res = await t.a.delete('/v1/subscribers/short-lived').expect(200);
     expect(res.body).toEqual({ data: { acknowledged: true, status: 'deleted' } });
     await t.a.get('/v1/subscribers/short-lived').expect(404);
+  });
+
+  it('deletes a subscriber of a large inbox a part at a time, letting the event loop turn between the parts, and leaves other inboxes alone', async () => {
+    const parts = 10;
+    await createSubscriber(t.a, { subscriberId: 'reader' });
+    const inboxOf = async (subscriberId: string, messages: number) => {
+      const key = (await subscriberKey(t.db, t.environments.a, subscriberId))!;
+      const message = () => ({ environmentId: t.environments.a, subscriberKey: key, subscriberId, notificationId: newId(), jobId: newId(), transactionId: 'tx', workflowKey: 'wf', content: 'hello' });
+      // An event each for the inbox streams, as many as the messages.
+      await writeTransaction(t.db, (trx) => deliverInboxMessages(trx, Array.from({ length: messages }, message), t.clock.now()));
+      return key;
+    };
+    const reader = await inboxOf('reader', parts * DELETED_AT_ONCE);
+    const other = await inboxOf('ada', 3);
+    expect(await t.db('inbox_events').where('subscriber_key', reader).count({ n: '*' })).toEqual([{ n: parts * DELETED_AT_ONCE }]);
+
+    // Counts the loop's turns while the delete runs: one statement for the whole inbox (SQLite
+    // runs it on the loop) lets none happen in between.
+    let turns = 0;
+    let deleting = true;
+    const countTurn = () => {
+      if (!deleting) return;
+      turns++;
+      setImmediate(countTurn);
+    };
+    setImmediate(countTurn);
+    await deleteSubscriber(t.deps, t.environments.a, 'reader');
+    deleting = false;
+
+    expect(turns).toBeGreaterThanOrEqual(parts - 1);
+    await t.a.get('/v1/subscribers/reader').expect(404);
+    for (const table of ['messages', 'inbox_events', 'inbox_counts']) {
+      expect(await t.db(table).where('subscriber_key', reader).count({ n: '*' })).toEqual([{ n: 0 }]);
+    }
+    expect(await t.db('messages').where('subscriber_key', other).count({ n: '*' })).toEqual([{ n: 3 }]);
+    expect(await t.db('inbox_events').where('subscriber_key', other).count({ n: '*' })).toEqual([{ n: 3 }]);
   });
 
   it('answers 404 the second time, and for a subscriber of another environment', async () => {
