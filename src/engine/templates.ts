@@ -429,15 +429,84 @@ export function templateData(values: Partial<Record<ReservedName, unknown>>, pay
  */
 const compiled = new BoundedMap<string, Handlebars.TemplateDelegate>(1000, { total: 8 * 1024 * 1024, weigh: (key) => key.length });
 
+const cacheKey = (source: string, escape: boolean) => `${escape ? 'e' : 'n'}:${source}`;
+
+/** A template as a message renders it: its source, and whether its values are HTML-escaped. */
+export interface MessageTemplate {
+  source: string;
+  escape: boolean;
+}
+
 /**
- * Renders a template, compiling each source once. `escape` HTML-escapes values (email bodies);
+ * The templates among these that `render` would compile, not having them yet, each once, with how
+ * many characters their `{{…}}` hold together (expressionChars: what compiling them costs).
+ */
+export function uncompiled(templates: MessageTemplate[]): { templates: MessageTemplate[]; chars: number } {
+  const seen = new Set<string>();
+  const left: MessageTemplate[] = [];
+  let chars = 0;
+  for (const template of templates) {
+    const key = cacheKey(template.source, template.escape);
+    if (compiled.has(key) || seen.has(key)) continue;
+    seen.add(key);
+    left.push(template);
+    chars += expressionChars(template.source);
+  }
+  return { templates: left, chars };
+}
+
+/**
+ * A template compiled as `render` compiles it, but to Handlebars' precompiled spec (JavaScript
+ * source, with the counting compilers above): what the payload check thread does for a message
+ * whose templates are costly to compile, off the event loop. Or why it cannot render.
+ */
+export type Precompiled = { spec: string } | { overBudget: string } | { error: string };
+
+export function precompiled({ source, escape }: MessageTemplate): Precompiled {
+  const overBudget = parseBudgetProblem(source);
+  if (overBudget) return { overBudget: `The template ${overBudget}` };
+  try {
+    return { spec: String(handlebars.precompile(source, { noEscape: !escape, strict: false })) };
+  } catch (err) {
+    return { error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+/**
+ * Puts a template precompiled elsewhere into render's cache. Evaluating the spec is the last
+ * (and cheap) part of what handlebars.compile does: V8 parses the code, Handlebars made it. A
+ * template that cannot render is kept as one that fails as render would have failed it.
+ */
+export function adoptPrecompiled(template: MessageTemplate, made: Precompiled): void {
+  let delegate: Handlebars.TemplateDelegate;
+  if ('spec' in made) {
+    // As CountingJavaScriptCompiler.createFunctionContext binds them when Handlebars compiles here.
+    const spec = new Function('countOutput', 'convertible', `return ${made.spec}`)(countOutput, convertible) as Parameters<typeof handlebars.template>[0];
+    delegate = handlebars.template(spec);
+  } else if ('overBudget' in made) {
+    const why = made.overBudget;
+    delegate = () => {
+      throw new TemplateOverBudget(why);
+    };
+  } else {
+    const why = made.error;
+    delegate = () => {
+      throw new Error(why);
+    };
+  }
+  compiled.set(cacheKey(template.source, template.escape), delegate);
+}
+
+/**
+ * Renders a template, compiling each source once (on the event loop, unless adoptPrecompiled put
+ * it in the cache first). `escape` HTML-escapes values (email bodies);
  * texts for SMS, chat, push and the in-app feed keep them as they are. Throws Undeliverable when
  * the template cannot render, TemplateOverBudget when it goes over its budget.
  */
 export function render(source: string, context: object, { escape }: { escape: boolean }): string {
   // A trigger's overrides may put anything where a template goes (Handlebars would even compile a syntax tree).
   if (typeof source !== 'string') throw new Undeliverable(`A template must be text, not ${source === null ? 'null' : Array.isArray(source) ? 'an array' : typeof source}: check the trigger's overrides`);
-  const key = `${escape ? 'e' : 'n'}:${source}`;
+  const key = cacheKey(source, escape);
   let template = compiled.get(key);
   if (!template) {
     // A trigger's overrides are templates no save has checked.

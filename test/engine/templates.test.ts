@@ -1,7 +1,7 @@
 // The template engine on its own: the top-level view (payload fields beside Herald's names, as
 // Novu v1 templates read them) and the size budget, counted while the output is written.
 import { describe, expect, it } from 'vitest';
-import { MAX_MESSAGE_CHARS, MAX_RENDERED_CHARS, render, renderingMessage, templateData } from '../../src/engine/templates.js';
+import { adoptPrecompiled, MAX_MESSAGE_CHARS, MAX_RENDERED_CHARS, precompiled, render, renderingMessage, templateData, uncompiled } from '../../src/engine/templates.js';
 
 const text = { escape: false };
 const html = { escape: true };
@@ -94,5 +94,64 @@ describe('the size budget, counted as the output is written', () => {
   it('counts what {{#lookup}} writes as a block', () => {
     const big = 'w'.repeat(100_000);
     expect(() => render('{{#lookup this "big"}}{{/lookup}}'.repeat(3), { big }, text)).toThrow('more than 262,144 characters');
+  });
+});
+
+describe('a template compiled off the event loop (precompiled, then adoptPrecompiled)', () => {
+  let copies = 0;
+  /** The same template as render would compile it, and a copy (a comment apart) compiled as the payload check thread does. */
+  function bothWays(source: string, escape: boolean) {
+    const copy = `${source}{{!-- ${++copies} --}}`;
+    const template = { source: copy, escape };
+    expect(uncompiled([template]).templates).toEqual([template]);
+    adoptPrecompiled(template, precompiled(template));
+    expect(uncompiled([template]).templates).toEqual([]);
+    return { own: source, adopted: copy };
+  }
+
+  it('renders what render compiles itself renders, escaped or not', () => {
+    const payload = { name: '<Ada & "Bob">', items: ['x', '<y>'], nested: { a: { toString: 'x' } } };
+    const view = templateData({ payload, subscriber: { firstName: 'Ada' } }, payload);
+    const source = '<p>{{name}} {{{name}}} {{subscriber.firstName}}</p>{{#each items}}[{{@index}}:{{this}}]{{/each}}{{#if missing}}no{{else}}yes{{/if}}{{lookup payload "name"}}{{nested.a}}';
+    for (const escape of [false, true]) {
+      const { own, adopted } = bothWays(source, escape);
+      expect(render(adopted, view, { escape })).toBe(render(own, view, { escape }));
+    }
+    expect(render(bothWays(source, true).adopted, view, html)).toContain('&lt;Ada &amp; &quot;Bob&quot;&gt; <Ada & "Bob">');
+  });
+
+  it('keeps the output budget: the cap of a field and of a message, counted as the output is written', () => {
+    const half = 'z'.repeat(MAX_RENDERED_CHARS / 2);
+    expect(render(bothWays('{{big}}{{big}}', false).adopted, { big: half }, text)).toHaveLength(MAX_RENDERED_CHARS);
+    expect(() => render(bothWays('{{big}}{{big}}!', false).adopted, { big: half }, text)).toThrow(`more than ${MAX_RENDERED_CHARS.toLocaleString('en')} characters`);
+    const value = '<'.repeat(MAX_RENDERED_CHARS / 4 + 1);
+    expect(() => render(bothWays('{{value}}', true).adopted, { value }, html)).toThrow('more than 262,144 characters');
+    let reads = 0;
+    const context = {
+      get big() {
+        reads += 1;
+        return 'y'.repeat(100_000);
+      },
+    };
+    expect(() => render(bothWays('{{big}}'.repeat(200), true).adopted, context, html)).toThrow('more than 262,144 characters');
+    expect(reads).toBe(3);
+    const field = 'f'.repeat(MAX_RENDERED_CHARS);
+    const { adopted } = bothWays('{{field}}', false);
+    expect(() => renderingMessage(() => [1, 2, 3, 4, 5].map(() => render(adopted, { field }, text)))).toThrow(`more than ${MAX_MESSAGE_CHARS.toLocaleString('en')} characters together`);
+  });
+
+  it('fails as render fails a template that does not compile or is over its parse budget', () => {
+    for (const source of ['{{#if a}}unclosed', `{{lookup ${'(lookup '.repeat(40)}a b${' b)'.repeat(40)} b}}`]) {
+      const copy = `{{!-- ${++copies} --}}${source}`;
+      let own: unknown;
+      try {
+        render(source, {}, text);
+      } catch (err) {
+        own = err;
+      }
+      adoptPrecompiled({ source: copy, escape: false }, precompiled({ source: copy, escape: false }));
+      expect(() => render(copy, {}, text)).toThrow((own as Error).message);
+      expect(() => render(copy, {}, text)).toThrow((own as Error).constructor as new () => Error);
+    }
   });
 });
