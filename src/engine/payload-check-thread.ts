@@ -1,11 +1,13 @@
 // The thread of payload-checks.ts: compiles large payloadSchemas and checks payloads against them,
 // off the API's event loop. ajv compiles a schema in one go, and V8 the code ajv writes the first
 // time it runs: for a schema of 900 properties, 150–200 ms that held every other request. And a
-// workflow's templates, when they are many, which Handlebars compiles as slowly.
+// workflow's templates, when they are many, which Handlebars compiles as slowly: at a save, and for
+// render's cache (precompiled).
 import { parentPort } from 'node:worker_threads';
 import { firstThenAll, PatternBudgetSpent, validateWithin } from '../json-schema.js';
 import { BoundedMap } from '../bounded-map.js';
 import { compiledPayloadSchema, templateFieldProblems } from './workflow-rules.js';
+import { precompiled } from './templates.js';
 import { KEPT_SCHEMAS, type CheckAsked, type CheckAnswered } from './payload-checks.js';
 
 const port = parentPort!;
@@ -24,6 +26,7 @@ async function compiled(key: string, schema: object, allErrors: boolean): Promis
 }
 
 async function answer(asked: CheckAsked): Promise<CheckAnswered> {
+  if (asked.compile) return { id: asked.id, precompiled: asked.compile.map(precompiled) };
   if (asked.templates) return { id: asked.id, problems: templateFieldProblems(asked.templates) };
   // A save: whether the schema compiles, listing every problem (allErrors, as on the main thread).
   const schema = asked.schema === undefined ? undefined : (JSON.parse(asked.schema) as object);

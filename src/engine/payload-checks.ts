@@ -3,13 +3,14 @@
 // time it runs, which for a schema of 900 properties held the event loop 150–200 ms at each save
 // and at the first trigger after it. Small schemas, nearly all of them, stay on the event loop,
 // where a check costs no message between threads. A workflow's templates are compiled there too
-// when they are many (workflow-rules.ts, THREADED_TEMPLATE_CHARS): Handlebars compiles each name
-// and parameter in a `{{…}}` in a millisecond or so, and a workflow may hold thousands.
+// when they are many (THREADED_TEMPLATE_CHARS), at its save and when a job first renders them:
+// Handlebars compiles each name and parameter in a `{{…}}` in a millisecond or so, and a workflow
+// (or a trigger's overrides) may hold thousands.
 import { createHash } from 'node:crypto';
 import type { ResourceLimits, Worker } from 'node:worker_threads';
 import type { ErrorObject } from 'ajv';
 import type { ErrorDetail } from '../contract.js';
-import type { TemplateField } from './templates.js';
+import type { MessageTemplate, Precompiled, TemplateField } from './templates.js';
 import { startThread } from '../db/threads.js';
 import { BoundedMap } from '../bounded-map.js';
 
@@ -25,6 +26,14 @@ export const THREADED_PATTERN_SIZE = 10_000;
  * subschemas, yet compiling and checking them holds the loop as long), are compiled and run on the thread.
  */
 export const THREADED_SCHEMA_CHARS = 64 * 1024;
+
+/**
+ * Templates whose `{{…}}` hold more characters than this together (expressionChars) are compiled
+ * on the thread, at a workflow's save and before a job renders a message's new templates: what
+ * Handlebars' compile costs grows with the names and parameters inside them; fewer stay where
+ * they are, as a message between threads would cost more.
+ */
+export const THREADED_TEMPLATE_CHARS = 400;
 
 /**
  * A check asked of the thread: a payload against a workflow version's schema, (no payload) whether
@@ -44,6 +53,8 @@ export interface CheckAsked {
   payload?: string;
   /** A workflow's templates, to be compiled as a save checks them (templateFieldProblems). */
   templates?: TemplateField[];
+  /** A message's templates, to be compiled as render compiles them, for render's cache (precompiled). */
+  compile?: MessageTemplate[];
   /** What the request may still spend on patterns (CheckBudget). */
   patternChars: number;
 }
@@ -52,6 +63,8 @@ export interface CheckAnswered {
   id: number;
   /** Why the schema, or the templates, cannot be used, when they cannot (a save's answer: [] when they can). */
   problems?: ErrorDetail[];
+  /** The templates of `compile`, in order. */
+  precompiled?: Precompiled[];
   /** The payload's errors ([] when it passes). */
   errors?: ErrorObject[];
   /** What is left of the pattern budget after the check. */
@@ -151,6 +164,15 @@ export class PayloadChecks {
     return answered.problems ?? [];
   }
 
+  /** A message's templates compiled on the thread (precompiled), in order; or why they could not be. */
+  async precompile(templates: MessageTemplate[]): Promise<{ made: Precompiled[] } | { stopped: string }> {
+    const asked = { key: '', compile: templates, patternChars: 0 };
+    const stopped = this.stoppedBefore(asked);
+    const answered = stopped !== undefined ? { id: 0, stopped } : await this.ask(asked, {});
+    if (answered.stopped !== undefined) return { stopped: answered.stopped };
+    return { made: answered.precompiled ?? [] };
+  }
+
   private ask(asked: Omit<CheckAsked, 'id'>, schema: object): Promise<CheckAnswered> {
     return new Promise<CheckAnswered>((resolve) => {
       this.queued.push({ asked: { ...asked, id: ++this.lastId }, schema, retried: false, resolve });
@@ -178,7 +200,7 @@ export class PayloadChecks {
       this.queued.shift();
       this.inFlight.set(next.asked.id, next);
       const { asked } = next;
-      worker.postMessage(next.retried && asked.schema === undefined && asked.templates === undefined ? { ...asked, schema: JSON.stringify(next.schema) } : asked);
+      worker.postMessage(next.retried && asked.key !== '' && asked.schema === undefined ? { ...asked, schema: JSON.stringify(next.schema) } : asked);
       this.watchdog ??= this.watch(worker);
     }
   }
@@ -228,7 +250,7 @@ export class PayloadChecks {
   }
 
   /** Why this check stopped the thread before, if it did (nothing is hashed while none has). */
-  private stoppedBefore(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema' | 'templates'>): string | undefined {
+  private stoppedBefore(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema' | 'templates' | 'compile'>): string | undefined {
     if (this.stoppers.size === 0) return undefined;
     const key = fingerprint(asked);
     const stopped = this.stoppers.get(key);
@@ -255,11 +277,12 @@ export class PayloadChecks {
 const STOPPERS_KEPT = 100;
 export const REMEMBER_STOPPED_MS = 10 * 60_000;
 
-/** A check's identity: its workflow version and payload, or a save's schema or templates. */
-function fingerprint(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema' | 'templates'>): string {
+/** A check's identity: its workflow version and payload, a save's schema or templates, or a message's templates. */
+function fingerprint(asked: Pick<CheckAsked, 'key' | 'payload' | 'schema' | 'templates' | 'compile'>): string {
   const hash = createHash('sha256');
   if (asked.key) hash.update(asked.key).update('\0').update(asked.payload ?? '');
   else if (asked.templates) for (const { field, source } of asked.templates) hash.update('\0').update(field).update('\0').update(source);
+  else if (asked.compile) for (const { source, escape } of asked.compile) hash.update(escape ? '\0e' : '\0n').update(source);
   else hash.update(asked.schema ?? '');
   return hash.digest('base64');
 }

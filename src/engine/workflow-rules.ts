@@ -4,7 +4,7 @@ import type { ErrorDetail } from '../contract.js';
 import { compilePatterns, createTenantAjv, linearPatternProblem, patternSize, type CompiledPatterns, type Validate } from '../json-schema.js';
 import type { Step } from '../db/repos/workflows.js';
 import { expressionChars, expressionCount, MAX_EXPRESSIONS, MAX_WORKFLOW_TEMPLATE_PARTS, templateParts, templateProblem, type TemplateField } from './templates.js';
-import { payloadChecks, THREADED_PATTERN_SIZE, THREADED_SCHEMA_CHARS, THREADED_SCHEMAS } from './payload-checks.js';
+import { payloadChecks, THREADED_PATTERN_SIZE, THREADED_SCHEMA_CHARS, THREADED_SCHEMAS, THREADED_TEMPLATE_CHARS } from './payload-checks.js';
 
 /** Templates are every string field of a step's `template`, except the plain sender name. */
 const PLAIN_TEMPLATE_FIELDS = new Set(['senderName']);
@@ -77,12 +77,6 @@ function problemOrder({ field }: ErrorDetail): number {
   const [, step, part] = /^body\/steps\/(\d+)\/(\w+)/.exec(field) ?? [];
   return Number(step ?? 0) * 3 + (part === 'stepId' ? 0 : part === 'template' ? 1 : 2);
 }
-
-/**
- * Templates whose `{{…}}` hold more characters than this together are compiled on the payload
- * check thread: Handlebars compiles a few hundred names and parameters a millisecond or so each.
- */
-export const THREADED_TEMPLATE_CHARS = 400;
 
 /** The problems of a workflow's templates (templateFieldProblems), found on the payload check thread when they are many. */
 async function stepTemplateProblems(templates: TemplateField[]): Promise<ErrorDetail[]> {
