@@ -16,8 +16,10 @@ import { allowsChannel } from './preferences.js';
 import type { Channel } from '../contract.js';
 import type { Layer } from '../db/repos/preferences.js';
 import { failedCondition } from './conditions.js';
-import { overridesProblem, render, renderingMessage, templateData, TemplateOverBudget } from './templates.js';
+import { adoptPrecompiled, overridesProblem, render, renderingMessage, templateData, TemplateOverBudget, uncompiled, type MessageTemplate } from './templates.js';
+import { payloadChecks, THREADED_TEMPLATE_CHARS } from './payload-checks.js';
 import { destinationOf } from './destinations.js';
+import { yieldToEventLoop } from './worker-context.js';
 
 import { Undeliverable } from './undeliverable.js';
 
@@ -94,6 +96,53 @@ function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscri
 }
 
 type ActionTemplate = { label: string; url?: string };
+
+/** The fields each channel renders as text (besides an in-app step's nested ones, and an email's HTML content). */
+const TEXT_FIELDS: Record<Channel, string[]> = {
+  in_app: ['subject', 'content', 'url', 'avatar'],
+  email: ['subject', 'preheader'],
+  sms: ['content'],
+  chat: ['content'],
+  push: ['title', 'content'],
+};
+
+/** The templates a step's message renders (decideStep's, with the trigger's overrides), each as it renders it. */
+function messageTemplates(event: EventRecord, step: ChannelStep): MessageTemplate[] {
+  const overrides = event.overrides[step.type];
+  if (overridesChecked(overrides)) return []; // refused before anything is compiled
+  const template = { ...step.template, ...(overrides as Record<string, unknown> | undefined) } as Record<string, unknown>;
+  const channel = step.type as Channel;
+  const texts = TEXT_FIELDS[channel].map((field) => template[field]);
+  if (channel === 'in_app') {
+    const nested = template as { redirect?: { url?: unknown }; primaryAction?: Record<string, unknown>; secondaryAction?: Record<string, unknown>; data?: unknown };
+    texts.push(nested.redirect?.url, nested.primaryAction?.label, nested.primaryAction?.url, nested.secondaryAction?.label, nested.secondaryAction?.url);
+    if (nested.data && typeof nested.data === 'object') texts.push(...Object.values(nested.data));
+  }
+  const templates = texts.filter((source): source is string => typeof source === 'string').map((source) => ({ source, escape: false }));
+  if (channel === 'email' && typeof template.content === 'string') templates.push({ source: template.content, escape: true });
+  return templates;
+}
+
+/**
+ * Compiles a step's new templates on the payload check thread when compiling them would hold the
+ * event loop (THREADED_TEMPLATE_CHARS), for render to find them compiled; few short ones are left
+ * to render, as is a template compiled already. Answers why they could not be compiled, when the
+ * thread stopped twice on them. Once per job, or per event and step for a batch of its recipients.
+ */
+export async function compileStepTemplates(event: EventRecord, step: ChannelStep): Promise<string | undefined> {
+  const { templates, chars } = uncompiled(messageTemplates(event, step));
+  if (chars <= THREADED_TEMPLATE_CHARS) return undefined;
+  const answered = await payloadChecks.precompile(templates);
+  if ('stopped' in answered) return `The step's templates could not be compiled: ${answered.stopped}`;
+  // Each turned into a function in a turn of its own (V8 parses the code Handlebars wrote, which
+  // grows with the expressions), and the render in the next.
+  for (const [i, made] of answered.made.entries()) {
+    await yieldToEventLoop();
+    adoptPrecompiled(templates[i]!, made);
+  }
+  await yieldToEventLoop();
+  return undefined;
+}
 
 /** An in-app step's message: stored, not sent, so it needs no provider. Every field is rendered as text. */
 function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelStep, recipient: Recipient): NewMessage {

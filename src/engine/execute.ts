@@ -12,7 +12,7 @@ import { notificationRecipient } from '../db/repos/notifications.js';
 import { ProviderError } from '../providers/types.js';
 import { PROVIDERS } from '../providers/catalogue.js';
 import type { Schemas } from '../contract.js';
-import { CANCELED_BEFORE_RUN, decideStep, loadStepContext, sendDecided, type DecidedSend, type Delivered } from './deliver.js';
+import { CANCELED_BEFORE_RUN, compileStepTemplates, decideStep, loadStepContext, sendDecided, suppression, type ChannelStep, type DecidedSend, type Delivered } from './deliver.js';
 import { Undeliverable } from './undeliverable.js';
 import { isRateLimited, verdictOf, type Verdict } from './destinations.js';
 import { takeTurn } from './pacing.js';
@@ -166,7 +166,11 @@ function failure(ctx: WorkerContext, job: JobRecord, err: unknown, sent?: SentRe
  * due jobs' indexes (bench/README.md, "A fan-out keeps its claim", has the A/B). A batch run twice
  * (after a crash) creates nothing twice: notifications are unique per (event, subscriber).
  */
-async function runFanout(ctx: WorkerContext, job: JobRecord): Promise<void> {
+async function runFanout(ctx: WorkerContext, job: JobRecord, event: EventRecord): Promise<void> {
+  // Its first in-app step's templates are compiled before its transactions, which would hold them
+  // (startWithInApp finds them compiled, unless the cache let them go meanwhile).
+  const first = event.workflow.steps[nextActiveStep(event, -1)];
+  if (first?.type === 'in_app' && !event.canceledAt) await compileStepTemplates(event, first as ChannelStep);
   let position: FanoutPosition | undefined = job.state as unknown as FanoutPosition;
   while ((position = await runFanoutBatch(ctx, job, position))) await yieldToEventLoop();
 }
@@ -276,7 +280,7 @@ function digestClosed(count: number, shown: number): string {
 export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<void> {
   const event = await findEvent(ctx.deps.db, job.eventId);
   if (!event) return; // Its environment was deleted, and the job with it.
-  if (job.kind === 'fanout') return runFanout(ctx, job);
+  if (job.kind === 'fanout') return runFanout(ctx, job, event);
   if (event.canceledAt) {
     // A digest a worker closed and then died before recording it (its key dropped, its riders
     // marked): it closes again and is recorded as that worker would have, so that its send goes on
@@ -308,7 +312,12 @@ export async function executeJob(ctx: WorkerContext, job: JobRecord): Promise<vo
   let providerId: string | undefined;
   try {
     // Read, decide, send; the outcome is recorded below, in one transaction (settle).
-    const decided = decideStep(await loadStepContext(ctx.deps, job, event, step));
+    const context = await loadStepContext(ctx.deps, job, event, step);
+    if (!suppression(event, context.step, context.recipient)) {
+      const uncompilable = await compileStepTemplates(event, context.step);
+      if (uncompilable) throw new Undeliverable(uncompilable);
+    }
+    const decided = decideStep(context);
     if ('destination' in decided) {
       sent = decided.request;
       providerId = decided.target.providerId;

@@ -19,7 +19,7 @@ import { subscribersByKey } from '../db/repos/subscribers.js';
 import { globalLayers, workflowLayersOf } from '../db/repos/preferences.js';
 import { EMPTY_LAYER } from './preferences.js';
 import type { Layer } from '../db/repos/preferences.js';
-import { CANCELED_BEFORE_RUN, decideStep, IN_APP_DELIVERED, type ChannelStep, type Recipient } from './deliver.js';
+import { CANCELED_BEFORE_RUN, compileStepTemplates, decideStep, IN_APP_DELIVERED, suppression, type ChannelStep, type Recipient } from './deliver.js';
 import { Undeliverable } from './undeliverable.js';
 import { TemplateOverBudget } from './templates.js';
 import { continueAfter, createNotifications, nextActiveStep, type SubscriberRef } from './schedule.js';
@@ -57,17 +57,37 @@ async function audienceOf(db: Runner, keys: string[], workflowIds: string[]) {
  * template at its budget costs a batch that budget once, not once a recipient.
  */
 type OverBudget = Map<string, string>;
+/** Why the templates of a batch's event and step could not be compiled (compileStepTemplates), by event and step. */
+type Uncompilable = Map<string, string>;
+
+/** Compiles the templates of each event and step of a batch (the thread's, when costly), once each. */
+async function compileBatchTemplates(pairs: Iterable<{ event: EventRecord; stepIndex: number }>): Promise<Uncompilable> {
+  const uncompilable: Uncompilable = new Map();
+  const asked = new Set<string>();
+  for (const { event, stepIndex } of pairs) {
+    const key = `${event.id}:${stepIndex}`;
+    if (asked.has(key)) continue;
+    asked.add(key);
+    const why = await compileStepTemplates(event, event.workflow.steps[stepIndex] as ChannelStep);
+    if (why) uncompilable.set(key, why);
+  }
+  return uncompilable;
+}
+
 /** What the detail of a job failed from OverBudget ends with. */
 export const AS_FOR_ANOTHER = ' (found rendering it for another recipient of this event: not rendered again)';
 
 /** The decision single delivery makes (decideStep), for this job's context: skipped (why) or completed (the message). */
-function decide(job: JobRecord, event: EventRecord, recipient: Recipient, overBudget: OverBudget): Decision {
+function decide(job: JobRecord, event: EventRecord, recipient: Recipient, overBudget: OverBudget, uncompilable: Uncompilable): Decision {
   const template = `${event.id}:${job.stepIndex}`;
   const known = overBudget.get(template);
   if (known !== undefined) return { job, event, status: 'failed', detail: `${known}${AS_FOR_ANOTHER}` };
+  const step = event.workflow.steps[job.stepIndex!] as ChannelStep;
+  const notCompiled = uncompilable.get(template);
+  if (notCompiled !== undefined && !suppression(event, step, recipient)) return { job, event, status: 'failed', detail: notCompiled };
   let decided: ReturnType<typeof decideStep>;
   try {
-    decided = decideStep({ job, event, step: event.workflow.steps[job.stepIndex!] as ChannelStep, recipient });
+    decided = decideStep({ job, event, step, recipient });
   } catch (err) {
     // A template that cannot render, or is over its budget: the job fails, as a single one would.
     if (!(err instanceof Undeliverable)) throw err;
@@ -154,6 +174,11 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
     if (event) events.set(eventId, event);
   }
   const notifications = await notificationRecipients(db, jobs.map((job) => job.notificationId!));
+  const live = jobs.flatMap((job) => {
+    const event = events.get(job.eventId);
+    return event && !event.canceledAt ? [{ event, stepIndex: job.stepIndex! }] : [];
+  });
+  const uncompilable = await compileBatchTemplates(live);
   const pause = pacer();
   const overBudget: OverBudget = new Map();
   for (const [i, part] of groupsOf(jobs, (job) => notifications.get(job.notificationId!)?.data_bytes ?? 0, SLICE_CHARS).entries()) {
@@ -171,7 +196,7 @@ export async function executeInAppBatch(ctx: WorkerContext, jobs: JobRecord[]): 
         continue;
       }
       const notification = notifications.get(job.notificationId!)!;
-      const decision = decide(job, event, audience.recipient(event, notification.subscriber_key, notification.subscriber_id), overBudget);
+      const decision = decide(job, event, audience.recipient(event, notification.subscriber_key, notification.subscriber_id), overBudget, uncompilable);
       decided.push(decision);
       chars += messageCharsOf(decision);
       if (chars >= BATCH_MESSAGE_CHARS) {
@@ -248,6 +273,8 @@ export async function startWithInApp(trx: Runner, event: EventRecord, slice: Sub
   const step = event.workflow.steps[index];
   const last = nextActiveStep(event, index) === -1;
   const at = now.toISOString();
+  // Compiled already, nearly always: runFanout compiles them before its transactions.
+  const uncompilable = await compileBatchTemplates([{ event, stepIndex: index }]);
   const audience = await audienceOf(trx, slice.map((member) => member.key), [event.workflow.id]);
   const decisions = new Map<string, Decision>();
   const overBudget: OverBudget = new Map();
@@ -274,7 +301,7 @@ export async function startWithInApp(trx: Runner, event: EventRecord, slice: Sub
       state: {},
       createdAt: at,
     };
-    const decision = decide(job, event, audience.recipient(event, member.key, member.subscriberId), overBudget);
+    const decision = decide(job, event, audience.recipient(event, member.key, member.subscriberId), overBudget, uncompilable);
     decisions.set(member.key, decision);
     members.push(member);
     chars += messageCharsOf(decision);

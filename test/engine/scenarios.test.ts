@@ -1,4 +1,5 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow } from '../helpers/factories.js';
 import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
@@ -96,6 +97,17 @@ async function notificationOf(transactionId: string, subscriberId?: string) {
   return (await t.a.get(`/v1/notifications/${list.body.data[0].notificationId}`).expect(200)).body.data;
 }
 
+/** The templates posted to the payload check thread for render's cache (`compile`), while `work` runs. */
+async function compilesPosted(work: () => Promise<unknown>) {
+  const posted = vi.spyOn(Worker.prototype, 'postMessage');
+  try {
+    await work();
+    return posted.mock.calls.flatMap(([message]) => ((message as { compile?: unknown })?.compile as Array<{ source: string; escape: boolean }>) ?? []);
+  } finally {
+    posted.mockRestore();
+  }
+}
+
 async function feed(subscriberId: string) {
   return (await t.a.get(`/v1/subscribers/${subscriberId}/messages?limit=100`).expect(200)).body;
 }
@@ -169,6 +181,28 @@ describe('an email step', () => {
       expect(html).toContain('<div style="display:none;max-height:0;overflow:hidden;mso-hide:all" aria-hidden="true">Read it, Ada &amp; reply</div><p>&lt;script&gt;alert(1)&lt;/script&gt;</p>');
       expect(smtp.mails[0].raw).toMatch(/X-Herald-Delivery-Id: [0-9a-f]{24}/i);
       expect((await notificationOf(tx)).jobs[0]).toMatchObject({ status: 'completed', providerId: 'smtp' });
+    } finally {
+      await smtp.close();
+    }
+  });
+
+  it('compiles costly templates on the payload check thread before the job renders them, its body HTML-escaped as before', async () => {
+    const smtp = await startSmtpPeer();
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'smtp', credentials: { host: '127.0.0.1', port: smtp.port, from: 'herald@example.com', senderName: 'Herald' } }).expect(201);
+      await createWorkflow(t.a, WORKFLOWS.commentMail);
+      const content = '<p>{{payload.comment}}</p>'.repeat(60);
+      const posted = await compilesPosted(async () => {
+        await trigger({ name: 'comment-mail', to: 'ada', payload: { comment: '<b>hi</b>' }, overrides: { email: { content } } });
+        await run();
+      });
+      // With the workflow's own, unless an earlier test compiled them: each as the render takes it.
+      expect(posted.filter(({ source }) => source === content)).toEqual([{ source: content, escape: true }]);
+      expect(posted.every(({ source, escape }) => escape === (source === content))).toBe(true);
+      expect(smtp.mails).toHaveLength(1);
+      const html = smtp.mails[0].raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=');
+      expect(html).toContain('<p>&lt;b&gt;hi&lt;/b&gt;</p>'.repeat(60));
+      expect(smtp.mails[0].subject).toBe('New comment for Ada');
     } finally {
       await smtp.close();
     }
@@ -912,6 +946,21 @@ describe('topic fan-out', () => {
     } finally {
       await peer.close();
     }
+  });
+
+  it("compiles a fan-out's costly in-app templates on the payload check thread once, before its batches", async () => {
+    const ids = Array.from({ length: 30 }, (_, i) => `costly-${i}`);
+    for (const id of ids) await t.a.post('/v1/subscribers', { subscriberId: id, firstName: id }).expect(201);
+    await t.a.post('/v1/topics', { topicKey: 'costly', name: 'Costly' }).expect(201);
+    await t.a.post('/v1/topics/costly/subscribers', { subscribers: ids }).expect(200);
+    const content = '<p>{{subscriber.firstName}}</p>'.repeat(60);
+    await createWorkflow(t.a, { name: 'Costly broadcast', steps: [{ type: 'in_app', template: { content } }] });
+    const posted = await compilesPosted(async () => {
+      await trigger({ name: 'costly-broadcast', to: [{ type: 'Topic', topicKey: 'costly' }] });
+      await run();
+    });
+    expect(posted).toEqual([{ source: content, escape: false }]);
+    for (const id of ids) expect(await contentsOf(id)).toEqual([`<p>${id}</p>`.repeat(60)]);
   });
 
   it("reads a fan-out's members of large data a slice at a time, within SLICE_CHARS each", async () => {

@@ -604,6 +604,73 @@ describe('work budgets: compiling templates', () => {
     ]);
   });
 
+  /** The templates posted to the payload check thread for render's cache (`compile`), while `run` runs. */
+  async function compilesPosted(run: () => Promise<unknown>) {
+    const posted = vi.spyOn(Worker.prototype, 'postMessage');
+    try {
+      await run();
+      return posted.mock.calls.flatMap(([message]) => ((message as { compile?: unknown })?.compile as Array<{ source: string; escape: boolean }>) ?? []);
+    } finally {
+      posted.mockRestore();
+    }
+  }
+
+  it("compiles a job's costly new templates (a trigger's overrides) on the payload check thread before it renders them, and few short ones where it renders", async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'Hi {{payload.name}}' })] });
+    const costly = `${'<p>{{payload.name}}</p>'.repeat(100)}{{#each payload.items}}[{{this}}]{{/each}}`;
+    let delivered: Awaited<ReturnType<typeof deliverOnce>> | undefined;
+    const posted = await compilesPosted(async () => {
+      delivered = await deliverOnce(workflowId, { name: 'Ada & <Bob>', items: [1, 2] }, {}, { in_app: { content: costly, subject: 'Costly, for {{payload.name}}' } });
+    });
+    expect(posted).toEqual([
+      { source: 'Costly, for {{payload.name}}', escape: false },
+      { source: costly, escape: false },
+    ]);
+    expect(delivered!.feed.map((m) => m.content)).toEqual([`${'<p>Ada & <Bob></p>'.repeat(100)}[1][2]`]);
+    // Compiled once: the next recipient's job finds it compiled; a workflow's few short templates never go.
+    expect(await compilesPosted(() => deliverOnce(workflowId, { name: 'Cy' }, {}, { in_app: { content: costly } }))).toEqual([]);
+    expect(await compilesPosted(() => deliverOnce(workflowId, { name: 'Dee' }, {}, { in_app: { content: 'Bye {{payload.name}}' } }))).toEqual([]);
+  });
+
+  it('holds a template compiled on the payload check thread to the output budget', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'fine' })] });
+    const content = `{{payload.big}}${'<p>{{payload.name}}</p>'.repeat(100)}{{payload.big}}{{payload.big}}`;
+    const posted = await compilesPosted(async () => {
+      const { notification, feed } = await deliverOnce(workflowId, { big: 'x'.repeat(100_000), name: 'Ada' }, {}, { in_app: { content } });
+      expect(notification.jobs[0]).toMatchObject({ status: 'failed', executionDetails: [{ status: 'failed', detail: expect.stringContaining('more than 262,144 characters') }] });
+      expect(feed).toEqual([]);
+    });
+    expect(posted).toEqual([{ source: content, escape: false }]);
+  });
+
+  it('fails as undeliverable, with why, the job whose new templates stop the payload check thread twice', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'fine' })] });
+    const post = Worker.prototype.postMessage;
+    // As templates that ran the thread out of memory would: each time it is asked to compile them, it dies.
+    const killer = vi.spyOn(Worker.prototype, 'postMessage').mockImplementation(function (this: Worker, message: unknown) {
+      const compile = (message as { compile?: Array<{ source: string }> } | null)?.compile;
+      if (compile?.some(({ source }) => source.includes('kills'))) {
+        void this.terminate();
+        return;
+      }
+      post.call(this, message);
+    });
+    try {
+      const content = `kills ${'<p>{{payload.name}}</p>'.repeat(100)}`;
+      const { notification, feed } = await deliverOnce(workflowId, { name: 'Ada' }, {}, { in_app: { content } });
+      expect(notification.status).toBe('failed');
+      expect(notification.jobs).toMatchObject([
+        { status: 'failed', attempts: 1, executionDetails: [{ status: 'failed', detail: expect.stringMatching(/^The step's templates could not be compiled: .*twice/) }] },
+      ]);
+      expect(feed).toEqual([]);
+      // The thread is started again for the next job.
+      const next = await deliverOnce(workflowId, { name: 'Ada' }, {}, { in_app: { content: `lives ${'<p>{{payload.name}}</p>'.repeat(100)}` } });
+      expect(next.feed.map((m) => m.content)).toEqual([`lives ${'<p>Ada</p>'.repeat(100)}`]);
+    } finally {
+      killer.mockRestore();
+    }
+  });
+
   it("refuses a trigger whose overrides put something other than text where a template goes", async () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.email()] });
     await createSubscriber(t.a, { subscriberId: 'odd-overrides' });
