@@ -134,8 +134,8 @@ export async function compileStepTemplates(event: EventRecord, step: ChannelStep
   if (chars <= THREADED_TEMPLATE_CHARS) return undefined;
   const answered = await payloadChecks.precompile(templates);
   if ('stopped' in answered) return `The step's templates could not be compiled: ${answered.stopped}`;
-  // Each turned into a function in a turn of its own (V8 parses the code Handlebars wrote, which
-  // grows with the expressions), and the render in the next.
+  // Each turned into functions in a turn of its own: V8 compiles the code Handlebars wrote, which
+  // grows with the expressions.
   for (const [i, made] of answered.made.entries()) {
     await yieldToEventLoop();
     adoptPrecompiled(templates[i]!, made);

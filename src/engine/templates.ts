@@ -273,7 +273,7 @@ interface CompilerBase {
   opcode(name: string, ...args: unknown[]): void;
 }
 interface JavaScriptCompilerBase {
-  source: { push(code: Code): void; quotedString(text: string): Code };
+  source: { push(code: Code): void; quotedString(text: string): Code; wrap(chunks: Code[]): Code };
   pendingContent?: string;
   pendingLocation?: unknown;
   popStack(): Code;
@@ -321,9 +321,11 @@ class CountingJavaScriptCompiler extends internals.JavaScriptCompiler {
   // Handlebars makes each function with `new Function`, in global scope: ours is made inside one
   // that takes `countOutput` and `convertible`, so the code reaches them and templates (which see
   // only their data) do not.
+  // Precompiled (not asObject), each function is written in parentheses: V8 compiles such a function
+  // with the code around it (adoptPrecompiled's turn), not at its first call (the job's render).
   override createFunctionContext(asObject: boolean): Code {
     const code = super.createFunctionContext(false);
-    return asObject ? new Function('countOutput', 'convertible', `return ${String(code)}`)(countOutput, convertible) : code;
+    return asObject ? new Function('countOutput', 'convertible', `return ${String(code)}`)(countOutput, convertible) : this.source.wrap(['(', code, ')']);
   }
 }
 Object.assign(CountingJavaScriptCompiler.prototype, { compiler: CountingJavaScriptCompiler });
