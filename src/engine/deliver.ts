@@ -132,6 +132,19 @@ function messageTemplates(event: EventRecord, step: ChannelStep): MessageTemplat
 export async function compileStepTemplates(event: EventRecord, step: ChannelStep): Promise<string | undefined> {
   const { templates, chars } = uncompiled(messageTemplates(event, step));
   if (chars <= THREADED_TEMPLATE_CHARS) return undefined;
+  const key = templates.map(({ source, escape }) => `${escape ? 'e' : 'n'}${source.length}:${source}`).join('');
+  let compiled = compiling.get(key);
+  if (!compiled) {
+    compiled = compileOnThread(templates).finally(() => compiling.delete(key));
+    compiling.set(key, compiled);
+  }
+  return compiled;
+}
+
+/** Compiles under way, by their templates: jobs that need the same at once (a fan-out's shards) wait for one. */
+const compiling = new Map<string, Promise<string | undefined>>();
+
+async function compileOnThread(templates: MessageTemplate[]): Promise<string | undefined> {
   const answered = await payloadChecks.precompile(templates);
   if ('stopped' in answered) return `The step's templates could not be compiled: ${answered.stopped}`;
   // Each turned into functions in a turn of its own: V8 compiles the code Handlebars wrote, which
