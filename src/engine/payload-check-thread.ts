@@ -1,8 +1,7 @@
 // The thread of payload-checks.ts: compiles large payloadSchemas and checks payloads against them,
-// off the API's event loop. ajv compiles a schema in one go, and V8 the code ajv writes the first
-// time it runs: for a schema of 900 properties, 150–200 ms that held every other request. And a
-// workflow's templates, when they are many, which Handlebars compiles as slowly: at a save, and for
-// render's cache (precompiled).
+// off the API's event loop (ajv compiles a schema in one go, and V8 the code ajv writes the first
+// time it runs, holding every other request meanwhile); and compiles templates when they are many,
+// at a workflow's save and, precompiled, for render's cache.
 import { parentPort } from 'node:worker_threads';
 import { firstThenAll, PatternBudgetSpent, validateWithin } from '../json-schema.js';
 import { BoundedMap } from '../bounded-map.js';

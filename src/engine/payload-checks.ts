@@ -1,11 +1,11 @@
 // Large payloadSchemas are compiled, and payloads checked against them, on a thread of their own
 // (payload-check-thread.ts): ajv compiles a schema in one go, and V8 the code ajv writes the first
-// time it runs, which for a schema of 900 properties held the event loop 150–200 ms at each save
-// and at the first trigger after it. Small schemas, nearly all of them, stay on the event loop,
-// where a check costs no message between threads. A workflow's templates are compiled there too
-// when they are many (THREADED_TEMPLATE_CHARS), at its save and when a job first renders them:
-// Handlebars compiles each name and parameter in a `{{…}}` in a millisecond or so, and a workflow
-// (or a trigger's overrides) may hold thousands.
+// time it runs, which for a schema of hundreds of properties held the event loop at each save and
+// at the first trigger after it. Small schemas, nearly all of them, stay on the event loop, where a
+// check costs no message between threads. Templates are compiled on the thread too when they are
+// many (THREADED_TEMPLATE_CHARS), at a workflow's save and before a job first renders them:
+// Handlebars' compile costs time for each name and parameter in a `{{…}}`, and a workflow (or a
+// trigger's overrides) may hold thousands.
 import { createHash } from 'node:crypto';
 import type { ResourceLimits, Worker } from 'node:worker_threads';
 import type { ErrorObject } from 'ajv';
