@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countTurns } from '../helpers/turns.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { createDb, type Db } from '../../src/db/knex.js';
 import { writeTransaction } from '../../src/db/group-commit.js';
@@ -87,18 +88,11 @@ describe('the inbox counts and events', () => {
 
     // Counts the loop's turns while the change runs: one statement for every message (SQLite runs
     // it on the loop) lets none happen in between.
-    let turns = 0;
-    let changing = true;
-    const countTurn = () => {
-      if (!changing) return;
-      turns++;
-      setImmediate(countTurn);
-    };
-    setImmediate(countTurn);
+    const turns = countTurns();
     const seen = await writeTransaction(testDb.db, (trx) => changeInboxMessages(trx, env, key, { seen: true }, { createdAt: upTo.created_at, id: upTo.id }, new Date()));
-    changing = false;
+    const turnsTaken = turns.stop();
 
-    expect(turns).toBeGreaterThanOrEqual(parts - 1);
+    expect(turnsTaken).toBeGreaterThanOrEqual(parts - 1);
     const total = parts * CHANGED_AT_ONCE + 2;
     expect(seen).toEqual({ updated: parts * CHANGED_AT_ONCE, counts: { unread: total, unseen: 2, total, archived: 0 } });
     expect((await testDb.db('messages').where({ subscriber_key: key, seen: false }).pluck('content')).sort()).toEqual(['m-1', 'm-2']);

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { countTurns } from '../helpers/turns.js';
 import { startTestApp, type TestApp, useTestApp } from '../helpers/app.js';
 import { createSubscriber } from '../helpers/factories.js';
 import { writeTransaction } from '../../src/db/group-commit.js';
@@ -172,18 +173,11 @@ describe('DELETE /subscribers/{subscriberId} (deleteSubscriber)', () => {
 
     // Counts the loop's turns while the delete runs: one statement for the whole inbox (SQLite
     // runs it on the loop) lets none happen in between.
-    let turns = 0;
-    let deleting = true;
-    const countTurn = () => {
-      if (!deleting) return;
-      turns++;
-      setImmediate(countTurn);
-    };
-    setImmediate(countTurn);
+    const turns = countTurns();
     await deleteSubscriber(t.deps, t.environments.a, 'reader');
-    deleting = false;
+    const turnsTaken = turns.stop();
 
-    expect(turns).toBeGreaterThanOrEqual(parts - 1);
+    expect(turnsTaken).toBeGreaterThanOrEqual(parts - 1);
     await t.a.get('/v1/subscribers/reader').expect(404);
     for (const table of ['messages', 'inbox_events', 'inbox_counts']) {
       expect(await t.db(table).where('subscriber_key', reader).count({ n: '*' })).toEqual([{ n: 0 }]);

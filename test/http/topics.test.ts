@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { countTurns } from '../helpers/turns.js';
 import { startTestApp, type Client, type TestApp, useTestApp } from '../helpers/app.js';
 import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { createWorkflow, step } from '../helpers/factories.js';
@@ -198,18 +199,11 @@ describe('DELETE /topics/{topicKey} (deleteTopic)', () => {
 
     // Counts the loop's turns while the delete runs: one statement for every membership (SQLite
     // runs it on the loop) lets none happen in between.
-    let turns = 0;
-    let deleting = true;
-    const countTurn = () => {
-      if (!deleting) return;
-      turns++;
-      setImmediate(countTurn);
-    };
-    setImmediate(countTurn);
+    const turns = countTurns();
     await deleteTopic(t.deps, t.environments.a, 'crowd');
-    deleting = false;
+    const turnsTaken = turns.stop();
 
-    expect(turns).toBeGreaterThanOrEqual(parts - 1);
+    expect(turnsTaken).toBeGreaterThanOrEqual(parts - 1);
     expect(await t.db('topic_subscribers').where('topic_id', topic.id).count({ n: '*' })).toEqual([{ n: 0 }]);
     expect((await t.a.get('/v1/subscribers?limit=1').expect(200)).body.totalCount).toBe(parts * DELETED_AT_ONCE + 5);
     await t.a.get('/v1/topics/crowd').expect(404);

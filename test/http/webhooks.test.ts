@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { countTurns } from '../helpers/turns.js';
 import { Webhook } from 'standardwebhooks';
 import { useTestApp, type Client } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow, step } from '../helpers/factories.js';
@@ -117,18 +118,11 @@ describe('PATCH and DELETE /v1/webhook-endpoints/{endpointId}', () => {
 
     // Counts the loop's turns while the delete runs: one statement for the whole backlog (SQLite
     // runs it on the loop) lets none happen in between.
-    let turns = 0;
-    let deleting = true;
-    const countTurn = () => {
-      if (!deleting) return;
-      turns++;
-      setImmediate(countTurn);
-    };
-    setImmediate(countTurn);
+    const turns = countTurns();
     await deleteEndpoint(t.deps, t.environments.a, endpointId);
-    deleting = false;
+    const turnsTaken = turns.stop();
 
-    expect(turns).toBeGreaterThanOrEqual(parts - 1);
+    expect(turnsTaken).toBeGreaterThanOrEqual(parts - 1);
     expect(await t.db('webhook_deliveries').where('endpoint_id', endpointId).count({ n: '*' })).toEqual([{ n: 0 }]);
     await t.a.get(`/v1/webhook-endpoints/${endpointId}`).expect(404);
   });
