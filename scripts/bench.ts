@@ -369,7 +369,7 @@ async function runSuite(kind: 'sqlite' | 'postgres', options: Options, tool: Loa
     await call('POST', '/workflows', { workflowId: 'bench-in-app', name: 'Bench in-app', steps: [{ type: 'in_app', template: { subject: 'Bench', content } }] });
     await call('POST', '/workflows', { workflowId: 'bench-chat', name: 'Bench chat', steps: [{ type: 'chat', template: { content } }] });
     await call('POST', '/workflows', { workflowId: 'bench-inbox', name: 'Bench inbox', steps: [{ type: 'in_app', template: { content: '{{payload.n}}' } }] });
-    await waitIdle(api.pid); // validators compile in the background after start
+    await waitIdle(api.pid); // start-up's own work (the runner's first looks, the checkpointer) settles first
     suite.apiStartRssMb = peakRssMb(api.pid);
 
     // The requests of the HTTP rows, and Herald's answers to them, which the baseline answers too.

@@ -21,7 +21,7 @@ import { inboxCors, inboxPreflight } from './http/inbox-cors.js';
 import type { StreamTimings } from './http/inbox-stream.js';
 
 export interface AppOptions {
-  /** Compile every request validator in the background now rather than on each first use. */
+  /** Compile every request validator before the app is answered, rather than each on its first use. */
   precompile?: boolean;
   /** Where the rendered API reference lives (built on first request when missing). */
   docsFile?: string;
@@ -34,7 +34,7 @@ export async function createApp(deps: Deps, options: AppOptions = {}): Promise<E
   // The inbox's open streams; `app.locals.inboxHub.close()` ends them when the server stops.
   const inboxHub = new InboxHub(deps, { catchUpMs: options.inbox?.catchUpMs });
   const api = await createApi(handlers, deps, { inboxHub, inboxStreams: options.inbox });
-  if (options.precompile) precompileValidators(api);
+  if (options.precompile) await precompileValidators(api);
   const app = express();
   app.disable('x-powered-by');
   // Behind the proxies HERALD_TRUST_PROXY names, the client's address and scheme are what they forward.

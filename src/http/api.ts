@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import express, { type Request, type Response } from 'express';
 import type { Context, Handler, OpenAPIBackend } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
@@ -316,18 +317,16 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
 }
 
 /**
- * Compiles every operation's request validators, one operation per turn of the event loop, so a
- * server that has just started answers requests meanwhile and none of them pays the compile cost.
+ * Compiles every operation's request validators, one operation per turn of the event loop (the
+ * job runner, started first, runs between), and resolves when all are compiled. The server listens
+ * only then: compiled after it listened, each turn (a workflow's schemas the longest) held the
+ * first requests, and a readiness probe saw a server that could not yet answer in time.
  */
-export function precompileValidators(api: OpenAPIBackend): void {
-  const operationIds = api.router.getOperations().map((operation) => operation.operationId!);
-  const next = () => {
-    const operationId = operationIds.shift();
-    if (!operationId) return;
-    api.validator.getRequestValidatorsForOperation(operationId);
-    setImmediate(next);
-  };
-  setImmediate(next);
+export async function precompileValidators(api: OpenAPIBackend): Promise<void> {
+  for (const operation of api.router.getOperations()) {
+    await nextTurn();
+    api.validator.getRequestValidatorsForOperation(operation.operationId!);
+  }
 }
 
 /**

@@ -384,8 +384,8 @@ function backendDocument(): OpenAPIBackend['inputDocument'] {
  * `quick` does two things we want: it skips openapi-backend's own check of the definition, which
  * knows only OpenAPI 3.0 and, failing on our 3.1 contract, would leave the router empty (Redocly
  * lints the contract instead); and it compiles an operation's validators on first use rather than
- * all at once before the server can answer (precompileValidators, api.ts, compiles them in the
- * background after start). Tests may give another definition.
+ * all at once, with the event loop held, when the backend is made (precompileValidators, api.ts,
+ * compiles them a turn each before the server listens). Tests may give another definition.
  */
 export async function createBackend(definition: string | OpenAPIBackend['inputDocument'] = CONTRACT_PATH): Promise<HeraldBackend> {
   const backend = new HeraldBackend({
