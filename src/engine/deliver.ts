@@ -78,48 +78,74 @@ function overridesChecked(overrides: unknown): string | undefined {
   return overridesChecks.get(overrides);
 }
 
-/** Renders the step's templates for one recipient; trigger overrides replace them for this event. */
-function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscriber: Subscriber) {
-  const overrides = event.overrides[step.type];
+/** A step's template as its message renders it: the trigger's overrides replace its fields for this event. */
+function templateOf(event: EventRecord, step: ChannelStep): Record<string, unknown> {
+  return { ...step.template, ...(event.overrides[step.type] as Record<string, unknown> | undefined) };
+}
+
+/** How a message's fields are rendered from their templates: as text (undefined for a field that holds none) or, an email's body, as HTML. */
+interface FieldRender {
+  text(source: unknown): string | undefined;
+  html(source: unknown): string;
+}
+
+/** Renders the step's templates for one recipient. */
+function renderer(job: JobRecord, event: EventRecord, step: ChannelStep, subscriber: Subscriber): { template: Record<string, unknown>; fields: FieldRender } {
   // Checked at the trigger since; an event stored before then is checked here, once for all its recipients.
-  const overBudget = overridesChecked(overrides);
+  const overBudget = overridesChecked(event.overrides[step.type]);
   if (overBudget) throw new TemplateOverBudget(`The trigger's ${step.type} overrides ${overBudget}`);
-  const template = { ...step.template, ...(overrides as Record<string, string> | undefined) } as Record<string, string | undefined>;
   const payload = event.payload;
   const context = templateData({ payload, subscriber, actor: event.actor ?? {}, step: job.state.digest ?? {}, transactionId: event.transactionId }, payload);
   return {
-    template,
-    text: (field: string) => (typeof template[field] !== 'string' ? undefined : render(template[field]!, context, { escape: false })),
-    textOf: (source: string) => render(source, context, { escape: false }),
-    html: (field: string) => render(template[field]!, context, { escape: true }),
+    template: templateOf(event, step),
+    fields: {
+      text: (source) => (typeof source !== 'string' ? undefined : render(source, context, { escape: false })),
+      html: (source) => render(source as string, context, { escape: true }),
+    },
   };
 }
 
-type ActionTemplate = { label: string; url?: string };
+type ActionTemplate = { label?: unknown; url?: unknown } | undefined;
 
-/** The fields each channel renders as text (besides an in-app step's nested ones, and an email's HTML content). */
-const TEXT_FIELDS: Record<Channel, string[]> = {
-  in_app: ['subject', 'content', 'url', 'avatar'],
-  email: ['subject', 'preheader'],
-  sms: ['content'],
-  chat: ['content'],
-  push: ['title', 'content'],
-};
+/**
+ * The fields of each channel's message that its step's template renders, each as it renders it:
+ * the one list that decideStep renders and compileStepTemplates compiles first (messageTemplates
+ * records what it would render). An in-app step's nested fields (redirect, actions, data) too.
+ */
+const renderedFields = {
+  in_app: (template, fields) => {
+    const nested = template as { redirect?: { url?: unknown }; primaryAction?: ActionTemplate; secondaryAction?: ActionTemplate; data?: unknown };
+    const action = (source: ActionTemplate) =>
+      source && typeof source.label === 'string' ? { label: fields.text(source.label)!, ...(typeof source.url === 'string' ? { url: fields.text(source.url)! } : {}) } : undefined;
+    const data =
+      nested.data && typeof nested.data === 'object'
+        ? Object.fromEntries(Object.entries(nested.data).filter(([, v]) => typeof v === 'string').map(([k, v]) => [k, fields.text(v)!]))
+        : undefined;
+    return {
+      subject: fields.text(template.subject),
+      content: fields.text(template.content)!,
+      url: typeof nested.redirect?.url === 'string' ? fields.text(nested.redirect.url) : fields.text(template.url),
+      avatar: fields.text(template.avatar),
+      primaryAction: action(nested.primaryAction),
+      secondaryAction: action(nested.secondaryAction),
+      data,
+    };
+  },
+  email: (template, fields) => ({ subject: fields.text(template.subject)!, html: fields.html(template.content), preheader: fields.text(template.preheader) }),
+  sms: (template, fields) => ({ content: fields.text(template.content)! }),
+  chat: (template, fields) => ({ content: fields.text(template.content)! }),
+  push: (template, fields) => ({ title: fields.text(template.title)!, content: fields.text(template.content)! }),
+} satisfies Record<Channel, (template: Record<string, unknown>, fields: FieldRender) => object>;
 
 /** The templates a step's message renders (decideStep's, with the trigger's overrides), each as it renders it. */
 function messageTemplates(event: EventRecord, step: ChannelStep): MessageTemplate[] {
-  const overrides = event.overrides[step.type];
-  if (overridesChecked(overrides)) return []; // refused before anything is compiled
-  const template = { ...step.template, ...(overrides as Record<string, unknown> | undefined) } as Record<string, unknown>;
-  const channel = step.type as Channel;
-  const texts = TEXT_FIELDS[channel].map((field) => template[field]);
-  if (channel === 'in_app') {
-    const nested = template as { redirect?: { url?: unknown }; primaryAction?: Record<string, unknown>; secondaryAction?: Record<string, unknown>; data?: unknown };
-    texts.push(nested.redirect?.url, nested.primaryAction?.label, nested.primaryAction?.url, nested.secondaryAction?.label, nested.secondaryAction?.url);
-    if (nested.data && typeof nested.data === 'object') texts.push(...Object.values(nested.data));
-  }
-  const templates = texts.filter((source): source is string => typeof source === 'string').map((source) => ({ source, escape: false }));
-  if (channel === 'email' && typeof template.content === 'string') templates.push({ source: template.content, escape: true });
+  if (overridesChecked(event.overrides[step.type])) return []; // refused before anything is compiled
+  const templates: MessageTemplate[] = [];
+  const record = (escape: boolean) => (source: unknown) => {
+    if (typeof source === 'string') templates.push({ source, escape });
+    return '';
+  };
+  renderedFields[step.type as Channel](templateOf(event, step), { text: record(false), html: record(true) });
   return templates;
 }
 
@@ -158,17 +184,7 @@ async function compileOnThread(templates: MessageTemplate[]): Promise<string | u
 }
 
 /** An in-app step's message: stored, not sent, so it needs no provider. Every field is rendered as text. */
-function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelStep, recipient: Recipient): NewMessage {
-  const { template, text, textOf } = renderer(job, event, step, recipient.subscriber!);
-  const nested = template as unknown as {
-    redirect?: { url?: string };
-    primaryAction?: ActionTemplate;
-    secondaryAction?: ActionTemplate;
-    data?: Record<string, string>;
-  };
-  const action = (source: ActionTemplate | undefined) =>
-    source && typeof source.label === 'string' ? { label: textOf(source.label), ...(typeof source.url === 'string' ? { url: textOf(source.url) } : {}) } : undefined;
-  const data = nested.data && typeof nested.data === 'object' ? Object.fromEntries(Object.entries(nested.data).filter(([, v]) => typeof v === 'string').map(([k, v]) => [k, textOf(v)])) : undefined;
+function inAppMessage(job: JobRecord, event: EventRecord, recipient: Recipient, rendered: ReturnType<typeof renderedFields.in_app>): NewMessage {
   return {
     environmentId: event.environmentId,
     subscriberKey: recipient.subscriberKey,
@@ -177,13 +193,7 @@ function inAppMessage(job: JobRecord, event: EventRecord, step: ChannelStep, rec
     jobId: job.id,
     transactionId: event.transactionId,
     workflowKey: event.workflow.workflowId,
-    subject: text('subject'),
-    content: text('content')!,
-    url: typeof nested.redirect?.url === 'string' ? textOf(nested.redirect.url) : text('url'),
-    avatar: text('avatar'),
-    primaryAction: action(nested.primaryAction),
-    secondaryAction: action(nested.secondaryAction),
-    data,
+    ...rendered,
     tags: event.workflow.tags,
   };
 }
@@ -258,27 +268,27 @@ function decideRendering(context: StepContext): Delivered | DecidedSend {
   if (skip) return { status: 'skipped', detail: skip };
   const subscriber = recipient.subscriber!;
   const channel = step.type as Channel;
-  const { template, text, html } = renderer(job, event, step, subscriber);
+  const { template, fields } = renderer(job, event, step, subscriber);
 
   switch (channel) {
     case 'in_app':
-      return { status: 'completed', detail: IN_APP_DELIVERED, providerId: 'herald', message: inAppMessage(job, event, step, recipient) };
+      return { status: 'completed', detail: IN_APP_DELIVERED, providerId: 'herald', message: inAppMessage(job, event, recipient, renderedFields.in_app(template, fields)) };
     case 'email': {
       if (!subscriber.email) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no email address`);
       const target = context.integration ?? noIntegration('email');
-      const message = { to: subscriber.email, subject: text('subject')!, html: html('content'), preheader: text('preheader'), senderName: template.senderName };
+      const message = { to: subscriber.email, ...renderedFields.email(template, fields), senderName: template.senderName as string | undefined };
       return { destination: destinationOf('email', target.integrationId), target, cost: 1, request: { channel, message }, detail: `Email sent to ${subscriber.email}` };
     }
     case 'sms': {
       if (!subscriber.phone) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no phone number`);
       const target = context.integration ?? noIntegration('sms');
-      const message = { to: subscriber.phone, content: text('content')! };
+      const message = { to: subscriber.phone, ...renderedFields.sms(template, fields) };
       return { destination: destinationOf('sms', target.integrationId), target, cost: 1, request: { channel, message }, detail: `SMS sent to ${subscriber.phone}` };
     }
     case 'chat': {
       const { entry, target } = context.channel ?? noCredentials(recipient, 'chat');
       if (!entry.credentials.webhookUrl) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} webhook URL`);
-      const message = { webhookUrl: entry.credentials.webhookUrl, content: text('content')!, channel: entry.credentials.channel };
+      const message = { webhookUrl: entry.credentials.webhookUrl, ...renderedFields.chat(template, fields), channel: entry.credentials.channel };
       return {
         destination: destinationOf('chat', target.integrationId, message.webhookUrl),
         target,
@@ -294,8 +304,7 @@ function decideRendering(context: StepContext): Delivered | DecidedSend {
       if (deviceTokens.length === 0) throw new Undeliverable(`Subscriber ${recipient.subscriberId} has no ${entry.providerId} device tokens`);
       const message = {
         deviceTokens,
-        title: text('title')!,
-        content: text('content')!,
+        ...renderedFields.push(template, fields),
         data: (step.template as { data?: Record<string, unknown> }).data,
         subscriberId: recipient.subscriberId,
       };
