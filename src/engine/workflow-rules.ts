@@ -26,8 +26,10 @@ export function slugify(name: string): string {
  * budgets, conditions whose value does not fit their operator (each step's problems in that order).
  */
 export async function normalizeSteps(steps: Step[]): Promise<{ steps: Step[]; problems: ErrorDetail[] }> {
-  const problems: ErrorDetail[] = [];
+  // Each step's problems, listed by step: its stepId's, its templates', its conditions'.
+  const found = steps.map(() => ({ stepId: [] as ErrorDetail[], templates: [] as ErrorDetail[], conditions: [] as ErrorDetail[] }));
   const templates: TemplateField[] = [];
+  const stepOfTemplate = new Map<string, number>();
   const taken = new Set(steps.map((step) => step.stepId).filter(Boolean));
   const seen = new Set<string>();
   const normalized = steps.map((step, index) => {
@@ -39,7 +41,7 @@ export async function normalizeSteps(steps: Step[]): Promise<{ steps: Step[]; pr
       for (let n = 2; taken.has(stepId); n++) stepId = `${base}-${n}`;
       taken.add(stepId);
     }
-    if (seen.has(stepId)) problems.push({ field: `${at}/stepId`, message: `${stepId} is used by an earlier step` });
+    if (seen.has(stepId)) found[index].stepId.push({ field: `${at}/stepId`, message: `${stepId} is used by an earlier step` });
     seen.add(stepId);
 
     if ('template' in step) {
@@ -49,9 +51,12 @@ export async function normalizeSteps(steps: Step[]): Promise<{ steps: Step[]; pr
           step.type === 'in_app' && value && typeof value === 'object' ? fields(value, `${path}${field}/`) : [[`${path}${field}`, value]],
         );
       for (const [field, source] of fields(step.template, '')) {
-        if (typeof source === 'string' && !PLAIN_TEMPLATE_FIELDS.has(field)) templates.push({ field: `${at}/template/${field}`, source });
+        if (typeof source !== 'string' || PLAIN_TEMPLATE_FIELDS.has(field)) continue;
+        templates.push({ field: `${at}/template/${field}`, source });
+        stepOfTemplate.set(`${at}/template/${field}`, index);
       }
     }
+    const problems = found[index].conditions;
     (step.conditions ?? []).forEach((condition, c) => {
       const field = `${at}/conditions/${c}/value`;
       const hasValue = condition.value !== undefined;
@@ -68,14 +73,8 @@ export async function normalizeSteps(steps: Step[]): Promise<{ steps: Step[]; pr
     });
     return { ...step, stepId, active: step.active ?? true } as Step;
   });
-  problems.push(...(await stepTemplateProblems(templates)));
-  return { steps: normalized, problems: problems.sort((a, b) => problemOrder(a) - problemOrder(b)) };
-}
-
-/** Where a problem of a step comes in the answer: by step, then its stepId, templates, conditions. */
-function problemOrder({ field }: ErrorDetail): number {
-  const [, step, part] = /^body\/steps\/(\d+)\/(\w+)/.exec(field) ?? [];
-  return Number(step ?? 0) * 3 + (part === 'stepId' ? 0 : part === 'template' ? 1 : 2);
+  for (const problem of await stepTemplateProblems(templates)) found[stepOfTemplate.get(problem.field)!].templates.push(problem);
+  return { steps: normalized, problems: found.flatMap((step) => [...step.stepId, ...step.templates, ...step.conditions]) };
 }
 
 /** The problems of a workflow's templates (templateFieldProblems), found on the payload check thread when they are many. */

@@ -121,21 +121,31 @@ describe('POST /workflows (createWorkflow)', () => {
     expect(res.body.details[0].field).toBe('body/payloadSchema');
   });
 
-  it('rejects repeated stepIds and conditions whose value does not fit the operator with 422', async () => {
+  it("rejects repeated stepIds, templates that do not compile and conditions whose value does not fit the operator with 422, each step's problems together in that order", async () => {
     const res = await t.a
       .post('/v1/workflows', {
         name: 'Conditions',
         steps: [
-          { type: 'sms', stepId: 'a', template: { content: 'x' }, conditions: [{ field: 'payload.x', operator: 'in', value: 'x' }] },
-          { type: 'sms', stepId: 'a', template: { content: 'y' }, conditions: [{ field: 'subscriber.email', operator: 'exists', value: 1 }, { field: 'payload.n', operator: 'gt' }] },
+          { type: 'sms', stepId: 'a', template: { content: '{{> partial}}' }, conditions: [{ field: 'payload.x', operator: 'in', value: 'x' }] },
+          {
+            type: 'in_app',
+            stepId: 'a',
+            template: { content: 'y', primaryAction: { label: '{{shout payload.x}}' }, subject: '{{> subject}}' },
+            conditions: [{ field: 'subscriber.email', operator: 'exists', value: 1 }, { field: 'payload.n', operator: 'gt' }],
+          },
+          { type: 'sms', stepId: 'b', template: { content: '{{> last}}' } },
         ],
       })
       .expect(422);
     expect(res.body.details.map((d: { field: string }) => d.field)).toEqual([
+      'body/steps/0/template/content',
       'body/steps/0/conditions/0/value',
       'body/steps/1/stepId',
+      'body/steps/1/template/primaryAction/label',
+      'body/steps/1/template/subject',
       'body/steps/1/conditions/0/value',
       'body/steps/1/conditions/1/value',
+      'body/steps/2/template/content',
     ]);
   });
 
