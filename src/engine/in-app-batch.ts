@@ -307,6 +307,10 @@ export async function startWithInApp(trx: Runner, event: EventRecord, slice: Sub
     chars += messageCharsOf(decision);
     await pause();
   }
+  // The slice's reads and decisions held the loop in this turn (on SQLite every statement runs on
+  // it), and its writes would hold it as long again: they get a turn of their own. A new process's
+  // first slice, its code and its statements not compiled yet, held the loop longest.
+  await yieldToEventLoop();
   const created = await createNotifications(trx, event, members, now, (member) => ({
     id: decisions.get(member.key)!.job.notificationId!,
     status: last ? (decisions.get(member.key)!.status === 'failed' ? 'failed' : 'completed') : 'processing',

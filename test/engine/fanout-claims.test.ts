@@ -17,6 +17,9 @@ import { JobRunner } from '../../src/engine/runner.js';
 import type { WorkerContext } from '../../src/engine/worker-context.js';
 import { systemClock } from '../../src/clock.js';
 import { testDatabaseUrl } from '../helpers/db.js';
+import { countTurns } from '../helpers/turns.js';
+import { findEventByTransaction } from '../../src/db/repos/events.js';
+import { startWithInApp } from '../../src/engine/in-app-batch.js';
 
 const t = useTestApp();
 const OWNER = 'fan-out-worker';
@@ -233,5 +236,28 @@ describe('a fan-out and its claim', () => {
     expect(await messagesOf(transactionId)).toBe(members);
     const total = await t.db('messages').where({ transaction_id: transactionId }).count({ n: '*' }).first();
     expect(Number(total!.n)).toBe(members);
+  });
+});
+
+describe('a slice of a fan-out that starts in-app', () => {
+  // On SQLite a slice's statements run on the event loop, so the slice would hold it from its
+  // first read to its last write; PostgreSQL's wait for their answers, and the loop turns anyway.
+  it.skipIf(testDatabaseUrl())('lets the event loop turn between deciding its members and writing their notifications', async () => {
+    const now = t.clock.now();
+    for (const subscriberId of ['ada', 'bob']) await insertSubscriber(t.db, t.environments.a, { subscriberId }, now);
+    await t.a.post('/v1/topics', { topicKey: 'pair', name: 'Pair' }).expect(201);
+    await t.a.post('/v1/topics/pair/subscribers', { subscribers: ['ada', 'bob'] }).expect(200);
+    await createWorkflow(t.a, { workflowId: 'note', steps: [step.inApp({ content: 'Hello {{subscriber.subscriberId}}' })] });
+    const transactionId = (await t.a.post('/v1/events/trigger', { name: 'note', to: [{ type: 'Topic', topicKey: 'pair' }] }).expect(201)).body.data.transactionId as string;
+    const event = (await findEventByTransaction(t.db, t.environments.a, transactionId))!;
+    const slice = await t.db('subscribers').where({ environment_id: t.environments.a }).orderBy('subscriber_id').select('id as key', 'subscriber_id as subscriberId');
+    let turns = 0;
+    await t.db.transaction(async (trx) => {
+      const counting = countTurns();
+      expect(await startWithInApp(trx, event, slice, now)).toMatchObject({ taken: 2 });
+      turns = counting.stop();
+    });
+    expect(turns).toBeGreaterThanOrEqual(1);
+    expect(await messagesOf(transactionId)).toBe(2);
   });
 });
