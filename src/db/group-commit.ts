@@ -2,11 +2,14 @@ import type { Knex } from 'knex';
 import { isPostgres, type Db, type Runner } from './knex.js';
 import { runInSqliteTransaction } from './sqlite.js';
 import { pacer } from '../turns.js';
+import { SLICE_CHARS } from './chunks.js';
 
 type Work<T> = (trx: Knex.Transaction) => Promise<T>;
 
 interface Pending {
   work: Work<unknown>;
+  /** The characters of text it writes, as its caller counted them (0: a few small rows). */
+  chars: number;
   resolve(value: unknown): void;
   reject(error: unknown): void;
 }
@@ -30,15 +33,20 @@ const queues = new WeakMap<Db, Queue>();
  * caller is answered only after the commit that holds its work. A commit that fails fails every
  * work in it.
  *
+ * A commit writes and syncs all of its transaction's pages on the event loop, so the works of one
+ * commit write at most about SLICE_CHARS characters of text together (`chars`, each work's as its
+ * caller counts them; one larger work is committed alone): a bulk trigger's events with large
+ * payloads or workflow copies go in several commits, the loop turning between them.
+ *
  * PostgreSQL commits concurrent transactions side by side already, and inside a transaction the
  * work simply nests in it: both take the ordinary path.
  */
-export function writeTransaction<T>(db: Db, work: Work<T>): Promise<T> {
+export function writeTransaction<T>(db: Db, work: Work<T>, chars = 0): Promise<T> {
   if (db.isTransaction || isPostgres(db)) return db.transaction(work);
   let queue = queues.get(db);
   if (!queue) queues.set(db, (queue = { pending: [], committing: false, pace: pacer() }));
   const settled = new Promise<T>((resolve, reject) => {
-    queue.pending.push({ work: work as Work<unknown>, resolve: resolve as (value: unknown) => void, reject });
+    queue.pending.push({ work: work as Work<unknown>, chars, resolve: resolve as (value: unknown) => void, reject });
   });
   if (!queue.committing) {
     // Wait one turn of the event loop before beginning, so that the writes of requests being
@@ -62,7 +70,7 @@ export function writeStatement<T>(db: Db, work: (runner: Runner) => Promise<T>):
 }
 
 function commitNext(db: Db, queue: Queue): void {
-  const batch = queue.pending.splice(0);
+  const batch = queue.pending.splice(0, worksWithin(queue.pending, SLICE_CHARS));
   queue.committing = batch.length > 0;
   if (batch.length === 0) return;
   // Alone in its commit, a work needs no savepoint: its transaction is its own.
@@ -88,6 +96,13 @@ function commitNext(db: Db, queue: Queue): void {
       await queue.pace();
       commitNext(db, queue);
     });
+}
+
+/** How many of the first works of `pending` write at most `chars` characters together; at least one. */
+function worksWithin(pending: readonly Pending[], chars: number): number {
+  let n = 0;
+  for (let written = 0; n < pending.length && (n === 0 || written + pending[n].chars <= chars); n++) written += pending[n].chars;
+  return n;
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };

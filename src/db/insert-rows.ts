@@ -3,6 +3,7 @@ import { isPostgres, type Db, type Runner } from './knex.js';
 import { queryPostgres } from './postgres.js';
 import { runInSqliteTransaction } from './sqlite.js';
 import { writeTransaction } from './group-commit.js';
+import { textOf } from './chunks.js';
 
 /** SQLite: comfortably under its limit of 32,766 bound variables a statement. */
 const MAX_VARIABLES = 30_000;
@@ -86,7 +87,13 @@ export async function insertAll(db: Runner, tables: Array<{ table: string; rows:
     await queryPostgres(db, sql, parts.map(({ rows }) => JSON.stringify(rows)));
     return;
   }
-  await writeTransaction(db as Db, async (trx) => {
-    for (const { table, rows } of parts) await insertRows(trx, table, rows);
-  });
+  let chars = 0;
+  for (const { rows } of parts) for (const row of rows) chars += textOf(row);
+  await writeTransaction(
+    db as Db,
+    async (trx) => {
+      for (const { table, rows } of parts) await insertRows(trx, table, rows);
+    },
+    chars,
+  );
 }

@@ -7,6 +7,7 @@ import { writeStatement, writeTransaction } from '../../src/db/group-commit.js';
 import { createTestDb, processDatabaseUrl, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { countTurns } from '../helpers/turns.js';
 import { TURN_MS } from '../../src/turns.js';
+import { SLICE_CHARS } from '../../src/db/chunks.js';
 import { recordQueries } from '../helpers/queries.js';
 
 let testDb: TestDb;
@@ -135,6 +136,30 @@ describe('writeTransaction', () => {
     }
     expect(turns.stop()).toBeGreaterThanOrEqual(3);
     expect((await committed('gc_parent')).filter((id) => /^q\d\d$/.test(id))).toHaveLength(20);
+  });
+
+  it('commits works that arrive together in transactions of at most SLICE_CHARS characters, each answered once its own is committed', async () => {
+    await db.schema.createTable('gc_large', (table) => {
+      table.string('id').primary();
+      table.text('body');
+    });
+    // Twenty works of a fifth of the budget each: one commit would write four budgets' worth.
+    const chars = SLICE_CHARS / 5;
+    const commits = recordQueries(db, /^commit/i);
+    const works = Array.from({ length: 20 }, (_, i) =>
+      writeTransaction(db, (trx) => trx('gc_large').insert({ id: `l${String(i).padStart(2, '0')}`, body: 'x'.repeat(chars) }), chars).then(
+        async () => (await observer('gc_large').count({ n: '*' }).first())!.n,
+      ),
+    );
+    const seenCommitted = (await Promise.all(works)).map(Number);
+    const commitCount = commits.stop().length;
+    if (isPostgres(db)) expect(commitCount).toBe(20);
+    else {
+      expect(commitCount).toBe(4);
+      // Each work is answered after its own commit, not after the last one: the first five saw five rows.
+      expect(seenCommitted.slice(0, 5)).toEqual([5, 5, 5, 5, 5]);
+    }
+    expect(await observer('gc_large').count({ n: '*' }).first()).toMatchObject({ n: 20 });
   });
 
   it('nests in a transaction it is given, committing with it', async () => {
