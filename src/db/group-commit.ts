@@ -74,7 +74,7 @@ function commitNext(db: Db, queue: Queue): void {
   queue.committing = batch.length > 0;
   if (batch.length === 0) return;
   // Alone in its commit, a work needs no savepoint: its transaction is its own.
-  const outcomes = batch.length === 1 ? db.transaction(batch[0].work).then((value) => [{ ok: true as const, value }]) : commitTogether(db, batch);
+  const outcomes = batch.length === 1 ? db.transaction(batch[0].work).then((value) => [{ ok: true as const, value }]) : commitTogether(db, batch, queue.pace);
   outcomes
     .then(
       (settled) => batch.forEach((item, i) => {
@@ -112,11 +112,12 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
  * turns between works once TURN_MS has passed: better-sqlite3 answers each statement within the
  * same turn, so a group of many works (a bulk trigger's events each joining a digest) would
  * otherwise hold the loop for all of them. A write that arrives meanwhile waits for the next
- * group, and reads go to the read connection, as during any commit.
+ * group, and reads go to the read connection, as during any commit. `pace` is the queue's: with
+ * a pacer of its own, a commit that follows another at once would start its TURN_MS afresh while
+ * the loop has not turned since the one before.
  */
-async function commitTogether(db: Db, batch: Pending[]): Promise<Outcome[]> {
+async function commitTogether(db: Db, batch: Pending[], pace: () => Promise<void>): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
-  const pace = pacer();
   await db.transaction(async (trx) => {
     // Plain savepoints: knex's nested transactions would build a knex instance for each work.
     for (const { work } of batch) {

@@ -162,6 +162,33 @@ describe('writeTransaction', () => {
     expect(await observer('gc_large').count({ n: '*' }).first()).toMatchObject({ n: 20 });
   });
 
+  it.runIf(!testDatabaseUrl())('lets the event loop turn once TURN_MS has passed across commits that follow each other, not once per commit', async () => {
+    // Thirty works of 3 ms, three a commit (each declares a third of SLICE_CHARS): ten commits in a
+    // row. The loop must turn after at most four works (12 ms), wherever the commits begin.
+    const holdFor = (ms: number) => {
+      for (const until = performance.now() + ms; performance.now() < until; );
+    };
+    const turns = countTurns();
+    const turnOfWork: number[] = [];
+    await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        writeTransaction(
+          db,
+          async (trx) => {
+            await trx('gc_parent').insert({ id: `r${String(i).padStart(2, '0')}` });
+            holdFor(3);
+            turnOfWork.push(turns.sofar());
+          },
+          SLICE_CHARS / 3,
+        ),
+      ),
+    );
+    turns.stop();
+    const worksInOneTurn = Math.max(...[...new Set(turnOfWork)].map((turn) => turnOfWork.filter((t) => t === turn).length));
+    expect(worksInOneTurn).toBeLessThanOrEqual(Math.ceil(TURN_MS / 3));
+    expect((await committed('gc_parent')).filter((id) => /^r\d\d$/.test(id))).toHaveLength(30);
+  });
+
   it('nests in a transaction it is given, committing with it', async () => {
     await db.transaction(async (trx) => {
       await writeTransaction(trx, (inner) => inner('gc_parent').insert({ id: 'c1' }));
