@@ -21,7 +21,7 @@ import { inboxCors, inboxPreflight } from './http/inbox-cors.js';
 import type { StreamTimings } from './http/inbox-stream.js';
 
 export interface AppOptions {
-  /** Compile every request validator before the app is answered, rather than each on its first use. */
+  /** Compile every request validator before createApp resolves (the server listens after it), rather than each on its first use. */
   precompile?: boolean;
   /** Where the rendered API reference lives (built on first request when missing). */
   docsFile?: string;
