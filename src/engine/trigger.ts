@@ -161,8 +161,8 @@ export class WorkflowCopies {
   private left = BULK_WORKFLOW_COPY_CHARS;
   private readonly sizes = new WeakMap<object, number>();
 
-  /** Counts one more copy of `workflow`; a 422 when the request's events have stored their share. */
-  take(workflow: { steps: unknown[] }): void {
+  /** Counts one more copy of `workflow` and answers its characters; a 422 when the request's events have stored their share. */
+  take(workflow: { steps: unknown[] }): number {
     let size = this.sizes.get(workflow);
     if (size === undefined) this.sizes.set(workflow, (size = JSON.stringify(workflow.steps).length));
     if (size > this.left) {
@@ -170,6 +170,7 @@ export class WorkflowCopies {
       throw unprocessable(`name ${message}`, [{ field: 'body/name', message }]);
     }
     this.left -= size;
+    return size;
   }
 }
 
@@ -214,7 +215,8 @@ export async function trigger(
   const topics = await topicIdsByKey(db, env, [...topicKeys.keys()]);
   for (const [key, field] of topicKeys) if (!topics.has(key)) problems.push({ field, message: `topic ${key} not found` });
   if (problems.length > 0) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).slice(0, 5).join('; '), problems);
-  if (copies) copies.take(workflow);
+  // Most of what a bulk request's event writes: its commit is bounded by it (group-commit.ts).
+  const copyChars = copies ? copies.take(workflow) : 0;
 
   // Time-ordered, so that a new event's entry lands where the last one did in the transaction-id
   // indexes of events and notifications, rather than on a random page of each (half a trigger's writes).
@@ -286,7 +288,7 @@ export async function trigger(
             now,
           );
         }
-      });
+      }, copyChars);
     }
   } catch (err) {
     if (isUniqueViolation(err)) throw transactionIdTaken();
