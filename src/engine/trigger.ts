@@ -159,19 +159,25 @@ export const BULK_WORKFLOW_COPY_CHARS = 16 * 1024 * 1024;
  */
 export class WorkflowCopies {
   private left = BULK_WORKFLOW_COPY_CHARS;
-  private readonly sizes = new WeakMap<object, number>();
 
-  /** Counts one more copy of `workflow` and answers its characters; a 422 when the request's events have stored their share. */
-  take(workflow: { steps: unknown[] }): number {
-    let size = this.sizes.get(workflow);
-    if (size === undefined) this.sizes.set(workflow, (size = JSON.stringify(workflow.steps).length));
+  /** Counts one more copy of `workflow`; a 422 when the request's events have stored their share. */
+  take(workflow: { steps: unknown[] }): void {
+    const size = copyChars(workflow);
     if (size > this.left) {
       const message = `is a workflow of ${size.toLocaleString('en')} characters of steps, more than this request may still store: a bulk request's events store at most ${BULK_WORKFLOW_COPY_CHARS / 1024 / 1024} MiB of their workflows together (send it in another request)`;
       throw unprocessable(`name ${message}`, [{ field: 'body/name', message }]);
     }
     this.left -= size;
-    return size;
   }
+}
+
+const copySizes = new WeakMap<object, number>();
+
+/** The characters of a workflow's steps as an event stores them: measured once a workflow read. */
+function copyChars(workflow: { steps: unknown[] }): number {
+  let size = copySizes.get(workflow);
+  if (size === undefined) copySizes.set(workflow, (size = JSON.stringify(workflow.steps).length));
+  return size;
 }
 
 /**
@@ -215,8 +221,7 @@ export async function trigger(
   const topics = await topicIdsByKey(db, env, [...topicKeys.keys()]);
   for (const [key, field] of topicKeys) if (!topics.has(key)) problems.push({ field, message: `topic ${key} not found` });
   if (problems.length > 0) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).slice(0, 5).join('; '), problems);
-  // Most of what a bulk request's event writes: its commit is bounded by it (group-commit.ts).
-  const copyChars = copies ? copies.take(workflow) : 0;
+  if (copies) copies.take(workflow);
 
   // Time-ordered, so that a new event's entry lands where the last one did in the transaction-id
   // indexes of events and notifications, rather than on a random page of each (half a trigger's writes).
@@ -257,6 +262,8 @@ export async function trigger(
       });
       if (!written) throw transactionIdTaken();
     } else {
+      // Its workflow copy is most of what it writes: the group commit it joins is bounded by that.
+      const writes = copyChars(workflow);
       await writeTransaction(db, async (trx) => {
         for (const subscriber of inline.values()) await upsertSubscriber(trx, env, subscriber, now);
         const keys = new Map([...existing, ...(await subscriberKeys(trx, env, [...inline.keys()]))]);
@@ -288,7 +295,7 @@ export async function trigger(
             now,
           );
         }
-      }, copyChars);
+      }, writes);
     }
   } catch (err) {
     if (isUniqueViolation(err)) throw transactionIdTaken();
