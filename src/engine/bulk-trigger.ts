@@ -6,7 +6,7 @@ import { recipientsOf, trigger, WorkflowCopies } from './trigger.js';
 import { bulkTriggerStore } from '../db/trigger-store.js';
 import { groupsOf } from '../db/chunks.js';
 import { newCheckBudget } from '../json-schema.js';
-import { yieldToEventLoop } from './worker-context.js';
+import { yieldToEventLoop } from '../turns.js';
 
 type TriggerRequest = Schemas['TriggerRequest'];
 type TriggerResult = Schemas['TriggerResult'];

@@ -19,7 +19,7 @@ import { failedCondition } from './conditions.js';
 import { adoptPrecompiled, overridesProblem, render, renderingMessage, templateData, TemplateOverBudget, uncompiled, type MessageTemplate } from './templates.js';
 import { payloadChecks, THREADED_TEMPLATE_CHARS } from './payload-checks.js';
 import { destinationOf } from './destinations.js';
-import { yieldToEventLoop } from './worker-context.js';
+import { yieldToEventLoop } from '../turns.js';
 
 import { Undeliverable } from './undeliverable.js';
 

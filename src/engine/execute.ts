@@ -24,7 +24,8 @@ import { newId } from '../ids.js';
 import { FANOUT_BATCH_SIZE, fanoutSlice, fanoutSliceSize, type FanoutPosition } from '../db/repos/topics.js';
 import { writersWaiting } from '../db/group-commit.js';
 import { groupsOf, SLICE_CHARS } from '../db/chunks.js';
-import { LeaseLost, yieldToEventLoop, type WorkerContext } from './worker-context.js';
+import { LeaseLost, type WorkerContext } from './worker-context.js';
+import { yieldToEventLoop } from '../turns.js';
 import { jobFacts, recordStepEvent, type SentRequest, type StepEvent } from './webhook-events.js';
 
 export const MAX_ATTEMPTS = 5;

@@ -24,8 +24,8 @@ import { Undeliverable } from './undeliverable.js';
 import { TemplateOverBudget } from './templates.js';
 import { continueAfter, createNotifications, nextActiveStep, type SubscriberRef } from './schedule.js';
 import { settleDigestRiders } from './digests.js';
-import { yieldToEventLoop, type WorkerContext } from './worker-context.js';
-import { pacer } from '../turns.js';
+import type { WorkerContext } from './worker-context.js';
+import { pacer, yieldToEventLoop } from '../turns.js';
 
 
 type Decision =

@@ -23,7 +23,7 @@ import {
   type SweepPosition,
 } from '../db/repos/retention.js';
 import { dropEmptyHourTotals, foldEndedCountShards } from '../db/repos/notifications.js';
-import { yieldToEventLoop } from './worker-context.js';
+import { yieldToEventLoop } from '../turns.js';
 import { forgetMessagesOf } from './inbox.js';
 import { pruneEvents as pruneInboxEvents } from '../db/repos/inbox.js';
 import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';

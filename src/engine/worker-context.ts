@@ -19,12 +19,5 @@ export interface WorkerContext {
   loop?: { leaseMs: number; taking(): boolean };
 }
 
-/**
- * Lets the event loop run what waits (requests, timers, I/O) before the next batch. On SQLite a
- * statement runs on the calling thread and every promise of a batch resolves at once: batch after
- * batch (a fan-out's 200) would otherwise run as one chain that never returns to the event loop.
- */
-export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 /** Thrown inside an outcome's transaction when this worker no longer holds the claim: the change is rolled back and dropped, the new holder's to make. */
 export class LeaseLost extends Error {}

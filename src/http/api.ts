@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import express, { type Request, type Response } from 'express';
 import type { Context, Handler, OpenAPIBackend } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
@@ -19,6 +18,7 @@ import { BODY_LIMIT, cappedBody, checkedJsonBody } from './request-body.js';
 import type { BodyScan } from './body-scan.js';
 import { sendJson } from './send-json.js';
 import { AnswerMemory, answerReservations } from '../answer-memory.js';
+import { yieldToEventLoop } from '../turns.js';
 
 /** The methods whose requests carry a body in the contract; on any other the body is not read. */
 export const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
@@ -324,7 +324,7 @@ export async function createApi(handlers: OperationHandlers, deps: Deps, options
  */
 export async function precompileValidators(api: OpenAPIBackend): Promise<void> {
   for (const operation of api.router.getOperations()) {
-    await nextTurn();
+    await yieldToEventLoop();
     api.validator.getRequestValidatorsForOperation(operation.operationId!);
   }
 }

@@ -3,10 +3,10 @@
 // inbox functions (engine/inbox.ts), which call these in one transaction: the message rows, then
 // the counts row (its update locks it, and so orders the subscriber's events), then the events.
 // Who may reach the inbox (secrets, origins, tickets) is in inbox-access.ts.
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Db, Runner } from '../knex.js';
 import { inList, isPostgres, selectPage, selectRows, changeRows } from '../knex.js';
 import type { Schemas } from '../../contract.js';
+import { yieldToEventLoop } from '../../turns.js';
 import { readBool, readJson, setStoredJson } from '../json.js';
 import { insertRows } from '../insert-rows.js';
 import { bytesOf, toWireInSlices, type Page, type PageRequest } from '../paginate.js';
@@ -252,7 +252,7 @@ export async function setStateUpTo(
     for (const row of rows) changed.push(changedMessage(row));
     if (rows.length < CHANGED_AT_ONCE) return changed;
     after = rows[rows.length - 1];
-    await nextTurn();
+    await yieldToEventLoop();
   }
 }
 
