@@ -1,4 +1,4 @@
-import { changeRows, inList, isPostgres, selectRows, type Db, type Runner } from '../knex.js';
+import { changeRows, inList, selectRows, type Db, type Runner } from '../knex.js';
 import { deleteInParts } from '../delete-in-parts.js';
 import type { Schemas } from '../../contract.js';
 import { newId } from '../../ids.js';
@@ -171,19 +171,17 @@ export async function updateSubscriber(
 }
 
 /**
- * Deletes a subscriber; its memberships, preferences, credentials and inbox go with it (foreign
- * keys). On SQLite, which runs each statement on the event loop, its messages and inbox events go
- * first a part at a time, the loop turning between: an inbox has no bound, and the cascade from the
- * subscriber row removed it all in one statement. Still one transaction: all of it goes or none.
+ * Deletes a subscriber; its memberships, preferences and credentials go with it (foreign keys). Its
+ * inbox, which has no bound, goes first through deleteInParts: the cascade from the subscriber row
+ * removed it all in one statement. One transaction: all of it goes or none.
  */
 export async function deleteSubscriber(db: Db, environmentId: string, subscriberId: string): Promise<boolean> {
-  if (isPostgres(db)) return (await db('subscribers').where({ environment_id: environmentId, subscriber_id: subscriberId }).delete()) > 0;
   return db.transaction(async (trx) => {
     const [row] = await selectRows<{ id: string }>(trx, 'SELECT id FROM subscribers WHERE environment_id = ? AND subscriber_id = ?', [environmentId, subscriberId]);
     if (!row) return false;
-    // Each part by the subscriber's own index: messages (subscriber_key, created_at, id), inbox_events (subscriber_key, seq).
-    await deleteInParts(trx, 'DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages WHERE subscriber_key = ? LIMIT ?)', [row.id]);
-    await deleteInParts(trx, 'DELETE FROM inbox_events WHERE rowid IN (SELECT rowid FROM inbox_events WHERE subscriber_key = ? LIMIT ?)', [row.id]);
+    // Each by the subscriber's own index: messages (subscriber_key, created_at, id), inbox_events (subscriber_key, seq).
+    await deleteInParts(trx, 'messages', 'subscriber_key = ?', [row.id]);
+    await deleteInParts(trx, 'inbox_events', 'subscriber_key = ?', [row.id]);
     await changeRows(trx, 'DELETE FROM subscribers WHERE id = ?', [row.id]);
     return true;
   });

@@ -159,14 +159,9 @@ export async function fanoutsOfTopic(db: Runner, environmentId: string, topicId:
   return rows.filter(({ state }) => readJson<Partial<FanoutPosition>>(state, {}).topicIds?.includes(topicId)).length;
 }
 
-/** Deletes a topic and its memberships (on SQLite a part at a time, the loop turning between); its subscribers stay. */
+/** Deletes a topic and its memberships (deleteInParts: a topic may have any number); its subscribers stay. */
 export async function deleteTopic(trx: Runner, topicId: string): Promise<void> {
-  if (!isPostgres(trx)) {
-    const part = `DELETE FROM topic_subscribers WHERE topic_id = ? AND subscriber_id IN
-      (SELECT subscriber_id FROM topic_subscribers WHERE topic_id = ? LIMIT ?)`;
-    await deleteInParts(trx, part, [topicId, topicId]);
-  }
-  // The rest of the memberships (all of them on PostgreSQL, whose statements leave the loop free) go with the topic (foreign keys).
+  await deleteInParts(trx, 'topic_subscribers', 'topic_id = ?', [topicId]);
   await trx('topics').where('id', topicId).delete();
 }
 

@@ -1,7 +1,7 @@
 // Webhook endpoints: where an environment's events go. Secrets are sealed at rest (crypto.ts) when
 // the server has HERALD_SECRET, and never leave this file but through endpointSecrets.
 import type { Db, Runner } from '../knex.js';
-import { changeRows, inList, isPostgres, selectRows } from '../knex.js';
+import { changeRows, inList, selectRows } from '../knex.js';
 import { deleteInParts } from '../delete-in-parts.js';
 import type { Schemas } from '../../contract.js';
 import { open, sealIfSecret } from '../../crypto.js';
@@ -137,16 +137,12 @@ export async function updateEndpoint(trx: Runner, environmentId: string, endpoin
 }
 
 /**
- * Deletes the endpoint and its deliveries (their tries with them; on SQLite a part at a time, the
- * loop turning between: a paced or failing endpoint's backlog has no bound).
+ * Deletes the endpoint and its deliveries (their tries with them; deleteInParts: a paced or failing
+ * endpoint's backlog has no bound).
  */
 export async function deleteEndpoint(trx: Runner, environmentId: string, endpointId: string): Promise<boolean> {
   if ((await trx('webhook_endpoints').where({ environment_id: environmentId, id: endpointId }).delete()) === 0) return false;
-  if (isPostgres(trx)) {
-    await trx('webhook_deliveries').where({ endpoint_id: endpointId }).delete();
-    return true;
-  }
-  await deleteInParts(trx, 'DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE endpoint_id = ? LIMIT ?)', [endpointId]);
+  await deleteInParts(trx, 'webhook_deliveries', 'endpoint_id = ?', [endpointId]);
   return true;
 }
 
