@@ -1,5 +1,4 @@
-import { Worker } from 'node:worker_threads';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createIntegration, createSubscriber, createWorkflow } from '../helpers/factories.js';
 import { startHttpPeer, startSmtpPeer } from '../helpers/peers.js';
@@ -11,6 +10,7 @@ import { FANOUT_BATCH_SIZE } from '../../src/db/repos/topics.js';
 import { testDatabaseUrl } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
 import { countTurns } from '../helpers/turns.js';
+import { compilesPosted } from '../helpers/thread-posts.js';
 import { DIGEST_EVENTS_BYTES } from '../../src/engine/digests.js';
 import { digestRiderSlices, RIDERS_A_READ } from '../../src/db/repos/digest-jobs.js';
 import { SLICE_CHARS } from '../../src/db/chunks.js';
@@ -95,17 +95,6 @@ async function notificationOf(transactionId: string, subscriberId?: string) {
   const list = await t.a.get(`/v1/notifications?transactionId=${transactionId}${subscriberId ? `&subscriberId=${subscriberId}` : ''}`).expect(200);
   expect(list.body.data).toHaveLength(1);
   return (await t.a.get(`/v1/notifications/${list.body.data[0].notificationId}`).expect(200)).body.data;
-}
-
-/** The templates posted to the payload check thread for render's cache (`compile`), while `work` runs. */
-async function compilesPosted(work: () => Promise<unknown>) {
-  const posted = vi.spyOn(Worker.prototype, 'postMessage');
-  try {
-    await work();
-    return posted.mock.calls.flatMap(([message]) => ((message as { compile?: unknown })?.compile as Array<{ source: string; escape: boolean }>) ?? []);
-  } finally {
-    posted.mockRestore();
-  }
 }
 
 async function feed(subscriberId: string) {

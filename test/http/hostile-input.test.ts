@@ -4,6 +4,7 @@
 // Node's own 4xx answers carry the error body. The SIGTERM drain is in test/e2e/shutdown.test.ts.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
+import { compilesPosted } from '../helpers/thread-posts.js';
 import { createIntegration, createSubscriber, createWorkflow, integrationBodies, step, uniqueId } from '../helpers/factories.js';
 import fs from 'node:fs';
 import type http from 'node:http';
@@ -603,17 +604,6 @@ describe('work budgets: compiling templates', () => {
       { status: 'failed', executionDetails: [{ status: 'failed', detail: "The trigger's in_app overrides hold 1,200 {{…}} expressions together, more than the 1,000 a trigger's overrides may" }] },
     ]);
   });
-
-  /** The templates posted to the payload check thread for render's cache (`compile`), while `run` runs. */
-  async function compilesPosted(run: () => Promise<unknown>) {
-    const posted = vi.spyOn(Worker.prototype, 'postMessage');
-    try {
-      await run();
-      return posted.mock.calls.flatMap(([message]) => ((message as { compile?: unknown })?.compile as Array<{ source: string; escape: boolean }>) ?? []);
-    } finally {
-      posted.mockRestore();
-    }
-  }
 
   it("compiles a job's costly new templates (a trigger's overrides) on the payload check thread before it renders them, and few short ones where it renders", async () => {
     const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'Hi {{payload.name}}' })] });
