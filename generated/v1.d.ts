@@ -47,9 +47,6 @@ export interface paths {
          *     order, and answered at the same position of `data`: an event that would be rejected on its
          *     own gets `status: error` with the reasons in `error`, and does not affect the others. An
          *     event may name a subscriber that an earlier event of the same request creates inline.
-         *
-         *     Each event keeps a copy of its workflow's steps. The events of one request may store 16 MiB of
-         *     them together: an event past that is answered `error`, and may be sent in another request.
          */
         post: operations["triggerEventBulk"];
         delete?: never;

@@ -6,6 +6,7 @@ import type { Db } from '../../src/db/knex.js';
 import { insertRows } from '../../src/db/insert-rows.js';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { eventRow } from '../../src/db/repos/events.js';
+import { snapshotDigest, storeWorkflowSnapshot } from '../../src/db/repos/workflow-snapshots.js';
 import { jobRow } from '../../src/db/repos/jobs.js';
 import { notificationRow } from '../../src/db/repos/notifications.js';
 import { insertWorkflow } from '../../src/db/repos/workflows.js';
@@ -111,6 +112,17 @@ export async function seedLarge(
     ...subscriberRows.filter((_, i) => i % 10 === 0).map((row) => ({ topic_id: tenthId, subscriber_id: row.id, created_at: at })),
   ]);
 
+  // Each workflow's snapshot, which the events name (as a trigger stores it).
+  const snapshots = new Map<string, string>();
+  for (const environment of [environmentId, environmentIds.development]) {
+    for (const workflow of LARGE_WORKFLOWS) {
+      const body = JSON.stringify({ id: 'w', workflowId: workflow.key, name: workflow.key, critical: false, preferenceSettings: {}, steps: [] });
+      const digest = snapshotDigest(environment, body);
+      await storeWorkflowSnapshot(db, environment, digest, body, now);
+      snapshots.set(`${environment} ${workflow.key}`, digest);
+    }
+  }
+
   const span = days * 86_400_000;
   const write = async (environment: string, count: number) => {
     const chunk = 5_000;
@@ -135,7 +147,7 @@ export async function seedLarge(
             payload: { order: i },
             overrides: {},
             createdAt: created.toISOString(),
-          } as never),
+          } as never, snapshots.get(`${environment} ${workflow.key}`)!),
         );
         const status = STATUSES[Math.floor(next() * STATUSES.length)];
         const notification = notificationRow(

@@ -2,7 +2,7 @@
 import type { Deps } from '../deps.js';
 import type { Auth, Schemas } from '../contract.js';
 import { ApiError } from '../errors.js';
-import { recipientsOf, trigger, WorkflowCopies } from './trigger.js';
+import { recipientsOf, trigger } from './trigger.js';
 import { bulkTriggerStore } from '../db/trigger-store.js';
 import { groupsOf } from '../db/chunks.js';
 import { newCheckBudget } from '../json-schema.js';
@@ -40,10 +40,9 @@ export async function triggerBulk(deps: Deps, auth: Auth, events: TriggerRequest
   const store = bulkTriggerStore(deps.db, auth.environmentId);
   // One budget for the whole request's payload checks: a bulk request costs what one trigger may.
   const budget = newCheckBudget();
-  const copies = new WorkflowCopies();
   const checked = async (event: TriggerRequest): Promise<TriggerResult> => {
     try {
-      return await trigger(deps, auth, event, store, budget, copies);
+      return await trigger(deps, auth, event, store, budget);
     } catch (err) {
       if (!(err instanceof ApiError) || err.status >= 500) throw err;
       const reasons = err.details?.map((detail) => `${detail.field.replace(/^body\//, '')} ${detail.message}`) ?? [err.message];

@@ -1,4 +1,5 @@
-// Retention: notifications, their jobs, execution details and messages, and their events, are kept
+// Retention: notifications, their jobs, execution details and messages, and their events (and the
+// workflow snapshots no event uses any more), are kept
 // for their environment's retention (its own, else HERALD_RETENTION_DAYS) and then deleted, a small
 // batch a transaction, the event loop free between two; a notification whose work is not over (a
 // delay or digest still pending) is kept until it is. The inbox streams' events are kept at least
@@ -24,6 +25,7 @@ import {
 } from '../db/repos/retention.js';
 import { dropEmptyHourTotals, foldEndedCountShards } from '../db/repos/notifications.js';
 import { yieldToEventLoop } from '../turns.js';
+import { deleteUnusedSnapshots } from '../db/repos/workflow-snapshots.js';
 import { forgetMessagesOf } from './inbox.js';
 import { pruneEvents as pruneInboxEvents } from '../db/repos/inbox.js';
 import { pruneTickets as pruneInboxTickets } from '../db/repos/inbox-access.js';
@@ -52,6 +54,8 @@ const FIRST_SWEEP_MS = 60_000;
 export interface Swept {
   notifications: number;
   events: number;
+  /** Snapshots of workflows that no event uses any more. */
+  workflowSnapshots: number;
   webhookDeliveries: number;
   inboxEvents: number;
   inboxTickets: number;
@@ -68,7 +72,7 @@ export interface Swept {
  * growing, nor the file from shrinking. Once `signal` aborts, it ends at the next batch or step.
  */
 export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 'logger'>, batch = retentionBatchSize(deps.db), signal?: AbortSignal): Promise<Swept> {
-  const swept: Swept = { notifications: 0, events: 0, webhookDeliveries: 0, inboxEvents: 0, inboxTickets: 0, pages: 0, failed: [] };
+  const swept: Swept = { notifications: 0, events: 0, workflowSnapshots: 0, webhookDeliveries: 0, inboxEvents: 0, inboxTickets: 0, pages: 0, failed: [] };
   const now = deps.clock.now().getTime();
   const part = async <T>(name: string, run: () => Promise<T>): Promise<T | undefined> => {
     try {
@@ -90,6 +94,7 @@ export async function sweepExpired(deps: Pick<Deps, 'db' | 'clock' | 'config' | 
       const forgetMessages: BeforeDelete = (trx, ids) => forgetMessagesOf(trx, ids, deps.clock.now());
       await inBatches(batch, signal, (size, after) => deleteExpiredNotifications(deps.db, environment.id, before, size, after, forgetMessages), (n) => (swept.notifications += n));
       await inBatches(batch, signal, (size, after) => deleteExpiredEvents(deps.db, environment.id, before, size, after), (n) => (swept.events += n));
+      await inBatches(batch, signal, async (size) => ({ deleted: await deleteUnusedSnapshots(deps.db, environment.id, before, size) }), (n) => (swept.workflowSnapshots += n));
       await inBatches(batch, signal, (size, after) => deleteExpiredWebhookDeliveries(deps.db, environment.id, before, size, after), (n) => (swept.webhookDeliveries += n));
       await dropEmptyHourTotals(deps.db, environment.id, before);
     });

@@ -17,7 +17,8 @@ import type { StoredWorkflow } from '../db/repos/workflows.js';
 import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/subscribers.js';
 import { holdTopics, topicIdsByKey } from '../db/repos/topics.js';
 import { loneTriggerStore, type TriggerStore } from '../db/trigger-store.js';
-import { eventRow, insertEvent, type EventRecord } from '../db/repos/events.js';
+import { eventRow, insertEvent, type EventRecord, type WorkflowSnapshot } from '../db/repos/events.js';
+import { snapshotDigest, storeWorkflowSnapshot } from '../db/repos/workflow-snapshots.js';
 import { insertJobs, jobRow } from '../db/repos/jobs.js';
 import { notificationRow } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
@@ -149,41 +150,39 @@ export function recipientsOf(request: TriggerRequest) {
   return { named, inline, topicKeys, direct };
 }
 
-/** The most characters of workflow steps one bulk request's events may store together. */
-export const BULK_WORKFLOW_COPY_CHARS = 16 * 1024 * 1024;
-
 /**
- * What one bulk request's events store of their workflows: every event keeps a copy of its
- * workflow's steps (what its jobs run, whatever becomes of the workflow), which may be up to the
- * size of a request. A hundred tiny events of a workflow of 760 KB had stored 76 MB.
+ * What a trigger's event keeps of its workflow: the snapshot it names (db/repos/workflow-snapshots.ts)
+ * and its text, made once a workflow read (a bulk request reads each of its workflows once).
  */
-export class WorkflowCopies {
-  private left = BULK_WORKFLOW_COPY_CHARS;
-
-  /** Counts one more copy of `workflow`; a 422 when the request's events have stored their share. */
-  take(workflow: { steps: unknown[] }): void {
-    const size = copyChars(workflow);
-    if (size > this.left) {
-      const message = `is a workflow of ${size.toLocaleString('en')} characters of steps, more than this request may still store: a bulk request's events store at most ${BULK_WORKFLOW_COPY_CHARS / 1024 / 1024} MiB of their workflows together (send it in another request)`;
-      throw unprocessable(`name ${message}`, [{ field: 'body/name', message }]);
-    }
-    this.left -= size;
-  }
+interface Snapshot {
+  workflow: WorkflowSnapshot;
+  body: string;
+  digest: string;
 }
 
-const copySizes = new WeakMap<object, number>();
+const snapshots = new WeakMap<StoredWorkflow, Snapshot>();
 
-/** The characters of a workflow's steps as an event stores them: measured once a workflow read. */
-function copyChars(workflow: { steps: unknown[] }): number {
-  let size = copySizes.get(workflow);
-  if (size === undefined) copySizes.set(workflow, (size = JSON.stringify(workflow.steps).length));
-  return size;
+function snapshotOf(environmentId: string, stored: StoredWorkflow): Snapshot {
+  let snapshot = snapshots.get(stored);
+  if (!snapshot) {
+    const workflow: WorkflowSnapshot = {
+      id: stored.id,
+      workflowId: stored.workflowId,
+      name: stored.name,
+      critical: stored.critical,
+      preferenceSettings: stored.preferenceSettings,
+      steps: stored.steps,
+      tags: stored.tags,
+    };
+    const body = JSON.stringify(workflow);
+    snapshots.set(stored, (snapshot = { workflow, body, digest: snapshotDigest(environmentId, body) }));
+  }
+  return snapshot;
 }
 
 /**
- * Checks and stores one trigger. `store`, `budget` and `copies` are shared by the events of one
- * bulk request: its reads, its payloads' budget for checking them (json-schema.ts), and what its
- * events may store of their workflows.
+ * Checks and stores one trigger. `store` and `budget` are shared by the events of one bulk
+ * request: its reads, and its payloads' budget for checking them (json-schema.ts).
  */
 export async function trigger(
   deps: Deps,
@@ -191,7 +190,6 @@ export async function trigger(
   request: TriggerRequest,
   store?: TriggerStore,
   budget: CheckBudget = newCheckBudget(),
-  copies?: WorkflowCopies,
 ): Promise<TriggerResult> {
   const { db, clock } = deps;
   const env = auth.environmentId;
@@ -221,27 +219,20 @@ export async function trigger(
   const topics = await topicIdsByKey(db, env, [...topicKeys.keys()]);
   for (const [key, field] of topicKeys) if (!topics.has(key)) problems.push({ field, message: `topic ${key} not found` });
   if (problems.length > 0) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).slice(0, 5).join('; '), problems);
-  if (copies) copies.take(workflow);
 
   // Time-ordered, so that a new event's entry lands where the last one did in the transaction-id
   // indexes of events and notifications, rather than on a random page of each (half a trigger's writes).
   const transactionId = request.transactionId ?? timeOrderedUuid();
   const transactionIdTaken = () => conflict(`transactionId ${transactionId} was already used in this environment`);
   const now = clock.now();
+  const snapshot = snapshotOf(env, workflow);
+  await storeWorkflowSnapshot(db, env, snapshot.digest, snapshot.body, now);
   const actorId = typeof request.actor === 'string' ? request.actor : request.actor?.subscriberId;
   const eventOf = (actor: EventRecord['actor']): EventRecord => ({
     id: newId(now.getTime()),
     environmentId: env,
     transactionId,
-    workflow: {
-      id: workflow.id,
-      workflowId: workflow.workflowId,
-      name: workflow.name,
-      critical: workflow.critical,
-      preferenceSettings: workflow.preferenceSettings,
-      steps: workflow.steps,
-      tags: workflow.tags,
-    },
+    workflow: snapshot.workflow,
     payload,
     overrides: (request.overrides ?? {}) as EventRecord['overrides'],
     actor,
@@ -256,19 +247,17 @@ export async function trigger(
     const plan = event && plannedStart(event, directRecipients(existing), now);
     if (event && plan) {
       const written = await write({
-        event: eventRow(event),
+        event: eventRow(event, snapshot.digest),
         notifications: plan.notifications.map((notification) => notificationRow(notification, now)),
         jobs: plan.jobs.map((job) => jobRow(job, now)),
       });
       if (!written) throw transactionIdTaken();
     } else {
-      // Its workflow copy is most of what it writes: the group commit it joins is bounded by that.
-      const writes = copyChars(workflow);
       await writeTransaction(db, async (trx) => {
         for (const subscriber of inline.values()) await upsertSubscriber(trx, env, subscriber, now);
         const keys = new Map([...existing, ...(await subscriberKeys(trx, env, [...inline.keys()]))]);
         const event = eventOf(actorId ? await findSubscriber(trx, env, actorId) : undefined);
-        await insertEvent(trx, event);
+        await insertEvent(trx, event, snapshot.digest);
         const direct = directRecipients(keys);
         await startNotifications(trx, event, direct, now);
         if (topics.size > 0) {
@@ -295,7 +284,7 @@ export async function trigger(
             now,
           );
         }
-      }, writes);
+      });
     }
   } catch (err) {
     if (isUniqueViolation(err)) throw transactionIdTaken();

@@ -6,13 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { insertRows } from '../../src/db/insert-rows.js';
-import { eventRow } from '../../src/db/repos/events.js';
 import { claimDueJobs, DUE_SENDS_BY_ENVIRONMENT, jobRow, SEND_TYPES } from '../../src/db/repos/jobs.js';
 import { waitingEnvironmentsSql } from '../../src/db/due-elsewhere.js';
 import { claimDueDeliveries } from '../../src/db/repos/webhook-deliveries.js';
 import { newId } from '../../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
+import { storedEventRow } from '../helpers/events.js';
 
 let testDb: TestDb;
 const environments: string[] = [];
@@ -27,7 +27,7 @@ beforeAll(async () => {
   }
   eventId = newId();
   const workflow = { id: newId(), workflowId: 'elsewhere', name: 'Elsewhere', critical: false, preferenceSettings: {}, steps: [] } as never;
-  await insertRows(db, 'events', [eventRow({ id: eventId, environmentId: environments[0], transactionId: 'elsewhere', workflow, payload: {}, overrides: {}, createdAt: new Date().toISOString() })]);
+  await insertRows(db, 'events', [await storedEventRow(db, { id: eventId, environmentId: environments[0], transactionId: 'elsewhere', workflow, payload: {}, overrides: {}, createdAt: new Date().toISOString() })]);
 });
 afterAll(async () => testDb?.close());
 

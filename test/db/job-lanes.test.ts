@@ -5,11 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { insertRows } from '../../src/db/insert-rows.js';
-import { eventRow } from '../../src/db/repos/events.js';
 import { claimDueJobs, jobRow, jobsDue, type JobLane } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
+import { storedEventRow } from '../helpers/events.js';
 
 let testDb: TestDb;
 let environments: string[];
@@ -22,7 +22,7 @@ beforeAll(async () => {
   environments = [environmentIds.development, environmentIds.production];
   eventId = newId();
   const workflow = { id: newId(), workflowId: 'lanes', name: 'Lanes', critical: false, preferenceSettings: {}, steps: [] } as never;
-  await insertRows(db, 'events', [eventRow({ id: eventId, environmentId: environments[0], transactionId: 'lanes', workflow, payload: {}, overrides: {}, createdAt: new Date().toISOString() })]);
+  await insertRows(db, 'events', [await storedEventRow(db, { id: eventId, environmentId: environments[0], transactionId: 'lanes', workflow, payload: {}, overrides: {}, createdAt: new Date().toISOString() })]);
 });
 afterAll(async () => testDb?.close());
 

@@ -9,12 +9,12 @@ import { createOrganization } from '../../src/db/repos/accounts.js';
 import { findWorkflowWithSubscriberKeys, insertWorkflow } from '../../src/db/repos/workflows.js';
 import { findSubscriber, SUBSCRIBER_BY_ID, subscriberKeys } from '../../src/db/repos/subscribers.js';
 import { insertRows } from '../../src/db/insert-rows.js';
-import { eventRow } from '../../src/db/repos/events.js';
 import { claimDueJobs, countOpenJobsByStatus, jobRow, jobsDue, OPEN_JOBS_BY_STATUS, queueDepth, QUEUE_DEPTH } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
 import { fanoutSlice, fanoutsOfTopic, OPEN_FANOUTS } from '../../src/db/repos/topics.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
 import { recordQueries } from '../helpers/queries.js';
+import { storedEventRow } from '../helpers/events.js';
 
 const SUBSCRIBERS = 2_000;
 const JOBS = 5_000;
@@ -52,7 +52,7 @@ beforeAll(async () => {
   // as they do on a server that analyzed the table while a backlog waited.
   const eventId = newId();
   const workflow = { id: newId(), workflowId: 'welcome', name: 'Welcome', critical: false, preferenceSettings: {}, steps: [] } as never;
-  await insertRows(db, 'events', [eventRow({ id: eventId, environmentId, transactionId: 'backlog', workflow, payload: {}, overrides: {}, createdAt: at })]);
+  await insertRows(db, 'events', [await storedEventRow(db, { id: eventId, environmentId, transactionId: 'backlog', workflow, payload: {}, overrides: {}, createdAt: at })]);
   const jobs = Array.from({ length: JOBS }, () => jobRow({ environmentId, eventId, notificationId: null, kind: 'step', stepIndex: 0, type: 'in_app', status: 'pending', runAt: now }, now));
   await insertRows(db, 'jobs', jobs);
   await db.raw('ANALYZE jobs');

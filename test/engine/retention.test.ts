@@ -3,7 +3,6 @@
 // environment keeps longer (or for ever); the kept count of notifications follows.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createOrganization } from '../../src/db/repos/accounts.js';
-import { eventRow } from '../../src/db/repos/events.js';
 import { jobRow, type JobStatus } from '../../src/db/repos/jobs.js';
 import { addExecutionDetails } from '../../src/db/repos/execution-details.js';
 import { countNotifications, notificationRow } from '../../src/db/repos/notifications.js';
@@ -16,6 +15,7 @@ import { bumpCounts, insertEvents, readCounts } from '../../src/db/repos/inbox.j
 import { insertTicket } from '../../src/db/repos/inbox-access.js';
 import { newId } from '../../src/ids.js';
 import { createTestDb, testDatabaseUrl, type TestDb } from '../helpers/db.js';
+import { storedEventRow } from '../helpers/events.js';
 
 const NOW = new Date('2026-11-25T12:00:00.000Z');
 /** The token a ticket below was made with (its secret need not exist: the sweep does not look). */
@@ -50,7 +50,7 @@ async function notification(environmentId: string, days: number, status: JobStat
   const job = jobRow({ environmentId, eventId, notificationId: row.id as string, kind: 'step', stepIndex: 0, type: 'in_app', status, runAt: at, mergedInto: extra.mergedInto }, at);
   const fanout = jobRow({ environmentId, eventId, notificationId: null, kind: 'fanout', type: 'fanout' as never, status: 'completed', runAt: at }, at);
   await testDb.db.transaction(async (trx) => {
-    await insertRows(trx, 'events', [eventRow({ id: eventId, environmentId, transactionId: eventId, workflow, payload: {}, overrides: {}, createdAt: at.toISOString() } as never)]);
+    await insertRows(trx, 'events', [await storedEventRow(trx, { id: eventId, environmentId, transactionId: eventId, workflow, payload: {}, overrides: {}, createdAt: at.toISOString() } as never)]);
     await insertRows(trx, 'notifications', [row]);
     await insertRows(trx, 'jobs', [job, fanout]);
     await addExecutionDetails(trx, [{ jobId: job.id, status: 'success', detail: 'done', isRetry: false }], at);

@@ -7,7 +7,8 @@ import { recordQueries } from '../helpers/queries.js';
 import { insertNewEventAmongOthers } from '../../src/db/new-events.js';
 import { isForeignKeyViolation } from '../../src/db/errors.js';
 import { notificationRow } from '../../src/db/repos/notifications.js';
-import { eventRow, type WorkflowSnapshot } from '../../src/db/repos/events.js';
+import type { WorkflowSnapshot } from '../../src/db/repos/events.js';
+import { storedEventRow } from '../helpers/events.js';
 import { jobRow } from '../../src/db/repos/jobs.js';
 import { newId } from '../../src/ids.js';
 import { SLICE_CHARS } from '../../src/db/chunks.js';
@@ -59,23 +60,26 @@ describe('POST /events/trigger (triggerEvent)', () => {
 
   it.runIf(testDatabaseUrl())('writes each event on its own when their shared statement fails, so that only the one at fault fails', async () => {
     const now = new Date();
-    const rowsOf = (transactionId: string, environmentOfJob: string) => {
+    const rowsOf = async (transactionId: string, environmentOfJob: string) => {
       const workflow = { id: 'w', workflowId: 'welcome', name: 'Welcome', critical: false, preferenceSettings: { in_app: true, email: true, sms: true, chat: true, push: true }, steps: [] } satisfies WorkflowSnapshot;
-      const event = eventRow({ id: newId(now.getTime()), environmentId: t.environments.a, transactionId, workflow, payload: {}, overrides: {}, createdAt: now.toISOString() });
+      const event = await storedEventRow(t.db, { id: newId(now.getTime()), environmentId: t.environments.a, transactionId, workflow, payload: {}, overrides: {}, createdAt: now.toISOString() });
       const eventId = event.id as string;
       const notification = notificationRow({ environmentId: t.environments.a, eventId, transactionId, workflowKey: 'welcome', subscriberKey: 'k', subscriberId: 'ada', channels: [] }, now);
       const job = jobRow({ environmentId: environmentOfJob, eventId, notificationId: notification.id as string, kind: 'step', type: 'in_app', status: 'pending', runAt: now }, now);
       return { event, notifications: [notification], jobs: [job] };
     };
-    const writes = ['alone-1', 'alone-2', 'alone-3'].map((tx) => insertNewEventAmongOthers(t.db, rowsOf(tx, tx === 'alone-2' ? 'no-such-environment' : t.environments.a)));
+    const rows = await Promise.all(['alone-1', 'alone-2', 'alone-3'].map((tx) => rowsOf(tx, tx === 'alone-2' ? 'no-such-environment' : t.environments.a)));
+    // In one turn, so that they share a statement.
+    const writes = rows.map((row) => insertNewEventAmongOthers(t.db, row));
     const outcomes = await Promise.allSettled(writes);
     expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(isForeignKeyViolation((outcomes[1] as PromiseRejectedResult).reason)).toBe(true);
     expect((await t.db('events').whereIn('transaction_id', ['alone-1', 'alone-2', 'alone-3']).orderBy('transaction_id')).map((row) => row.transaction_id)).toEqual(['alone-1', 'alone-3']);
 
     // An event written alone that fails is not sent a second time.
+    const loneRows = await rowsOf('alone-4', 'no-such-environment');
     const recording = recordQueries(t.db, /INSERT INTO "events"/i);
-    const lone = await insertNewEventAmongOthers(t.db, rowsOf('alone-4', 'no-such-environment')).catch((err: unknown) => err);
+    const lone = await insertNewEventAmongOthers(t.db, loneRows).catch((err: unknown) => err);
     expect(isForeignKeyViolation(lone)).toBe(true);
     expect(recording.stop()).toHaveLength(1);
   });

@@ -39,6 +39,7 @@ import * as webhookTestsFirst from './20261207_03_webhook_tests_first.js';
 import * as webhookDeliveriesDueByEndpoint from './20261207_04_webhook_deliveries_due_by_endpoint.js';
 import * as webhookDeliveryTurns from './20261207_05_webhook_delivery_turns.js';
 import * as sendTurnFractions from './20261207_06_send_turn_fractions.js';
+import * as workflowSnapshots from './20261208_01_workflow_snapshots.js';
 
 /**
  * Every migration, in order. Listed here rather than found on disk so they load the same way under
@@ -85,6 +86,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261207_04_webhook_deliveries_due_by_endpoint': webhookDeliveriesDueByEndpoint,
   '20261207_05_webhook_delivery_turns': webhookDeliveryTurns,
   '20261207_06_send_turn_fractions': sendTurnFractions,
+  '20261208_01_workflow_snapshots': workflowSnapshots,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

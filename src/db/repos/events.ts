@@ -30,6 +30,8 @@ export interface EventRecord {
 }
 
 function toRecord(row: Record<string, unknown>): EventRecord {
+  // Its snapshot's text, or for an event written before snapshots its own copy (EVENTS_WITH_WORKFLOWS).
+  if (row.workflow === '') throw new Error(`Event ${String(row.id)} names a workflow snapshot that is not stored`);
   return {
     id: row.id as string,
     environmentId: row.environment_id as string,
@@ -43,14 +45,18 @@ function toRecord(row: Record<string, unknown>): EventRecord {
   };
 }
 
-/** The row of a new event. */
-export function eventRow(event: Omit<EventRecord, 'canceledAt'>): Record<string, unknown> {
+/**
+ * The row of a new event, whose workflow is stored already as the snapshot `snapshot`
+ * (repos/workflow-snapshots.ts): the event names it and keeps no copy of its own.
+ */
+export function eventRow(event: Omit<EventRecord, 'canceledAt'>, snapshot: string): Record<string, unknown> {
   return {
     id: event.id,
     environment_id: event.environmentId,
     transaction_id: event.transactionId,
     workflow_key: event.workflow.workflowId,
-    workflow: writeJson(event.workflow),
+    workflow: '',
+    workflow_snapshot: snapshot,
     payload: writeJson(event.payload),
     overrides: writeJson(event.overrides),
     actor: writeJson(event.actor),
@@ -58,26 +64,30 @@ export function eventRow(event: Omit<EventRecord, 'canceledAt'>): Record<string,
   };
 }
 
-/** Inserts an event; a reused transactionId surfaces as the database's unique violation. */
-export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'canceledAt'>): Promise<void> {
-  await trx('events').insert(eventRow(event));
+/** Inserts an event (eventRow); a reused transactionId surfaces as the database's unique violation. */
+export async function insertEvent(trx: Runner, event: Omit<EventRecord, 'canceledAt'>, snapshot: string): Promise<void> {
+  await trx('events').insert(eventRow(event, snapshot));
 }
+
+/** An event's columns, its workflow read from its snapshot (or its own copy, written before snapshots). */
+const EVENTS_WITH_WORKFLOWS = `SELECT e.id, e.environment_id, e.transaction_id, COALESCE(s.body, e.workflow) AS workflow, e.payload, e.overrides, e.actor, e.canceled_at, e.created_at
+  FROM events e LEFT JOIN workflow_snapshots s ON s.environment_id = e.environment_id AND s.digest = e.workflow_snapshot`;
 
 // Every job a worker runs reads its event: a prepared statement, not the query builder,
 // with its columns named so that PostgreSQL keeps it prepared (sqlite.ts, postgres.ts).
-const EVENT_BY_ID = 'SELECT id, environment_id, transaction_id, workflow, payload, overrides, actor, canceled_at, created_at FROM events WHERE id = ?';
+const EVENT_BY_ID = `${EVENTS_WITH_WORKFLOWS} WHERE e.id = ?`;
 
 /**
  * Reads an event. With `lock`, PostgreSQL holds a share lock on it until the transaction ends, so
  * a cancel (which updates the row) cannot slip between reading "not canceled" and creating jobs.
  */
 export async function findEvent(db: Runner, id: string, lock = false): Promise<EventRecord | undefined> {
-  const [row] = await selectRows<Record<string, unknown>>(db, lock && isPostgres(db as Db) ? `${EVENT_BY_ID} FOR SHARE` : EVENT_BY_ID, [id]);
+  const [row] = await selectRows<Record<string, unknown>>(db, lock && isPostgres(db as Db) ? `${EVENT_BY_ID} FOR SHARE OF e` : EVENT_BY_ID, [id]);
   return row ? toRecord(row) : undefined;
 }
 
 export async function findEventByTransaction(db: Runner, environmentId: string, transactionId: string): Promise<EventRecord | undefined> {
-  const row = await db('events').where({ environment_id: environmentId, transaction_id: transactionId }).first();
+  const [row] = await selectRows<Record<string, unknown>>(db, `${EVENTS_WITH_WORKFLOWS} WHERE e.environment_id = ? AND e.transaction_id = ?`, [environmentId, transactionId]);
   return row ? toRecord(row) : undefined;
 }
 

@@ -1,0 +1,122 @@
+// Events share one stored copy of each version of their workflow (migration 20261208_01): a trigger
+// stores it once, later triggers name it, an edit makes another, events written before keep their
+// own copy, and retention removes a copy only once no event uses it and no trigger has for long.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { createSubscriber, createWorkflow, step } from '../helpers/factories.js';
+import { JobRunner } from '../../src/engine/runner.js';
+import { sweepExpired } from '../../src/engine/retention.js';
+import { findEvent, findEventByTransaction } from '../../src/db/repos/events.js';
+import { storeWorkflowSnapshot } from '../../src/db/repos/workflow-snapshots.js';
+import { insertRows } from '../../src/db/insert-rows.js';
+import { newId } from '../../src/ids.js';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+let t: TestApp;
+let worker: JobRunner;
+beforeAll(async () => {
+  t = await startTestApp({ config: { retentionDays: 30 } });
+  worker = new JobRunner(t.deps, { random: () => 0.5 });
+});
+beforeEach(async () => {
+  await t.renew();
+  await createSubscriber(t.a, { subscriberId: 'ada' });
+});
+afterEach(async () => t.assertContract());
+afterAll(async () => t?.close());
+
+const snapshots = () => t.db('workflow_snapshots').where({ environment_id: t.environments.a }).orderBy('used_at');
+const trigger = async (name: string, body: Record<string, unknown> = {}) =>
+  (await t.a.post('/v1/events/trigger', { name, to: 'ada', ...body }).expect(201)).body.data.transactionId as string;
+const eventOf = async (transactionId: string) => (await findEventByTransaction(t.db, t.environments.a, transactionId))!;
+const feed = async () => (await t.a.get('/v1/subscribers/ada/messages?limit=100').expect(200)).body.data as Array<{ content: string }>;
+
+describe('workflow snapshots', () => {
+  it('stores a workflow once for the events that trigger it, and again after an edit; each event runs the steps it was triggered with', async () => {
+    const { workflowId, _id } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'first' })] });
+    const before = [await trigger(workflowId), await trigger(workflowId, { to: [{ subscriberId: 'ada' }] })];
+    expect(await snapshots()).toHaveLength(1);
+    await t.a.put(`/v1/workflows/${_id}`, { steps: [step.inApp({ content: 'second' })] }).expect(200);
+    const after = await trigger(workflowId);
+    expect(await snapshots()).toHaveLength(2);
+
+    const rows = await t.db('events').where({ environment_id: t.environments.a }).select('transaction_id', 'workflow', 'workflow_snapshot');
+    expect(rows.map((row) => row.workflow)).toEqual(['', '', '']);
+    const named = new Map(rows.map((row) => [row.transaction_id, row.workflow_snapshot]));
+    expect(named.get(before[0])).toBe(named.get(before[1]));
+    expect(named.get(after)).not.toBe(named.get(before[0]));
+    expect((await eventOf(before[0])).workflow.steps).toMatchObject([{ type: 'in_app', template: { content: 'first' } }]);
+    expect((await eventOf(after)).workflow).toMatchObject({ workflowId, steps: [{ template: { content: 'second' } }] });
+
+    await worker.runUntilIdle();
+    expect((await feed()).map((item) => item.content).sort()).toEqual(['first', 'first', 'second']);
+  });
+
+  it('reads an event written before snapshots, with its own copy, as before', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'kept' })] });
+    const transactionId = await trigger(workflowId);
+    const event = await eventOf(transactionId);
+    // The row as it was written before: the workflow in the event itself, no snapshot named.
+    const id = newId();
+    await insertRows(t.db, 'events', [
+      { id, environment_id: t.environments.a, transaction_id: 'written-before', workflow_key: workflowId, workflow: JSON.stringify(event.workflow), payload: '{}', overrides: '{}', created_at: event.createdAt },
+    ]);
+    expect((await findEvent(t.db, id))!.workflow).toEqual(event.workflow);
+    expect((await eventOf('written-before')).workflow).toEqual(event.workflow);
+  });
+
+  it('writes a snapshot again only after an hour, moving when it was last used', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'hi' })] });
+    const start = t.clock.now().toISOString();
+    await trigger(workflowId);
+    t.clock.advance(HOUR / 2);
+    await trigger(workflowId);
+    expect((await snapshots()).map((row) => row.used_at)).toEqual([start]);
+    t.clock.advance(HOUR / 2 + 1);
+    await trigger(workflowId);
+    expect((await snapshots()).map((row) => row.used_at)).toEqual([t.clock.now().toISOString()]);
+  });
+
+  it('does not take a snapshot written in a transaction that rolled back for stored', async () => {
+    const body = JSON.stringify({ id: 'w', workflowId: 'rolled-back', name: 'Rolled back', critical: false, preferenceSettings: {}, steps: [] });
+    const now = t.clock.now();
+    await t.db
+      .transaction(async (trx) => {
+        await storeWorkflowSnapshot(trx, t.environments.a, 'rolled-back', body, now);
+        throw new Error('roll back');
+      })
+      .catch(() => undefined);
+    expect(await snapshots()).toHaveLength(0);
+    await storeWorkflowSnapshot(t.db, t.environments.a, 'rolled-back', body, now);
+    expect(await snapshots()).toHaveLength(1);
+  });
+
+  it('is removed by retention once no event uses it and no trigger has for a day past the retention; not while a kept event uses it', async () => {
+    const { workflowId: unused } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'gone' })] });
+    const { workflowId: waiting } = await createWorkflow(t.a, { steps: [step.delay(90, 'days'), step.inApp({ content: 'later' })] });
+    await trigger(unused);
+    await trigger(waiting);
+    await worker.runUntilIdle();
+    expect(await snapshots()).toHaveLength(2);
+
+    // Past the retention, but not a day past it: the events go, both copies stay.
+    t.clock.advance(30 * DAY + HOUR);
+    expect(await sweepExpired(t.deps)).toMatchObject({ failed: [] });
+    expect(await t.db('events').where({ environment_id: t.environments.a })).toHaveLength(1);
+    expect(await snapshots()).toHaveLength(2);
+
+    // A day later the unused copy goes; the one the pending delay's event names stays.
+    t.clock.advance(DAY);
+    // (The other tests' environments, swept too, have theirs removed as well.)
+    expect(await sweepExpired(t.deps)).toMatchObject({ workflowSnapshots: expect.any(Number), failed: [] });
+    const left = await snapshots();
+    expect(left).toHaveLength(1);
+    expect(JSON.parse(left[0].body)).toMatchObject({ workflowId: waiting });
+    // And the delay, when it ends, still runs its event's workflow.
+    t.clock.advance(60 * DAY);
+    await worker.runUntilIdle();
+    expect((await feed()).map((item) => item.content)).toEqual(['later']);
+  });
+});
