@@ -305,7 +305,8 @@ function decideRendering(context: StepContext): Delivered | DecidedSend {
       const message = {
         deviceTokens,
         ...renderedFields.push(template, fields),
-        data: (step.template as { data?: Record<string, unknown> }).data,
+        // Sent as is; a trigger's push override of it takes its place.
+        data: (template as { data?: Record<string, unknown> }).data,
         subscriberId: recipient.subscriberId,
       };
       // A push webhook posts to its own URL (the integration's); Expo to its API.

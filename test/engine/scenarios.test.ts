@@ -390,6 +390,25 @@ describe('sms and push steps', () => {
       await push.close();
     }
   });
+
+  it("sends a push step's data as is, and a trigger's push override of data in its place", async () => {
+    const push = await startHttpPeer();
+    try {
+      await t.a.post('/v1/integrations', { providerId: 'push-webhook', credentials: { webhookUrl: `${push.url}/push`, secretKey: 'k' } }).expect(201);
+      await t.a.put('/v1/subscribers/ada/credentials', { providerId: 'push-webhook', credentials: { deviceTokens: ['device-1'] } }).expect(200);
+      await createWorkflow(t.a, { name: 'Push data', steps: [{ type: 'push', template: { title: 'Hi', content: 'Hello', data: { screen: 'home', id: '{{payload.id}}' } } }] });
+      await trigger({ name: 'push-data', to: 'ada', payload: { id: 7 } });
+      await trigger({ name: 'push-data', to: 'ada', payload: { id: 8 }, overrides: { push: { data: { screen: 'post', postId: 8 } } } });
+      await run();
+      const sent = push.requests.map((request) => request.json().data as { screen: string });
+      expect(sent.sort((a, b) => a.screen.localeCompare(b.screen))).toEqual([
+        { screen: 'home', id: '{{payload.id}}' },
+        { screen: 'post', postId: 8 },
+      ]);
+    } finally {
+      await push.close();
+    }
+  });
 });
 
 describe('preferences and conditions', () => {
