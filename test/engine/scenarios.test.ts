@@ -400,7 +400,7 @@ describe('sms and push steps', () => {
       await trigger({ name: 'push-data', to: 'ada', payload: { id: 7 } });
       await trigger({ name: 'push-data', to: 'ada', payload: { id: 8 }, overrides: { push: { data: { screen: 'post', postId: 8 } } } });
       await run();
-      const sent = push.requests.map((request) => request.json().data as { screen: string });
+      const sent = push.requests.map((request) => (request.json() as { data: { screen: string } }).data);
       expect(sent.sort((a, b) => a.screen.localeCompare(b.screen))).toEqual([
         { screen: 'home', id: '{{payload.id}}' },
         { screen: 'post', postId: 8 },

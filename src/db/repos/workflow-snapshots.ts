@@ -47,18 +47,20 @@ export async function storeWorkflowSnapshot(db: Db, environmentId: string, diges
  * Deletes up to `limit` of an environment's snapshots that no event uses and that no trigger has
  * used since `before` less SNAPSHOT_KEPT_PAST_RETENTION_MS; answers how many. Every event that uses
  * such a snapshot was created before `before`, so only those are looked through: after retention's
- * pass, the few it keeps for their open work.
+ * pass, the few it keeps for their open work. The outer condition on `used_at` is checked again
+ * against a row a trigger moved meanwhile (PostgreSQL rereads a row updated under a DELETE), which
+ * the subquery, read before, is not.
  */
 export async function deleteUnusedSnapshots(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
   const unusedSince = new Date(before.getTime() - SNAPSHOT_KEPT_PAST_RETENTION_MS).toISOString();
   return writeTransaction(db, (trx: Runner) =>
     changeRows(
       trx,
-      `DELETE FROM workflow_snapshots WHERE environment_id = ? AND digest IN (
+      `DELETE FROM workflow_snapshots WHERE environment_id = ? AND used_at < ? AND digest IN (
         SELECT s.digest FROM workflow_snapshots s WHERE s.environment_id = ? AND s.used_at < ?
           AND NOT EXISTS (SELECT 1 FROM events e WHERE e.environment_id = s.environment_id AND e.created_at < ? AND e.workflow_snapshot = s.digest)
         LIMIT ?)`,
-      [environmentId, environmentId, unusedSince, before.toISOString(), limit],
+      [environmentId, unusedSince, environmentId, unusedSince, before.toISOString(), limit],
     ),
   );
 }
