@@ -11,6 +11,7 @@
 //     30 s;
 //   - a page of 100 subscribers whose data is ~800 KB each, alone and four at once.
 // --quick writes 100,000 notifications and 10,000 subscribers instead.
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,31 +53,58 @@ function percentile(values: number[], p: number): number {
 }
 const ms = (n: number) => (Number.isFinite(n) ? `${n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US')} ms` : 'n/a');
 
-/** Asks /health every `everyMs` until stopped; answers each answer's latency, by when it was asked. */
-function probe(base: string, everyMs: number) {
+/**
+ * The /health prober: a process of its own, so that what the bench itself does meanwhile (reading
+ * an 80 MB answer) does not delay its probes. It asks every `everyMs` until its input ends, and
+ * prints a line for each answer: when it was asked (milliseconds since the epoch) and its latency.
+ */
+const PROBER = `
+const [base, everyMs] = [process.argv[1], Number(process.argv[2])];
+let running = true;
+process.stdin.on('end', () => (running = false)).resume();
+(async () => {
+  while (running) {
+    const at = performance.timeOrigin + performance.now();
+    try { await fetch(base + '/health'); } catch {}
+    const ms = performance.timeOrigin + performance.now() - at;
+    process.stdout.write(JSON.stringify({ at, ms }) + '\\n');
+    if (ms < everyMs) await new Promise((resolve) => setTimeout(resolve, everyMs - ms));
+  }
+})();`;
+
+/**
+ * Asks /health every `everyMs` (from a process of its own) until stopped; answers each answer's
+ * latency, by when it was asked. Resolves once the first answer is in.
+ */
+async function probe(base: string, everyMs: number) {
+  const child = spawn(process.execPath, ['-e', PROBER, base, String(everyMs)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const latencies: Array<{ at: number; ms: number }> = [];
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const at = performance.now();
-      try {
-        await fetch(`${base}/health`);
-      } catch {
-        // A refused probe is counted by its time all the same.
-      }
-      latencies.push({ at, ms: performance.now() - at });
-      const left = everyMs - (performance.now() - at);
-      if (left > 0) await sleep(left);
-    }
-  })();
+  let partial = '';
+  let answered: () => void;
+  const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
+  child.stdout.on('data', (chunk: Buffer) => {
+    const lines = (partial + chunk.toString()).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) if (line) latencies.push(JSON.parse(line) as { at: number; ms: number });
+    if (latencies.length > 0) answered();
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await firstAnswer;
+  const epoch = (now: number) => performance.timeOrigin + now;
   return {
-    /** The worst /health latency among probes that overlapped [from, to]. */
-    worst(from: number, to: number) {
-      return Math.max(0, ...latencies.filter((l) => l.at <= to && l.at + l.ms >= from).map((l) => l.ms));
+    /**
+     * The worst /health latency among probes that overlapped [from, to] (this process's
+     * performance.now()), once a probe asked after `to` has answered: the one under way at `to`
+     * counts too.
+     */
+    async worst(from: number, to: number) {
+      const waitUntil = performance.now() + 10_000;
+      while (!latencies.some((l) => l.at > epoch(to)) && performance.now() < waitUntil) await sleep(5);
+      return Math.max(0, ...latencies.filter((l) => l.at <= epoch(to) && l.at + l.ms >= epoch(from)).map((l) => l.ms));
     },
     async stop() {
-      running = false;
-      await loop;
+      child.stdin.end();
+      await exited;
     },
   };
 }
@@ -110,7 +138,7 @@ async function measureLists(base: string, headers: Record<string, string>, data:
     ['GET /topics', '/v1/topics'],
     ['GET /topics/{key}/subscribers page 99', `/v1/topics/${data.topicKey}/subscribers?page=99`],
   ];
-  const health = probe(base, 5);
+  const health = await probe(base, 5);
   const rows: ListRow[] = [];
   try {
     for (const [name, path] of lists) {
@@ -125,14 +153,14 @@ async function measureLists(base: string, headers: Record<string, string>, data:
         latencies.push(performance.now() - at);
         totalCount = body.totalCount;
       }
-      rows.push({ name, medianMs: percentile(latencies, 50), worstMs: Math.max(...latencies), healthWorstMs: health.worst(from, performance.now()), totalCount });
+      rows.push({ name, medianMs: percentile(latencies, 50), worstMs: Math.max(...latencies), healthWorstMs: await health.worst(from, performance.now()), totalCount });
       log(`${name}: median ${ms(rows.at(-1)!.medianMs)}, /health worst ${ms(rows.at(-1)!.healthWorstMs)}`);
     }
     const four = ['/v1/notifications?page=' + middle, '/v1/notifications?status=failed', '/v1/notifications?channel=chat', '/v1/notifications?workflowId=receipt'];
     const from = performance.now();
     await Promise.all(four.map(async (path) => (await fetch(`${base}${path}`, { headers })).json()));
     const to = performance.now();
-    return { rows, fourAtOnce: { wallMs: to - from, healthWorstMs: health.worst(from, to) } };
+    return { rows, fourAtOnce: { wallMs: to - from, healthWorstMs: await health.worst(from, to) } };
   } finally {
     await health.stop();
   }
@@ -239,7 +267,7 @@ async function measureLargeItems(base: string, db: Db, pid: number) {
     if (!res.ok) throw new Error(`${path} answered ${res.status}`);
     return bytes;
   };
-  const health = probe(base, 5);
+  const health = await probe(base, 5);
   try {
     const latencies: number[] = [];
     let bytes = 0;
@@ -249,11 +277,11 @@ async function measureLargeItems(base: string, db: Db, pid: number) {
       bytes = await read();
       latencies.push(performance.now() - at);
     }
-    const one = { medianMs: percentile(latencies, 50), worstMs: Math.max(...latencies), healthWorstMs: health.worst(from, performance.now()), mb: bytes / 1e6 };
+    const one = { medianMs: percentile(latencies, 50), worstMs: Math.max(...latencies), healthWorstMs: await health.worst(from, performance.now()), mb: bytes / 1e6 };
     const fourFrom = performance.now();
     await Promise.all([read(), read(), read(), read()]);
     const fourTo = performance.now();
-    return { one, four: { wallMs: fourTo - fourFrom, healthWorstMs: health.worst(fourFrom, fourTo) }, peakRssMb: rssMb(pid, 'VmHWM') };
+    return { one, four: { wallMs: fourTo - fourFrom, healthWorstMs: await health.worst(fourFrom, fourTo) }, peakRssMb: rssMb(pid, 'VmHWM') };
   } finally {
     await health.stop();
   }
