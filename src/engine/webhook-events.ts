@@ -2,7 +2,7 @@
 // environment that takes it, in the caller's transaction, so the event commits with the change it
 // tells of or not at all. An environment without endpoints costs a map lookup (webhook-subscriptions.ts).
 import type { Runner } from '../db/knex.js';
-import { deliveryRows, insertDeliveries, type DeliveryRow } from '../db/repos/webhook-deliveries.js';
+import { deliveryRows, insertDeliveries, writeDeliveryRows, type DeliveryRow } from '../db/repos/webhook-deliveries.js';
 import { notificationRecipient, notificationsOfEvent } from '../db/repos/notifications.js';
 import type { EventRecord } from '../db/repos/events.js';
 import { digestRiderSlices } from '../db/repos/digest-jobs.js';
@@ -13,6 +13,7 @@ import { CHANNELS, type Channel, type Schemas } from '../contract.js';
 import type { DecidedSend } from './deliver.js';
 import { followsDigest } from './digests.js';
 import { newId } from '../ids.js';
+import { yieldToEventLoop } from '../turns.js';
 
 export type { WebhookEventType };
 
@@ -242,11 +243,17 @@ export async function recordStepEvent(trx: Runner, facts: JobFacts, event: StepE
   await recordWebhookEvent(trx, facts.environmentId, event.type, data, now, { content, outbox });
   if (!TOLD_TO_RIDERS.has(event.type) || !followsDigest(facts.steps, facts.stepIndex)) return;
   // The notifications riding in this one's digest hear of the send that carried them, each as itself.
+  // A slice's deliveries are written before the next slice is read (with what the caller's outbox
+  // held before them, in the same order), the loop turning between: a digest's tens of thousands
+  // written at the end, in statements of thousands of rows, held it for all of them.
+  const rows = outbox ?? [];
   for await (const riders of digestRiderSlices(trx, facts.notificationId)) {
     for (const rider of riders) {
       const riderData = { ...data, notificationId: rider.notificationId, transactionId: rider.transactionId, digestedInto: facts.notificationId };
-      await recordWebhookEvent(trx, facts.environmentId, event.type, riderData, now, { content, outbox });
+      await recordWebhookEvent(trx, facts.environmentId, event.type, riderData, now, { content, outbox: rows });
     }
+    await writeDeliveryRows(trx, rows.splice(0));
+    await yieldToEventLoop();
   }
 }
 

@@ -64,17 +64,30 @@ const WORKFLOWS = {
  * each asks for.
  */
 async function countStatements(pattern: RegExp, work: () => Promise<unknown>): Promise<number> {
+  let count = 0;
+  await onStatements(pattern, () => count++, work);
+  return count;
+}
+
+/** Calls `seen` as each statement matching `pattern` runs during `work`, as countStatements counts them (`bindings`: PostgreSQL's alone). */
+async function onStatements(pattern: RegExp, seen: (sql: string, bindings?: readonly unknown[]) => void, work: () => Promise<unknown>): Promise<void> {
   if (testDatabaseUrl()) {
-    const queries = recordQueries(t.db, pattern);
-    await work();
-    return queries.stop().length;
+    const record = (query: { sql: string; bindings: unknown[] }) => {
+      if (pattern.test(query.sql.trim())) seen(query.sql, query.bindings);
+    };
+    t.db.on('query', record);
+    try {
+      await work();
+    } finally {
+      t.db.off('query', record);
+    }
+    return;
   }
   const connection = (await t.db.client.acquireConnection()) as { prepare(sql: string): unknown };
   await t.db.client.releaseConnection(connection);
   const prepare = connection.prepare;
-  let count = 0;
   connection.prepare = (sql: string) => {
-    if (pattern.test(sql.trim())) count++;
+    if (pattern.test(sql.trim())) seen(sql);
     return prepare.call(connection, sql);
   };
   try {
@@ -82,7 +95,6 @@ async function countStatements(pattern: RegExp, work: () => Promise<unknown>): P
   } finally {
     connection.prepare = prepare;
   }
-  return count;
 }
 
 async function trigger(body: object): Promise<string> {
@@ -730,6 +742,40 @@ describe('digest', () => {
     const riders = new Set(slices.flat());
     expect(riders.size).toBe(1199);
     expect(riders.has(carrier.notificationId)).toBe(false);
+  });
+
+  it("writes the webhook deliveries of a closed digest's riders a slice at a time, the event loop turning between", async () => {
+    const peer = await startWebhookReceiver();
+    await t.a.post('/v1/webhook-endpoints', { url: `${peer.url}/h`, eventTypes: ['message.delivered'] }).expect(201);
+    await t.a.post('/v1/subscribers', { subscriberId: 'told-crowd' }).expect(201);
+    const txs: string[] = [];
+    for (let part = 0; part < 12; part++) {
+      const events = Array.from({ length: 100 }, (_, i) => ({ name: 'comments-digest', to: 'told-crowd', payload: { postId: 'told', text: String(part * 100 + i) } }));
+      txs.push(...(await t.a.post('/v1/events/trigger/bulk', { events }).expect(201)).body.data.map((d: { transactionId: string }) => d.transactionId));
+    }
+    await run();
+    t.clock.advance(11 * 60_000);
+    try {
+      await worker.runBatch(); // the digest closes
+      // The carrier's in-app step: its delivery and its 1,199 riders' (none sent yet: claimed before they were written).
+      const turns = countTurns();
+      const inserts: Array<{ rows: number; turn: number }> = [];
+      await onStatements(/^INSERT INTO "webhook_deliveries"/, (sql, bindings) => {
+        const rows = bindings ? (JSON.parse(String(bindings[0])) as unknown[]).length : (sql.match(/\(\?(, \?)*\)/g) ?? []).length;
+        inserts.push({ rows, turn: turns.sofar() });
+      }, () => worker.runBatch());
+      turns.stop();
+      expect(inserts.map((insert) => insert.rows)).toEqual([RIDERS_A_READ + 1, RIDERS_A_READ, 1199 - 2 * RIDERS_A_READ]);
+      for (let i = 1; i < inserts.length; i++) expect(inserts[i].turn).toBeGreaterThan(inserts[i - 1].turn);
+      const rows = await t.db('webhook_deliveries').where({ environment_id: t.environments.a, event_type: 'message.delivered' }).select('payload');
+      const told = rows.map((row: { payload: string }) => JSON.parse(row.payload).data as { transactionId: string; digestedInto?: string });
+      expect(told.map((data) => data.transactionId).sort()).toEqual([...txs].sort());
+      expect(told.filter((data) => data.digestedInto === undefined)).toHaveLength(1);
+      expect((await t.a.get('/v1/notifications?subscriberId=told-crowd&status=completed&limit=1').expect(200)).body.totalCount).toBe(1200);
+    } finally {
+      await t.db('webhook_deliveries').where({ environment_id: t.environments.a }).delete();
+      await peer.close();
+    }
   });
 
   it('leaves the other events to be sent when one of them is canceled, even the first', async () => {
