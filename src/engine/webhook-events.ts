@@ -217,7 +217,11 @@ export function jobFacts(
   };
 }
 
-/** Records a step's event (and its digest riders'); with `outbox`, the deliveries go there to be written by the caller (EventOptions). */
+/**
+ * Records a step's event (and its digest riders'); with `outbox`, the deliveries go there to be
+ * written by the caller (EventOptions), but for a digest's riders': those are written a slice at a
+ * time, with what the outbox holds then.
+ */
 export async function recordStepEvent(trx: Runner, facts: JobFacts, event: StepEvent, now: Date, outbox?: DeliveryRow[]): Promise<void> {
   if (!(CHANNELS as readonly string[]).includes(facts.channel)) return;
   if (!(await wantsWebhookEvent(trx, facts.environmentId, event.type))) return;
