@@ -187,7 +187,7 @@ let messageOutputLeft = 0;
 let heldByMessage = false;
 let inMessage = false;
 
-/** This process's CPU time so far, in milliseconds (its other threads' included: they idle while a render runs). */
+/** This process's CPU time so far, in milliseconds: its other threads' too, which count against a render while they work (Node 20 has no clock of one thread's). */
 function cpuMs(): number {
   const { user, system } = process.cpuUsage();
   return (user + system) / 1000;
