@@ -152,12 +152,15 @@ export function recipientsOf(request: TriggerRequest) {
 
 /**
  * What a trigger's event keeps of its workflow: the snapshot it names (db/repos/workflow-snapshots.ts)
- * and its text, made once a workflow read (a bulk request reads each of its workflows once).
+ * and its text, made once a workflow read (a bulk request reads each of its workflows once), and
+ * stored once for all the events that share it: a keyed bulk request's events, in one transaction,
+ * would each have sent it again.
  */
 interface Snapshot {
   workflow: WorkflowSnapshot;
   body: string;
   digest: string;
+  stored?: Promise<void>;
 }
 
 const snapshots = new WeakMap<StoredWorkflow, Snapshot>();
@@ -226,7 +229,7 @@ export async function trigger(
   const transactionIdTaken = () => conflict(`transactionId ${transactionId} was already used in this environment`);
   const now = clock.now();
   const snapshot = snapshotOf(env, workflow);
-  await storeWorkflowSnapshot(db, env, snapshot.digest, snapshot.body, now);
+  await (snapshot.stored ??= storeWorkflowSnapshot(db, env, snapshot.digest, snapshot.body, now));
   const actorId = typeof request.actor === 'string' ? request.actor : request.actor?.subscriberId;
   const eventOf = (actor: EventRecord['actor']): EventRecord => ({
     id: newId(now.getTime()),

@@ -8,7 +8,7 @@ import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { fanoutShards } from '../../src/db/fanout-shards.js';
 import { FANOUT_BATCH_SIZE } from '../../src/db/repos/topics.js';
 import { testDatabaseUrl } from '../helpers/db.js';
-import { recordQueries } from '../helpers/queries.js';
+import { countStatements as countStatementsOn, onStatements as onStatementsOf, recordQueries } from '../helpers/queries.js';
 import { countTurns } from '../helpers/turns.js';
 import { compilesPosted } from '../helpers/thread-posts.js';
 import { DIGEST_EVENTS_BYTES } from '../../src/engine/digests.js';
@@ -58,44 +58,8 @@ const WORKFLOWS = {
   broadcast: { name: 'Broadcast', steps: [{ type: 'in_app', template: { content: 'hello' } }] },
 };
 
-/**
- * How many statements matching `pattern` `work` runs: PostgreSQL's are knex query events; SQLite's
- * in a transaction run past knex, on its one connection, whose prepare (statements kept, sqlite.ts)
- * each asks for.
- */
-async function countStatements(pattern: RegExp, work: () => Promise<unknown>): Promise<number> {
-  let count = 0;
-  await onStatements(pattern, () => count++, work);
-  return count;
-}
-
-/** Calls `seen` as each statement matching `pattern` runs during `work`, as countStatements counts them (`bindings`: PostgreSQL's alone). */
-async function onStatements(pattern: RegExp, seen: (sql: string, bindings?: readonly unknown[]) => void, work: () => Promise<unknown>): Promise<void> {
-  if (testDatabaseUrl()) {
-    const record = (query: { sql: string; bindings: unknown[] }) => {
-      if (pattern.test(query.sql.trim())) seen(query.sql, query.bindings);
-    };
-    t.db.on('query', record);
-    try {
-      await work();
-    } finally {
-      t.db.off('query', record);
-    }
-    return;
-  }
-  const connection = (await t.db.client.acquireConnection()) as { prepare(sql: string): unknown };
-  await t.db.client.releaseConnection(connection);
-  const prepare = connection.prepare;
-  connection.prepare = (sql: string) => {
-    if (pattern.test(sql.trim())) seen(sql);
-    return prepare.call(connection, sql);
-  };
-  try {
-    await work();
-  } finally {
-    connection.prepare = prepare;
-  }
-}
+const countStatements = (pattern: RegExp, work: () => Promise<unknown>) => countStatementsOn(t.db, pattern, work);
+const onStatements = (pattern: RegExp, seen: (sql: string, bindings?: readonly unknown[]) => void, work: () => Promise<unknown>) => onStatementsOf(t.db, pattern, seen, work);
 
 async function trigger(body: object): Promise<string> {
   const res = await t.a.post('/v1/events/trigger', body).expect(201);

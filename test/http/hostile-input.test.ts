@@ -4,6 +4,7 @@
 // Node's own 4xx answers carry the error body. The SIGTERM drain is in test/e2e/shutdown.test.ts.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
+import { countStatements } from '../helpers/queries.js';
 import { compilesPosted } from '../helpers/thread-posts.js';
 import { createIntegration, createSubscriber, createWorkflow, integrationBodies, step, uniqueId } from '../helpers/factories.js';
 import fs from 'node:fs';
@@ -403,6 +404,20 @@ describe('work budgets: what a bulk request stores', () => {
     expect(new Set(stored.map((row) => row.workflow_snapshot)).size).toBe(1);
     const [copy] = await t.db('workflow_snapshots').where({ environment_id: t.environments.a, digest: stored[0].workflow_snapshot });
     expect(copy.body.length).toBeGreaterThan(600_000);
+  });
+
+  it('sends that copy to the database once for a request, with an Idempotency-Key (one transaction) too', async () => {
+    const steps = Array.from({ length: 10 }, () => step.inApp({ content: 'y'.repeat(60_000) }));
+    const subscriberId = uniqueId('keyed-copies');
+    await createSubscriber(t.a, { subscriberId });
+    for (const keyed of [false, true]) {
+      const { workflowId } = await createWorkflow(t.a, { steps: [...steps, step.inApp({ content: String(keyed) })] });
+      const events = Array.from({ length: 40 }, () => ({ name: workflowId, to: subscriberId }));
+      const request = t.a.post('/v1/events/trigger/bulk', { events });
+      if (keyed) request.set('Idempotency-Key', uniqueId('copies'));
+      const writes = await countStatements(t.db, /^INSERT INTO "?workflow_snapshots"?/, async () => expect((await request.expect(201)).body.data).toHaveLength(40));
+      expect(writes).toBe(1);
+    }
   });
 });
 
