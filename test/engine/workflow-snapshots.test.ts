@@ -120,3 +120,17 @@ describe('workflow snapshots', () => {
     expect((await feed()).map((item) => item.content)).toEqual(['later']);
   });
 });
+
+describe('workflow snapshots and Idempotency-Key', () => {
+  it('does not take a snapshot stored by a keyed trigger that was rejected (its savepoint rolled back, the key\'s answer committed) for stored', async () => {
+    const { workflowId: first } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'first' })] });
+    const { workflowId: second } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'second' })] });
+    await trigger(first, { transactionId: 'taken' });
+    // Its transactionId is taken: a 409, recorded as the key's answer; the operation's writes, the snapshot among them, are undone.
+    await t.a.post('/v1/events/trigger', { name: second, to: 'ada', transactionId: 'taken' }).set('Idempotency-Key', 'rejected-trigger').expect(409);
+    const transactionId = await trigger(second);
+    expect((await eventOf(transactionId)).workflow).toMatchObject({ workflowId: second });
+    await worker.runUntilIdle();
+    expect((await feed()).map((item) => item.content).sort()).toEqual(['first', 'second']);
+  });
+});
