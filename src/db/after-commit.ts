@@ -29,6 +29,17 @@ export function afterCommit(trx: Runner, tell: () => void): void {
 }
 
 /**
+ * afterCommit, but never if `trx` is a savepoint that rolls back, or one between it and the
+ * outermost transaction does: the outermost may commit without its writes (a keyed request records
+ * the 4xx of an operation whose savepoint it rolled back), and `tell` must not take them for stored.
+ */
+export function afterOwnCommit(trx: Runner, tell: () => void): void {
+  const own = trx as unknown as Transactor;
+  if (!trx.isTransaction || !own.parentTransaction || !own.executionPromise) return afterCommit(trx, tell);
+  own.executionPromise.then(() => afterOwnCommit(own.parentTransaction as unknown as Runner, tell), () => undefined);
+}
+
+/**
  * Gathers what a transaction's writes tell (`items`) in `pending`, by its outermost transaction, and
  * hands all of it to `tell` once, when that commits; nothing if it rolls back. Outside a
  * transaction, `items` are told at once.

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { changeRows, type Db, type Runner } from '../knex.js';
 import { writeTransaction } from '../group-commit.js';
-import { afterCommit, databaseOf } from '../after-commit.js';
+import { afterOwnCommit, databaseOf } from '../after-commit.js';
 import { boundedMapsBy } from '../../bounded-map.js';
 
 /**
@@ -33,14 +33,14 @@ const STORE = `INSERT INTO workflow_snapshots (environment_id, digest, body, use
 /**
  * Makes sure the snapshot `digest` of `body` is stored, before an event that names it is written:
  * stored, or its `used_at` moved to `now`, unless this process did so in the last hour. Inside a
- * transaction it writes there, and is remembered once that commits.
+ * transaction it writes there, and is remembered once that commits (and every savepoint between).
  */
 export async function storeWorkflowSnapshot(db: Db, environmentId: string, digest: string, body: string, now: Date): Promise<void> {
   const stored = storedOf(databaseOf(db));
   const at = stored.get(digest);
   if (at !== undefined && now.getTime() - at < TRUSTED_MS && now.getTime() >= at) return;
   await writeTransaction(db, (trx) => changeRows(trx, STORE, [environmentId, digest, body, now.toISOString()]), body.length);
-  afterCommit(db, () => stored.set(digest, now.getTime()));
+  afterOwnCommit(db, () => stored.set(digest, now.getTime()));
 }
 
 /**
