@@ -7,7 +7,8 @@ import { createSubscriber, createWorkflow, step } from '../helpers/factories.js'
 import { JobRunner } from '../../src/engine/runner.js';
 import { sweepExpired } from '../../src/engine/retention.js';
 import { findEvent, findEventByTransaction } from '../../src/db/repos/events.js';
-import { storeWorkflowSnapshot } from '../../src/db/repos/workflow-snapshots.js';
+import { deleteUnusedSnapshots, storeWorkflowSnapshot } from '../../src/db/repos/workflow-snapshots.js';
+import { testDatabaseUrl } from '../helpers/db.js';
 import { insertRows } from '../../src/db/insert-rows.js';
 import { newId } from '../../src/ids.js';
 
@@ -132,5 +133,22 @@ describe('workflow snapshots and Idempotency-Key', () => {
     expect((await eventOf(transactionId)).workflow).toMatchObject({ workflowId: second });
     await worker.runUntilIdle();
     expect((await feed()).map((item) => item.content).sort()).toEqual(['first', 'second']);
+  });
+});
+
+describe('workflow snapshots: retention against a trigger', () => {
+  it.runIf(testDatabaseUrl())('keeps a snapshot whose used_at a trigger moves while retention deletes it (PostgreSQL: the DELETE waits for the row, then reads it again)', async () => {
+    const body = JSON.stringify({ id: 'w', workflowId: 'raced', name: 'Raced', critical: false, preferenceSettings: {}, steps: [] });
+    const old = new Date(t.clock.now().getTime() - 60 * DAY);
+    await t.db('workflow_snapshots').insert({ environment_id: t.environments.a, digest: 'raced', body, used_at: old.toISOString() });
+    let deleting: Promise<number> | undefined;
+    await t.db.transaction(async (trx) => {
+      // The trigger's write, not yet committed, holds the row; retention's DELETE starts meanwhile.
+      await storeWorkflowSnapshot(trx, t.environments.a, 'raced', body, t.clock.now());
+      deleting = deleteUnusedSnapshots(t.db, t.environments.a, new Date(t.clock.now().getTime() - 30 * DAY), 10);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    });
+    expect(await deleting).toBe(0);
+    expect(await t.db('workflow_snapshots').where({ environment_id: t.environments.a, digest: 'raced' })).toHaveLength(1);
   });
 });
