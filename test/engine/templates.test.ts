@@ -1,6 +1,6 @@
 // The template engine on its own: the top-level view (payload fields beside Herald's names, as
 // Novu v1 templates read them) and the size budget, counted while the output is written.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { adoptPrecompiled, MAX_MESSAGE_CHARS, MAX_RENDERED_CHARS, precompiled, render, renderingMessage, templateData, uncompiled } from '../../src/engine/templates.js';
 
 const text = { escape: false };
@@ -167,5 +167,17 @@ describe("a render's time budget", () => {
       },
     }));
     expect(renderingMessage(() => render('{{#each items}}{{v}}{{/each}}', { items }, text))).toBe('x'.repeat(64));
+  });
+
+  it("does not count the CPU of the process's other threads (a schema compiling, a page read) against a render that is quick by the clock", () => {
+    // process.cpuUsage() counts every thread of the process: here others use 20 ms between two of its readings.
+    let used = 0;
+    const cpu = vi.spyOn(process, 'cpuUsage').mockImplementation(() => ({ user: (used += 20_000), system: 0 }));
+    try {
+      const items = Array.from({ length: 256 }, () => 'x');
+      expect(renderingMessage(() => render('{{#each items}}{{this}}{{/each}}', { items }, text))).toBe('x'.repeat(256));
+    } finally {
+      cpu.mockRestore();
+    }
   });
 });
