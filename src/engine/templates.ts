@@ -22,9 +22,9 @@ export const MAX_MESSAGE_CHARS = 1024 * 1024;
 /** The loop iterations one message's render may run, all its fields' `{{#each}}` (and blocks over arrays) together. */
 export const MAX_ITERATIONS = 100_000;
 /**
- * How long one message's loops may run, in this process's CPU time: the render holds the event
- * loop meanwhile. CPU, not the clock: counted by the clock, a large digest's render failed whenever
- * other processes took the cores, its outcome set by the machine's load rather than by its work.
+ * How long one message's loops may run, in this process's CPU time and by the clock both: the render
+ * holds the event loop meanwhile. Counted by the clock alone, a large digest's render failed whenever
+ * other processes took the cores; by the process's CPU time alone, whenever its other threads worked.
  */
 export const MAX_RENDER_MS = 50;
 /**
@@ -180,14 +180,21 @@ handlebars.unregisterDecorator('inline');
 // Loops, time and the output of all fields together are a message's (every field of it, in
 // renderingMessage); a field's output has a cap of its own.
 let iterationsLeft = 0;
+/** When the render's time is up by the clock, and by the process's CPU time: it is over its budget once both are. */
 let deadline = 0;
+let cpuDeadline = 0;
 let outputLeft = 0;
 let messageOutputLeft = 0;
 /** Whether the field under way is held by what its message has left rather than by its own cap. */
 let heldByMessage = false;
 let inMessage = false;
 
-/** This process's CPU time so far, in milliseconds: its other threads' too, which count against a render while they work (Node 20 has no clock of one thread's). */
+/**
+ * This process's CPU time so far, in milliseconds: its other threads' too (Node 20 has no clock of
+ * one thread's), so a render is over its time only once the clock says so as well: neither a busy
+ * machine (the clock runs, the CPU time does not) nor the process's busy threads (the other way round)
+ * fail a render that is within its budget.
+ */
 function cpuMs(): number {
   const { user, system } = process.cpuUsage();
   return (user + system) / 1000;
@@ -195,7 +202,8 @@ function cpuMs(): number {
 
 function startBudget(): void {
   iterationsLeft = MAX_ITERATIONS;
-  deadline = cpuMs() + MAX_RENDER_MS;
+  deadline = performance.now() + MAX_RENDER_MS;
+  cpuDeadline = cpuMs() + MAX_RENDER_MS;
   messageOutputLeft = MAX_MESSAGE_CHARS;
 }
 
@@ -218,7 +226,7 @@ handlebars.registerHelper('each', function (this: unknown, context: unknown, opt
   const counted = Object.assign((value: unknown, frame?: Handlebars.RuntimeOptions) => {
     if (--iterationsLeft < 0) throw new TemplateOverBudget(`The template's loops ran more than ${MAX_ITERATIONS.toLocaleString('en')} times, their budget for one message`);
     // Read every 32 iterations: reading the CPU time is a system call (under a microsecond).
-    if ((iterationsLeft & 31) === 0 && cpuMs() > deadline) throw new TemplateOverBudget(`The template took more than ${MAX_RENDER_MS} ms to render, its budget for one message`);
+    if ((iterationsLeft & 31) === 0 && performance.now() > deadline && cpuMs() > cpuDeadline) throw new TemplateOverBudget(`The template took more than ${MAX_RENDER_MS} ms to render, its budget for one message`);
     return fn(value, frame);
   }, fn);
   return builtinEach.call(this, context, { ...options, fn: counted });
