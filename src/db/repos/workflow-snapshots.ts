@@ -1,7 +1,7 @@
 // The workflows events were triggered with (migration 20261208_01): one stored copy of each version
 // of a workflow, shared by its events, named by a digest of its text and its environment.
 import { createHash } from 'node:crypto';
-import { changeRows, type Db, type Runner } from '../knex.js';
+import { changeRows, isPostgres, type Db, type Runner } from '../knex.js';
 import { writeTransaction } from '../group-commit.js';
 import { afterOwnCommit, databaseOf } from '../after-commit.js';
 import { boundedMapsBy } from '../../bounded-map.js';
@@ -53,14 +53,19 @@ export async function storeWorkflowSnapshot(db: Db, environmentId: string, diges
  */
 export async function deleteUnusedSnapshots(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
   const unusedSince = new Date(before.getTime() - SNAPSHOT_KEPT_PAST_RETENTION_MS).toISOString();
+  // PostgreSQL anti-joins the kept events once. SQLite runs a NOT EXISTS once a snapshot, each
+  // scanning every kept event (25 snapshots beside 200,000 events kept for a long delay: 700 ms on
+  // the event loop, the write lock held); the list of the snapshots they use it builds once (35 ms).
+  const [unused, bindings] = isPostgres(db)
+    ? ['NOT EXISTS (SELECT 1 FROM events e WHERE e.environment_id = s.environment_id AND e.created_at < ? AND e.workflow_snapshot = s.digest)', [before.toISOString()]]
+    : ['s.digest NOT IN (SELECT e.workflow_snapshot FROM events e WHERE e.environment_id = ? AND e.created_at < ? AND e.workflow_snapshot IS NOT NULL)', [environmentId, before.toISOString()]];
   return writeTransaction(db, (trx: Runner) =>
     changeRows(
       trx,
       `DELETE FROM workflow_snapshots WHERE environment_id = ? AND used_at < ? AND digest IN (
-        SELECT s.digest FROM workflow_snapshots s WHERE s.environment_id = ? AND s.used_at < ?
-          AND NOT EXISTS (SELECT 1 FROM events e WHERE e.environment_id = s.environment_id AND e.created_at < ? AND e.workflow_snapshot = s.digest)
+        SELECT s.digest FROM workflow_snapshots s WHERE s.environment_id = ? AND s.used_at < ? AND ${unused}
         LIMIT ?)`,
-      [environmentId, unusedSince, environmentId, unusedSince, before.toISOString(), limit],
+      [environmentId, unusedSince, environmentId, unusedSince, ...bindings, limit],
     ),
   );
 }
