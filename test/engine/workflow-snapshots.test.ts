@@ -11,6 +11,7 @@ import { deleteUnusedSnapshots, storeWorkflowSnapshot } from '../../src/db/repos
 import { testDatabaseUrl } from '../helpers/db.js';
 import { insertRows } from '../../src/db/insert-rows.js';
 import { newId } from '../../src/ids.js';
+import * as workflowSnapshotsMigration from '../../src/db/migrations/20261208_01_workflow_snapshots.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -150,5 +151,18 @@ describe('workflow snapshots: retention against a trigger', () => {
     });
     expect(await deleting).toBe(0);
     expect(await t.db('workflow_snapshots').where({ environment_id: t.environments.a, digest: 'raced' })).toHaveLength(1);
+  });
+});
+
+// Last in the file: it takes the table away and back.
+describe('the migration', () => {
+  it('migrating down gives each event its copy back', async () => {
+    const { workflowId } = await createWorkflow(t.a, { steps: [step.inApp({ content: 'down' })] });
+    const transactionId = await trigger(workflowId);
+    await workflowSnapshotsMigration.down(t.db);
+    const [row] = await t.db('events').where({ environment_id: t.environments.a, transaction_id: transactionId });
+    expect(JSON.parse(row.workflow)).toMatchObject({ workflowId, steps: [{ template: { content: 'down' } }] });
+    await workflowSnapshotsMigration.up(t.db);
+    expect((await eventOf(transactionId)).workflow).toMatchObject({ workflowId });
   });
 });

@@ -6,7 +6,7 @@ import type { Knex } from 'knex';
 // written from now on share one copy of each version of a workflow, a snapshot named by a digest of
 // its text (and its environment), and keep only that name; `events.workflow` is left empty for them
 // and holds the copy of the events written before. Retention removes a snapshot no event uses any
-// more once it has not been used for longer than the environment keeps its notifications.
+// more once no trigger has used it for a day longer than the environment keeps its notifications.
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('workflow_snapshots', (t) => {
     t.string('environment_id', 24).notNullable().references('environments.id').onDelete('CASCADE');
@@ -22,6 +22,9 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
+  // Each event gets its copy back, as events kept it before.
+  await knex.raw(`UPDATE events SET workflow = (SELECT s.body FROM workflow_snapshots s WHERE s.environment_id = events.environment_id AND s.digest = events.workflow_snapshot)
+    WHERE workflow_snapshot IS NOT NULL`);
   await knex.schema.alterTable('events', (t) => {
     t.dropColumn('workflow_snapshot');
   });

@@ -47,7 +47,7 @@ export async function storeWorkflowSnapshot(db: Db, environmentId: string, diges
  * Deletes up to `limit` of an environment's snapshots that no event uses and that no trigger has
  * used since `before` less SNAPSHOT_KEPT_PAST_RETENTION_MS; answers how many. Every event that uses
  * such a snapshot was created before `before`, so only those are looked through: after retention's
- * pass, the few it keeps for their open work. The outer condition on `used_at` is checked again
+ * pass, the ones it keeps for their open work (a long delay may keep many). The outer condition on `used_at` is checked again
  * against a row a trigger moved meanwhile (PostgreSQL rereads a row updated under a DELETE), which
  * the subquery, read before, is not.
  */
