@@ -387,6 +387,10 @@ describe('work budgets: step conditions', () => {
 });
 
 describe('work budgets: what a bulk request stores', () => {
+  // Their events' jobs (renders of 600 KB templates) are not what these tests are about: a later
+  // test's worker would run them all.
+  afterEach(async () => t.db('jobs').where({ environment_id: t.environments.a }).delete());
+
   it('stores one copy of a large workflow for all the events of a request that trigger it', async () => {
     // 10 steps of 60,000 characters: about 600 KB a copy. Each event had stored its own: 40 events, 24 MB.
     const steps = Array.from({ length: 10 }, () => step.inApp({ content: 'x'.repeat(60_000) }));
