@@ -47,15 +47,15 @@ export async function storeWorkflowSnapshot(db: Db, environmentId: string, diges
  * Deletes up to `limit` of an environment's snapshots that no event uses and that no trigger has
  * used since `before` less SNAPSHOT_KEPT_PAST_RETENTION_MS; answers how many. Every event that uses
  * such a snapshot was created before `before`, so only those are looked through: after retention's
- * pass, the ones it keeps for their open work (a long delay may keep many). The outer condition on `used_at` is checked again
- * against a row a trigger moved meanwhile (PostgreSQL rereads a row updated under a DELETE), which
- * the subquery, read before, is not.
+ * pass, the ones it keeps for their open work (a long delay may keep many). The outer condition on
+ * `used_at` is checked again against a row a trigger moved meanwhile (PostgreSQL rereads a row
+ * updated under a DELETE), which the subquery, read before, is not.
  */
 export async function deleteUnusedSnapshots(db: Db, environmentId: string, before: Date, limit: number): Promise<number> {
   const unusedSince = new Date(before.getTime() - SNAPSHOT_KEPT_PAST_RETENTION_MS).toISOString();
-  // PostgreSQL anti-joins the kept events once. SQLite runs a NOT EXISTS once a snapshot, each
-  // scanning every kept event (25 snapshots beside 200,000 events kept for a long delay: 700 ms on
-  // the event loop, the write lock held); the list of the snapshots they use it builds once (35 ms).
+  // PostgreSQL anti-joins the kept events once. SQLite would run a NOT EXISTS once a snapshot, each
+  // scanning every kept event on the event loop, the write lock held; the list of the snapshots they
+  // use it builds once.
   const [unused, bindings] = isPostgres(db)
     ? ['NOT EXISTS (SELECT 1 FROM events e WHERE e.environment_id = s.environment_id AND e.created_at < ? AND e.workflow_snapshot = s.digest)', [before.toISOString()]]
     : ['s.digest NOT IN (SELECT e.workflow_snapshot FROM events e WHERE e.environment_id = ? AND e.created_at < ? AND e.workflow_snapshot IS NOT NULL)', [environmentId, before.toISOString()]];
