@@ -11,7 +11,6 @@
 //     30 s;
 //   - a page of 100 subscribers whose data is ~800 KB each, alone and four at once.
 // --quick writes 100,000 notifications and 10,000 subscribers instead.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -54,41 +53,21 @@ function percentile(values: number[], p: number): number {
 const ms = (n: number) => (Number.isFinite(n) ? `${n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US')} ms` : 'n/a');
 
 /**
- * The /health prober: a process of its own, so that what the bench itself does meanwhile (reading
- * an 80 MB answer) does not delay its probes. It asks every `everyMs` until its input ends, and
- * prints a line for each answer: when it was asked (milliseconds since the epoch) and its latency.
- */
-const PROBER = `
-const [base, everyMs] = [process.argv[1], Number(process.argv[2])];
-let running = true;
-process.stdin.on('end', () => (running = false)).resume();
-(async () => {
-  while (running) {
-    const at = performance.timeOrigin + performance.now();
-    try { await fetch(base + '/health'); } catch {}
-    const ms = performance.timeOrigin + performance.now() - at;
-    process.stdout.write(JSON.stringify({ at, ms }) + '\\n');
-    if (ms < everyMs) await new Promise((resolve) => setTimeout(resolve, everyMs - ms));
-  }
-})();`;
-
-/**
  * Asks /health every `everyMs` (from a process of its own) until stopped; answers each answer's
  * latency, by when it was asked. Resolves once the first answer is in.
  */
 async function probe(base: string, everyMs: number) {
-  const child = spawn(process.execPath, ['-e', PROBER, base, String(everyMs)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const prober = startNode('health prober', 'dist/bench/health-prober.js', [base, String(everyMs)], {});
   const latencies: Array<{ at: number; ms: number }> = [];
   let partial = '';
   let answered: () => void;
   const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
-  child.stdout.on('data', (chunk: Buffer) => {
+  prober.child.stdout!.on('data', (chunk: Buffer) => {
     const lines = (partial + chunk.toString()).split('\n');
     partial = lines.pop()!;
     for (const line of lines) if (line) latencies.push(JSON.parse(line) as { at: number; ms: number });
     if (latencies.length > 0) answered();
   });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await firstAnswer;
   const epoch = (now: number) => performance.timeOrigin + now;
   return {
@@ -103,8 +82,7 @@ async function probe(base: string, everyMs: number) {
       return Math.max(0, ...latencies.filter((l) => l.at <= epoch(to) && l.at + l.ms >= epoch(from)).map((l) => l.ms));
     },
     async stop() {
-      child.stdin.end();
-      await exited;
+      await prober.stop();
     },
   };
 }

@@ -44,7 +44,7 @@ export interface NodeChild {
 export async function buildForBench(): Promise<void> {
   await buildServer();
   const outdir = path.join(ROOT, 'dist', 'bench');
-  const helpers = ['scripts/bench/baseline.ts', 'scripts/bench/webhook.ts', 'scripts/bench/hanging-webhooks.ts', 'scripts/bench/stack-floor.ts'].map((file) => path.join(ROOT, file));
+  const helpers = ['scripts/bench/baseline.ts', 'scripts/bench/webhook.ts', 'scripts/bench/hanging-webhooks.ts', 'scripts/bench/stack-floor.ts', 'scripts/bench/health-prober.ts'].map((file) => path.join(ROOT, file));
   // Bundled (packages stay imports): the stack floor uses Herald's own router module from src/.
   await build({ entryPoints: helpers, outdir, bundle: true, packages: 'external', platform: 'node', format: 'esm', logLevel: 'warning' });
 }
