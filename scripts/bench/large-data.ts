@@ -6,7 +6,7 @@ import type { Db } from '../../src/db/knex.js';
 import { insertRows } from '../../src/db/insert-rows.js';
 import { createOrganization } from '../../src/db/repos/accounts.js';
 import { eventRow } from '../../src/db/repos/events.js';
-import { snapshotDigest, storeWorkflowSnapshot } from '../../src/db/repos/workflow-snapshots.js';
+import { storeSnapshotOf } from '../../src/db/repos/workflow-snapshots.js';
 import { jobRow } from '../../src/db/repos/jobs.js';
 import { notificationRow } from '../../src/db/repos/notifications.js';
 import { insertWorkflow } from '../../src/db/repos/workflows.js';
@@ -112,15 +112,11 @@ export async function seedLarge(
     ...subscriberRows.filter((_, i) => i % 10 === 0).map((row) => ({ topic_id: tenthId, subscriber_id: row.id, created_at: at })),
   ]);
 
-  // Each workflow's snapshot, which the events name (as a trigger stores it).
+  // Each workflow as its events keep it, and its snapshot, which they name (as a trigger stores it).
+  const snapshotOf = (key: string) => ({ id: 'w', workflowId: key, name: key, critical: false, preferenceSettings: {}, steps: [] }) as never;
   const snapshots = new Map<string, string>();
   for (const environment of [environmentId, environmentIds.development]) {
-    for (const workflow of LARGE_WORKFLOWS) {
-      const body = JSON.stringify({ id: 'w', workflowId: workflow.key, name: workflow.key, critical: false, preferenceSettings: {}, steps: [] });
-      const digest = snapshotDigest(environment, body);
-      await storeWorkflowSnapshot(db, environment, digest, body, now);
-      snapshots.set(`${environment} ${workflow.key}`, digest);
-    }
+    for (const workflow of LARGE_WORKFLOWS) snapshots.set(`${environment} ${workflow.key}`, await storeSnapshotOf(db, environment, snapshotOf(workflow.key), now));
   }
 
   const span = days * 86_400_000;
@@ -143,7 +139,7 @@ export async function seedLarge(
             id: eventId,
             environmentId: environment,
             transactionId,
-            workflow: { id: 'w', workflowId: workflow.key, name: workflow.key, critical: false, preferenceSettings: {}, steps: [] } as never,
+            workflow: snapshotOf(workflow.key),
             payload: { order: i },
             overrides: {},
             createdAt: created.toISOString(),

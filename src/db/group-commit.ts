@@ -35,8 +35,8 @@ const queues = new WeakMap<Db, Queue>();
  *
  * A commit writes and syncs all of its transaction's pages on the event loop, so the works of one
  * commit write at most about SLICE_CHARS characters of text together (`chars`, each work's as its
- * caller counts them; one larger work is committed alone): a bulk trigger's events with large
- * payloads or workflow copies go in several commits, the loop turning between them.
+ * caller counts them; one larger work is committed alone): the events of bulk requests with large
+ * payloads, arriving together, go in several commits, the loop turning between them.
  *
  * PostgreSQL commits concurrent transactions side by side already, and inside a transaction the
  * work simply nests in it: both take the ordinary path.

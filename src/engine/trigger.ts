@@ -18,7 +18,7 @@ import { findSubscriber, subscriberKeys, upsertSubscriber } from '../db/repos/su
 import { holdTopics, topicIdsByKey } from '../db/repos/topics.js';
 import { loneTriggerStore, type TriggerStore } from '../db/trigger-store.js';
 import { eventRow, insertEvent, type EventRecord, type WorkflowSnapshot } from '../db/repos/events.js';
-import { snapshotDigest, storeWorkflowSnapshot } from '../db/repos/workflow-snapshots.js';
+import { storeWorkflowSnapshot, workflowSnapshot } from '../db/repos/workflow-snapshots.js';
 import { insertJobs, jobRow } from '../db/repos/jobs.js';
 import { notificationRow } from '../db/repos/notifications.js';
 import { newId } from '../ids.js';
@@ -177,8 +177,7 @@ function snapshotOf(environmentId: string, stored: StoredWorkflow): Snapshot {
       steps: stored.steps,
       tags: stored.tags,
     };
-    const body = JSON.stringify(workflow);
-    snapshots.set(stored, (snapshot = { workflow, body, digest: snapshotDigest(environmentId, body) }));
+    snapshots.set(stored, (snapshot = { workflow, ...workflowSnapshot(environmentId, workflow) }));
   }
   return snapshot;
 }

@@ -2,11 +2,8 @@
 // that write events straight into the database.
 import type { Db } from '../../src/db/knex.js';
 import { eventRow, type EventRecord } from '../../src/db/repos/events.js';
-import { snapshotDigest, storeWorkflowSnapshot } from '../../src/db/repos/workflow-snapshots.js';
+import { storeSnapshotOf } from '../../src/db/repos/workflow-snapshots.js';
 
 export async function storedEventRow(db: Db, event: Omit<EventRecord, 'canceledAt'>): Promise<Record<string, unknown>> {
-  const body = JSON.stringify(event.workflow);
-  const digest = snapshotDigest(event.environmentId, body);
-  await storeWorkflowSnapshot(db, event.environmentId, digest, body, new Date(event.createdAt));
-  return eventRow(event, digest);
+  return eventRow(event, await storeSnapshotOf(db, event.environmentId, event.workflow, new Date(event.createdAt)));
 }

@@ -5,6 +5,7 @@ import { changeRows, isPostgres, type Db, type Runner } from '../knex.js';
 import { writeTransaction } from '../group-commit.js';
 import { afterOwnCommit, databaseOf } from '../after-commit.js';
 import { boundedMapsBy } from '../../bounded-map.js';
+import type { WorkflowSnapshot } from './events.js';
 
 /**
  * How long a process trusts a snapshot it stored to be there without writing it again. Each write
@@ -22,9 +23,10 @@ export const SNAPSHOT_KEPT_PAST_RETENTION_MS = 24 * 60 * 60 * 1000;
 /** Snapshots each database's process remembers storing, and when. */
 const storedOf = boundedMapsBy<object, string, number>(10_000);
 
-/** The name of a workflow's snapshot: a digest of its text, apart for each environment. */
-export function snapshotDigest(environmentId: string, body: string): string {
-  return createHash('sha256').update(environmentId).update('\n').update(body).digest('base64url');
+/** A workflow's snapshot: its text, and its name, a digest of that text apart for each environment. */
+export function workflowSnapshot(environmentId: string, workflow: WorkflowSnapshot): { body: string; digest: string } {
+  const body = JSON.stringify(workflow);
+  return { body, digest: createHash('sha256').update(environmentId).update('\n').update(body).digest('base64url') };
 }
 
 const STORE = `INSERT INTO workflow_snapshots (environment_id, digest, body, used_at) VALUES (?, ?, ?, ?)
@@ -41,6 +43,13 @@ export async function storeWorkflowSnapshot(db: Db, environmentId: string, diges
   if (at !== undefined && now.getTime() - at < TRUSTED_MS && now.getTime() >= at) return;
   await writeTransaction(db, (trx) => changeRows(trx, STORE, [environmentId, digest, body, now.toISOString()]), body.length);
   afterOwnCommit(db, () => stored.set(digest, now.getTime()));
+}
+
+/** Stores `workflow`'s snapshot (storeWorkflowSnapshot) and answers its name, for an event written with eventRow. */
+export async function storeSnapshotOf(db: Db, environmentId: string, workflow: WorkflowSnapshot, now: Date): Promise<string> {
+  const { body, digest } = workflowSnapshot(environmentId, workflow);
+  await storeWorkflowSnapshot(db, environmentId, digest, body, now);
+  return digest;
 }
 
 /**
