@@ -8,7 +8,7 @@ import { insertSubscriber } from '../../src/db/repos/subscribers.js';
 import { fanoutShards } from '../../src/db/fanout-shards.js';
 import { FANOUT_BATCH_SIZE } from '../../src/db/repos/topics.js';
 import { testDatabaseUrl } from '../helpers/db.js';
-import { countStatements as countStatementsOn, onStatements as onStatementsOf, recordQueries } from '../helpers/queries.js';
+import { countStatements, onStatements, recordQueries } from '../helpers/queries.js';
 import { countTurns } from '../helpers/turns.js';
 import { compilesPosted } from '../helpers/thread-posts.js';
 import { DIGEST_EVENTS_BYTES } from '../../src/engine/digests.js';
@@ -57,9 +57,6 @@ const WORKFLOWS = {
   },
   broadcast: { name: 'Broadcast', steps: [{ type: 'in_app', template: { content: 'hello' } }] },
 };
-
-const countStatements = (pattern: RegExp, work: () => Promise<unknown>) => countStatementsOn(t.db, pattern, work);
-const onStatements = (pattern: RegExp, seen: (sql: string, bindings?: readonly unknown[]) => void, work: () => Promise<unknown>) => onStatementsOf(t.db, pattern, seen, work);
 
 async function trigger(body: object): Promise<string> {
   const res = await t.a.post('/v1/events/trigger', body).expect(201);
@@ -724,7 +721,7 @@ describe('digest', () => {
       // The carrier's in-app step: its delivery and its 1,199 riders' (none sent yet: claimed before they were written).
       const turns = countTurns();
       const inserts: Array<{ rows: number; turn: number }> = [];
-      await onStatements(/^INSERT INTO "webhook_deliveries"/, (sql, bindings) => {
+      await onStatements(t.db, /^INSERT INTO "webhook_deliveries"/, (sql, bindings) => {
         const rows = bindings ? (JSON.parse(String(bindings[0])) as unknown[]).length : (sql.match(/\(\?(, \?)*\)/g) ?? []).length;
         inserts.push({ rows, turn: turns.sofar() });
       }, () => worker.runBatch());
@@ -961,7 +958,7 @@ describe('topic fan-out', () => {
     await createWorkflow(t.a, WORKFLOWS.broadcast);
     const tx = await trigger({ name: 'broadcast', to: [{ type: 'Topic', topicKey: 'told' }] });
     try {
-      const inserts = await countStatements(/^INSERT INTO "webhook_deliveries"/, () => worker.runBatch());
+      const inserts = await countStatements(t.db, /^INSERT INTO "webhook_deliveries"/, () => worker.runBatch());
       const rows = await t.db('webhook_deliveries').where({ environment_id: t.environments.a, event_type: 'message.delivered' }).select('payload');
       const told = rows.map((row: { payload: string }) => JSON.parse(row.payload).data).filter((data: { transactionId: string }) => data.transactionId === tx);
       expect(told.map((data: { subscriberId: string }) => data.subscriberId).sort()).toEqual(ids);
