@@ -21,7 +21,7 @@ function outermostTransaction(trx: Runner): object | undefined {
  * Calls `tell` once `trx` commits (its outermost transaction), never if it rolls back; outside a
  * transaction, at once. A transaction knex does not say the end of is told at once too, rather than never.
  */
-export function afterCommit(trx: Runner, tell: () => void): void {
+function afterCommit(trx: Runner, tell: () => void): void {
   const top = outermostTransaction(trx) as Transactor | undefined;
   if (!top) return tell();
   if (!top.executionPromise) return queueMicrotask(tell);
